@@ -1,0 +1,267 @@
+"""The MuJoCo reference backend, on ``mujoco.batch.Batch`` (mujoco >= 4.0).
+
+Every env is one row of the batch's integration state; ``step`` runs them on the
+batch's thread pool. Design points (see DESIGN.md):
+
+* State arrays (qpos, qvel, ctrl, xfrc_applied) are live views of the rows;
+  derived arrays (xpos, xquat, cvel, site_xpos, sensordata, ...) are bound
+  lazily, on first use, and copied out by the batch after every call.
+* Every call ends with the position and velocity stages computed at the new
+  state (``stage=mjSTAGE_VEL``; ``mjSTAGE_ACC`` if a sensor needs it), so
+  every getter describes the current instant rather than one substep behind
+  as plain ``mj_step`` does.
+* Divergence: MuJoCo resets an env whose qpos/qvel/qacc blow up and counts a
+  warning; ``mujoco.batch.SimulationError`` names envs where MuJoCo raised.
+  Both are reported in ``info["diverged"]`` and those envs get back the state
+  they had before the call.
+* Body forces are given at the body frame origin; MuJoCo's ``xfrc_applied``
+  acts at the centre of mass, so the torque is shifted by ``(xpos - xipos) x F``
+  before every substep.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from typing import Any
+
+import mujoco
+import numpy as np
+import torch
+from mujoco import batch as mjbatch
+
+from simbackend.capabilities import Capabilities
+from simbackend.contract import SimBackend
+from simbackend.errors import SimBackendError
+from simbackend.models import compile_model, model_info
+
+_VEL = int(mujoco.mjtStage.mjSTAGE_VEL)
+_ACC = int(mujoco.mjtStage.mjSTAGE_ACC)
+_BAD_WARNINGS = np.array(
+    [int(mujoco.mjtWarning.mjWARN_BADQACC), int(mujoco.mjtWarning.mjWARN_BADQPOS), int(mujoco.mjtWarning.mjWARN_BADQVEL)]
+)
+_ALL_SENSOR_TYPES = frozenset(
+    name[len("mjSENS_"):].lower()
+    for name in mujoco.mjtSensor.__members__
+    if name.startswith("mjSENS_") and name not in ("mjSENS_USER", "mjSENS_PLUGIN")
+)
+_OPTIONS = ("nthread",)
+
+
+def _quat_mul_np(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    aw, ax, ay, az = np.moveaxis(a, -1, 0)
+    bw, bx, by, bz = np.moveaxis(b, -1, 0)
+    return np.stack(
+        (
+            aw * bw - ax * bx - ay * by - az * bz,
+            aw * bx + ax * bw + ay * bz - az * by,
+            aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw,
+        ),
+        axis=-1,
+    )
+
+
+class MuJoCoBackend(SimBackend):
+    """MuJoCo reference backend.
+
+    Args:
+        model: MJCF/URDF path, ``mujoco.MjSpec``, ``mujoco.MjModel`` or built-in name.
+        num_envs: number of simulations N.
+        device: torch device of returned tensors (physics runs on the CPU);
+            default ``"cpu"``.
+        seed: seed of the backend's random streams.
+        nthread: worker threads of the batch, 0 for all CPUs (default).
+    """
+
+    name = "mujoco"
+
+    def __init__(self, model: Any, num_envs: int, *, device: Any = None, seed: int = 0, **options: Any):
+        unknown = sorted(set(options) - set(_OPTIONS))
+        if unknown:
+            raise TypeError(f"unknown option(s) for backend 'mujoco': {unknown}; accepted: {list(_OPTIONS)}")
+        nthread = options.get("nthread", 0)
+        if isinstance(nthread, bool) or not isinstance(nthread, int) or nthread < 0:
+            raise ValueError(f"nthread: expected an integer >= 0 (0: all CPUs), got {nthread!r}")
+        device = torch.device("cpu" if device is None else device)
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise SimBackendError("device 'cuda' requested, but torch sees no CUDA device")
+        m = compile_model(model)
+        # the batch keeps a pointer to the model: keep our own copy, immune to caller edits
+        self.model = copy.copy(m)
+        super().__init__(model_info(self.model), num_envs, device=device, seed=seed)
+        self._nthread_requested = nthread
+        self.batch = mjbatch.Batch(self.model, self.num_envs, nthread=nthread or (os.cpu_count() or 1))
+        b = self.batch
+        self._stage = _ACC if (np.asarray(self.model.sensor_needstage) >= _ACC).any() else _VEL
+        self._state = b.state
+        self._qpos = b.bind("qpos")
+        self._qvel = b.bind("qvel")
+        self._ctrl = b.bind("ctrl")
+        self._xfrc = b.bind("xfrc_applied")
+        self._warmstart = b.bind("qacc_warmstart")
+        self._prev_state = np.empty_like(self._state)
+        self._warn = b.warning
+        self._site_quat_local = np.array(self.model.site_quat, dtype=np.float64)
+        self._site_body = np.array(self.model.site_bodyid, dtype=np.int64)
+        self._force = np.zeros((self.num_envs, self.model.nbody, 3))
+        self._torque = np.zeros((self.num_envs, self.model.nbody, 3))
+        self._force_bodies = np.zeros(0, np.int64)
+        b.reset(stage=self._stage)
+
+    # -- capabilities ----------------------------------------------------
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            gpu=False,
+            actuator_kinds=frozenset({"motor", "position", "velocity", "other"}),
+            sensor_types=_ALL_SENSOR_TYPES,
+            rendering=False,
+        )
+
+    @property
+    def nthread(self) -> int:
+        return self.batch.nthread
+
+    # -- derived fields, bound lazily -----------------------------------
+    def _out(self, name: str) -> np.ndarray:
+        bound = self.batch._bound  # noqa: SLF001 (cheap check of the batch's cache)
+        if name in bound:
+            return bound[name]
+        arr = self.batch.bind(name)
+        # a field bound between calls holds zeros until the next call: compute it now
+        self._forward(None)
+        return arr
+
+    def _forward(self, ids: np.ndarray | None) -> None:
+        try:
+            self.batch.forward(ids, stage=self._stage)
+        except mjbatch.SimulationError:
+            pass  # those envs' derived fields stay as they were; their state is untouched
+
+    # -- getters ----------------------------------------------------------
+    def _t(self, a: np.ndarray) -> torch.Tensor:
+        t = torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32))
+        return t if self._device.type == "cpu" else t.to(self._device)
+
+    def get_qpos(self) -> torch.Tensor:
+        return self._t(self._qpos)
+
+    def get_qvel(self) -> torch.Tensor:
+        return self._t(self._qvel)
+
+    def get_dof_pos(self) -> torch.Tensor:
+        return self._t(self._qpos[:, self._info.dof_qpos_index])
+
+    def get_dof_vel(self) -> torch.Tensor:
+        return self._t(self._qvel[:, self._info.dof_qvel_index])
+
+    def _body_pos_w(self, ids: np.ndarray) -> torch.Tensor:
+        return self._t(self._out("xpos")[:, ids])
+
+    def _body_quat_w(self, ids: np.ndarray) -> torch.Tensor:
+        return self._t(self._out("xquat")[:, ids])
+
+    def _body_vel_w(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(ang, lin) world velocities of the body frame origins, float64."""
+        cvel = self._out("cvel")[:, ids]                       # (N, B, 6): [ang, lin] at subtree com of root
+        com = self._out("subtree_com")[:, self._info.body_root[ids]]
+        offset = self._out("xpos")[:, ids] - com
+        ang = cvel[..., :3]
+        return ang, cvel[..., 3:] + np.cross(ang, offset)
+
+    def _body_lin_vel_w(self, ids: np.ndarray) -> torch.Tensor:
+        return self._t(self._body_vel_w(ids)[1])
+
+    def _body_ang_vel_w(self, ids: np.ndarray) -> torch.Tensor:
+        return self._t(self._out("cvel")[:, ids, :3])
+
+    def _site_pos_w(self, ids: np.ndarray) -> torch.Tensor:
+        return self._t(self._out("site_xpos")[:, ids])
+
+    def _site_quat_w(self, ids: np.ndarray) -> torch.Tensor:
+        body_q = self._out("xquat")[:, self._site_body[ids]]
+        return self._t(_quat_mul_np(body_q, self._site_quat_local[ids]))
+
+    def _sensor_data(self, sensor_id: int) -> torch.Tensor:
+        adr, dim = int(self._info.sensor_adr[sensor_id]), int(self._info.sensor_dim[sensor_id])
+        return self._t(self._out("sensordata")[:, adr : adr + dim])
+
+    def get_body_mass(self) -> torch.Tensor:
+        per_env = self.batch.expanded("body_mass")
+        return super().get_body_mass() if per_env is None else self._t(per_env)
+
+    def get_gravity(self) -> torch.Tensor:
+        per_env = self.batch.expanded("opt.gravity")
+        return super().get_gravity() if per_env is None else self._t(per_env)
+
+    def _site_jacobian_w(self, site_id: int, cols: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        point = self._out("site_xpos")[:, site_id]
+        jacp, jacr = self.batch.jac(int(self._site_body[site_id]), point)
+        return self._t(jacp[:, :, cols]), self._t(jacr[:, :, cols])
+
+    # -- mutation ----------------------------------------------------------
+    def _set_state(self, env_ids: np.ndarray, qpos: np.ndarray, qvel: np.ndarray) -> None:
+        self._qpos[env_ids] = qpos
+        self._qvel[env_ids] = qvel
+        self._warmstart[env_ids] = 0.0
+        self._forward(env_ids)
+
+    def _apply_body_force(self, body_ids: np.ndarray, force: np.ndarray, torque: np.ndarray) -> None:
+        self._force[:, body_ids] += force
+        self._torque[:, body_ids] += torque
+        self._force_bodies = np.union1d(self._force_bodies, body_ids)
+
+    def _clear_body_forces(self) -> None:
+        if self._force_bodies.size:
+            b = self._force_bodies
+            self._force[:, b] = 0.0
+            self._torque[:, b] = 0.0
+            self._xfrc[:, b] = 0.0
+            self._force_bodies = np.zeros(0, np.int64)
+
+    def _write_xfrc(self) -> None:
+        """Shift pending origin forces to MuJoCo's centre-of-mass convention, at the current pose."""
+        b = self._force_bodies
+        f = self._force[:, b]
+        lever = self._out("xpos")[:, b] - self._out("xipos")[:, b]
+        self._xfrc[:, b, :3] = f
+        self._xfrc[:, b, 3:] = self._torque[:, b] + np.cross(lever, f)
+
+    def _step(self, ctrl: np.ndarray, nsteps: int) -> np.ndarray:
+        self._ctrl[...] = ctrl
+        np.copyto(self._prev_state, self._state)
+        warn_before = self._warn[:, _BAD_WARNINGS, 1].copy()
+        failed = np.zeros(self.num_envs, dtype=bool)
+        if self._force_bodies.size:
+            # the lever arm moves with the body: re-shift before every substep
+            for _ in range(nsteps):
+                self._write_xfrc()
+                failed |= self._advance(1)
+        else:
+            failed |= self._advance(nsteps)
+        diverged = failed | (self._warn[:, _BAD_WARNINGS, 1] != warn_before).any(axis=1)
+        if diverged.any():
+            ids = np.flatnonzero(diverged)
+            self._state[ids] = self._prev_state[ids]
+            self._forward(ids)
+        return diverged
+
+    def _advance(self, nsteps: int) -> np.ndarray:
+        failed = np.zeros(self.num_envs, dtype=bool)
+        try:
+            self.batch.step(nstep=nsteps, stage=self._stage)
+        except mjbatch.SimulationError as e:
+            failed[np.asarray(e.ids)] = True
+        return failed
+
+    def __getattr__(self, name: str) -> Any:
+        # only reached for missing attributes: after close(), the engine handles are gone
+        if self.__dict__.get("_closed"):
+            raise SimBackendError(f"backend {self.name!r} is closed")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def _close(self) -> None:
+        self.__dict__.pop("batch", None)
+        for k in ("_state", "_qpos", "_qvel", "_ctrl", "_xfrc", "_warmstart", "_prev_state", "_warn"):
+            self.__dict__.pop(k, None)

@@ -1,0 +1,69 @@
+"""What a backend supports, declared in advance.
+
+The conformance suite skips a test only where a backend declares the feature
+absent here, and says so in the skip reason. ``simbackend info`` prints the
+table for every registered backend.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+#: Sensor types every backend should compute from the state.
+CORE_SENSOR_TYPES = frozenset(
+    {"jointpos", "jointvel", "framepos", "framequat", "framelinvel", "frameangvel", "gyro", "velocimeter"}
+)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """Features a backend supports.
+
+    Attributes:
+        gpu: physics runs on a GPU (state lives in device memory).
+        joint_types: joint kinds the backend simulates (``free``, ``ball``, ``hinge``, ``slide``).
+        actuator_kinds: actuator kinds (``motor``, ``position``, ``velocity``, ``other``).
+        sensor_types: MuJoCo sensor type names ``get_sensor_data`` serves.
+        body_forces: ``apply_body_force`` is supported.
+        site_jacobians: ``get_site_jacobian_w`` is supported.
+        pre_step_control: ``set_pre_step_control`` callbacks run before every substep.
+        contacts: geoms collide (contact dynamics).
+        deterministic: identical inputs give bit-identical trajectories for any
+            ``num_envs`` and thread count.
+        divergence_detection: ``step`` reports diverged envs and keeps their last finite state.
+        keyframes: ``get_keyframe_qpos`` reads model keyframes.
+        rendering: offscreen rendering is available.
+        contact_forces: per-contact force readout.
+        snapshot_restore: full simulator snapshot and restore.
+        domain_randomization: DR terms the backend applies (none until the DR issue lands).
+    """
+
+    gpu: bool = False
+    joint_types: frozenset[str] = frozenset({"free", "ball", "hinge", "slide"})
+    actuator_kinds: frozenset[str] = frozenset({"motor", "position", "velocity"})
+    sensor_types: frozenset[str] = CORE_SENSOR_TYPES
+    body_forces: bool = True
+    site_jacobians: bool = True
+    pre_step_control: bool = True
+    contacts: bool = True
+    deterministic: bool = True
+    divergence_detection: bool = True
+    keyframes: bool = True
+    rendering: bool = False
+    contact_forces: bool = False
+    snapshot_restore: bool = False
+    domain_randomization: frozenset[str] = field(default_factory=frozenset)
+
+    def as_rows(self) -> list[tuple[str, str]]:
+        """(capability, value) rows for tables, values rendered as short text."""
+        rows = []
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, bool):
+                text = "yes" if v else "no"
+            elif isinstance(v, frozenset):
+                text = ", ".join(sorted(v)) if v else "-"
+            else:
+                text = str(v)
+            rows.append((f.name, text))
+        return rows

@@ -1,0 +1,139 @@
+"""Errors of the SimBackend contract.
+
+Every error a backend raises for bad input or a missing feature derives from
+:class:`SimBackendError`. The input errors also derive from the built-in class a
+Python user would expect (``ValueError`` for a bad value, ``LookupError`` for an
+unknown name), so ``except ValueError`` keeps working.
+
+A call that raises one of these leaves every environment as it was: backends
+validate all inputs before they write anything.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Iterable, Sequence
+
+__all__ = [
+    "SimBackendError",
+    "InputShapeError",
+    "InputDTypeError",
+    "NonFiniteError",
+    "EnvIdError",
+    "IndexRangeError",
+    "InvalidQuaternionError",
+    "UnknownNameError",
+    "UnknownBackendError",
+    "UnsupportedFeatureError",
+    "ModelLoadError",
+    "closest_names_hint",
+]
+
+
+class SimBackendError(Exception):
+    """Base class of every error the contract defines."""
+
+
+class InputShapeError(SimBackendError, ValueError):
+    """An argument has the wrong shape or size.
+
+    The message names the argument, the expected shape and the received one.
+    """
+
+    def __init__(self, argument: str, expected: Sequence[int] | str, received: Sequence[int]):
+        self.argument = argument
+        self.expected = tuple(expected) if not isinstance(expected, str) else expected
+        self.received = tuple(received)
+        exp = expected if isinstance(expected, str) else _shape_str(expected)
+        super().__init__(f"{argument}: expected shape {exp}, got {_shape_str(received)}")
+
+
+class InputDTypeError(SimBackendError, ValueError):
+    """An argument has a dtype that cannot stand for the expected values."""
+
+
+class NonFiniteError(SimBackendError, ValueError):
+    """An argument holds NaN or infinite values; ``env_ids`` names the rows."""
+
+    def __init__(self, argument: str, env_ids: Sequence[int]):
+        self.argument = argument
+        self.env_ids = tuple(int(i) for i in env_ids)
+        shown = ", ".join(str(i) for i in self.env_ids[:8])
+        more = ", ..." if len(self.env_ids) > 8 else ""
+        super().__init__(
+            f"{argument}: non-finite values (NaN or inf) in env ids [{shown}{more}];"
+            " nothing was written or stepped"
+        )
+
+
+class EnvIdError(SimBackendError, ValueError):
+    """Environment ids out of range, negative, duplicated or not integers."""
+
+
+class IndexRangeError(SimBackendError, ValueError):
+    """Body, site, sensor or dof ids out of range or of the wrong kind."""
+
+
+class InvalidQuaternionError(SimBackendError, ValueError):
+    """A free or ball joint quaternion is zero (or too close to zero) to normalise."""
+
+
+class UnknownNameError(SimBackendError, LookupError):
+    """A name that the model does not have; the message lists the closest ones."""
+
+    def __init__(self, kind: str, name: str, known: Iterable[str]):
+        self.kind = kind
+        self.name = name
+        super().__init__(f"unknown {kind} name {name!r}{closest_names_hint(name, known)}")
+
+    def __str__(self) -> str:  # LookupError would quote the message
+        return str(self.args[0])
+
+
+class UnknownBackendError(UnknownNameError):
+    """A backend name that is not registered; the message lists the registered ones."""
+
+    def __init__(self, name: str, registered: Iterable[str]):
+        registered = sorted(registered)
+        self.registered = tuple(registered)
+        SimBackendError.__init__(
+            self,
+            f"unknown backend {name!r}; registered backends: "
+            f"{', '.join(registered) if registered else '(none)'}",
+        )
+        self.kind, self.name = "backend", name
+
+
+class UnsupportedFeatureError(SimBackendError, NotImplementedError):
+    """A feature the backend does not have, named with the backend and capability."""
+
+    def __init__(self, backend: str, capability: str, detail: str = ""):
+        self.backend = backend
+        self.capability = capability
+        extra = f": {detail}" if detail else ""
+        super().__init__(
+            f"backend {backend!r} does not support {capability!r}{extra}"
+            " (see backend.capabilities)"
+        )
+
+
+class ModelLoadError(SimBackendError, ValueError):
+    """A model source that cannot be read, compiled or represented by a backend."""
+
+
+def closest_names_hint(name: str, known: Iterable[str], n: int = 3) -> str:
+    """``' (closest: 'a', 'b')'`` for the names closest to ``name``, or a short listing."""
+    known = list(known)
+    close = difflib.get_close_matches(name, known, n=n, cutoff=0.4)
+    if close:
+        return f"; closest known names: {', '.join(map(repr, close))}"
+    if not known:
+        return "; the model has none"
+    shown = ", ".join(map(repr, known[:8]))
+    return f"; known names: {shown}{', ...' if len(known) > 8 else ''}"
+
+
+def _shape_str(shape: Sequence[int] | str) -> str:
+    if isinstance(shape, str):
+        return shape
+    return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"

@@ -1,0 +1,124 @@
+"""Engine-neutral description of a compiled model.
+
+Every backend builds from the compiled MuJoCo model, and every backend derives
+its names, orders and layouts from the same :class:`ModelInfo`, so that ids and
+column orders agree between engines by construction.
+
+Joint types use MuJoCo's numbering: 0 free, 1 ball, 2 slide, 3 hinge.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import numpy as np
+
+JOINT_FREE, JOINT_BALL, JOINT_SLIDE, JOINT_HINGE = 0, 1, 2, 3
+JOINT_TYPE_NAMES = {JOINT_FREE: "free", JOINT_BALL: "ball", JOINT_SLIDE: "slide", JOINT_HINGE: "hinge"}
+
+#: Actuator kinds the contract names (MuJoCo's shortcut elements).
+ACTUATOR_KINDS = ("motor", "position", "velocity", "other")
+
+
+@dataclass(frozen=True, eq=False)
+class ModelInfo:
+    """The structure of one compiled model, as plain numpy arrays and tuples.
+
+    Sizes: ``nbody`` bodies (world body first), ``njnt`` joints, ``nsite``
+    sites, ``nu`` actuators, ``nsensor`` sensors, ``nq``/``nv`` generalized
+    coordinates/velocities in MuJoCo's layout.
+    """
+
+    body_names: tuple[str, ...]
+    joint_names: tuple[str, ...]
+    site_names: tuple[str, ...]
+    actuator_names: tuple[str, ...]
+    sensor_names: tuple[str, ...]
+    keyframe_names: tuple[str, ...]
+    nq: int
+    nv: int
+    timestep: float
+    gravity: np.ndarray                  # (3,)
+    body_parent: np.ndarray              # (nbody,) parent body id, world is its own parent
+    body_root: np.ndarray                # (nbody,) root body of each body's kinematic tree
+    body_mass: np.ndarray                # (nbody,)
+    joint_type: np.ndarray               # (njnt,)
+    joint_body: np.ndarray               # (njnt,)
+    joint_qposadr: np.ndarray            # (njnt,)
+    joint_dofadr: np.ndarray             # (njnt,)
+    joint_range: np.ndarray              # (njnt, 2), [-inf, inf] where unlimited
+    site_body: np.ndarray                # (nsite,)
+    actuator_kind: tuple[str, ...]       # (nu,) one of ACTUATOR_KINDS
+    actuator_joint: np.ndarray           # (nu,) joint id, -1 if not a joint transmission
+    actuator_ctrl_range: np.ndarray      # (nu, 2), [-inf, inf] where unlimited
+    actuator_kp: np.ndarray              # (nu,)
+    actuator_kv: np.ndarray              # (nu,)
+    sensor_type: tuple[str, ...]         # (nsensor,) lower-case MuJoCo type name
+    sensor_dim: np.ndarray               # (nsensor,)
+    sensor_adr: np.ndarray               # (nsensor,)
+    qpos0: np.ndarray                    # (nq,)
+    key_qpos: np.ndarray                 # (nkey, nq)
+    base_body: int                       # root body of the first kinematic tree (0 if none)
+    extra: Mapping[str, object] = field(default_factory=dict)
+
+    # ---- derived layouts -------------------------------------------------
+    @property
+    def nbody(self) -> int:
+        return len(self.body_names)
+
+    @property
+    def nu(self) -> int:
+        return len(self.actuator_names)
+
+    @property
+    def dof_joints(self) -> np.ndarray:
+        """Ids of the joints with one scalar coordinate (hinge, slide), in joint order."""
+        t = self.joint_type
+        return np.flatnonzero((t == JOINT_HINGE) | (t == JOINT_SLIDE)).astype(np.int64)
+
+    @property
+    def num_dof(self) -> int:
+        return int(self.dof_joints.size)
+
+    @property
+    def dof_qpos_index(self) -> np.ndarray:
+        """(num_dof,) column of each dof in qpos."""
+        return self.joint_qposadr[self.dof_joints].astype(np.int64)
+
+    @property
+    def dof_qvel_index(self) -> np.ndarray:
+        """(num_dof,) column of each dof in qvel."""
+        return self.joint_dofadr[self.dof_joints].astype(np.int64)
+
+    @property
+    def has_floating_base(self) -> bool:
+        """Whether the base body's tree starts with a free joint on the base body."""
+        return self.base_free_joint >= 0
+
+    @property
+    def base_free_joint(self) -> int:
+        """Id of the free joint of the base body, or -1."""
+        if self.base_body <= 0:
+            return -1
+        for j in np.flatnonzero(self.joint_body == self.base_body):
+            if self.joint_type[j] == JOINT_FREE:
+                return int(j)
+        return -1
+
+    @property
+    def quat_qpos_index(self) -> np.ndarray:
+        """(nquat,) first qpos column of every free/ball joint quaternion (wxyz)."""
+        starts = []
+        for j, t in enumerate(self.joint_type):
+            if t == JOINT_FREE:
+                starts.append(int(self.joint_qposadr[j]) + 3)
+            elif t == JOINT_BALL:
+                starts.append(int(self.joint_qposadr[j]))
+        return np.asarray(starts, dtype=np.int64)
+
+    @property
+    def quat_joint(self) -> np.ndarray:
+        """(nquat,) joint id owning each quaternion of :attr:`quat_qpos_index`."""
+        t = self.joint_type
+        return np.flatnonzero((t == JOINT_FREE) | (t == JOINT_BALL)).astype(np.int64)

@@ -1,0 +1,89 @@
+"""Backend registry: entry points (group ``simbackend.backends``) plus runtime registrations.
+
+Entry points are listed without being loaded, so listing backends (and
+``simbackend --help``) imports no engine. A backend class is imported the first
+time it is asked for by name. Names are case-insensitive.
+"""
+
+from __future__ import annotations
+
+from importlib import metadata
+from typing import TYPE_CHECKING, Any, Callable
+
+from simbackend.errors import SimBackendError, UnknownBackendError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from simbackend.contract import SimBackend
+
+ENTRY_POINT_GROUP = "simbackend.backends"
+
+#: name -> factory registered at run time (takes precedence over entry points)
+_RUNTIME: dict[str, Callable[..., "SimBackend"]] = {}
+
+
+def _entry_points() -> dict[str, metadata.EntryPoint]:
+    eps = metadata.entry_points(group=ENTRY_POINT_GROUP)
+    return {ep.name.lower(): ep for ep in eps}
+
+
+def available_backends() -> tuple[str, ...]:
+    """Names of every registered backend (entry points and runtime), sorted."""
+    return tuple(sorted(set(_entry_points()) | set(_RUNTIME)))
+
+
+def register_backend(name: str, factory: Callable[..., "SimBackend"], *, replace: bool = False) -> None:
+    """Register ``factory`` under ``name`` for this process.
+
+    ``factory(model, num_envs, *, device=None, seed=0, **options)`` must return a
+    :class:`~simbackend.contract.SimBackend`; a backend class is such a factory.
+    Raises ``ValueError`` if the name is taken and ``replace`` is false.
+    """
+    key = _check_name(name)
+    if not callable(factory):
+        raise TypeError(f"factory for backend {name!r} must be callable, got {type(factory).__name__}")
+    if not replace and key in _RUNTIME:
+        raise ValueError(f"backend {name!r} is already registered; pass replace=True to replace it")
+    _RUNTIME[key] = factory
+
+
+def unregister_backend(name: str) -> None:
+    """Remove a runtime registration (entry points cannot be removed)."""
+    _RUNTIME.pop(name.lower(), None)
+
+
+def get_backend_factory(name: str) -> Callable[..., "SimBackend"]:
+    """The factory registered under ``name`` (case-insensitive), importing it if needed."""
+    key = _check_name(name)
+    if key in _RUNTIME:
+        return _RUNTIME[key]
+    eps = _entry_points()
+    if key not in eps:
+        raise UnknownBackendError(name, available_backends())
+    try:
+        return eps[key].load()
+    except Exception as e:
+        raise SimBackendError(
+            f"backend {name!r} is registered by entry point {eps[key].value!r}, but it failed to load:"
+            f" {type(e).__name__}: {e}"
+        ) from e
+
+
+def make_backend(sim: str, model: Any, num_envs: int, *, device: Any = None, seed: int = 0, **options: Any) -> "SimBackend":
+    """Build backend ``sim`` for ``model`` with ``num_envs`` parallel environments.
+
+    Args:
+        sim: registered backend name, case-insensitive (:func:`available_backends`).
+        model: a model source: MJCF/URDF path, ``mujoco.MjSpec`` or built-in model name.
+        num_envs: number of parallel environments N (>= 1).
+        device: torch device for the returned tensors (and for the physics on GPU
+            backends); ``None`` picks the backend's default.
+        seed: seed of the backend's random streams.
+        **options: backend-specific options (for MuJoCo: ``nthread``).
+    """
+    return get_backend_factory(sim)(model, num_envs, device=device, seed=seed, **options)
+
+
+def _check_name(name: str) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise ValueError(f"backend name must be a non-empty string, got {name!r}")
+    return name.strip().lower()
