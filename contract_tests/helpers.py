@@ -1,0 +1,129 @@
+"""Shared helpers of the conformance suite. Engine-neutral: talks only to the contract."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+#: float32 outputs: absolute tolerance for positions of O(1 m) compared with float64 truth
+POS_ATOL = 2e-6
+QUAT_ATOL = 2e-6
+
+
+def to_np(x: Any) -> np.ndarray:
+    """float64 numpy copy of a tensor (any device) or array."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu().double().numpy()
+    return np.asarray(x, dtype=np.float64)
+
+
+def gymnasium_assets() -> Path | None:
+    """Folder of gymnasium's MJCF models, found without importing gymnasium (or None)."""
+    spec = importlib.util.find_spec("gymnasium")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / "envs" / "mujoco" / "assets"
+    return path if path.is_dir() else None
+
+
+def random_unit_quat(rng: np.random.Generator, size: tuple[int, ...] = ()) -> np.ndarray:
+    """Uniformly random unit quaternions, wxyz, ``(*size, 4)``."""
+    q = rng.normal(size=(*size, 4))
+    return q / np.linalg.norm(q, axis=-1, keepdims=True)
+
+
+def random_qpos(sim: Any, rng: np.random.Generator, n: int | None = None, *, margin: float = 0.05) -> np.ndarray:
+    """``(n, nq)`` random configurations: dofs inside their ranges, random free/ball orientations.
+
+    Free joints keep the default position plus up to 0.1 m of offset. Unlimited
+    hinges are drawn from [-pi, pi].
+    """
+    n = sim.num_envs if n is None else n
+    info = sim.info
+    qpos = np.tile(to_np(sim.get_default_qpos()), (n, 1))
+    rng_lo_hi = info.joint_range[info.dof_joints].copy()
+    lo = np.where(np.isfinite(rng_lo_hi[:, 0]), rng_lo_hi[:, 0] + margin, -np.pi)
+    hi = np.where(np.isfinite(rng_lo_hi[:, 1]), rng_lo_hi[:, 1] - margin, np.pi)
+    hi = np.maximum(hi, lo)
+    qpos[:, info.dof_qpos_index] = rng.uniform(lo, hi, size=(n, lo.size))
+    for j, t in enumerate(info.joint_type):
+        adr = int(info.joint_qposadr[j])
+        if t == 0:  # free
+            qpos[:, adr : adr + 3] += rng.uniform(-0.1, 0.1, size=(n, 3))
+            qpos[:, adr + 3 : adr + 7] = random_unit_quat(rng, (n,))
+        elif t == 1:  # ball
+            qpos[:, adr : adr + 4] = random_unit_quat(rng, (n,))
+    return qpos
+
+
+def quat_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Rotation angle between quaternions, insensitive to sign, ``(...)``."""
+    a = a / np.linalg.norm(a, axis=-1, keepdims=True)
+    b = b / np.linalg.norm(b, axis=-1, keepdims=True)
+    return 2 * np.arccos(np.clip(np.abs((a * b).sum(-1)), 0.0, 1.0))
+
+
+def quat_to_mat(q: np.ndarray) -> np.ndarray:
+    """Rotation matrices ``(..., 3, 3)`` of wxyz quaternions ``(..., 4)``."""
+    w, x, y, z = np.moveaxis(q, -1, 0)
+    return np.stack(
+        (
+            1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
+            2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
+            2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
+        ),
+        axis=-1,
+    ).reshape(*q.shape[:-1], 3, 3)
+
+
+def quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    aw, ax, ay, az = np.moveaxis(a, -1, 0)
+    bw, bx, by, bz = np.moveaxis(b, -1, 0)
+    return np.stack(
+        (
+            aw * bw - ax * bx - ay * by - az * bz,
+            aw * bx + ax * bw + ay * bz - az * by,
+            aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw,
+        ),
+        axis=-1,
+    )
+
+
+def angular_velocity_from_quats(q0: np.ndarray, q1: np.ndarray, dt: float) -> np.ndarray:
+    """World-frame angular velocity taking q0 to q1 in dt (central or forward difference)."""
+    dq = quat_mul(q1, q0 * np.array([1, -1, -1, -1]))  # q1 * q0^-1, world frame
+    dq = np.where(dq[..., :1] < 0, -dq, dq)
+    s = np.linalg.norm(dq[..., 1:], axis=-1, keepdims=True)
+    angle = 2 * np.arctan2(s, dq[..., :1])
+    axis = np.divide(dq[..., 1:], s, out=np.zeros_like(dq[..., 1:]), where=s > 0)
+    return axis * angle / dt
+
+
+def integrate_qpos(sim: Any, qpos: np.ndarray, qvel: np.ndarray, h: float) -> np.ndarray:
+    """``qpos`` advanced by ``qvel * h`` in the contract's conventions (free: linear world, angular local)."""
+    info = sim.info
+    out = qpos.copy()
+    for j, t in enumerate(info.joint_type):
+        qa, va = int(info.joint_qposadr[j]), int(info.joint_dofadr[j])
+        if t == 0:
+            out[..., qa : qa + 3] += h * qvel[..., va : va + 3]
+            out[..., qa + 3 : qa + 7] = _quat_integrate_local(qpos[..., qa + 3 : qa + 7], qvel[..., va + 3 : va + 6], h)
+        elif t == 1:
+            out[..., qa : qa + 4] = _quat_integrate_local(qpos[..., qa : qa + 4], qvel[..., va : va + 3], h)
+        else:
+            out[..., qa] += h * qvel[..., va]
+    return out
+
+
+def _quat_integrate_local(q: np.ndarray, w_local: np.ndarray, h: float) -> np.ndarray:
+    angle = np.linalg.norm(w_local, axis=-1, keepdims=True) * h
+    axis = np.divide(w_local, np.linalg.norm(w_local, axis=-1, keepdims=True), out=np.zeros_like(w_local),
+                     where=np.linalg.norm(w_local, axis=-1, keepdims=True) > 0)
+    dq = np.concatenate((np.cos(angle / 2), axis * np.sin(angle / 2)), axis=-1)
+    out = quat_mul(q, dq)  # local angular velocity: right-multiply
+    return out / np.linalg.norm(out, axis=-1, keepdims=True)
