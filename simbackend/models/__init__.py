@@ -92,7 +92,11 @@ def compile_model(source: ModelSource) -> "mujoco.MjModel":
 
 
 def model_info(m: "mujoco.MjModel") -> ModelInfo:
-    """Derive the engine-neutral :class:`ModelInfo` from a compiled model."""
+    """Derive the engine-neutral :class:`ModelInfo` from a compiled model.
+
+    Unnamed elements are named ``<kind><id>`` (``body7``, ``joint0``) and the
+    world body ``world``, so that every id has a name on every backend.
+    """
     import mujoco
 
     def names(obj: mujoco.mjtObj, n: int) -> tuple[str, ...]:

@@ -1,0 +1,37 @@
+# Set-up and main jobs. `make demo` and `make test` create the virtual environment
+# and install everything on first use.
+#
+# TORCH_SPEC pins PyTorch to the CPU build. On a machine with a GPU, override it:
+#   make test TORCH_SPEC=torch            (or e.g. TORCH_SPEC='torch==2.13.0+cu128')
+PYTHON     ?= python3
+VENV       ?= .venv
+TORCH_SPEC ?= torch==2.13.0
+SIM        ?= mujoco
+BIN        := $(VENV)/bin
+STAMP      := $(VENV)/.simbackend-installed
+
+.PHONY: setup demo test contract bench clean
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	MUJOCO_GL=egl $(BIN)/simbackend run --sim $(SIM) --model arm7 --num-envs 1024 --steps 500 --nsteps 4
+
+test: $(STAMP)
+	MUJOCO_GL=egl $(BIN)/python -m pytest tests contract_tests --sim $(SIM)
+
+contract: $(STAMP)
+	$(BIN)/simbackend contract --sim $(SIM)
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_mujoco.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
