@@ -1,0 +1,148 @@
+"""Deliberately broken backends: each breaks exactly one clause of the contract.
+
+They subclass the MuJoCo reference backend and override one hook, so that
+everything else is correct and the conformance suite must find the one fault.
+``BROKEN`` maps each registered name to (class, clause broken, the conformance
+tests that must report it).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from simbackend.backends.mujoco import MuJoCoBackend
+
+
+class XyzwQuaternions(MuJoCoBackend):
+    """Body and site quaternions returned in xyzw order instead of wxyz."""
+
+    name = "broken-xyzw"
+
+    def _body_quat_w(self, ids):
+        return torch.roll(super()._body_quat_w(ids), -1, dims=-1)
+
+    def _site_quat_w(self, ids):
+        return torch.roll(super()._site_quat_w(ids), -1, dims=-1)
+
+
+class ComVelocity(MuJoCoBackend):
+    """Body linear velocity of the centre of mass instead of the frame origin."""
+
+    name = "broken-com-velocity"
+
+    def _body_lin_vel_w(self, ids):
+        ang, lin_origin = self._body_vel_w(ids)
+        lever = self._out("xipos")[:, ids] - self._out("xpos")[:, ids]
+        return self._t(lin_origin + np.cross(ang, lever))
+
+
+class SetStateWritesEnv0(MuJoCoBackend):
+    """set_state also writes the first given row into env 0."""
+
+    name = "broken-set-state-env0"
+
+    def _set_state(self, env_ids, qpos, qvel):
+        if 0 not in env_ids:
+            env_ids = np.concatenate(([0], env_ids))
+            qpos = np.concatenate((qpos[:1], qpos))
+            qvel = np.concatenate((qvel[:1], qvel))
+        super()._set_state(env_ids, qpos, qvel)
+
+
+class JacobianOfBodyOrigin(MuJoCoBackend):
+    """Site Jacobian computed at the site's body origin instead of the site point."""
+
+    name = "broken-jacobian-origin"
+
+    def _site_jacobian_w(self, site_id, cols):
+        body = int(self._site_body[site_id])
+        jacp, jacr = self.batch.jac(body, self._out("xpos")[:, body])
+        return self._t(jacp[:, :, cols]), self._t(jacr[:, :, cols])
+
+
+class CtrlOneSubstepLate(MuJoCoBackend):
+    """The first substep of every step still uses the previous call's ctrl."""
+
+    name = "broken-late-ctrl"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._last_ctrl = np.zeros((self.num_envs, self.num_actuators))
+
+    def _step(self, ctrl, nsteps):
+        diverged = super()._step(self._last_ctrl, 1)
+        if nsteps > 1:
+            diverged |= super()._step(ctrl, nsteps - 1)
+        self._last_ctrl = ctrl.copy()
+        return diverged
+
+
+class LaggingGetters(MuJoCoBackend):
+    """Plain mj_step semantics: derived quantities describe the state one substep back."""
+
+    name = "broken-lagging-getters"
+
+    def _advance(self, nsteps):
+        failed = np.zeros(self.num_envs, dtype=bool)
+        self.batch.step(nstep=nsteps, stage=0)
+        return failed
+
+
+class BodyFrameAngularVelocity(MuJoCoBackend):
+    """Body angular velocity expressed in the body frame instead of the world frame."""
+
+    name = "broken-local-ang-vel"
+
+    def _body_ang_vel_w(self, ids):
+        w = self._out("cvel")[:, ids, :3]
+        xmat = self._out("xmat")[:, ids].reshape(*w.shape[:-1], 3, 3)
+        return self._t(np.einsum("...ji,...j->...i", xmat, w))
+
+
+class ForceAtCentreOfMass(MuJoCoBackend):
+    """apply_body_force acts at the centre of mass instead of the body frame origin."""
+
+    name = "broken-force-at-com"
+
+    def _write_xfrc(self):
+        b = self._force_bodies
+        self._xfrc[:, b, :3] = self._force[:, b]
+        self._xfrc[:, b, 3:] = self._torque[:, b]
+
+
+class StickyForces(MuJoCoBackend):
+    """Forces from apply_body_force are never cleared."""
+
+    name = "broken-sticky-forces"
+
+    def _clear_body_forces(self):
+        pass
+
+
+class NoQuaternionNormalisation(MuJoCoBackend):
+    """set_state writes free/ball quaternions as given, without normalising them."""
+
+    name = "broken-unnormalised-quat"
+
+    def _normalised_quaternions(self, ids, qpos):
+        starts = self._info.quat_qpos_index
+        if starts.size and qpos.size:
+            norms = np.linalg.norm(qpos[:, starts[:, None] + np.arange(4)], axis=-1)
+            if (norms < 1e-9).any():
+                return super()._normalised_quaternions(ids, qpos)  # keep the zero check
+        return qpos
+
+
+BROKEN = [
+    XyzwQuaternions,
+    ComVelocity,
+    SetStateWritesEnv0,
+    JacobianOfBodyOrigin,
+    CtrlOneSubstepLate,
+    LaggingGetters,
+    BodyFrameAngularVelocity,
+    ForceAtCentreOfMass,
+    StickyForces,
+    NoQuaternionNormalisation,
+]
