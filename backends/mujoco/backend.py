@@ -95,6 +95,7 @@ class MuJoCoBackend(SimBackend):
         b = self.batch
         self._stage = _ACC if (np.asarray(self.model.sensor_needstage) >= _ACC).any() else _VEL
         self._state = b.state
+        self._derived: dict[str, np.ndarray] = {}
         self._qpos = b.bind("qpos")
         self._qvel = b.bind("qvel")
         self._ctrl = b.bind("ctrl")
@@ -125,12 +126,11 @@ class MuJoCoBackend(SimBackend):
 
     # -- derived fields, bound lazily -----------------------------------
     def _out(self, name: str) -> np.ndarray:
-        bound = self.batch._bound  # noqa: SLF001 (cheap check of the batch's cache)
-        if name in bound:
-            return bound[name]
-        arr = self.batch.bind(name)
-        # a field bound between calls holds zeros until the next call: compute it now
-        self._forward(None)
+        arr = self._derived.get(name)
+        if arr is None:
+            arr = self._derived[name] = self.batch.bind(name)
+            # a field bound between calls holds zeros until the next call: compute it now
+            self._forward(None)
         return arr
 
     def _forward(self, ids: np.ndarray | None) -> None:
