@@ -9,6 +9,27 @@ from typing import Any
 import numpy as np
 import torch
 
+#: a small chain with a ball joint (contract models are all hinge/slide/free otherwise)
+BALL_MJCF = """
+<mujoco model="ball_chain">
+  <compiler angle="radian" inertiafromgeom="false"/>
+  <option timestep="0.002" gravity="0 0 -9.81"/>
+  <worldbody>
+    <body name="upper" pos="0 0 1">
+      <joint name="ball" type="ball"/>
+      <inertial pos="0.02 0.01 -0.2" mass="1" diaginertia="0.01 0.02 0.03"/>
+      <geom type="capsule" fromto="0 0 0 0 0 -0.3" size="0.02" contype="0" conaffinity="0"/>
+      <body name="lower" pos="0.05 0 -0.3">
+        <joint name="hinge" type="hinge" axis="1 0 0"/>
+        <inertial pos="0 0.05 -0.1" mass="0.5" diaginertia="0.01 0.01 0.01"/>
+        <geom type="capsule" fromto="0 0 0 0 0 -0.25" size="0.02" contype="0" conaffinity="0"/>
+        <site name="tip" pos="0.02 0.1 -0.25" quat="0.9 0.1 0.3 0.2"/>
+      </body>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
 #: float32 outputs: absolute tolerance for positions of O(1 m) compared with float64 truth
 POS_ATOL = 2e-6
 QUAT_ATOL = 2e-6
