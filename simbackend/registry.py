@@ -31,6 +31,25 @@ def available_backends() -> tuple[str, ...]:
     return tuple(sorted(set(_entry_points()) | set(_RUNTIME)))
 
 
+def backend_provider(name: str) -> str:
+    """Where backend ``name`` comes from, without loading it.
+
+    ``"runtime: module.Factory"`` for a runtime registration, else the entry
+    point's ``module:attr`` and its distribution; raises
+    :class:`UnknownBackendError` for an unknown name.
+    """
+    key = _check_name(name)
+    factory = _RUNTIME.get(key)
+    if factory is not None:
+        qual = getattr(factory, "__qualname__", type(factory).__qualname__)
+        return f"runtime: {getattr(factory, '__module__', '?')}.{qual}"
+    ep = _entry_points().get(key)
+    if ep is None:
+        raise UnknownBackendError(name, available_backends())
+    dist = getattr(ep, "dist", None)
+    return ep.value + (f" ({dist.name} {dist.version})" if dist is not None else "")
+
+
 def register_backend(name: str, factory: Callable[..., "SimBackend"], *, replace: bool = False) -> None:
     """Register ``factory`` under ``name`` for this process.
 

@@ -1,0 +1,421 @@
+"""The ``simbackend`` command line: run a backend, inspect it, check it against the contract.
+
+Commands:
+
+* ``simbackend info``: registered backends, engine and torch versions, devices,
+  and the capability table of every backend.
+* ``simbackend run --sim NAME --model MODEL ...``: step a batch of envs with
+  random actions and report throughput, divergence and a few state values.
+* ``simbackend contract --sim NAME [PYTEST_ARGS...]``: run the conformance
+  suite shipped in the package against a registered backend.
+* ``simbackend models``: the built-in models.
+
+Importing this module (and ``simbackend --help``) loads neither torch nor any
+engine: backends are listed from their entry points without being imported,
+and everything heavy is imported inside the command that needs it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+import simbackend
+from simbackend.registry import available_backends
+
+#: distribution names of the engines behind the known backends (for version reports)
+ENGINE_DISTRIBUTIONS = {"mujoco": ("mujoco",), "sapien": ("sapien",)}
+
+#: model every backend is built on to read its capabilities
+CAPABILITY_PROBE_MODEL = "pendulum"
+
+app = typer.Typer(
+    name="simbackend",
+    help="One contract between robot-learning code and physics engines.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+
+# ----------------------------------------------------------------------
+# --sim: a registered backend, case-insensitive
+# ----------------------------------------------------------------------
+def _check_sim(value: Optional[str]) -> Optional[str]:
+    """Normalise ``--sim`` to a registered lower-case name, or fail with a usage error (exit 2)."""
+    if value is None:
+        return None
+    name = value.strip().lower()
+    registered = available_backends()  # read at call time: runtime registrations count
+    if name not in registered:
+        listing = ", ".join(registered) if registered else "(none)"
+        raise typer.BadParameter(f"{value!r} is not a registered backend; registered backends: {listing}")
+    return name
+
+
+def _complete_sim(incomplete: str) -> list[str]:
+    return [n for n in available_backends() if n.startswith(incomplete.lower())]
+
+
+def _sim_option() -> Any:
+    return typer.Option(
+        "mujoco",
+        "--sim",
+        envvar="SIMBACKEND_SIM",
+        callback=_check_sim,
+        autocompletion=_complete_sim,
+        metavar="NAME",
+        help=f"Registered backend, case-insensitive ({', '.join(available_backends()) or 'none registered'}).",
+    )
+
+
+def _fail(message: str, code: int = 1) -> "typer.Exit":
+    err_console.print(Text("error: ", style="bold red") + Text(message))
+    return typer.Exit(code)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        console.print(f"simbackend {simbackend.__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version_callback, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """One contract between robot-learning code and physics engines."""
+
+
+# ----------------------------------------------------------------------
+# info
+# ----------------------------------------------------------------------
+def _engine_version(name: str) -> str:
+    from importlib import metadata
+
+    for dist in (*ENGINE_DISTRIBUTIONS.get(name, ()), name):
+        try:
+            return f"{dist} {metadata.version(dist)}"
+        except metadata.PackageNotFoundError:
+            continue
+    return "-"
+
+
+def _provider(name: str) -> str:
+    """Where backend ``name`` comes from: its entry point and distribution, or a runtime factory."""
+    from simbackend import registry
+
+    try:
+        return registry.backend_provider(name)
+    except Exception:  # listed a moment ago; a concurrent unregister is not worth a crash
+        return "?"
+
+
+def _probe_capabilities(name: str) -> tuple[Optional[list[tuple[str, str]]], str]:
+    """(capability rows, status) of backend ``name`` built on the probe model with one env."""
+    from simbackend.registry import make_backend
+
+    try:
+        sim = make_backend(name, CAPABILITY_PROBE_MODEL, 1)
+    except Exception as e:  # a broken backend is reported, not fatal
+        return None, f"failed to load: {type(e).__name__}: {e}"
+    try:
+        return sim.capabilities.as_rows(), "ok"
+    except Exception as e:
+        return None, f"capabilities failed: {type(e).__name__}: {e}"
+    finally:
+        try:
+            sim.close()
+        except Exception:
+            pass
+
+
+def _abbreviate(key: str, text: str, limit: int = 8) -> str:
+    """A long ``'a, b, ...'`` capability value shortened for the table (``--full`` shows it all)."""
+    items = [] if text == "-" else text.split(", ")
+    if len(items) <= limit:
+        return text
+    if key == "sensor_types":
+        from simbackend.capabilities import CORE_SENSOR_TYPES
+
+        missing = sorted(CORE_SENSOR_TYPES - set(items))
+        core = f"core missing: {', '.join(missing)}" if missing else f"all {len(CORE_SENSOR_TYPES)} core"
+        return f"{core}; {len(items)} in all (--full lists them)"
+    return f"{', '.join(items[:limit - 2])}, ... {len(items)} in all (--full lists them)"
+
+
+@app.command()
+def info(
+    capabilities: bool = typer.Option(
+        True, "--capabilities/--no-capabilities", help="Build every backend to read its capability table."
+    ),
+    full: bool = typer.Option(False, "--full", help="List long capability values (e.g. sensor types) in full."),
+) -> None:
+    """Registered backends, engine and torch versions, devices, and capabilities."""
+    import platform
+
+    names = available_backends()
+
+    backends = Table(title="Registered backends", title_justify="left")
+    backends.add_column("backend", style="bold")
+    backends.add_column("engine")
+    backends.add_column("provided by", overflow="fold")
+    for name in names:
+        backends.add_row(name, _engine_version(name), Text(_provider(name)))
+    console.print(backends)
+
+    import torch
+
+    devices = ["cpu"]
+    if torch.cuda.is_available():
+        devices += [f"cuda:{i} ({torch.cuda.get_device_name(i)})" for i in range(torch.cuda.device_count())]
+    env = Table(title="Environment", title_justify="left", show_header=False)
+    env.add_column("key", style="bold")
+    env.add_column("value", overflow="fold")
+    env.add_row("simbackend", simbackend.__version__)
+    env.add_row("python", f"{platform.python_version()} ({sys.executable})")
+    env.add_row("torch", torch.__version__)
+    env.add_row("devices", ", ".join(devices))
+    env.add_row("cpu count", str(os.cpu_count()))
+    console.print(env)
+
+    if not capabilities or not names:
+        return
+    probed = {name: _probe_capabilities(name) for name in names}
+    rows: list[str] = []
+    for caps, _ in probed.values():
+        for key, _value in caps or ():
+            if key not in rows:
+                rows.append(key)
+    table = Table(title=f"Capabilities (probe model: {CAPABILITY_PROBE_MODEL})", title_justify="left")
+    table.add_column("capability", style="bold")
+    for name in names:
+        table.add_column(name, overflow="fold")
+    status = [
+        Text(s, style="green") if s == "ok" else Text(s, style="red") for _, s in probed.values()
+    ]
+    table.add_row("status", *status)
+    for key in rows:
+        cells = []
+        for caps, _ in probed.values():
+            text = dict(caps)[key] if caps and key in dict(caps) else "?"
+            cells.append(Text(text if full else _abbreviate(key, text)))
+        table.add_row(key, *cells)
+    console.print(table)
+
+
+# ----------------------------------------------------------------------
+# models
+# ----------------------------------------------------------------------
+@app.command()
+def models() -> None:
+    """List the built-in models (usable as --model NAME)."""
+    from simbackend.models import builtin_model_path, builtin_models
+
+    table = Table(title="Built-in models", title_justify="left")
+    table.add_column("name", style="bold")
+    table.add_column("file", overflow="fold")
+    for name in builtin_models():
+        table.add_row(name, str(builtin_model_path(name)))
+    console.print(table)
+
+
+# ----------------------------------------------------------------------
+# run
+# ----------------------------------------------------------------------
+def _fmt_vec(values: Any) -> str:
+    return "[" + ", ".join(f"{float(v):+.4f}" for v in values) + "]"
+
+
+@app.command()
+def run(
+    sim: str = _sim_option(),
+    model: str = typer.Option(..., "--model", "-m", help="Built-in model name or path to an MJCF/URDF file."),
+    num_envs: int = typer.Option(1024, "--num-envs", "-n", min=1, help="Number of parallel envs N."),
+    steps: int = typer.Option(500, "--steps", "-s", min=1, help="Number of step() calls."),
+    nsteps: int = typer.Option(1, "--nsteps", "-k", min=1, help="Physics substeps per step() call (decimation)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the backend and of the random actions."),
+    nthread: Optional[int] = typer.Option(
+        None, "--nthread", min=0, help="Worker threads (backend option 'nthread'; 0: all CPUs)."
+    ),
+    device: Optional[str] = typer.Option(None, "--device", help="Torch device of the tensors (default: backend's)."),
+    json_path: Optional[str] = typer.Option(None, "--json", help="Also write the figures to this JSON file."),
+) -> None:
+    """Step N envs S times with uniform random actions and report throughput.
+
+    Actions are drawn uniformly within each actuator's ctrl range ([-1, 1] where
+    the range is unlimited) from a torch generator seeded with --seed.
+    """
+    import json
+
+    import torch
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from simbackend.errors import SimBackendError
+    from simbackend.registry import make_backend
+
+    options: dict[str, Any] = {}
+    if nthread is not None:
+        options["nthread"] = nthread
+    t_build = time.perf_counter()
+    try:
+        backend = make_backend(sim, model, num_envs, device=device, seed=seed, **options)
+    except (SimBackendError, ValueError, TypeError, RuntimeError) as e:
+        raise _fail(f"could not build backend {sim!r} for model {model!r}: {e}")
+    build_s = time.perf_counter() - t_build
+
+    with backend:
+        dev = backend.device
+        nu = backend.num_actuators
+        ctrl_range = backend.get_actuator_ctrl_range().to(dev)
+        low, high = ctrl_range[:, 0].clone(), ctrl_range[:, 1].clone()
+        unlimited = ~(torch.isfinite(low) & torch.isfinite(high))
+        low[unlimited], high[unlimited] = -1.0, 1.0
+        span = high - low
+        gen = torch.Generator(device=dev)
+        gen.manual_seed(seed)
+
+        threads = getattr(backend, "nthread", None)
+        console.print(
+            Text(sim, style="bold") + Text(f" | {model} | {num_envs} envs x {steps} steps x {nsteps} substeps")
+        )
+        console.print(
+            Text(
+                f"device {dev}" + (f" | nthread {threads}" if threads is not None else "")
+                + f" | built in {build_s:.2f} s"
+            )
+        )
+        console.print(
+            Text(f"nq {backend.nq}, nv {backend.nv}, nu {nu}, num_dof {backend.num_dof},"
+                 f" physics_dt {backend.physics_dt:g} s")
+        )
+
+        physics_s = 0.0
+        step_total_s = 0.0
+        diverged = 0
+        progress = Progress(
+            TextColumn("stepping"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            console=err_console,
+            transient=True,
+        )
+        t0 = time.perf_counter()
+        with progress:
+            task = progress.add_task("step", total=steps)
+            for _ in range(steps):
+                if nu:
+                    u = torch.rand((num_envs, nu), generator=gen, device=dev)
+                    ctrl = low + span * u
+                else:
+                    ctrl = None
+                out = backend.step(ctrl, nsteps=nsteps)
+                timing = out.get("timing", {})
+                physics_s += float(timing.get("physics", 0.0))
+                step_total_s += float(timing.get("total", 0.0))
+                diverged += int(out["diverged"].sum())
+                progress.advance(task)
+        wall_s = time.perf_counter() - t0
+
+        base_pos = backend.get_base_pos()[0].cpu()
+        dof_pos = backend.get_dof_pos()[0, :4].cpu()
+        mean_abs_qvel = float(backend.get_qvel().abs().mean()) if backend.nv else 0.0
+
+    env_steps = num_envs * steps
+    figures = {
+        "sim": sim,
+        "model": model,
+        "num_envs": num_envs,
+        "steps": steps,
+        "nsteps": nsteps,
+        "seed": seed,
+        "device": str(dev),
+        "nthread": threads,
+        "physics_dt": backend.physics_dt,
+        "build_s": build_s,
+        "wall_s": wall_s,
+        "env_steps": env_steps,
+        "env_steps_per_s": env_steps / wall_s,
+        "substeps_per_s": env_steps * nsteps / wall_s,
+        "physics_s": physics_s,
+        "step_total_s": step_total_s,
+        "physics_share": physics_s / wall_s if wall_s > 0 else 0.0,
+        "diverged_env_steps": diverged,
+        "base_pos_env0": [float(v) for v in base_pos],
+        "dof_pos_env0": [float(v) for v in dof_pos],
+        "mean_abs_qvel": mean_abs_qvel,
+    }
+
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column("figure", style="bold")
+    table.add_column("value", justify="right")
+    table.add_row("env-steps/s", f"{figures['env_steps_per_s']:,.0f}")
+    table.add_row("substeps/s", f"{figures['substeps_per_s']:,.0f}")
+    table.add_row("wall time", f"{wall_s:.3f} s")
+    table.add_row("physics share", f"{100 * figures['physics_share']:.1f} %")
+    table.add_row("diverged env-steps", f"{diverged}")
+    table.add_row("env 0 base position", _fmt_vec(base_pos))
+    table.add_row("env 0 dof pos[:4]", _fmt_vec(dof_pos) if dof_pos.numel() else "(no dofs)")
+    table.add_row("mean |qvel|", f"{mean_abs_qvel:.4f}")
+    console.print(table)
+
+    if json_path:
+        try:
+            with open(json_path, "w", encoding="utf-8") as f:
+                json.dump(figures, f, indent=2)
+                f.write("\n")
+        except OSError as e:
+            raise _fail(f"could not write {json_path}: {e}")
+        console.print(Text(f"figures written to {json_path}"))
+
+
+# ----------------------------------------------------------------------
+# contract
+# ----------------------------------------------------------------------
+def contract_suite_dir() -> str:
+    """Directory of the conformance suite shipped in the package."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("simbackend.contract_tests")
+    if spec is None or not spec.submodule_search_locations:
+        raise _fail("the conformance suite (simbackend.contract_tests) is not installed")
+    return list(spec.submodule_search_locations)[0]
+
+
+@app.command(
+    context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+)
+def contract(ctx: typer.Context, sim: str = _sim_option()) -> None:
+    """Run the conformance suite against backend --sim; extra arguments go to pytest.
+
+    Example: simbackend contract --sim mujoco -q -x -k "names or shapes"
+    """
+    import pytest
+
+    args = [contract_suite_dir(), "--sim", sim, "-p", "no:cacheprovider"]
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        args += ["-p", "simbackend.contract_tests.plugin"]
+    code = pytest.main([*args, *ctx.args])
+    raise typer.Exit(int(code))
+
+
+def main() -> None:
+    """Console entry point (``simbackend``)."""
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

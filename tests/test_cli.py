@@ -1,0 +1,378 @@
+"""The ``simbackend`` command line: help without engines, --sim handling, run, info, models, contract."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from dataclasses import fields
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from simbackend.capabilities import Capabilities
+from simbackend.cli.main import _check_sim, app
+from simbackend.models import builtin_models
+from simbackend.registry import register_backend, unregister_backend
+
+PYTHON = sys.executable
+SCRIPT = Path(sys.executable).with_name("simbackend")
+
+#: a fast selection of conformance tests that exists in contract_tests/ (checked below)
+FAST_CONTRACT_SELECTION = "test_name_tables_and_ids or test_pendulum_tip_and_body"
+
+RUN_JSON_KEYS = {
+    "sim", "model", "num_envs", "steps", "nsteps", "seed", "device", "nthread", "physics_dt",
+    "build_s", "wall_s", "env_steps", "env_steps_per_s", "substeps_per_s", "physics_s",
+    "step_total_s", "physics_share", "diverged_env_steps", "base_pos_env0", "dof_pos_env0",
+    "mean_abs_qvel",
+}
+
+
+def _flat(text: str) -> str:
+    """Output with rich's box characters removed and whitespace collapsed (tables wrap at 80 columns)."""
+    text = re.sub(r"[│┃╭╮╰╯─━┏┓┗┛┡┩└┘┌┐╇┳┻╋┼┬┴├┤]", " ", text)
+    return " ".join(text.split())
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("SIMBACKEND_SIM", None)
+    env["COLUMNS"] = "200"
+    env.update(extra)
+    return env
+
+
+def _script(*args: str, cwd: Path, timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(SCRIPT), *args], cwd=cwd, env=_env(**env), capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture
+def runner(monkeypatch: pytest.MonkeyPatch) -> CliRunner:
+    # CliRunner's output is no terminal: rich would wrap tables at 80 columns
+    from simbackend.cli import main
+
+    monkeypatch.setattr(main.console, "width", 250)
+    monkeypatch.setattr(main.err_console, "width", 250)
+    return CliRunner()
+
+
+def invoke(runner: CliRunner, *args: str) -> Any:
+    return runner.invoke(app, list(args), env={"SIMBACKEND_SIM": None})
+
+
+# ----------------------------------------------------------------------
+# help and imports
+# ----------------------------------------------------------------------
+def test_script_is_installed() -> None:
+    assert SCRIPT.is_file(), f"console script {SCRIPT} missing: is the package installed in this venv?"
+
+
+def test_help_lists_commands(runner: CliRunner) -> None:
+    result = invoke(runner, "--help")
+    assert result.exit_code == 0, result.output
+    for command in ("info", "run", "contract", "models"):
+        assert command in result.output
+    for command in ("info", "run", "contract", "models"):
+        sub = invoke(runner, command, "--help")
+        assert sub.exit_code == 0, sub.output
+    assert "mujoco" in _flat(invoke(runner, "run", "--help").output)
+
+
+def test_help_imports_no_engine_nor_torch(tmp_path: Path) -> None:
+    code = textwrap.dedent(
+        """
+        import sys
+        from typer.testing import CliRunner
+        from simbackend.cli.main import app
+        runner = CliRunner()
+        for args in (["--help"], ["run", "--help"], ["info", "--help"], ["contract", "--help"], ["models", "--help"]):
+            result = runner.invoke(app, args)
+            assert result.exit_code == 0, (args, result.output)
+        heavy = sorted(m for m in ("mujoco", "sapien", "torch") if m in sys.modules)
+        print("HEAVY", heavy)
+        """
+    )
+    proc = subprocess.run([PYTHON, "-c", code], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "HEAVY []" in proc.stdout, f"--help imported heavy modules: {proc.stdout}"
+
+
+def test_installed_script_help_imports_no_engine(tmp_path: Path) -> None:
+    # run the real console script under -X importtime and read what it imported
+    for args in (["--help"], ["run", "--help"]):
+        proc = subprocess.run(
+            [PYTHON, "-X", "importtime", str(SCRIPT), *args],
+            cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=60,
+        )
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+        assert "simbackend.cli.main" in imported  # the measurement itself works
+        heavy = sorted(m for m in imported if m.split(".")[0] in ("mujoco", "sapien", "torch"))
+        assert not heavy, f"`simbackend {' '.join(args)}` imported {heavy[:10]}"
+
+
+# ----------------------------------------------------------------------
+# --sim
+# ----------------------------------------------------------------------
+def test_sim_normalised_to_lower_case() -> None:
+    assert _check_sim("MuJoCo") == "mujoco"
+    assert _check_sim(" MUJOCO ") == "mujoco"
+
+
+def test_sim_case_insensitive_run(runner: CliRunner) -> None:
+    result = invoke(runner, "run", "--sim", "MUJOCO", "--model", "pendulum", "--num-envs", "2", "--steps", "3")
+    assert result.exit_code == 0, result.output
+    assert _flat(result.output).startswith("mujoco |"), result.output
+
+
+@pytest.mark.parametrize("command", ["run", "contract"])
+def test_unknown_sim_is_a_usage_error(tmp_path: Path, command: str) -> None:
+    args = [command, "--sim", "nope"] + (["--model", "pendulum"] if command == "run" else [])
+    proc = _script(*args, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    err = _flat(proc.stderr)
+    assert "'nope' is not a registered backend" in err
+    assert "registered backends: mujoco" in err
+    assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def test_runtime_registered_backend_is_accepted_by_sim(runner: CliRunner) -> None:
+    from simbackend.backends.mujoco import MuJoCoBackend
+
+    register_backend("CliRuntimeSim", MuJoCoBackend)
+    try:
+        result = invoke(runner, "run", "--sim", "cliruntimesim", "--model", "pendulum", "-n", "1", "-s", "2")
+        assert result.exit_code == 0, result.output
+    finally:
+        unregister_backend("CliRuntimeSim")
+    assert invoke(runner, "run", "--sim", "cliruntimesim", "--model", "pendulum").exit_code == 2
+
+
+# ----------------------------------------------------------------------
+# run
+# ----------------------------------------------------------------------
+def _figure(output: str, label: str) -> float:
+    m = re.search(re.escape(label) + r"\s+([-+]?[\d,]+(?:\.\d+)?)", _flat(output))
+    assert m, f"{label!r} not found in output:\n{output}"
+    return float(m.group(1).replace(",", ""))
+
+
+def test_run_prints_throughput_and_state(runner: CliRunner) -> None:
+    result = invoke(runner, "run", "--sim", "mujoco", "--model", "pendulum", "-n", "4", "-s", "20", "-k", "2")
+    assert result.exit_code == 0, result.output
+    env_steps_per_s = _figure(result.output, "env-steps/s")
+    substeps_per_s = _figure(result.output, "substeps/s")
+    assert env_steps_per_s > 0
+    # rounded to whole numbers in the table: substeps/s is nsteps times env-steps/s
+    assert substeps_per_s == pytest.approx(2 * env_steps_per_s, abs=2)
+    assert 0 <= _figure(result.output, "physics share") <= 100
+    assert _figure(result.output, "diverged env-steps") == 0
+    flat = _flat(result.output)
+    assert "env 0 base position [+0.0000, +0.0000, +1.0000]" in flat  # pendulum's fixed base body
+    assert re.search(r"env 0 dof pos\[:4\] \[[-+]\d\.\d{4}\]", flat), flat
+    assert _figure(result.output, "mean |qvel|") > 0  # random torques moved it
+
+
+def test_run_json(runner: CliRunner, tmp_path: Path) -> None:
+    out = tmp_path / "figures.json"
+    result = invoke(
+        runner, "run", "--sim", "mujoco", "--model", "arm7", "-n", "3", "-s", "5", "-k", "4",
+        "--seed", "3", "--nthread", "1", "--json", str(out),
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    assert set(data) == RUN_JSON_KEYS
+    assert (data["sim"], data["model"], data["num_envs"], data["steps"], data["nsteps"]) == ("mujoco", "arm7", 3, 5, 4)
+    assert (data["seed"], data["device"], data["nthread"]) == (3, "cpu", 1)
+    assert data["env_steps"] == 15
+    assert data["env_steps_per_s"] == pytest.approx(15 / data["wall_s"])
+    assert data["substeps_per_s"] == pytest.approx(4 * data["env_steps_per_s"])
+    assert 0 < data["physics_s"] <= data["step_total_s"] <= data["wall_s"]
+    assert data["physics_share"] == pytest.approx(data["physics_s"] / data["wall_s"])
+    assert data["diverged_env_steps"] == 0
+    assert len(data["base_pos_env0"]) == 3 and len(data["dof_pos_env0"]) == 4  # arm7: 7 hinges, first 4 shown
+    assert all(math.isfinite(v) for v in data["base_pos_env0"] + data["dof_pos_env0"] + [data["mean_abs_qvel"]])
+    assert data["physics_dt"] > 0
+
+
+def test_run_is_seeded(runner: CliRunner, tmp_path: Path) -> None:
+    def state(seed: int, name: str) -> list[float]:
+        path = tmp_path / f"{name}.json"
+        args = ("run", "--sim", "mujoco", "--model", "double_pendulum", "-n", "2", "-s", "10", "--seed", str(seed))
+        result = invoke(runner, *args, "--json", str(path))
+        assert result.exit_code == 0, result.output
+        return json.loads(path.read_text())["dof_pos_env0"]
+
+    a, b, c = state(1, "a"), state(1, "b"), state(2, "c")
+    assert a == b
+    assert a != c
+
+
+MIXED_RANGE_XML = """
+<mujoco model="mixed_ranges">
+  <worldbody>
+    <body name="link1">
+      <joint name="j1" type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0 0 -0.5" size="0.05" mass="1"/>
+      <body name="link2" pos="0 0 -0.5">
+        <joint name="j2" type="hinge" axis="0 1 0"/>
+        <geom type="capsule" fromto="0 0 0 0 0 -0.5" size="0.05" mass="1"/>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <motor name="limited" joint="j1" ctrlrange="-0.5 2"/>
+    <motor name="unlimited" joint="j2" ctrllimited="false"/>
+  </actuator>
+</mujoco>
+"""
+
+
+def test_run_actions_uniform_within_ctrl_range(runner: CliRunner, tmp_path: Path) -> None:
+    """Actions fill each ctrl range ([-1, 1] where unlimited), loaded from a model path."""
+    from simbackend.backends.mujoco import MuJoCoBackend
+
+    seen: list[np.ndarray] = []
+
+    class Recording(MuJoCoBackend):
+        def _step(self, ctrl, nsteps):
+            seen.append(np.array(ctrl))
+            return super()._step(ctrl, nsteps)
+
+    xml = tmp_path / "mixed.xml"
+    xml.write_text(MIXED_RANGE_XML)
+    register_backend("cli-recording", Recording)
+    try:
+        result = invoke(runner, "run", "--sim", "cli-recording", "--model", str(xml), "-n", "64", "-s", "8")
+    finally:
+        unregister_backend("cli-recording")
+    assert result.exit_code == 0, result.output
+    ctrl = np.stack(seen)  # (steps, N, nu)
+    assert ctrl.shape == (8, 64, 2)
+    limited, unlimited = ctrl[..., 0], ctrl[..., 1]
+    assert limited.min() >= -0.5 and limited.max() <= 2.0
+    assert limited.min() < 0.0 and limited.max() > 1.5  # spans the range, not [0, 1]
+    assert unlimited.min() >= -1.0 and unlimited.max() <= 1.0
+    assert unlimited.min() < -0.8 and unlimited.max() > 0.8
+    assert not np.allclose(ctrl[0], ctrl[1])  # fresh actions every step
+
+
+def test_run_unknown_model_is_a_clean_error(runner: CliRunner) -> None:
+    result = invoke(runner, "run", "--sim", "mujoco", "--model", "pendulm", "-n", "1", "-s", "1")
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit), result.exception  # no traceback, a clean exit
+    out = _flat(result.output)
+    assert "error:" in out and "pendulm" in out and "'pendulum'" in out  # names the closest model
+
+
+# ----------------------------------------------------------------------
+# info and models
+# ----------------------------------------------------------------------
+def test_info_lists_backends_versions_and_capabilities(runner: CliRunner) -> None:
+    import torch
+
+    result = invoke(runner, "info")
+    assert result.exit_code == 0, result.output
+    flat = _flat(result.output)
+    assert f"mujoco mujoco {metadata.version('mujoco')}" in flat
+    assert f"torch {torch.__version__}" in flat
+    assert re.search(r"devices cpu\b", flat)
+    for f in fields(Capabilities):
+        assert re.search(rf"\b{f.name}\b", flat), f"capability row {f.name!r} missing"
+    assert re.search(r"status ok", flat)
+    assert re.search(r"divergence_detection yes", flat)
+    assert "sensor_types all 8 core; " in flat  # long sets are summarised
+    assert "tendonpos" not in flat
+
+
+def test_info_full_lists_long_values(runner: CliRunner) -> None:
+    from simbackend.registry import make_backend
+
+    result = invoke(runner, "info", "--full")
+    assert result.exit_code == 0, result.output
+    flat = _flat(result.output)
+    with make_backend("mujoco", "pendulum", 1) as sim:
+        sensors = dict(sim.capabilities.as_rows())["sensor_types"]
+    assert f"sensor_types {sensors}" in flat
+
+
+def test_info_without_capabilities(runner: CliRunner) -> None:
+    result = invoke(runner, "info", "--no-capabilities")
+    assert result.exit_code == 0, result.output
+    assert "mujoco" in result.output
+    assert "divergence_detection" not in result.output
+
+
+def test_info_survives_a_backend_that_fails_to_load(runner: CliRunner) -> None:
+    def explode(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("engine exploded on purpose")
+
+    register_backend("cli-exploding", explode)
+    try:
+        result = invoke(runner, "info")
+    finally:
+        unregister_backend("cli-exploding")
+    assert result.exit_code == 0, result.output
+    flat = _flat(result.output)
+    assert "cli-exploding" in flat
+    # columns in name order: the failing backend's status, then mujoco's, still probed
+    assert "status failed to load: RuntimeError: engine exploded on purpose ok " in flat, flat
+
+
+def test_models_lists_builtins(runner: CliRunner) -> None:
+    result = invoke(runner, "models")
+    assert result.exit_code == 0, result.output
+    assert "arm7" in result.output
+    for name in builtin_models():
+        assert name in result.output
+
+
+# ----------------------------------------------------------------------
+# contract
+# ----------------------------------------------------------------------
+def test_fast_contract_selection_exists() -> None:
+    import importlib.util
+
+    suite = Path(list(importlib.util.find_spec("simbackend.contract_tests").submodule_search_locations)[0])
+    source = "\n".join(p.read_text() for p in suite.glob("test_*.py"))
+    for name in FAST_CONTRACT_SELECTION.split(" or "):
+        assert f"def {name}(" in source, f"{name} no longer in the conformance suite: update FAST_CONTRACT_SELECTION"
+
+
+def test_contract_runs_from_any_directory(tmp_path: Path) -> None:
+    proc = _script("contract", "--sim", "MuJoCo", "-q", "-k", FAST_CONTRACT_SELECTION, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    m = re.search(r"(\d+) passed", proc.stdout)
+    assert m and int(m.group(1)) >= 2, proc.stdout[-2000:]
+    assert " failed" not in proc.stdout
+
+
+def test_contract_passes_arguments_and_exit_code_through(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    calls: list[list[str]] = []
+
+    def fake_main(args: list[str], *a: Any, **k: Any) -> int:
+        calls.append(list(args))
+        return 3
+
+    monkeypatch.setattr(pytest, "main", fake_main)
+    result = invoke(runner, "contract", "--sim", "MUJOCO", "-q", "-x", "-k", "a or b", "--maxfail=2")
+    assert result.exit_code == 3, result.output
+    assert len(calls) == 1
+    args = calls[0]
+    suite = list(importlib.util.find_spec("simbackend.contract_tests").submodule_search_locations)[0]
+    assert args[0] == suite
+    assert args[args.index("--sim") + 1] == "mujoco"
+    assert args[-5:] == ["-q", "-x", "-k", "a or b", "--maxfail=2"]

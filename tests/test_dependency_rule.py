@@ -1,0 +1,280 @@
+"""The dependency rule of DESIGN.md, and namespaced import names.
+
+Only ``backends/`` imports an engine to simulate. The model compiler
+(``simbackend/models/``) may use MuJoCo's compiler. Everything else that ships in
+the package (the core, the conformance suite, the CLI) talks only to the
+contract: it never imports ``mujoco`` or ``sapien``, nor a backend package
+(``simbackend.backends.*``). The project's own ``tests/`` and ``benchmarks/``
+hold engine tests and are not covered.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+ENGINES = ("mujoco", "sapien")
+
+#: repo folder -> import name of the package it holds (pyproject's package-dir)
+PACKAGE_ROOTS = {
+    "simbackend": "simbackend",
+    "contract_tests": "simbackend.contract_tests",
+    "cli": "simbackend.cli",
+    "backends": "simbackend.backends",
+}
+
+#: folders that must talk only to the contract
+CHECKED = ("simbackend", "contract_tests", "cli")
+
+#: the model compiler may import mujoco (MuJoCo's compiler reads every asset)
+ENGINE_ALLOWED = ("simbackend/models/",)
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(REPO)
+    package = PACKAGE_ROOTS[rel.parts[0]]
+    parts = [package, *rel.parts[1:-1]]
+    if path.stem != "__init__":
+        parts.append(path.stem)
+    return ".".join(parts)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+class _Imports(ast.NodeVisitor):
+    """Absolute names of every module a file imports at run time, with line numbers.
+
+    Covers ``import``/``from`` statements anywhere (functions, classes, try
+    blocks), relative imports, and ``importlib.import_module("...")`` /
+    ``__import__("...")`` with a literal name. Imports under ``if
+    TYPE_CHECKING:`` never run and are skipped.
+    """
+
+    def __init__(self, module: str, is_package: bool):
+        self.package = module if is_package else module.rpartition(".")[0]
+        self.found: list[tuple[int, str]] = []
+
+    def visit_If(self, node: ast.If) -> None:
+        if _is_type_checking(node.test):
+            for child in node.orelse:
+                self.visit(child)
+            return
+        self.generic_visit(node)
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self.found.append((node.lineno, alias.name))
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if node.level:
+            base = self.package.split(".")
+            base = base[: len(base) - (node.level - 1)]
+            target = ".".join(base + ([node.module] if node.module else []))
+        else:
+            target = node.module or ""
+        self.found.append((node.lineno, target))
+        for alias in node.names:  # `from simbackend import backends` imports a module too
+            self.found.append((node.lineno, f"{target}.{alias.name}"))
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if name in ("import_module", "__import__") and node.args:
+            arg = node.args[0]
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                self.found.append((node.lineno, arg.value))
+        self.generic_visit(node)
+
+
+def imports_of(path: Path) -> list[tuple[int, str]]:
+    visitor = _Imports(_module_name(path), path.name == "__init__.py")
+    visitor.visit(ast.parse(path.read_text(), filename=str(path)))
+    return visitor.found
+
+
+def _forbidden(module: str, rel: str) -> bool:
+    top = module.split(".")[0]
+    if top in ENGINES:
+        return not rel.startswith(ENGINE_ALLOWED)
+    return module == "simbackend.backends" or module.startswith("simbackend.backends.")
+
+
+def checked_files() -> list[Path]:
+    return sorted(p for folder in CHECKED for p in (REPO / folder).rglob("*.py") if "__pycache__" not in p.parts)
+
+
+# ----------------------------------------------------------------------
+# the scanner itself
+# ----------------------------------------------------------------------
+def test_scanner_finds_every_import_form() -> None:
+    source = textwrap.dedent(
+        """\
+        from __future__ import annotations
+        import os
+        from typing import TYPE_CHECKING
+        if TYPE_CHECKING:
+            import sapien
+        else:
+            import mujoco.viewer
+        def f():
+            import mujoco
+            from mujoco import batch
+        class C:
+            def g(self):
+                try:
+                    from .backends.mujoco import MuJoCoBackend
+                except ImportError:
+                    pass
+        importlib.import_module("sapien.core")
+        __import__("mujoco")
+        from . import backends
+        """
+    )
+    visitor = _Imports("simbackend.probe", is_package=False)  # as if simbackend/probe.py
+    visitor.visit(ast.parse(source))
+    bad = sorted({(line, name) for line, name in visitor.found if _forbidden(name, "simbackend/probe.py")})
+    assert bad == [
+        (7, "mujoco.viewer"),
+        (9, "mujoco"),
+        (10, "mujoco"),
+        (10, "mujoco.batch"),
+        (14, "simbackend.backends.mujoco"),
+        (14, "simbackend.backends.mujoco.MuJoCoBackend"),
+        (17, "sapien.core"),
+        (18, "mujoco"),
+        (19, "simbackend.backends"),
+    ]
+    # the model compiler may use mujoco, but not a backend
+    assert not _forbidden("mujoco", "simbackend/models/__init__.py")
+    assert _forbidden("simbackend.backends.mujoco", "simbackend/models/__init__.py")
+    assert not _forbidden("simbackend.backends_helpers", "simbackend/probe.py")
+    assert not _forbidden("mujoco_menagerie_paths", "simbackend/probe.py")  # a name, not the package
+
+
+def test_scan_covers_the_checked_folders() -> None:
+    rels = {p.relative_to(REPO).as_posix() for p in checked_files()}
+    for expected in ("simbackend/contract.py", "simbackend/registry.py", "contract_tests/plugin.py", "cli/main.py"):
+        assert expected in rels
+
+
+# ----------------------------------------------------------------------
+# the rule
+# ----------------------------------------------------------------------
+def test_no_engine_import_outside_backends() -> None:
+    offenders = []
+    for path in checked_files():
+        rel = path.relative_to(REPO).as_posix()
+        for line, module in imports_of(path):
+            if _forbidden(module, rel):
+                offenders.append(f"{rel}:{line} imports {module}")
+    assert not offenders, (
+        "dependency rule (DESIGN.md): only backends/ imports an engine or a backend; the model"
+        " compiler simbackend/models/ may import mujoco. Offenders:\n  " + "\n  ".join(sorted(set(offenders)))
+    )
+
+
+def test_contract_side_modules_load_no_engine() -> None:
+    """Importing every module of the core, the suite and the CLI loads no engine.
+
+    Backends and the model compiler are left out; a test module that skips
+    itself at import (``pytest.importorskip``) is fine.
+    """
+    code = textwrap.dedent(
+        """
+        import importlib, pkgutil, sys
+        import simbackend, _pytest.outcomes
+        names = []
+        # walked one by one: an editable install maps these folders from elsewhere in the repo
+        for root in ("simbackend", "simbackend.contract_tests", "simbackend.cli"):
+            names.append(root)
+            for info in pkgutil.walk_packages(importlib.import_module(root).__path__, root + "."):
+                if not info.name.startswith(("simbackend.backends", "simbackend.models")):
+                    names.append(info.name)
+        names = sorted(set(names))
+        errors, culprits = [], []
+        def engines():
+            return sorted(m for m in sys.modules if m.split(".")[0] in ("mujoco", "sapien") and "." not in m)
+        for name in names:
+            before = engines()
+            try:
+                importlib.import_module(name)
+            except _pytest.outcomes.Skipped:
+                pass
+            except BaseException as e:
+                errors.append(f"{name}: {type(e).__name__}: {e}")
+            if engines() != before:
+                culprits.append(f"{name} -> {engines()}")
+        print("CULPRITS", culprits)
+        print("MODULES", len(names), names)
+        print("ERRORS", errors)
+        print("ENGINES", sorted(m for m in sys.modules if m.split(".")[0] in ("mujoco", "sapien")))
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if line.startswith(("MODULES", "ERRORS", "ENGINES", "CULPRITS")))
+    _count, listed = lines["MODULES"].split(" ", 1)
+    for expected in ("simbackend.contract", "simbackend.registry", "simbackend.contract_tests.plugin",
+                     "simbackend.contract_tests.helpers", "simbackend.cli.main"):
+        assert repr(expected) in listed, f"{expected} not imported by the check: {listed}"
+    assert lines["ERRORS"] == "[]", lines["ERRORS"]
+    assert lines["ENGINES"] == "[]", (
+        f"importing the contract side loaded an engine; first import that did: {lines['CULPRITS']}"
+    )
+
+
+# ----------------------------------------------------------------------
+# namespaced import names
+# ----------------------------------------------------------------------
+def test_installed_import_names_are_namespaced(tmp_path: Path) -> None:
+    # -I: neither the repo (cwd, PYTHONPATH) nor user site is on sys.path, only site-packages
+    code = textwrap.dedent(
+        """
+        import importlib.util
+        for name in ("cli", "backends", "contract_tests", "simbackend.cli", "simbackend.backends.mujoco",
+                     "simbackend.contract_tests", "simbackend.contract_tests.plugin", "simbackend.cli.main"):
+            print(name, importlib.util.find_spec(name) is not None)
+        """
+    )
+    proc = subprocess.run([sys.executable, "-I", "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    found = dict(line.split() for line in proc.stdout.splitlines())
+    for top in ("cli", "backends", "contract_tests"):
+        assert found[top] == "False", f"a top-level {top!r} package is importable from site-packages"
+    for name in ("simbackend.cli", "simbackend.backends.mujoco", "simbackend.contract_tests",
+                 "simbackend.contract_tests.plugin", "simbackend.cli.main"):
+        assert found[name] == "True", f"{name} is not importable from the installed package"
+
+
+def test_pyproject_maps_every_package_into_simbackend() -> None:
+    """A wheel built from pyproject.toml holds no top-level package but ``simbackend``."""
+    tomllib = pytest.importorskip("tomllib", reason="tomllib needs Python 3.11")
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())
+    setuptools_cfg = config["tool"]["setuptools"]
+    packages = setuptools_cfg["packages"]
+    assert packages, "pyproject lists no packages"
+    bad = [p for p in packages if p != "simbackend" and not p.startswith("simbackend.")]
+    assert not bad, f"packages outside the simbackend namespace: {bad}"
+    package_dir = setuptools_cfg.get("package-dir", {})
+    assert "" not in package_dir, "a package-dir root would install the repo's folders as top-level packages"
+    for folder, package in {"backends": "simbackend.backends", "contract_tests": "simbackend.contract_tests",
+                            "cli": "simbackend.cli"}.items():
+        assert package_dir.get(package) == folder
+        assert package in packages
+    # the entry points refer to the namespaced names
+    assert config["project"]["scripts"]["simbackend"].startswith("simbackend.cli.")
+    assert config["project"]["entry-points"]["pytest11"]["simbackend"].startswith("simbackend.contract_tests.")
+    for target in config["project"]["entry-points"]["simbackend.backends"].values():
+        assert target.startswith("simbackend.backends.")
