@@ -16,6 +16,7 @@ from simbackend.errors import (
     EnvIdError,
     IndexRangeError,
     InputDTypeError,
+    InvalidArgumentError,
     InputShapeError,
     NonFiniteError,
 )
@@ -131,5 +132,5 @@ def scalar_id(i: Any, size: int, kind: str, argument: str) -> int:
 def positive_int(n: Any, argument: str) -> int:
     """Validate an integer >= 1 (``bool`` rejected)."""
     if isinstance(n, bool) or not isinstance(n, numbers.Integral) or int(n) < 1:
-        raise ValueError(f"{argument}: expected an integer >= 1, got {n!r}")
+        raise InvalidArgumentError(f"{argument}: expected an integer >= 1, got {n!r}")
     return int(n)

@@ -52,7 +52,9 @@ import torch
 from simbackend import _validate as V
 from simbackend.capabilities import Capabilities
 from simbackend.errors import (
+    ArgumentTypeError,
     IndexRangeError,
+    InvalidArgumentError,
     InvalidQuaternionError,
     SimBackendError,
     UnknownNameError,
@@ -468,7 +470,7 @@ class SimBackend(abc.ABC):
         ``step``'s). The backend's getters describe the current substep's state.
         """
         if fn is not None and not callable(fn):
-            raise TypeError(f"pre-step control must be callable or None, got {type(fn).__name__}")
+            raise ArgumentTypeError(f"pre-step control must be callable or None, got {type(fn).__name__}")
         if fn is not None:
             self._require("pre_step_control")
         self._pre_step = fn
@@ -588,7 +590,7 @@ class SimBackend(abc.ABC):
     def _check_ctrl(self, ctrl: Any, argument: str) -> np.ndarray:
         if ctrl is None:
             if self.num_actuators:
-                raise ValueError(f"{argument}: required, the model has {self.num_actuators} actuators")
+                raise InvalidArgumentError(f"{argument}: required, the model has {self.num_actuators} actuators")
             return np.zeros((self.num_envs, 0))
         return V.real_array(ctrl, argument, (self.num_envs, self.num_actuators))
 
@@ -607,7 +609,7 @@ class SimBackend(abc.ABC):
 
     def _resolve(self, kind: str, name: str) -> int:
         if not isinstance(name, str):
-            raise TypeError(f"{kind} name must be a string, got {type(name).__name__}")
+            raise ArgumentTypeError(f"{kind} name must be a string, got {type(name).__name__}")
         table = self._ids[kind]
         if name not in table:
             raise UnknownNameError(kind, name, table)

@@ -18,6 +18,8 @@ __all__ = [
     "SimBackendError",
     "InputShapeError",
     "InputDTypeError",
+    "InvalidArgumentError",
+    "ArgumentTypeError",
     "NonFiniteError",
     "EnvIdError",
     "IndexRangeError",
@@ -46,6 +48,14 @@ class InputShapeError(SimBackendError, ValueError):
         self.received = tuple(received)
         exp = expected if isinstance(expected, str) else _shape_str(expected)
         super().__init__(f"{argument}: expected shape {exp}, got {_shape_str(received)}")
+
+
+class InvalidArgumentError(SimBackendError, ValueError):
+    """An argument with a value the call cannot take (``nsteps=0``, a missing ctrl, ...)."""
+
+
+class ArgumentTypeError(SimBackendError, TypeError):
+    """An argument of the wrong Python type (a name that is not a string, ...)."""
 
 
 class InputDTypeError(SimBackendError, ValueError):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from importlib import metadata
 from typing import TYPE_CHECKING, Any, Callable
 
-from simbackend.errors import SimBackendError, UnknownBackendError
+from simbackend.errors import ArgumentTypeError, InvalidArgumentError, SimBackendError, UnknownBackendError
 
 if TYPE_CHECKING:  # pragma: no cover
     from simbackend.contract import SimBackend
@@ -55,13 +55,13 @@ def register_backend(name: str, factory: Callable[..., "SimBackend"], *, replace
 
     ``factory(model, num_envs, *, device=None, seed=0, **options)`` must return a
     :class:`~simbackend.contract.SimBackend`; a backend class is such a factory.
-    Raises ``ValueError`` if the name is taken and ``replace`` is false.
+    Raises ``InvalidArgumentError`` (a ``ValueError``) if the name is taken and ``replace`` is false.
     """
     key = _check_name(name)
     if not callable(factory):
-        raise TypeError(f"factory for backend {name!r} must be callable, got {type(factory).__name__}")
+        raise ArgumentTypeError(f"factory for backend {name!r} must be callable, got {type(factory).__name__}")
     if not replace and key in _RUNTIME:
-        raise ValueError(f"backend {name!r} is already registered; pass replace=True to replace it")
+        raise InvalidArgumentError(f"backend {name!r} is already registered; pass replace=True to replace it")
     _RUNTIME[key] = factory
 
 
@@ -104,5 +104,5 @@ def make_backend(sim: str, model: Any, num_envs: int, *, device: Any = None, see
 
 def _check_name(name: str) -> str:
     if not isinstance(name, str) or not name.strip():
-        raise ValueError(f"backend name must be a non-empty string, got {name!r}")
+        raise InvalidArgumentError(f"backend name must be a non-empty string, got {name!r}")
     return name.strip().lower()

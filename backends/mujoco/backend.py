@@ -10,10 +10,12 @@ batch's thread pool. Design points (see DESIGN.md):
   state (``stage=mjSTAGE_VEL``; ``mjSTAGE_ACC`` if a sensor needs it), so
   every getter describes the current instant rather than one substep behind
   as plain ``mj_step`` does.
-* Divergence: MuJoCo resets an env whose qpos/qvel/qacc blow up and counts a
-  warning; ``mujoco.batch.SimulationError`` names envs where MuJoCo raised.
-  Both are reported in ``info["diverged"]`` and those envs get back the state
-  they had before the call.
+* Divergence: MuJoCo's automatic reset is disabled on the backend's copy of
+  the model; an env whose qpos/qvel/qacc become non-finite or huge raises a
+  MuJoCo warning (counted per call), and ``mujoco.batch.SimulationError``
+  names envs where MuJoCo raised. Both are reported in ``info["diverged"]``
+  and those envs get back the state they had before the call. MuJoCo prints
+  its warning (and appends it to ``MUJOCO_LOG.TXT`` in the working directory).
 * Body forces are given at the body frame origin; MuJoCo's ``xfrc_applied``
   acts at the centre of mass, so the torque is shifted by ``(xpos - xipos) x F``
   before every substep.
@@ -32,7 +34,7 @@ from mujoco import batch as mjbatch
 
 from simbackend.capabilities import Capabilities
 from simbackend.contract import SimBackend
-from simbackend.errors import SimBackendError
+from simbackend.errors import ArgumentTypeError, InvalidArgumentError, SimBackendError
 from simbackend.models import compile_model, model_info
 
 _VEL = int(mujoco.mjtStage.mjSTAGE_VEL)
@@ -79,16 +81,19 @@ class MuJoCoBackend(SimBackend):
     def __init__(self, model: Any, num_envs: int, *, device: Any = None, seed: int = 0, **options: Any):
         unknown = sorted(set(options) - set(_OPTIONS))
         if unknown:
-            raise TypeError(f"unknown option(s) for backend 'mujoco': {unknown}; accepted: {list(_OPTIONS)}")
+            raise ArgumentTypeError(f"unknown option(s) for backend 'mujoco': {unknown}; accepted: {list(_OPTIONS)}")
         nthread = options.get("nthread", 0)
         if isinstance(nthread, bool) or not isinstance(nthread, int) or nthread < 0:
-            raise ValueError(f"nthread: expected an integer >= 0 (0: all CPUs), got {nthread!r}")
+            raise InvalidArgumentError(f"nthread: expected an integer >= 0 (0: all CPUs), got {nthread!r}")
         device = torch.device("cpu" if device is None else device)
         if device.type == "cuda" and not torch.cuda.is_available():
             raise SimBackendError("device 'cuda' requested, but torch sees no CUDA device")
         m = compile_model(model)
         # the batch keeps a pointer to the model: keep our own copy, immune to caller edits
         self.model = copy.copy(m)
+        # MuJoCo would silently reset an env whose state blows up (even inside set_state's
+        # forward pass); the contract instead reports it and restores the pre-call state.
+        self.model.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_AUTORESET)
         super().__init__(model_info(self.model), num_envs, device=device, seed=seed)
         self._nthread_requested = nthread
         self.batch = mjbatch.Batch(self.model, self.num_envs, nthread=nthread or (os.cpu_count() or 1))
@@ -231,7 +236,7 @@ class MuJoCoBackend(SimBackend):
     def _step(self, ctrl: np.ndarray, nsteps: int) -> np.ndarray:
         self._ctrl[...] = ctrl
         np.copyto(self._prev_state, self._state)
-        warn_before = self._warn[:, _BAD_WARNINGS, 1].copy()
+        self._warn[:, _BAD_WARNINGS, 1] = 0  # the batch counts warnings per call from here
         failed = np.zeros(self.num_envs, dtype=bool)
         if self._force_bodies.size:
             # the lever arm moves with the body: re-shift before every substep
@@ -240,7 +245,8 @@ class MuJoCoBackend(SimBackend):
                 failed |= self._advance(1)
         else:
             failed |= self._advance(nsteps)
-        diverged = failed | (self._warn[:, _BAD_WARNINGS, 1] != warn_before).any(axis=1)
+        diverged = failed | (self._warn[:, _BAD_WARNINGS, 1] > 0).any(axis=1)
+        diverged |= ~(np.isfinite(self._qpos).all(axis=1) & np.isfinite(self._qvel).all(axis=1))
         if diverged.any():
             ids = np.flatnonzero(diverged)
             self._state[ids] = self._prev_state[ids]
