@@ -2,8 +2,10 @@
 
 They subclass the MuJoCo reference backend and override one hook, so that
 everything else is correct and the conformance suite must find the one fault.
-``BROKEN`` maps each registered name to (class, clause broken, the conformance
-tests that must report it).
+``BROKEN`` lists them; each class's ``CAUGHT_BY`` names the conformance tests
+written for the clause it breaks, which must report it.
+
+Used as a pytest plugin (``-p broken_backends``), the module registers them all.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ class XyzwQuaternions(MuJoCoBackend):
     """Body and site quaternions returned in xyzw order instead of wxyz."""
 
     name = "broken-xyzw"
+    CAUGHT_BY = ("test_kinematics.py::test_quaternions_are_wxyz_hinge_about_z", "test_kinematics.py::test_arm7_ee_site_pose")
 
     def _body_quat_w(self, ids):
         return torch.roll(super()._body_quat_w(ids), -1, dims=-1)
@@ -30,6 +33,7 @@ class ComVelocity(MuJoCoBackend):
     """Body linear velocity of the centre of mass instead of the frame origin."""
 
     name = "broken-com-velocity"
+    CAUGHT_BY = ("test_velocities.py::test_velocity_is_origin_not_com_single_hinge", "test_velocities.py::test_body_velocities_match_finite_differences")
 
     def _body_lin_vel_w(self, ids):
         ang, lin_origin = self._body_vel_w(ids)
@@ -41,6 +45,7 @@ class SetStateWritesEnv0(MuJoCoBackend):
     """set_state also writes the first given row into env 0."""
 
     name = "broken-set-state-env0"
+    CAUGHT_BY = ("test_state.py::test_set_state_partial_ids_any_order", "test_state_machine.py::test_random_call_sequences")
 
     def _set_state(self, env_ids, qpos, qvel):
         if 0 not in env_ids:
@@ -54,6 +59,7 @@ class JacobianOfBodyOrigin(MuJoCoBackend):
     """Site Jacobian computed at the site's body origin instead of the site point."""
 
     name = "broken-jacobian-origin"
+    CAUGHT_BY = ("test_jacobians.py::test_arm7_jacobian_is_of_the_site_point", "test_jacobians.py::test_site_jacobians_match_finite_differences")
 
     def _site_jacobian_w(self, site_id, cols):
         body = int(self._site_body[site_id])
@@ -65,6 +71,7 @@ class CtrlOneSubstepLate(MuJoCoBackend):
     """The first substep of every step still uses the previous call's ctrl."""
 
     name = "broken-late-ctrl"
+    CAUGHT_BY = ("test_physics.py::test_ctrl_acts_in_the_same_substep",)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -82,6 +89,7 @@ class LaggingGetters(MuJoCoBackend):
     """Plain mj_step semantics: derived quantities describe the state one substep back."""
 
     name = "broken-lagging-getters"
+    CAUGHT_BY = ("test_state.py::test_getters_describe_current_instant_arm7", "test_state.py::test_getters_describe_current_instant_quadruped")
 
     def _advance(self, nsteps):
         failed = np.zeros(self.num_envs, dtype=bool)
@@ -93,6 +101,7 @@ class BodyFrameAngularVelocity(MuJoCoBackend):
     """Body angular velocity expressed in the body frame instead of the world frame."""
 
     name = "broken-local-ang-vel"
+    CAUGHT_BY = ("test_velocities.py::test_free_joint_qvel_convention", "test_velocities.py::test_body_velocities_match_finite_differences")
 
     def _body_ang_vel_w(self, ids):
         w = self._out("cvel")[:, ids, :3]
@@ -104,6 +113,7 @@ class ForceAtCentreOfMass(MuJoCoBackend):
     """apply_body_force acts at the centre of mass instead of the body frame origin."""
 
     name = "broken-force-at-com"
+    CAUGHT_BY = ("test_physics.py::test_body_force_acts_at_frame_origin",)
 
     def _write_xfrc(self):
         b = self._force_bodies
@@ -115,6 +125,7 @@ class StickyForces(MuJoCoBackend):
     """Forces from apply_body_force are never cleared."""
 
     name = "broken-sticky-forces"
+    CAUGHT_BY = ("test_physics.py::test_body_force_cleared_after_step",)
 
     def _clear_body_forces(self):
         pass
@@ -124,6 +135,7 @@ class NoQuaternionNormalisation(MuJoCoBackend):
     """set_state writes free/ball quaternions as given, without normalising them."""
 
     name = "broken-unnormalised-quat"
+    CAUGHT_BY = ("test_state.py::test_set_state_normalises_free_quaternions", "test_state.py::test_set_state_normalises_ball_quaternions")
 
     def _normalised_quaternions(self, ids, qpos):
         starts = self._info.quat_qpos_index
@@ -146,3 +158,11 @@ BROKEN = [
     StickyForces,
     NoQuaternionNormalisation,
 ]
+
+
+def pytest_configure(config) -> None:
+    """Register every broken backend when loaded as a plugin (``-p broken_backends``)."""
+    from simbackend.registry import register_backend
+
+    for cls in BROKEN:
+        register_backend(cls.name, cls, replace=True)
