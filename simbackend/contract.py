@@ -467,7 +467,14 @@ class SimBackend(abc.ABC):
 
         ``ctrl`` is the ``(N, nu)`` float32 tensor given to ``step``; ``fn`` returns
         the ctrl to apply in this substep, of the same shape (validated like
-        ``step``'s). The backend's getters describe the current substep's state.
+        ``step``'s). The backend's getters describe the current substep's state,
+        so ``fn`` can turn a policy action into actuator commands (a PD law on
+        motors, say) at the physics rate.
+
+        An error in ``fn`` or in its output at the first substep leaves every env
+        as it was; at a later substep, the substeps already taken stay taken
+        (the callback runs between them, so it cannot be validated in advance)
+        and pending body forces stay pending.
         """
         if fn is not None and not callable(fn):
             raise ArgumentTypeError(f"pre-step control must be callable or None, got {type(fn).__name__}")
