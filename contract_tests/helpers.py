@@ -9,6 +9,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from simbackend.math import quat_mul
+from simbackend.math import quat_to_matrix as quat_to_mat
+
 #: a small chain with a ball joint (contract models are all hinge/slide/free otherwise)
 BALL_MJCF = """
 <mujoco model="ball_chain">
@@ -86,33 +89,6 @@ def quat_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     a = a / np.linalg.norm(a, axis=-1, keepdims=True)
     b = b / np.linalg.norm(b, axis=-1, keepdims=True)
     return 2 * np.arccos(np.clip(np.abs((a * b).sum(-1)), 0.0, 1.0))
-
-
-def quat_to_mat(q: np.ndarray) -> np.ndarray:
-    """Rotation matrices ``(..., 3, 3)`` of wxyz quaternions ``(..., 4)``."""
-    w, x, y, z = np.moveaxis(q, -1, 0)
-    return np.stack(
-        (
-            1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y),
-            2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x),
-            2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y),
-        ),
-        axis=-1,
-    ).reshape(*q.shape[:-1], 3, 3)
-
-
-def quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    aw, ax, ay, az = np.moveaxis(a, -1, 0)
-    bw, bx, by, bz = np.moveaxis(b, -1, 0)
-    return np.stack(
-        (
-            aw * bw - ax * bx - ay * by - az * bz,
-            aw * bx + ax * bw + ay * bz - az * by,
-            aw * by - ax * bz + ay * bw + az * bx,
-            aw * bz + ax * by - ay * bx + az * bw,
-        ),
-        axis=-1,
-    )
 
 
 def angular_velocity_from_quats(q0: np.ndarray, q1: np.ndarray, dt: float) -> np.ndarray:

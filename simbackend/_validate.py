@@ -63,58 +63,52 @@ def real_array(
 def env_ids(ids: Any, num_envs: int, argument: str = "env_ids") -> np.ndarray:
     """Validate environment ids; ``None`` means all. Returns int64, in the given order.
 
-    Rejects non-integers, non-1-D input, negatives, ids >= num_envs and duplicates.
-    A boolean mask of shape ``(num_envs,)`` is accepted and converted.
+    Rejects non-integers, non-1-D input, negatives, ids >= num_envs and duplicates
+    (:class:`EnvIdError`). A boolean mask of shape ``(num_envs,)`` is accepted.
     """
-    if ids is None:
-        return np.arange(num_envs, dtype=np.int64)
-    if isinstance(ids, numbers.Integral) and not isinstance(ids, bool):
-        ids = [ids]
-    a = to_numpy(ids, argument)
+    a = _as_ids(ids, num_envs, argument)
     if a.dtype == bool:
         if a.shape != (num_envs,):
             raise InputShapeError(f"{argument} (boolean mask)", (num_envs,), a.shape)
         return np.flatnonzero(a).astype(np.int64)
-    if a.ndim != 1:
-        raise InputShapeError(argument, "(n,)", a.shape)
-    if a.size == 0:
-        return np.zeros(0, np.int64)
-    if a.dtype.kind not in "iu":
-        raise EnvIdError(f"{argument}: expected integers, got dtype {a.dtype}")
-    a = a.astype(np.int64)
-    bad = a[(a < 0) | (a >= num_envs)]
-    if bad.size:
-        raise EnvIdError(f"{argument}: ids must be in [0, {num_envs}), got {bad[:8].tolist()}")
-    uniq, counts = np.unique(a, return_counts=True)
-    if (counts > 1).any():
-        raise EnvIdError(f"{argument}: duplicated ids {uniq[counts > 1][:8].tolist()}")
-    return a
+    return _checked_ids(a, num_envs, argument, "env", EnvIdError, allow_duplicates=False)
 
 
 def index_array(ids: Any, size: int, kind: str, argument: str, *, allow_duplicates: bool = True) -> np.ndarray:
     """Validate ids into a table of ``size`` entries (bodies, sites, dofs); return int64.
 
     ``None`` means all entries. A single integer is accepted as one id.
+    Errors are :class:`IndexRangeError`.
     """
+    a = _as_ids(ids, size, argument)
+    if a.dtype == bool:
+        raise IndexRangeError(f"{argument}: expected integer {kind} ids, got booleans")
+    return _checked_ids(a, size, argument, kind, IndexRangeError, allow_duplicates=allow_duplicates)
+
+
+def _as_ids(ids: Any, size: int, argument: str) -> np.ndarray:
     if ids is None:
         return np.arange(size, dtype=np.int64)
     if isinstance(ids, numbers.Integral) and not isinstance(ids, bool):
         ids = [ids]
-    a = to_numpy(ids, argument)
+    return to_numpy(ids, argument)
+
+
+def _checked_ids(a: np.ndarray, size: int, argument: str, kind: str, error: type, *, allow_duplicates: bool) -> np.ndarray:
     if a.ndim != 1:
         raise InputShapeError(argument, "(n,)", a.shape)
     if a.size == 0:
         return np.zeros(0, np.int64)
     if a.dtype.kind not in "iu":
-        raise IndexRangeError(f"{argument}: expected integer {kind} ids, got dtype {a.dtype}")
+        raise error(f"{argument}: expected integer {kind} ids, got dtype {a.dtype}")
     a = a.astype(np.int64)
     bad = a[(a < 0) | (a >= size)]
     if bad.size:
-        raise IndexRangeError(f"{argument}: {kind} ids must be in [0, {size}), got {bad[:8].tolist()}")
+        raise error(f"{argument}: {kind} ids must be in [0, {size}), got {bad[:8].tolist()}")
     if not allow_duplicates:
         uniq, counts = np.unique(a, return_counts=True)
         if (counts > 1).any():
-            raise IndexRangeError(f"{argument}: duplicated {kind} ids {uniq[counts > 1][:8].tolist()}")
+            raise error(f"{argument}: duplicated {kind} ids {uniq[counts > 1][:8].tolist()}")
     return a
 
 

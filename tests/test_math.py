@@ -42,3 +42,25 @@ def test_canonical_and_angle_between_ignore_sign():
     torch.testing.assert_close(sm.quat_canonical(-q), q)
     assert float(sm.quat_angle_between(q, -q)) < 1e-6
     assert abs(float(sm.quat_angle_between(q, _axis_angle([0, 0, 1], 0.5))) - 0.2) < 1e-9
+
+
+def test_numpy_arrays_give_the_same_results_as_tensors():
+    rng = np.random.default_rng(2)
+    a, b = rng.normal(size=(5, 4)), rng.normal(size=(5, 4))
+    a, b = a / np.linalg.norm(a, axis=-1, keepdims=True), b / np.linalg.norm(b, axis=-1, keepdims=True)
+    v = rng.normal(size=(5, 3))
+    ta, tb, tv = map(torch.tensor, (a, b, v))
+    for fn, args, targs in [
+        (sm.quat_mul, (a, b), (ta, tb)),
+        (sm.quat_conj, (a,), (ta,)),
+        (sm.quat_apply, (a, v), (ta, tv)),
+        (sm.quat_apply_inverse, (a, v), (ta, tv)),
+        (sm.quat_to_matrix, (a,), (ta,)),
+        (sm.quat_canonical, (-a,), (-ta,)),
+        (sm.quat_angle_between, (a, b), (ta, tb)),
+        (sm.cross, (v, v[::-1].copy()), (tv, tv.flip(0))),
+    ]:
+        out = fn(*args)
+        assert isinstance(out, np.ndarray), fn.__name__
+        np.testing.assert_allclose(out, fn(*targs).numpy(), atol=1e-12, err_msg=fn.__name__)
+    np.testing.assert_allclose(sm.cross(v, v[::-1]), np.cross(v, v[::-1]), atol=1e-12)

@@ -35,6 +35,7 @@ from mujoco import batch as mjbatch
 from simbackend.capabilities import Capabilities
 from simbackend.contract import SimBackend
 from simbackend.errors import ArgumentTypeError, InvalidArgumentError, SimBackendError
+from simbackend.math import cross, quat_mul
 from simbackend.models import compile_model, model_info
 
 _VEL = int(mujoco.mjtStage.mjSTAGE_VEL)
@@ -48,20 +49,6 @@ _ALL_SENSOR_TYPES = frozenset(
     if name.startswith("mjSENS_") and name not in ("mjSENS_USER", "mjSENS_PLUGIN")
 )
 _OPTIONS = ("nthread",)
-
-
-def _quat_mul_np(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    aw, ax, ay, az = np.moveaxis(a, -1, 0)
-    bw, bx, by, bz = np.moveaxis(b, -1, 0)
-    return np.stack(
-        (
-            aw * bw - ax * bx - ay * by - az * bz,
-            aw * bx + ax * bw + ay * bz - az * by,
-            aw * by - ax * bz + ay * bw + az * bx,
-            aw * bz + ax * by - ay * bx + az * bw,
-        ),
-        axis=-1,
-    )
 
 
 class MuJoCoBackend(SimBackend):
@@ -173,7 +160,7 @@ class MuJoCoBackend(SimBackend):
         com = self._out("subtree_com")[:, self._info.body_root[ids]]
         offset = self._out("xpos")[:, ids] - com
         ang = cvel[..., :3]
-        return ang, cvel[..., 3:] + np.cross(ang, offset)
+        return ang, cvel[..., 3:] + cross(ang, offset)
 
     def _body_lin_vel_w(self, ids: np.ndarray) -> torch.Tensor:
         return self._t(self._body_vel_w(ids)[1])
@@ -186,7 +173,7 @@ class MuJoCoBackend(SimBackend):
 
     def _site_quat_w(self, ids: np.ndarray) -> torch.Tensor:
         body_q = self._out("xquat")[:, self._site_body[ids]]
-        return self._t(_quat_mul_np(body_q, self._site_quat_local[ids]))
+        return self._t(quat_mul(body_q, self._site_quat_local[ids]))
 
     def _sensor_data(self, sensor_id: int) -> torch.Tensor:
         adr, dim = int(self._info.sensor_adr[sensor_id]), int(self._info.sensor_dim[sensor_id])
@@ -231,7 +218,7 @@ class MuJoCoBackend(SimBackend):
         f = self._force[:, b]
         lever = self._out("xpos")[:, b] - self._out("xipos")[:, b]
         self._xfrc[:, b, :3] = f
-        self._xfrc[:, b, 3:] = self._torque[:, b] + np.cross(lever, f)
+        self._xfrc[:, b, 3:] = self._torque[:, b] + cross(lever, f)
 
     def _step(self, ctrl: np.ndarray, nsteps: int) -> np.ndarray:
         self._ctrl[...] = ctrl
