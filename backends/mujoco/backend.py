@@ -6,10 +6,12 @@ batch's thread pool. Design points (see DESIGN.md):
 * State arrays (qpos, qvel, ctrl, xfrc_applied) are live views of the rows;
   derived arrays (xpos, xquat, cvel, site_xpos, sensordata, ...) are bound
   lazily, on first use, and copied out by the batch after every call.
-* Every call ends with the position and velocity stages computed at the new
-  state (``stage=mjSTAGE_VEL``; ``mjSTAGE_ACC`` if a sensor needs it), so
-  every getter describes the current instant rather than one substep behind
-  as plain ``mj_step`` does.
+* Derived quantities are computed on demand: a call that changes the state
+  (``step``, ``set_state``) marks them stale, and the first getter that needs
+  one runs the position and velocity stages (``mjSTAGE_ACC`` if a sensor
+  needs it) for every env at the current state. Every getter thus describes
+  the current instant, never the state one substep back as plain ``mj_step``
+  leaves it, and a caller who reads only qpos/qvel pays nothing for it.
 * Divergence: MuJoCo's automatic reset is disabled on the backend's copy of
   the model; an env whose qpos/qvel/qacc become non-finite or huge raises a
   MuJoCo warning (counted per call), and ``mujoco.batch.SimulationError``
@@ -35,7 +37,7 @@ from mujoco import batch as mjbatch
 from simbackend.capabilities import Capabilities
 from simbackend.contract import SimBackend
 from simbackend.errors import ArgumentTypeError, InvalidArgumentError, SimBackendError
-from simbackend.math import cross, quat_mul
+from simbackend.math import cross, quat_apply, quat_mul, quat_normalize
 from simbackend.models import compile_model, model_info
 
 _VEL = int(mujoco.mjtStage.mjSTAGE_VEL)
@@ -88,6 +90,9 @@ class MuJoCoBackend(SimBackend):
         self._stage = _ACC if (np.asarray(self.model.sensor_needstage) >= _ACC).any() else _VEL
         self._state = b.state
         self._derived: dict[str, np.ndarray] = {}
+        self._stale = False  # derived fields describe an older state than the rows
+        j = self._info.base_free_joint
+        self._base_free = None if j < 0 else (int(self._info.joint_qposadr[j]), int(self._info.joint_dofadr[j]))
         self._qpos = b.bind("qpos")
         self._qvel = b.bind("qvel")
         self._ctrl = b.bind("ctrl")
@@ -118,11 +123,15 @@ class MuJoCoBackend(SimBackend):
 
     # -- derived fields, bound lazily -----------------------------------
     def _out(self, name: str) -> np.ndarray:
+        """Derived field ``name``, (N, ...), current with the state rows."""
         arr = self._derived.get(name)
         if arr is None:
+            # a field bound between calls holds zeros until the next call
             arr = self._derived[name] = self.batch.bind(name)
-            # a field bound between calls holds zeros until the next call: compute it now
+            self._stale = True
+        if self._stale:
             self._forward(None)
+            self._stale = False
         return arr
 
     def _forward(self, ids: np.ndarray | None) -> None:
@@ -147,6 +156,32 @@ class MuJoCoBackend(SimBackend):
 
     def get_dof_vel(self) -> torch.Tensor:
         return self._t(self._qvel[:, self._info.dof_qvel_index])
+
+    # A floating base's pose and velocity are its free joint's qpos/qvel (MuJoCo's kinematics copies
+    # them), so these read the state rows and need no deferred stages.
+    def get_base_pos(self) -> torch.Tensor:
+        if self._base_free is None:
+            return super().get_base_pos()
+        q = self._base_free[0]
+        return self._t(self._qpos[:, q : q + 3])
+
+    def get_base_quat(self) -> torch.Tensor:
+        if self._base_free is None:
+            return super().get_base_quat()
+        q = self._base_free[0]
+        return self._t(quat_normalize(self._qpos[:, q + 3 : q + 7]))
+
+    def get_base_lin_vel(self) -> torch.Tensor:
+        if self._base_free is None:
+            return super().get_base_lin_vel()
+        v = self._base_free[1]
+        return self._t(self._qvel[:, v : v + 3])
+
+    def get_base_ang_vel(self) -> torch.Tensor:
+        if self._base_free is None:
+            return super().get_base_ang_vel()
+        q, v = self._base_free
+        return self._t(quat_apply(quat_normalize(self._qpos[:, q + 3 : q + 7]), self._qvel[:, v + 3 : v + 6]))
 
     def _body_pos_w(self, ids: np.ndarray) -> torch.Tensor:
         return self._t(self._out("xpos")[:, ids])
@@ -197,7 +232,8 @@ class MuJoCoBackend(SimBackend):
         self._qpos[env_ids] = qpos
         self._qvel[env_ids] = qvel
         self._warmstart[env_ids] = 0.0
-        self._forward(env_ids)
+        if self._derived and not self._stale:
+            self._forward(env_ids)  # the other envs' derived fields are current: keep them
 
     def _apply_body_force(self, body_ids: np.ndarray, force: np.ndarray, torque: np.ndarray) -> None:
         self._force[:, body_ids] += force
@@ -237,13 +273,13 @@ class MuJoCoBackend(SimBackend):
         if diverged.any():
             ids = np.flatnonzero(diverged)
             self._state[ids] = self._prev_state[ids]
-            self._forward(ids)
+        self._stale = True
         return diverged
 
     def _advance(self, nsteps: int) -> np.ndarray:
         failed = np.zeros(self.num_envs, dtype=bool)
         try:
-            self.batch.step(nstep=nsteps, stage=self._stage)
+            self.batch.step(nstep=nsteps)
         except mjbatch.SimulationError as e:
             failed[np.asarray(e.ids)] = True
         return failed

@@ -1,0 +1,828 @@
+#!/usr/bin/env python
+"""Side-by-side performance benchmark of the MuJoCo backend.
+
+Every measurement compares variants in ONE process run: the variants of a
+measurement are interleaved (the order rotates each round), each round times a
+block of calls per variant, and the reported figures are medians over rounds.
+Ratios are medians of the per-round ratios (paired, so that a slow moment of
+the shared machine hits both sides of a ratio alike).
+
+Sections (``--only NAME`` runs one):
+
+* ``step``     backend ``step(ctrl, k)`` + ``get_qpos()`` + one body's pose vs
+               raw ``mujoco.batch.Batch`` doing the same work (N = 1024 arm7,
+               k = 1 and 4); target >= 0.9x.
+* ``jacobian`` ``get_site_jacobian_w(ee_site, arm dofs)`` per call as a
+               fraction of one ``step(nsteps=1)`` (N = 1024 arm7); target <= 10 %.
+* ``threads``  backend step throughput at nthread=2 vs nthread=1 (N = 1024
+               arm7, nsteps=4); target >= 1.8x.
+* ``ant``      gymnasium ``Ant-v5`` in ``SyncVectorEnv`` (64 envs) vs the backend
+               on gymnasium's ant.xml (N = 64, nsteps = 5); target >= 2.5x.
+* ``memory``   resident memory per env at N = 4096 (arm7), from two fresh
+               subprocesses; target <= 1 MB.
+
+Usage::
+
+    python benchmarks/bench_mujoco.py            # full run, a few minutes
+    python benchmarks/bench_mujoco.py --quick    # smoke check, < 60 s
+    python benchmarks/bench_mujoco.py --only step --out /tmp/step.json
+
+The JSON (default ``benchmarks/results/mujoco.json``) holds the machine
+description, the parameters, every variant's per-round samples and medians, and
+the figures with their targets. See benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib.util
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_OUT = HERE / "results" / "mujoco.json"
+SECTIONS = ("step", "jacobian", "threads", "ant", "memory")
+
+ARM = "arm7"
+ARM_BODY = "link7"            # the body whose pose the step section reads
+ARM_SITE = "ee_site"          # the site of the Jacobian section
+ARM_JOINTS = tuple(f"joint{i}" for i in range(1, 8))
+
+
+# ----------------------------------------------------------------------------
+# settings
+# ----------------------------------------------------------------------------
+class Settings:
+    """Rounds and block lengths of a run (``--quick`` shrinks them)."""
+
+    def __init__(self, quick: bool):
+        self.quick = quick
+        self.rounds = 3 if quick else 11
+        self.block_s = 0.08 if quick else 0.4  # time of one variant's calls in one round (slowest variant)
+        self.min_iters = 2 if quick else 5
+        self.n_arm = 1024
+        self.n_ant = 64
+        self.n_mem = 4096
+        self.mem_steps = 3
+        self.mem_repeats = 1 if quick else 2
+
+    def as_dict(self) -> dict:
+        return dict(vars(self))
+
+
+# ----------------------------------------------------------------------------
+# timing machinery
+# ----------------------------------------------------------------------------
+Call = Callable[[int], None]  # call(i) performs the i-th call of a variant (one step, one query, ...)
+
+
+def _calibrate(calls: dict[str, Call], settings: Settings) -> int:
+    """One iteration count for every variant: the slowest fills ``block_s`` per round.
+
+    Also warms every variant up (first calls bind arrays, fill caches).
+    """
+    per_call = []
+    for call in calls.values():
+        call(0)
+        call(1)  # warm-up
+        n, t0 = 0, time.perf_counter()
+        while True:
+            call(n)
+            n += 1
+            elapsed = time.perf_counter() - t0
+            if elapsed > 0.03 or n >= 20:
+                break
+        per_call.append(elapsed / n)
+    return max(settings.min_iters, int(settings.block_s / max(per_call)))
+
+
+def interleaved(calls: dict[str, Call], settings: Settings, iters: int | None = None) -> tuple[dict[str, list[float]], int]:
+    """Per-round mean seconds-per-call of every variant, interleaved call by call.
+
+    Each round makes ``iters`` calls of every variant, alternating variants
+    call by call (A B C, B C A, C A B, ...), so that a slow spell of the shared
+    machine hits every variant of the round alike and no variant always runs
+    right after the same other one.
+    """
+    if iters is None:
+        iters = _calibrate(calls, settings)
+    names = list(calls)
+    samples: dict[str, list[float]] = {n: [] for n in names}
+    clock = time.perf_counter
+    for r in range(settings.rounds):
+        total = dict.fromkeys(names, 0.0)
+        gc.collect()
+        for i in range(iters):
+            k = (i + r) % len(names)
+            for name in names[k:] + names[:k]:
+                t0 = clock()
+                calls[name](i)
+                total[name] += clock() - t0
+        for name in names:
+            samples[name].append(total[name] / iters)
+    return samples, iters
+
+
+def _median(xs: list[float]) -> float:
+    return float(statistics.median(xs))
+
+
+def _paired_ratio(num: list[float], den: list[float]) -> dict:
+    """Median (and spread) over rounds of num[r] / den[r]."""
+    ratios = [a / b for a, b in zip(num, den)]
+    return {"median": _median(ratios), "min": min(ratios), "max": max(ratios), "samples": ratios}
+
+
+def _variant(samples: list[float], work_per_call: float, unit: str, iters: int, label: str) -> dict:
+    """A variant's record: per-call seconds and rate (work_per_call / seconds)."""
+    sec = _median(samples)
+    return {
+        "label": label,
+        "iters_per_round": iters,
+        "sec_per_call": sec,
+        "ms_per_call": sec * 1e3,
+        "rate": work_per_call / sec,
+        "rate_unit": unit,
+        "samples_sec_per_call": samples,
+    }
+
+
+def _figure(name: str, value: float, target: float, op: str, unit: str, spread: tuple[float, float] | None = None, note: str = "") -> dict:
+    ok = value >= target if op == ">=" else value <= target
+    fig = {"name": name, "value": value, "unit": unit, "target": target, "op": op, "meets_target": bool(ok),
+           # value / target: >= 1 means the target is met for ">=", <= 1 for "<="
+           "ratio_to_target": value / target}
+    if spread is not None:
+        fig["min"], fig["max"] = spread
+    if note:
+        fig["note"] = note
+    return fig
+
+
+# ----------------------------------------------------------------------------
+# shared construction
+# ----------------------------------------------------------------------------
+def _make_backend(model: Any, n: int, **options: Any):
+    import simbackend
+
+    return simbackend.make_backend("mujoco", model, n, **options)
+
+
+def _make_arm_backend(n: int, **options: Any):
+    """The arm7 backend; the model file may still be being written: retry a while."""
+    deadline = time.monotonic() + 300
+    while True:
+        try:
+            return _make_backend(ARM, n, **options)
+        except Exception as e:  # noqa: BLE001 - any failure to load means "not ready yet"
+            if time.monotonic() > deadline:
+                raise
+            print(f"[bench] make_backend('mujoco', {ARM!r}) failed ({type(e).__name__}: {e}); retrying in 30 s",
+                  file=sys.stderr)
+            time.sleep(30)
+
+
+def _arm_at_home(n: int, **options: Any):
+    """An arm7 backend with every env at keyframe "home" (arm bent above the table, cube at rest)."""
+    sim = _make_arm_backend(n, **options)
+    home = sim.get_keyframe_qpos("home")
+    sim.set_state(None, home.expand(n, -1))
+    return sim
+
+
+def _raw_arm_batch(n: int, nthread: int, *fields: str):
+    """A raw ``mujoco.batch.Batch`` of arm7 at keyframe "home", and its bound ``fields``."""
+    import mujoco
+    from mujoco import batch as mjbatch
+    from simbackend.models import compile_model
+
+    model = compile_model(ARM)
+    b = mjbatch.Batch(model, n, nthread=nthread)
+    b.reset(keyframe=model.key("home").id, stage=int(mujoco.mjtStage.mjSTAGE_VEL))
+    return (b, *(b.bind(f) for f in fields))
+
+
+def _arm_ctrls(n: int, seed: int, count: int = 8):
+    """``count`` float32 (n, 7) torch ctrl tensors: the home pose +- 0.1 rad, cycled by the loops.
+
+    Position targets near "home" keep the arm moving (each call gets another
+    target) without driving it into the table, so the cost per step stays the
+    same through the run.
+    """
+    import torch
+    from simbackend.models import compile_model
+
+    model = compile_model(ARM)
+    home = np.asarray(model.key("home").ctrl)
+    rng = np.random.default_rng(seed)
+    return [torch.from_numpy((home + rng.uniform(-0.1, 0.1, size=(n, home.size))).astype(np.float32))
+            for _ in range(count)]
+
+
+def _default_nthread() -> int:
+    return os.cpu_count() or 1
+
+
+# ----------------------------------------------------------------------------
+# section 1: backend step + getters vs raw batch
+# ----------------------------------------------------------------------------
+def bench_step(s: Settings) -> dict:
+    import mujoco
+    import torch
+
+    n, nthread = s.n_arm, _default_nthread()
+    vel = int(mujoco.mjtStage.mjSTAGE_VEL)
+    ctrls = _arm_ctrls(n, seed=1)
+    cases = {}
+    for k in (1, 4):
+        # fresh simulations per case, all from keyframe "home"
+        sim = _arm_at_home(n, nthread=nthread)
+        body = sim.get_body_ids(ARM_BODY)
+        bid = int(body[0])
+
+        def backend_call(i: int, sim=sim, body=body, k=k) -> None:
+            sim.step(ctrls[i % len(ctrls)], nsteps=k)
+            sim.get_qpos()
+            sim.get_body_pos_w(body)
+            sim.get_body_quat_w(body)
+
+        def make_raw(stage: int, k=k, bid=bid) -> Call:
+            b, ctrl, qpos, xpos, xquat = _raw_arm_batch(n, nthread, "ctrl", "qpos", "xpos", "xquat")
+            sl = slice(bid, bid + 1)  # (N, 1, 3) like the backend's (N, B, 3)
+
+            def call(i: int) -> None:
+                ctrl[...] = ctrls[i % len(ctrls)].numpy()
+                b.step(nstep=k, stage=stage)
+                torch.from_numpy(qpos.astype(np.float32))
+                torch.from_numpy(xpos[:, sl].astype(np.float32))
+                torch.from_numpy(xquat[:, sl].astype(np.float32))
+
+            return call
+
+        calls = {"backend": backend_call, "raw_vel": make_raw(vel), "raw_none": make_raw(0)}
+        samples, iters = interleaved(calls, s)
+        sim.close()
+        work, unit = n * k, "env-substeps/s"
+        ratio = _paired_ratio(samples["raw_vel"], samples["backend"])  # throughput backend / raw
+        cases[f"nsteps={k}"] = {
+            "nsteps": k,
+            "variants": {
+                "backend": _variant(samples["backend"], work, unit, iters,
+                                    "step(ctrl,k) + get_qpos + get_body_pos_w/quat_w(1 body)"),
+                "raw_vel": _variant(samples["raw_vel"], work, unit, iters,
+                                    "Batch.step(nstep=k, stage=VEL) + same float32 copies"),
+                "raw_none": _variant(samples["raw_none"], work, unit, iters,
+                                     "Batch.step(nstep=k, stage=0) + same copies (info)"),
+            },
+            "ratio_backend_vs_raw_vel": ratio,
+            "ratio_backend_vs_raw_none": _paired_ratio(samples["raw_none"], samples["backend"]),
+            "ratio_raw_vel_vs_raw_none": _paired_ratio(samples["raw_none"], samples["raw_vel"]),
+            "figure": _figure(f"step k={k}: backend / raw batch (same stage)", ratio["median"], 0.9, ">=", "x",
+                              (ratio["min"], ratio["max"])),
+        }
+    return {"params": {"model": ARM, "num_envs": n, "nthread": nthread, "body": ARM_BODY, "start": "keyframe home"},
+            "cases": cases, "figures": [c["figure"] for c in cases.values()]}
+
+
+# ----------------------------------------------------------------------------
+# section 2: site Jacobian vs one step
+# ----------------------------------------------------------------------------
+def bench_jacobian(s: Settings) -> dict:
+    import torch
+
+    n, nthread = s.n_arm, _default_nthread()
+    sim = _arm_at_home(n, nthread=nthread)
+    site = int(sim.get_site_ids(ARM_SITE)[0])
+    cols = sim.get_joint_qvel_indices(list(ARM_JOINTS))
+    ctrls = _arm_ctrls(n, seed=2)
+
+    # the raw Jacobian, informational: Batch.jac at the site point + column slice + float32
+    raw, site_xpos = _raw_arm_batch(n, nthread, "site_xpos")
+    raw.forward()  # site_xpos was bound after the reset: compute it
+    site_body = int(raw.model.site_bodyid[site])
+    cols_np = cols.numpy()
+
+    # The backend computes derived quantities (poses, velocities) on the first read after a step.
+    # A controller that uses a site Jacobian also reads the site pose (its error term), so "one step"
+    # here is step(nsteps=1) plus that read, which runs the deferred stages; the Jacobian then costs
+    # only itself. "cold" variants, informational, show the other accounting: a Jacobian that is the
+    # first read after a bare step pays for the deferred stages itself.
+    sim_cold = _arm_at_home(n, nthread=nthread)
+
+    def step_call(i: int) -> None:
+        sim.step(ctrls[i % len(ctrls)], nsteps=1)
+        sim.get_site_pos_w(site)
+
+    def jac_call(i: int) -> None:
+        sim.get_site_jacobian_w(site, cols)
+
+    def raw_jac_call(i: int) -> None:
+        jp, jr = raw.jac(site_body, site_xpos[:, site])
+        torch.from_numpy(jp[:, :, cols_np].astype(np.float32))
+        torch.from_numpy(jr[:, :, cols_np].astype(np.float32))
+
+    def bare_step_call(i: int) -> None:
+        sim_cold.step(ctrls[i % len(ctrls)], nsteps=1)
+
+    def bare_step_jac_call(i: int) -> None:
+        sim_cold.step(ctrls[i % len(ctrls)], nsteps=1)
+        sim_cold.get_site_jacobian_w(site, cols)
+
+    calls = {"step1": step_call, "jacobian": jac_call, "raw_jac": raw_jac_call,
+             "bare_step": bare_step_call, "bare_step_jac": bare_step_jac_call}
+    samples, iters = interleaved(calls, s)
+    sim.close()
+    sim_cold.close()
+    frac = _paired_ratio(samples["jacobian"], samples["step1"])
+    cold = [(sj - sb) / sb for sj, sb in zip(samples["bare_step_jac"], samples["bare_step"])]
+    return {
+        "params": {"model": ARM, "num_envs": n, "nthread": nthread, "site": ARM_SITE, "dofs": list(ARM_JOINTS)},
+        "variants": {
+            "step1": _variant(samples["step1"], 1, "calls/s", iters, "step(ctrl, nsteps=1) + get_site_pos_w (runs the deferred stages)"),
+            "jacobian": _variant(samples["jacobian"], 1, "calls/s", iters, "get_site_jacobian_w(ee_site, 7 arm dofs), pose current"),
+            "raw_jac": _variant(samples["raw_jac"], 1, "calls/s", iters,
+                                "Batch.jac + column slice + float32 (info)"),
+            "bare_step": _variant(samples["bare_step"], 1, "calls/s", iters, "step(ctrl, nsteps=1) alone (info)"),
+            "bare_step_jac": _variant(samples["bare_step_jac"], 1, "calls/s", iters,
+                                      "step(ctrl, nsteps=1) + cold get_site_jacobian_w (info)"),
+        },
+        "fraction_jacobian_of_step": frac,
+        "fraction_raw_jac_of_step": _paired_ratio(samples["raw_jac"], samples["step1"]),
+        "fraction_cold_jacobian_of_bare_step": float(np.median(cold)),
+        "figures": [_figure("jacobian time / step(nsteps=1) time", frac["median"], 0.10, "<=", "fraction",
+                            (frac["min"], frac["max"]), note="step includes its deferred stages")],
+    }
+
+
+# ----------------------------------------------------------------------------
+# section 3: thread scaling
+# ----------------------------------------------------------------------------
+def bench_threads(s: Settings) -> dict:
+    import mujoco
+
+    n, k = s.n_arm, 4
+    vel = int(mujoco.mjtStage.mjSTAGE_VEL)
+    ctrls = _arm_ctrls(n, seed=3)
+    ctrl_np = [c.numpy() for c in ctrls]
+    sims = {nt: _arm_at_home(n, nthread=nt) for nt in (1, 2)}
+
+    def backend_call(nt: int) -> Call:
+        sim = sims[nt]
+
+        def call(i: int) -> None:
+            sim.step(ctrls[i % len(ctrls)], nsteps=k)
+
+        return call
+
+    def raw_call(nt: int) -> Call:
+        b, ctrl = _raw_arm_batch(n, nt, "ctrl")
+
+        def call(i: int) -> None:
+            ctrl[...] = ctrl_np[i % len(ctrl_np)]
+            b.step(nstep=k, stage=vel)
+
+        return call
+
+    calls = {"backend_nt1": backend_call(1), "backend_nt2": backend_call(2), "raw_nt1": raw_call(1),
+             "raw_nt2": raw_call(2)}
+    samples, iters = interleaved(calls, s)
+    for sim in sims.values():
+        sim.close()
+    speedup = _paired_ratio(samples["backend_nt1"], samples["backend_nt2"])
+    raw_speedup = _paired_ratio(samples["raw_nt1"], samples["raw_nt2"])
+    work, unit = n * k, "env-substeps/s"
+    labels = {"backend_nt1": "backend step(ctrl, 4), nthread=1", "backend_nt2": "backend step(ctrl, 4), nthread=2",
+              "raw_nt1": "Batch.step(4, stage=VEL), nthread=1 (info)",
+              "raw_nt2": "Batch.step(4, stage=VEL), nthread=2 (info)"}
+    return {
+        "params": {"model": ARM, "num_envs": n, "nsteps": k, "cpu_count": os.cpu_count(),
+                   "affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None},
+        "variants": {name: _variant(samples[name], work, unit, iters, labels[name]) for name in calls},
+        "speedup_backend": speedup,
+        "speedup_raw": raw_speedup,
+        "figures": [_figure("backend step throughput nthread=2 / nthread=1", speedup["median"], 1.8, ">=", "x",
+                            (speedup["min"], speedup["max"]),
+                            note=f"raw batch: {raw_speedup['median']:.2f}x")],
+    }
+
+
+# ----------------------------------------------------------------------------
+# section 4: gymnasium Ant-v5 vs the backend on ant.xml
+# ----------------------------------------------------------------------------
+def _gym_assets() -> Path:
+    spec = importlib.util.find_spec("gymnasium")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("gymnasium is not installed (pip install 'simbackend[bench]')")
+    return Path(list(spec.submodule_search_locations)[0]) / "envs" / "mujoco" / "assets"
+
+
+def bench_ant(s: Settings) -> dict:
+    import mujoco
+    import torch
+
+    n, frame_skip = s.n_ant, 5
+    # Ant-v5's episode rules, applied alike to every variant so that all simulate the same kind of
+    # episodes (an ant that is never reset ends up on its back, with other contacts and another cost)
+    z_lo, z_hi, noise, max_steps = 0.2, 1.0, 0.1, 1000
+    ant_xml = _gym_assets() / "ant.xml"
+    notes: list[str] = []
+
+    peer = "gym_sync"
+    gym_error = None
+    envs = None
+    try:
+        import gymnasium as gym
+
+        probe = gym.make("Ant-v5")
+        probe.reset(seed=0)
+        probe.step(probe.action_space.sample())
+        u = probe.unwrapped
+        rules = (u.frame_skip, tuple(u._healthy_z_range), u._reset_noise_scale, probe.spec.max_episode_steps)
+        if rules != (frame_skip, (z_lo, z_hi), noise, max_steps):
+            notes.append(f"Ant-v5's (frame_skip, healthy_z_range, reset_noise_scale, max_episode_steps) are {rules},"
+                         f" not {(frame_skip, (z_lo, z_hi), noise, max_steps)} as the other variants assume")
+        probe.close()
+        envs = gym.vector.SyncVectorEnv([lambda: gym.make("Ant-v5") for _ in range(n)])
+        envs.reset(seed=0)
+        envs.action_space.seed(0)
+    except Exception as e:  # noqa: BLE001 - report why and fall back
+        gym_error = f"{type(e).__name__}: {e}"
+        notes.append(f"gymnasium.make('Ant-v5') failed ({gym_error}); the peer is the fallback: a hand-written"
+                     f" loop over {n} MjData with mj_step x{frame_skip}")
+        peer = "mjdata_loop"
+
+    resets = {"backend": 0, "gym_sync": 0, "mjdata_loop": 0}
+    env_steps = {"backend": 0, "gym_sync": 0, "mjdata_loop": 0}
+
+    def gym_call(i: int) -> None:
+        _, _, terminated, truncated, _ = envs.step(envs.action_space.sample())
+        resets["gym_sync"] += int(np.count_nonzero(terminated | truncated))
+        env_steps["gym_sync"] += n
+
+    # a plain Python loop over MjData: the engine without gymnasium (informational, or the fallback peer)
+    model = mujoco.MjModel.from_xml_path(str(ant_xml))
+    init_qpos, init_qvel = model.qpos0.copy(), np.zeros(model.nv)
+    rng = np.random.default_rng(0)
+    datas = [mujoco.MjData(model) for _ in range(n)]
+    loop_t = np.zeros(n, np.int64)
+
+    def loop_reset(d: mujoco.MjData) -> None:
+        d.qpos[:] = init_qpos + rng.uniform(-noise, noise, model.nq)
+        d.qvel[:] = init_qvel + noise * rng.standard_normal(model.nv)
+        mujoco.mj_forward(model, d)
+
+    for d in datas:
+        loop_reset(d)
+    lo, hi = model.actuator_ctrlrange.T.copy()
+
+    def loop_call(i: int) -> None:
+        act = rng.uniform(lo, hi, size=(n, lo.size))
+        loop_t[:] += 1
+        for j, (d, a) in enumerate(zip(datas, act)):
+            d.ctrl[:] = a
+            mujoco.mj_step(model, d, nstep=frame_skip)
+            qpos, _ = d.qpos.copy(), d.qvel.copy()
+            if not z_lo <= qpos[2] <= z_hi or loop_t[j] >= max_steps:
+                loop_reset(d)
+                loop_t[j] = 0
+                resets["mjdata_loop"] += 1
+        env_steps["mjdata_loop"] += n
+
+    sim = _make_backend(str(ant_xml), n)  # default nthread: all cores
+    t_lo = torch.as_tensor(lo, dtype=torch.float32)
+    t_span = torch.as_tensor(hi - lo, dtype=torch.float32)
+    gen = torch.Generator().manual_seed(0)
+    t_init_qpos = torch.as_tensor(init_qpos, dtype=torch.float32)
+    t_init_qvel = torch.as_tensor(init_qvel, dtype=torch.float32)
+    sim_t = torch.zeros(n, dtype=torch.int64)
+
+    def backend_reset(ids: torch.Tensor) -> None:
+        k = ids.numel()
+        qpos = t_init_qpos + noise * (2 * torch.rand((k, sim.nq), generator=gen) - 1)
+        qvel = t_init_qvel + noise * torch.randn((k, sim.nv), generator=gen)
+        sim.set_state(ids, qpos, qvel)
+        sim_t[ids] = 0
+
+    backend_reset(torch.arange(n))
+
+    def backend_call(i: int) -> None:
+        act = t_lo + t_span * torch.rand((n, t_lo.numel()), generator=gen)
+        sim.step(act, nsteps=frame_skip)
+        qpos, _ = sim.get_qpos(), sim.get_qvel()
+        sim_t.add_(1)
+        z = qpos[:, 2]
+        done = (z < z_lo) | (z > z_hi) | (sim_t >= max_steps)
+        if done.any():
+            ids = torch.nonzero(done)[:, 0]
+            backend_reset(ids)
+            resets["backend"] += ids.numel()
+        env_steps["backend"] += n
+
+    calls: dict[str, Call] = {"backend": backend_call}
+    if envs is not None:
+        calls["gym_sync"] = gym_call
+    calls["mjdata_loop"] = loop_call
+    samples, iters = interleaved(calls, s)
+    nthread = sim.nthread
+    sim.close()
+    if envs is not None:
+        envs.close()
+    speedup = _paired_ratio(samples[peer], samples["backend"])
+    labels = {"backend": f"backend, ant.xml: step(ctrl, {frame_skip}) + get_qpos/qvel + episode resets",
+              "gym_sync": f"SyncVectorEnv({n} x Ant-v5).step(action_space.sample())",
+              "mjdata_loop": f"{n} MjData: mj_step x{frame_skip} + qpos/qvel copies + episode resets"
+                             + (" (fallback peer)" if peer == "mjdata_loop" else " (info)")}
+    return {
+        "params": {"model": str(ant_xml), "num_envs": n, "nsteps": frame_skip, "backend_nthread": nthread,
+                   "peer": peer, "gym_error": gym_error,
+                   "episode_rules": {"healthy_z_range": [z_lo, z_hi], "reset_noise_scale": noise,
+                                     "max_episode_steps": max_steps}},
+        "variants": {name: _variant(samples[name], n, "env-steps/s", iters, labels[name]) for name in calls},
+        # resets per 1000 env-steps, to show that the variants simulate comparable episodes
+        "resets_per_1000_env_steps": {k: 1000 * resets[k] / env_steps[k] for k in calls if env_steps[k]},
+        "speedup_backend_vs_peer": speedup,
+        "speedup_backend_vs_mjdata_loop": _paired_ratio(samples["mjdata_loop"], samples["backend"]),
+        "notes": notes,
+        "figures": [_figure(f"backend / {peer} env-steps/s", speedup["median"], 2.5, ">=", "x",
+                            (speedup["min"], speedup["max"]))],
+    }
+
+
+# ----------------------------------------------------------------------------
+# section 5: resident memory per env
+# ----------------------------------------------------------------------------
+_MEMORY_CHILD = r"""
+import json, os, sys
+import numpy as np
+import torch, mujoco
+import simbackend
+
+def rss():
+    try:
+        import psutil
+        return psutil.Process().memory_info().rss, "psutil"
+    except ImportError:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE"), "/proc/self/statm"
+
+n, steps, model, body = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
+after_import, source = rss()
+sim = simbackend.make_backend("mujoco", model, n)
+ids = sim.get_body_ids(body)
+ctrl = torch.zeros((n, sim.num_actuators))
+for _ in range(steps):
+    sim.step(ctrl, nsteps=4)
+    sim.get_qpos(); sim.get_qvel()
+    sim.get_body_pos_w(ids); sim.get_body_quat_w(ids)
+after_step, _ = rss()
+state_bytes = int(sim.batch.state.nbytes) if hasattr(sim, "batch") else None
+print(json.dumps({"n": n, "rss_after_import": after_import, "rss": after_step, "source": source,
+                  "state_bytes": state_bytes}))
+"""
+
+
+def _memory_child(n: int, s: Settings) -> dict:
+    out = subprocess.run([sys.executable, "-c", _MEMORY_CHILD, str(n), str(s.mem_steps), ARM, ARM_BODY],
+                         capture_output=True, text=True, timeout=300, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"memory child (N={n}) failed:\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def bench_memory(s: Settings) -> dict:
+    _make_arm_backend(1).close()  # waits for the model file if it is not there yet
+    small, large = [], []
+    for _ in range(s.mem_repeats):  # alternate, so both see the same machine state
+        small.append(_memory_child(1, s))
+        large.append(_memory_child(s.n_mem, s))
+    rss1 = _median([c["rss"] for c in small])
+    rssn = _median([c["rss"] for c in large])
+    per_env_mb = (rssn - rss1) / (s.n_mem - 1) / 1e6
+    state_per_env = large[0]["state_bytes"] / s.n_mem if large[0]["state_bytes"] else None
+    return {
+        "params": {"model": ARM, "num_envs": s.n_mem, "steps": s.mem_steps, "repeats": s.mem_repeats,
+                   "rss_source": small[0]["source"], "mb": "10^6 bytes"},
+        "rss_1_env_bytes": rss1,
+        "rss_n_env_bytes": rssn,
+        "rss_after_import_bytes": _median([c["rss_after_import"] for c in small + large]),
+        "batch_state_bytes_per_env": state_per_env,
+        "children": {"n1": small, f"n{s.n_mem}": large},
+        "figures": [_figure(f"resident memory per env at N={s.n_mem}", per_env_mb, 1.0, "<=", "MB")],
+    }
+
+
+# ----------------------------------------------------------------------------
+# machine description, output
+# ----------------------------------------------------------------------------
+def machine() -> dict:
+    import mujoco
+    import torch
+
+    cpu_model = None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        gym_version = __import__("importlib.metadata").metadata.version("gymnasium")
+    except Exception:  # noqa: BLE001
+        gym_version = None
+    return {
+        "cpu_count": os.cpu_count(),
+        "affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "cpu_model": cpu_model,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "mujoco": mujoco.__version__,
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "numpy": np.__version__,
+        "gymnasium": gym_version,
+        "loadavg_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+    }
+
+
+def _cpu_snapshot() -> tuple[float, float, float, float] | None:
+    """(wall s, machine busy CPU s, machine steal s, this process's CPU s incl. waited children); Linux only."""
+    try:
+        v = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    busy = (v[0] + v[1] + v[2] + v[5] + v[6]) / tick  # user nice system irq softirq (guest is inside user)
+    steal = (v[7] if len(v) > 7 else 0) / tick
+    t = os.times()
+    return time.perf_counter(), busy, steal, t.user + t.system + t.children_user + t.children_system
+
+
+def _load_between(a: tuple | None, b: tuple | None) -> dict | None:
+    """CPU used by OTHER processes (and stolen by the hypervisor) between two snapshots, in cores."""
+    if a is None or b is None:
+        return None
+    wall = b[0] - a[0]
+    own = (b[3] - a[3]) / wall
+    foreign = max(0.0, (b[1] - a[1]) / wall - own)
+    return {"own_cores": own, "foreign_cores": foreign, "steal_cores": (b[2] - a[2]) / wall}
+
+
+def wait_quiet(limit_s: float, threshold: float = 0.15, window_s: float = 1.0) -> dict:
+    """Wait (at most ``limit_s``) until other processes use < ``threshold`` cores over ``window_s``.
+
+    Returns what happened: seconds waited and whether the machine was quiet.
+    """
+    t0 = time.perf_counter()
+    foreign = None
+    while True:
+        a = _cpu_snapshot()
+        time.sleep(window_s)
+        load = _load_between(a, _cpu_snapshot())
+        if load is None:
+            return {"waited_s": 0.0, "quiet": None, "other_cores": None}
+        foreign = load["foreign_cores"] + load["steal_cores"]
+        if foreign < threshold or time.perf_counter() - t0 >= limit_s:
+            return {"waited_s": time.perf_counter() - t0, "quiet": foreign < threshold, "other_cores": foreign}
+
+
+def _fmt_rate(v: dict) -> str:
+    r = v["rate"]
+    return f"{r / 1e6:.3f} M" if r >= 1e6 else (f"{r / 1e3:.1f} k" if r >= 1e3 else f"{r:.1f}")
+
+
+def print_tables(result: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    if not console.is_terminal:  # piped or captured: do not squeeze the tables into 80 columns
+        console = Console(width=160)
+    m = result["machine"]
+    console.print(f"[bold]bench_mujoco[/bold]  cpus={m['cpu_count']} ({m['cpu_model']})  mujoco {m['mujoco']}  "
+                  f"torch {m['torch']}  numpy {m['numpy']}  gymnasium {m['gymnasium']}  "
+                  f"rounds={result['settings']['rounds']}  quick={result['settings']['quick']}")
+
+    var = Table(title="Variants (median over rounds)", show_lines=False)
+    for col in ("section", "case", "variant", "ms/call", "rate", "unit", "what"):
+        var.add_column(col, justify="right" if col in ("ms/call", "rate") else "left")
+    sec = result["sections"]
+    for name, data in sec.items():
+        if "error" in data:
+            var.add_row(name, "", "[red]error[/red]", "", "", "", data["error"][:80])
+            continue
+        groups = data["cases"].items() if "cases" in data else [("", data)] if "variants" in data else []
+        for case, g in groups:
+            for vname, v in g["variants"].items():
+                var.add_row(name, case, vname, f"{v['ms_per_call']:.3f}", _fmt_rate(v), v["rate_unit"], v["label"])
+    if "memory" in sec and "error" not in sec["memory"]:
+        mem = sec["memory"]
+        var.add_row("memory", "N=1", "rss", "", f"{mem['rss_1_env_bytes'] / 2**20:.1f}", "MiB", "fresh process, 1 env")
+        var.add_row("memory", f"N={mem['params']['num_envs']}", "rss", "", f"{mem['rss_n_env_bytes'] / 2**20:.1f}",
+                    "MiB", f"fresh process, {mem['params']['num_envs']} envs")
+    console.print(var)
+
+    figs = Table(title="Figures vs targets")
+    for col in ("section", "figure", "value", "spread (min..max)", "target", "value/target", "meets", "other load"):
+        figs.add_column(col)
+    busy = []
+    for name, data in sec.items():
+        load = data.get("machine_load")
+        other = "" if load is None else f"{load['foreign_cores'] + load['steal_cores']:.2f} cores"
+        if load is not None and load["foreign_cores"] + load["steal_cores"] > 0.25:
+            busy.append(name)
+        for f in data.get("figures", []):
+            spread = f"{f['min']:.3f}..{f['max']:.3f}" if "min" in f else ""
+            ok = "[green]yes[/green]" if f["meets_target"] else "[red]NO[/red]"
+            figs.add_row(name, f["name"] + (f"  ({f['note']})" if "note" in f else ""), f"{f['value']:.3f} {f['unit']}",
+                         spread, f"{f['op']} {f['target']} {f['unit']}", f"{f['ratio_to_target']:.2f}", ok, other)
+    if "step" in sec and "cases" in sec["step"]:
+        for case, c in sec["step"]["cases"].items():
+            figs.add_row("step", f"{case}: backend / raw batch without stage (info)",
+                         f"{c['ratio_backend_vs_raw_none']['median']:.3f} x", "", "", "", "")
+            figs.add_row("step", f"{case}: raw stage=VEL / raw stage=0 (cost of current getters)",
+                         f"{c['ratio_raw_vel_vs_raw_none']['median']:.3f} x", "", "", "", "")
+    if "jacobian" in sec and "fraction_raw_jac_of_step" in sec["jacobian"]:
+        figs.add_row("jacobian", "raw Batch.jac time / backend step time (info)",
+                     f"{sec['jacobian']['fraction_raw_jac_of_step']['median']:.3f}", "", "", "", "")
+        figs.add_row("jacobian", "cold jacobian (first read after a step, pays the deferred stages) / bare step (info)",
+                     f"{sec['jacobian']['fraction_cold_jacobian_of_bare_step']:.3f}", "", "", "", "")
+    if "ant" in sec and "speedup_backend_vs_mjdata_loop" in sec["ant"]:
+        figs.add_row("ant", "backend / MjData loop env-steps/s (info)",
+                     f"{sec['ant']['speedup_backend_vs_mjdata_loop']['median']:.3f} x", "", "", "", "")
+        r = sec["ant"].get("resets_per_1000_env_steps", {})
+        figs.add_row("ant", "episode resets per 1000 env-steps (info)",
+                     ", ".join(f"{k} {v:.1f}" for k, v in r.items()), "", "", "", "")
+        for note in sec["ant"].get("notes", []):
+            console.print(f"[yellow]ant:[/yellow] {note}")
+    console.print(figs)
+    if busy:
+        console.print(f"[yellow]warning:[/yellow] other processes used > 0.25 of a core during {', '.join(busy)}; "
+                      "figures that need free cores (threads, ant) are then understated. Re-run on a quiet machine.")
+    console.print(f"runtime {result['runtime_s']:.1f} s; JSON written to {result['out']}")
+
+
+BENCHES: dict[str, Callable[[Settings], dict]] = {
+    "step": bench_step,
+    "jacobian": bench_jacobian,
+    "threads": bench_threads,
+    "ant": bench_ant,
+    "memory": bench_memory,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="few rounds and short blocks: a smoke check (< 60 s)")
+    p.add_argument("--only", choices=SECTIONS, action="append",
+                   help="run only this section (repeatable); default: all")
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSON output path (default {DEFAULT_OUT})")
+    p.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
+                   help="before each section, wait up to S seconds for other processes to use < 0.15 cores")
+    args = p.parse_args(argv)
+
+    s = Settings(args.quick)
+    t0 = time.perf_counter()
+    result: dict[str, Any] = {"machine": machine(), "settings": s.as_dict(), "sections": {}}
+    failed = False
+    for name in args.only or SECTIONS:
+        waited = wait_quiet(args.wait_quiet) if args.wait_quiet > 0 else None
+        print(f"[bench] {name} ..." + (f" (waited {waited['waited_s']:.0f} s for a quiet machine)" if waited else ""),
+              file=sys.stderr, flush=True)
+        ts, snap = time.perf_counter(), _cpu_snapshot()
+        try:
+            data = BENCHES[name](s)
+        except Exception as e:  # noqa: BLE001 - keep the other sections' results
+            import traceback
+
+            traceback.print_exc()
+            data = {"error": f"{type(e).__name__}: {e}", "figures": []}
+            failed = True
+        data["runtime_s"] = time.perf_counter() - ts
+        data["machine_load"] = _load_between(snap, _cpu_snapshot())
+        if waited is not None:
+            data["wait_quiet"] = waited
+        result["sections"][name] = data
+    result["machine"]["loadavg_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
+    result["runtime_s"] = time.perf_counter() - t0
+    result["all_targets_met"] = all(f["meets_target"] for d in result["sections"].values() for f in d["figures"])
+    out = args.out.resolve()
+    result["out"] = str(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+    print_tables(result)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
