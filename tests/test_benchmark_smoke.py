@@ -53,7 +53,7 @@ def test_jacobian_section_has_positive_measurements(jacobian_run):
     assert "error" not in sec, sec.get("error")
     assert sec["params"]["num_envs"] > 0
     rounds = data["settings"]["rounds"]
-    assert set(sec["variants"]) == {"step1", "jacobian", "raw_jac"}
+    assert set(sec["variants"]) == {"step1", "jacobian", "raw_jac", "bare_step", "bare_step_jac"}
     for name, v in sec["variants"].items():
         assert v["sec_per_call"] > 0 and v["ms_per_call"] > 0 and v["rate"] > 0, name
         assert v["iters_per_round"] >= 1, name
@@ -64,6 +64,8 @@ def test_jacobian_section_has_positive_measurements(jacobian_run):
     frac = sec["fraction_jacobian_of_step"]
     assert 0 < frac["min"] <= frac["median"] <= frac["max"]
     assert len(frac["samples"]) == rounds
+    # a cold Jacobian pays the deferred stages: it costs more than the warm one
+    assert sec["fraction_cold_jacobian_of_bare_step"] > 0
 
 
 def test_figures_state_value_target_and_verdict(jacobian_run):
