@@ -351,12 +351,13 @@ def test_floating_base_and_base_body(sim: Any, model: str) -> None:
         assert np.minimum(np.abs(bq - jq).max(-1), np.abs(bq + jq).max(-1)).max() < 1e-6
 
 
-def test_keyframe_qpos_shapes(sim: Any, require: Callable[..., None]) -> None:
+@pytest.mark.parametrize("kf_model", ["arm7", "quadruped"])
+def test_keyframe_qpos_shapes(make_sim: Callable[..., Any], require: Callable[..., None], kf_model: str) -> None:
     """Clause: get_keyframe_qpos(name) is (nq,) float32 with unit quaternions, for every keyframe of the model."""
     require("keyframes")
+    sim = make_sim(kf_model, NUM_ENVS)
     names = sim.info.keyframe_names
-    if not names:
-        pytest.skip("model has no keyframes")
+    assert names, f"{kf_model} ships keyframes"
     for k in names:
         q = sim.get_keyframe_qpos(k)
         assert tuple(q.shape) == (sim.nq,) and q.dtype == torch.float32 and q.device == sim.device
