@@ -1,0 +1,127 @@
+"""MuJoCo backend specifics the engine-neutral suite cannot reach: engine errors,
+on-demand derived quantities, options, per-env model fields."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from simbackend import make_backend
+from simbackend.errors import ArgumentTypeError, InvalidArgumentError, SimBackendError
+
+WELD_XML = """
+<mujoco>
+  <option timestep="0.002"/>
+  <worldbody>
+    <body name="anchor" mocap="true" pos="0 0 1"/>
+    <body name="box" pos="0 0 1">
+      <freejoint/>
+      <geom type="box" size="0.1 0.1 0.1" mass="1" contype="0" conaffinity="0"/>
+    </body>
+  </worldbody>
+  <equality><weld body1="anchor" body2="box"/></equality>
+</mujoco>
+"""
+
+
+def test_mujoco_simulation_error_is_reported_per_env(tmp_path):
+    """A mujoco.batch.SimulationError in some envs becomes info['diverged'] for them; the others advance."""
+    path = tmp_path / "weld.xml"
+    path.write_text(WELD_XML)
+    with make_backend("mujoco", path, 4) as sim:
+        qpos0 = sim.get_qpos()
+        eq_type = sim.batch.expand("eq_type")
+        good = int(eq_type[1, 0])
+        eq_type[[1, 3], 0] = 99  # an unknown constraint type: MuJoCo raises in those envs
+        info = sim.step(None, nsteps=3)
+        assert info["diverged"].tolist() == [False, True, False, True]
+        time = sim.batch.bind("time")
+        assert time[1] == 0 and time[3] == 0 and (time[[0, 2]] > 0).all()
+        torch.testing.assert_close(sim.get_qpos()[[1, 3]], qpos0[[1, 3]], rtol=0, atol=0)
+        eq_type[[1, 3], 0] = good
+        assert not sim.step(None)["diverged"].any()
+
+
+def _count_forward(sim, monkeypatch):
+    calls = []
+    real = sim.batch.forward
+
+    def spy(ids=None, stage=None):
+        calls.append(None if ids is None else list(ids))
+        return real(ids, stage=stage)
+
+    monkeypatch.setattr(sim.batch, "forward", spy)
+    return calls
+
+
+def test_derived_quantities_are_computed_once_on_demand(monkeypatch):
+    """step leaves derived fields stale; the first derived read computes them once for all envs; qpos/qvel and a floating base's state never trigger it.
+
+    (A field read for the first time is bound then and costs one forward of its own: the batch
+    refreshes only bound fields, so binding all of them up front would tax every step.)
+    """
+    with make_backend("mujoco", "quadruped", 4) as sim:
+        sim.get_body_pos_w([1]), sim.get_body_quat_w([1]), sim.get_site_pos_w()  # bind the fields
+        calls = _count_forward(sim, monkeypatch)
+        ctrl = np.zeros((4, sim.num_actuators))
+        for _ in range(3):
+            sim.step(ctrl, nsteps=2)
+            sim.get_qpos(), sim.get_qvel(), sim.get_dof_pos()
+            sim.get_base_pos(), sim.get_base_quat(), sim.get_base_lin_vel(), sim.get_base_ang_vel()
+        assert calls == [], "reading state rows and the floating base must not run the stages"
+        sim.get_body_pos_w([2])
+        sim.get_body_quat_w([2])
+        sim.get_site_pos_w()
+        assert calls == [None], "one forward for all envs, then the fields are current"
+
+
+def test_set_state_refreshes_only_the_named_envs_when_current(monkeypatch):
+    """set_state on some envs recomputes derived fields for those envs only when the others are current."""
+    with make_backend("mujoco", "arm7", 4) as sim:
+        sim.get_body_pos_w([1])
+        calls = _count_forward(sim, monkeypatch)
+        q = sim.get_qpos()[[2, 0]].numpy() + 0.1
+        sim.set_state([2, 0], q)
+        assert calls == [[0, 2]]
+        sim.step(np.zeros((4, 7)))
+        sim.set_state([1], sim.get_qpos()[[1]].numpy())
+        assert calls == [[0, 2]], "stale envs: nothing to keep, the next read computes all"
+        sim.get_body_pos_w([1])
+        assert calls == [[0, 2], None]
+
+
+def test_options_are_validated():
+    """nthread must be an int >= 0 and unknown options are named; device must exist."""
+    with make_backend("mujoco", "pendulum", 2, nthread=1) as sim:
+        assert sim.nthread == 1
+    with pytest.raises(InvalidArgumentError, match="nthread"):
+        make_backend("mujoco", "pendulum", 2, nthread=-1)
+    with pytest.raises(ArgumentTypeError, match="threads"):
+        make_backend("mujoco", "pendulum", 2, threads=2)
+    if not torch.cuda.is_available():
+        with pytest.raises(SimBackendError, match="cuda"):
+            make_backend("mujoco", "pendulum", 2, device="cuda")
+
+
+def test_per_env_model_fields_show_in_mass_and_gravity():
+    """get_body_mass/get_gravity report per-env values once the batch expands those fields."""
+    with make_backend("mujoco", "pendulum", 3) as sim:
+        np.testing.assert_allclose(sim.get_body_mass()[:, 1].numpy(), 1.0)
+        sim.batch.expand("body_mass")[1, 1] = 2.5
+        sim.batch.expand("opt.gravity")[2] = (0, 0, -1.62)
+        np.testing.assert_allclose(sim.get_body_mass()[:, 1].numpy(), [1.0, 2.5, 1.0])
+        np.testing.assert_allclose(sim.get_gravity()[2].numpy(), [0, 0, -1.62], rtol=1e-6)
+
+
+def test_mujoco_autoreset_is_off_on_the_backend_copy_only():
+    """The backend disables MuJoCo's silent auto-reset on its own copy of the model."""
+    import mujoco
+
+    from simbackend.models import compile_model
+
+    m = compile_model("pendulum")
+    with make_backend("mujoco", m, 1) as sim:
+        flag = int(mujoco.mjtDisableBit.mjDSBL_AUTORESET)
+        assert sim.model.opt.disableflags & flag
+        assert not m.opt.disableflags & flag
