@@ -110,6 +110,7 @@ class SimBackend(abc.ABC):
             "keyframe": {n: i for i, n in enumerate(info.keyframe_names)},
         }
         self._dof_column = {int(j): c for c, j in enumerate(info.dof_joints)}
+        self._index_cache: dict[str, torch.Tensor] = {}
 
     # ------------------------------------------------------------------
     # properties
@@ -608,7 +609,7 @@ class SimBackend(abc.ABC):
         return V.index_array(body_ids, self._info.nbody, "body", "body_ids")
 
     def _torch_index(self, which: str) -> torch.Tensor:
-        cache = self.__dict__.setdefault("_index_cache", {})
+        cache = self._index_cache
         if which not in cache:
             src = {"dof_qpos": self._info.dof_qpos_index, "dof_qvel": self._info.dof_qvel_index}[which]
             cache[which] = torch.as_tensor(src, dtype=torch.long, device=self._device)

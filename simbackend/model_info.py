@@ -9,8 +9,7 @@ Joint types use MuJoCo's numbering: 0 free, 1 ball, 2 slide, 3 hinge.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -60,7 +59,6 @@ class ModelInfo:
     qpos0: np.ndarray                    # (nq,)
     key_qpos: np.ndarray                 # (nkey, nq)
     base_body: int                       # root body of the first kinematic tree (0 if none)
-    extra: Mapping[str, object] = field(default_factory=dict)
 
     # ---- derived layouts -------------------------------------------------
     @property

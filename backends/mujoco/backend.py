@@ -26,7 +26,6 @@ batch's thread pool. Design points (see DESIGN.md):
 from __future__ import annotations
 
 import copy
-import os
 from typing import Any
 
 import mujoco
@@ -51,6 +50,12 @@ _ALL_SENSOR_TYPES = frozenset(
     if name.startswith("mjSENS_") and name not in ("mjSENS_USER", "mjSENS_PLUGIN")
 )
 _OPTIONS = ("nthread",)
+_CAPABILITIES = Capabilities(
+    gpu=False,
+    actuator_kinds=frozenset({"motor", "position", "velocity", "other"}),
+    sensor_types=_ALL_SENSOR_TYPES,
+    rendering=False,
+)
 
 
 class MuJoCoBackend(SimBackend):
@@ -84,8 +89,7 @@ class MuJoCoBackend(SimBackend):
         # forward pass); the contract instead reports it and restores the pre-call state.
         self.model.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_AUTORESET)
         super().__init__(model_info(self.model), num_envs, device=device, seed=seed)
-        self._nthread_requested = nthread
-        self.batch = mjbatch.Batch(self.model, self.num_envs, nthread=nthread or (os.cpu_count() or 1))
+        self.batch = mjbatch.Batch(self.model, self.num_envs, nthread=nthread)  # 0: all CPUs
         b = self.batch
         self._stage = _ACC if (np.asarray(self.model.sensor_needstage) >= _ACC).any() else _VEL
         self._state = b.state
@@ -105,17 +109,12 @@ class MuJoCoBackend(SimBackend):
         self._force = np.zeros((self.num_envs, self.model.nbody, 3))
         self._torque = np.zeros((self.num_envs, self.model.nbody, 3))
         self._force_bodies = np.zeros(0, np.int64)
-        b.reset(stage=self._stage)
+        b.reset(stage=int(mujoco.mjtStage.mjSTAGE_NONE))  # derived fields are computed when first read
 
     # -- capabilities ----------------------------------------------------
     @property
     def capabilities(self) -> Capabilities:
-        return Capabilities(
-            gpu=False,
-            actuator_kinds=frozenset({"motor", "position", "velocity", "other"}),
-            sensor_types=_ALL_SENSOR_TYPES,
-            rendering=False,
-        )
+        return _CAPABILITIES
 
     @property
     def nthread(self) -> int:
