@@ -124,3 +124,14 @@ def _quat_integrate_local(q: np.ndarray, w_local: np.ndarray, h: float) -> np.nd
     dq = np.concatenate((np.cos(angle / 2), axis * np.sin(angle / 2)), axis=-1)
     out = quat_mul(q, dq)  # local angular velocity: right-multiply
     return out / np.linalg.norm(out, axis=-1, keepdims=True)
+
+
+def snapshot(sim: Any) -> dict[str, torch.Tensor]:
+    """Copies of every env's qpos, qvel, body poses and site positions, to check that a call changed nothing."""
+    return {
+        "qpos": sim.get_qpos().clone(),
+        "qvel": sim.get_qvel().clone(),
+        "body_pos_w": sim.get_body_pos_w().clone(),
+        "body_quat_w": sim.get_body_quat_w().clone(),
+        "site_pos_w": sim.get_site_pos_w().clone(),
+    }

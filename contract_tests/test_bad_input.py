@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-from simbackend.contract_tests.helpers import random_qpos, to_np
+from simbackend.contract_tests.helpers import snapshot, random_qpos, to_np
 from simbackend.errors import (
     EnvIdError,
     IndexRangeError,
@@ -80,17 +80,10 @@ def pair(make_sim: Callable[..., Any]) -> tuple[Any, Any]:
     return _pair(make_sim)
 
 
-def _snapshot(sim: Any) -> dict[str, torch.Tensor]:
-    return {
-        "qpos": sim.get_qpos().clone(),
-        "qvel": sim.get_qvel().clone(),
-        "body_pos_w": sim.get_body_pos_w().clone(),
-        "body_quat_w": sim.get_body_quat_w().clone(),
-    }
 
 
 def _assert_unchanged(sim: Any, before: dict[str, torch.Tensor], call: str) -> None:
-    after = _snapshot(sim)
+    after = snapshot(sim)
     for key, t in before.items():
         assert torch.equal(after[key], t), f"{call}: raised but changed {key} (validate first, then mutate)"
 
@@ -110,7 +103,7 @@ def _assert_next_step_matches(sim: Any, twin: Any, call: str) -> None:
 
 def _expect(sim: Any, twin: Any | None, call: str, fn: Callable[[], Any], exc: type, *fragments: str) -> Exception:
     """Run a bad call; check the error type, message fragments, unchanged state and (with a twin) the next step."""
-    before = _snapshot(sim)
+    before = snapshot(sim)
     with pytest.raises(exc) as info:
         fn()
     err = info.value
@@ -201,7 +194,7 @@ def test_body_ids_wrong_shape(pair: tuple[Any, Any]) -> None:
 def test_missing_ctrl(pair: tuple[Any, Any]) -> None:
     """Clause: errors — step(None) on a model with actuators raises InvalidArgumentError (a SimBackendError and ValueError) naming ctrl; nothing is stepped."""
     sim, twin = pair
-    before = _snapshot(sim)
+    before = snapshot(sim)
     with pytest.raises(InvalidArgumentError, match="ctrl"):
         sim.step(None)
     _assert_unchanged(sim, before, "step(None)")
@@ -446,7 +439,7 @@ def test_zero_quaternion_rejected(make_sim: Callable[..., Any], model: str, join
 def test_bad_nsteps(pair: tuple[Any, Any], nsteps: Any) -> None:
     """Clause: errors — nsteps that is not an integer >= 1 (0, -1, 1.5, True, "2", None) raises InvalidArgumentError (a SimBackendError and ValueError); nothing is stepped and ctrl is not half-applied."""
     sim, twin = pair
-    before = _snapshot(sim)
+    before = snapshot(sim)
     with pytest.raises(InvalidArgumentError, match="nsteps"):
         sim.step(_valid_ctrl(sim, seed=123), nsteps=nsteps)
     _assert_unchanged(sim, before, f"nsteps={nsteps!r}")

@@ -29,7 +29,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
-from simbackend.contract_tests.helpers import random_qpos, to_np
+from simbackend.contract_tests.helpers import snapshot, random_qpos, to_np
 
 N = 4
 MAX_FORCE = 5.0     # N, per component
@@ -37,14 +37,6 @@ MAX_TORQUE = 0.2    # N m, per component
 QUAT_TOL = 1e-5
 
 
-def _state(sim: Any) -> dict[str, torch.Tensor]:
-    return {
-        "qpos": sim.get_qpos().clone(),
-        "qvel": sim.get_qvel().clone(),
-        "body_pos_w": sim.get_body_pos_w().clone(),
-        "body_quat_w": sim.get_body_quat_w().clone(),
-        "site_pos_w": sim.get_site_pos_w().clone(),
-    }
 
 
 def _getters(sim: Any) -> dict[str, tuple[Callable[[], torch.Tensor], tuple[int, ...]]]:
@@ -123,9 +115,9 @@ def make_machine(sim: Any) -> type[RuleBasedStateMachine]:
             given = qpos.copy()
             if quat_cols.size:  # quaternions need not be unit on input: set_state normalises them
                 given[:, quat_cols] *= quat_scale
-            before = _state(sim)
+            before = snapshot(sim)
             sim.set_state(arg, given, qvel)
-            after = _state(sim)
+            after = snapshot(sim)
             others = [i for i in range(N) if i not in ids]
             for key in before:
                 assert torch.equal(after[key][others], before[key][others]), \
@@ -152,15 +144,15 @@ def make_machine(sim: Any) -> type[RuleBasedStateMachine]:
             rng = np.random.default_rng(seed)
             force = rng.uniform(-MAX_FORCE, MAX_FORCE, size=(N, len(bodies), 3))
             torque = rng.uniform(-MAX_TORQUE, MAX_TORQUE, size=(N, len(bodies), 3)) if with_torque else None
-            before = _state(sim)
+            before = snapshot(sim)
             sim.apply_body_force(bodies, torch.as_tensor(force, dtype=torch.float32), torque)
-            after = _state(sim)
+            after = snapshot(sim)
             for key in before:
                 assert torch.equal(after[key], before[key]), f"apply_body_force changed {key} before any step"
 
         @rule(body_ids=st.lists(st.integers(0, nb - 1), max_size=5), site_ids=st.lists(st.integers(0, ns - 1), max_size=3))
         def read_subsets(self, body_ids: list[int], site_ids: list[int]) -> None:
-            before = _state(sim)
+            before = snapshot(sim)
             full = {k: v for k, v in before.items()}
             b = len(body_ids)
             for name in ("get_body_pos_w", "get_body_quat_w", "get_body_lin_vel_w", "get_body_ang_vel_w",
@@ -175,7 +167,7 @@ def make_machine(sim: Any) -> type[RuleBasedStateMachine]:
                 jacp, jacr = sim.get_site_jacobian_w(site_ids[0])
                 assert tuple(jacp.shape) == tuple(jacr.shape) == (N, 3, sim.nv)
                 assert torch.isfinite(jacp).all() and torch.isfinite(jacr).all()
-            after = _state(sim)
+            after = snapshot(sim)
             for key in before:
                 assert torch.equal(after[key], before[key]), f"reading getters changed {key}"
 
