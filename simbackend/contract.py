@@ -409,8 +409,9 @@ class SimBackend(abc.ABC):
                 joint quaternions are normalised; a zero quaternion is rejected.
             qvel: ``(n, nv)`` velocities, or ``None`` for zero.
 
-        Velocities, controls and pending forces of the named envs are otherwise
-        left as they are; the named envs' warm-start caches are cleared.
+        Controls, actuator activations, time and pending forces of the named envs
+        are left as they are; their solver warm-start caches are cleared, so a
+        replay from the same state reproduces the same trajectory.
         """
         self._check_open()
         ids = V.env_ids(env_ids, self.num_envs)
@@ -433,9 +434,10 @@ class SimBackend(abc.ABC):
 
         Returns:
             ``info`` with ``"diverged"``: ``(N,)`` bool tensor, true for envs whose
-            physics diverged during the call (those keep their state from before
-            the call; the others advance normally), and ``"timing"``: seconds
-            spent in ``"physics"`` and in ``"total"``.
+            physics diverged during the call (those keep their last finite state:
+            the state from before the call, or, with a pre-step control function,
+            from before the substep that diverged; the others advance normally),
+            and ``"timing"``: seconds spent in ``"physics"`` and in ``"total"``.
 
         Forces from :meth:`apply_body_force` act during this call and are then cleared.
         With a pre-step control function set, it is called before every substep.
