@@ -104,6 +104,7 @@ def make_machine(sim: Any) -> type[RuleBasedStateMachine]:
         @rule(ids=env_subsets, seed=seeds, vel_scale=st.sampled_from([0.0, 0.05, 0.3]), as_mask=st.booleans(),
               quat_scale=st.sampled_from([1.0, 0.5, 3.0]))
         def set_state(self, ids: list[int], seed: int, vel_scale: float, as_mask: bool, quat_scale: float) -> None:
+            """Clause: set_state — writes the named envs at once (quaternions normalised) and leaves the others bit-identical."""
             rng = np.random.default_rng(seed)
             if as_mask:
                 ids = sorted(ids)
@@ -130,6 +131,7 @@ def make_machine(sim: Any) -> type[RuleBasedStateMachine]:
 
         @rule(seed=seeds, nsteps=st.integers(1, 4))
         def step(self, seed: int, nsteps: int) -> None:
+            """Clause: step — bounded controls advance every env with no divergence."""
             ctrl = np.random.default_rng(seed).uniform(lo, hi, size=(N, sim.num_actuators))
             info = sim.step(ctrl, nsteps=nsteps)
             d = info["diverged"]
@@ -141,6 +143,7 @@ def make_machine(sim: Any) -> type[RuleBasedStateMachine]:
         @rule(bodies=st.lists(st.integers(1, nb - 1), unique=True, min_size=1, max_size=3), seed=seeds,
               with_torque=st.booleans())
         def apply_body_force(self, bodies: list[int], seed: int, with_torque: bool) -> None:
+            """Clause: apply_body_force — a pending force changes no state before the next step."""
             rng = np.random.default_rng(seed)
             force = rng.uniform(-MAX_FORCE, MAX_FORCE, size=(N, len(bodies), 3))
             torque = rng.uniform(-MAX_TORQUE, MAX_TORQUE, size=(N, len(bodies), 3)) if with_torque else None
@@ -152,6 +155,7 @@ def make_machine(sim: Any) -> type[RuleBasedStateMachine]:
 
         @rule(body_ids=st.lists(st.integers(0, nb - 1), max_size=5), site_ids=st.lists(st.integers(0, ns - 1), max_size=3))
         def read_subsets(self, body_ids: list[int], site_ids: list[int]) -> None:
+            """Clause: getters — any subset of body/site ids reads (N, B, 3|4) and reading changes no state."""
             before = snapshot(sim)
             full = {k: v for k, v in before.items()}
             b = len(body_ids)
@@ -174,6 +178,7 @@ def make_machine(sim: Any) -> type[RuleBasedStateMachine]:
         # -- invariants ---------------------------------------------------
         @invariant()
         def shapes_finite_unit_quaternions(self) -> None:
+            """Clause: invariants — shapes, dtypes, device, finite values and unit quaternions after every call."""
             for name, (call, shape) in getters.items():
                 out = call()
                 assert isinstance(out, torch.Tensor), name
