@@ -232,6 +232,38 @@ class SimBackend(abc.ABC):
         """``(N, 3)`` gravity vector of every env, world frame, m/s^2."""
         return self._tensor(np.broadcast_to(self._info.gravity, (self.num_envs, 3)))
 
+    def model_fields(self) -> dict[str, np.ndarray]:
+        """The physical model as the engine holds it, read back from the engine.
+
+        Not the :attr:`info` every backend derives from the compiled MuJoCo
+        model, but what the engine was actually given (after its own
+        conversions, clamping or float32 storage), so the parity suite
+        (:mod:`simbackend.parity`) can compare it with the reference. These are
+        the model's values, shared by all envs (not per-env randomized ones).
+
+        Returns:
+            A dict of float64 numpy arrays, in the compiled model's order
+            (ids as in ``body_names``, ``joint_names``, ``actuator_names``):
+
+            * ``body_mass`` ``(nbody,)``: kg; the world body (id 0) has 0.
+            * ``body_com`` ``(nbody, 3)``: centre of mass in the body frame, m.
+            * ``body_inertia`` ``(nbody, 3, 3)``: inertia tensor about the
+              centre of mass, expressed in the body frame, kg m^2 (symmetric).
+            * ``joint_range`` ``(njnt, 2)``: ``[low, high]`` position limits
+              (rad or m); ``[-inf, inf]`` where unlimited (free and ball joints too).
+            * ``actuator_ctrl_range`` ``(nu, 2)``: ctrl ``[low, high]``,
+              ``[-inf, inf]`` where unlimited.
+            * ``actuator_force_range`` ``(nu, 2)``: actuator force (or torque)
+              ``[low, high]``, ``[-inf, inf]`` where unlimited.
+            * ``timestep`` ``()``: one physics substep, s.
+            * ``gravity`` ``(3,)``: world frame, m/s^2.
+
+        Raises:
+            UnsupportedFeatureError: the backend cannot read its model back
+                (the default).
+        """
+        raise UnsupportedFeatureError(self.name, "model_fields")
+
     # ------------------------------------------------------------------
     # name resolution
     # ------------------------------------------------------------------

@@ -125,3 +125,68 @@ def test_mujoco_autoreset_is_off_on_the_backend_copy_only():
         flag = int(mujoco.mjtDisableBit.mjDSBL_AUTORESET)
         assert sim.model.opt.disableflags & flag
         assert not m.opt.disableflags & flag
+
+
+FIELDS_XML = """
+<mujoco>
+  <compiler angle="degree"/>
+  <option timestep="0.004" gravity="0.5 0 -9"/>
+  <worldbody>
+    <body name="box" pos="0 0 1">
+      <joint name="slide" type="slide" axis="1 0 0" range="-0.5 0.25"/>
+      <geom type="box" size="0.1 0.2 0.3" mass="3" pos="0.05 0 0" euler="0 0 30"/>
+      <body name="arm" pos="0 0 -1">
+        <joint name="hinge" type="hinge" axis="0 1 0"/>
+        <inertial pos="0 0 -0.1" mass="0.5" diaginertia="0.01 0.02 0.03"/>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <motor name="limited" joint="slide" ctrlrange="-1 1" forcerange="-7 3"/>
+    <motor name="unlimited" joint="hinge"/>
+  </actuator>
+</mujoco>
+"""
+
+
+def test_model_fields_read_the_compiled_model(tmp_path):
+    """model_fields: a rotated box's inertia tensor is R diag(I) R^T about its centre, in the body frame."""
+    path = tmp_path / "fields.xml"
+    path.write_text(FIELDS_XML)
+    with make_backend("mujoco", str(path), 2) as sim:
+        f = sim.model_fields()
+    assert set(f) == {"body_mass", "body_com", "body_inertia", "joint_range", "actuator_ctrl_range",
+                      "actuator_force_range", "timestep", "gravity"}
+    assert all(v.dtype == np.float64 for v in f.values())
+    assert f["body_mass"].shape == (3,) and f["body_com"].shape == (3, 3) and f["body_inertia"].shape == (3, 3, 3)
+    np.testing.assert_allclose(f["body_mass"], [0.0, 3.0, 0.5])
+    np.testing.assert_allclose(f["body_com"], [[0, 0, 0], [0.05, 0, 0], [0, 0, -0.1]], atol=1e-12)
+    np.testing.assert_allclose(f["body_inertia"][2], np.diag([0.01, 0.02, 0.03]), atol=1e-12)
+    hx, hy, hz, m = 0.1, 0.2, 0.3, 3.0
+    principal = m / 3 * np.array([hy**2 + hz**2, hx**2 + hz**2, hx**2 + hy**2])
+    c, s = np.cos(np.pi / 6), np.sin(np.pi / 6)
+    rot = np.array([[c, -s, 0], [s, c, 0], [0, 0, 1]])
+    inertia = f["body_inertia"][1]
+    np.testing.assert_allclose(inertia, rot @ np.diag(principal) @ rot.T, rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(inertia, inertia.T)
+    assert inertia[0, 1] != 0  # the rotation shows: not the principal moments
+    np.testing.assert_array_equal(f["body_inertia"][0], np.zeros((3, 3)))
+    np.testing.assert_allclose(f["joint_range"], [[-0.5, 0.25], [-np.inf, np.inf]])
+    np.testing.assert_allclose(f["actuator_ctrl_range"], [[-1, 1], [-np.inf, np.inf]])
+    np.testing.assert_allclose(f["actuator_force_range"], [[-7, 3], [-np.inf, np.inf]])
+    assert f["timestep"].shape == () and float(f["timestep"]) == 0.004
+    np.testing.assert_allclose(f["gravity"], [0.5, 0, -9])
+
+
+def test_model_fields_is_optional_in_the_contract():
+    """A backend that does not override model_fields says so with UnsupportedFeatureError."""
+    from simbackend.backends.mujoco import MuJoCoBackend
+    from simbackend.contract import SimBackend
+    from simbackend.errors import UnsupportedFeatureError
+
+    class NoFields(MuJoCoBackend):
+        name = "nofields"
+        model_fields = SimBackend.model_fields
+
+    with NoFields("pendulum", 1) as sim, pytest.raises(UnsupportedFeatureError, match="'nofields'.*model_fields"):
+        sim.model_fields()

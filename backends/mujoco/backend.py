@@ -36,7 +36,7 @@ from mujoco import batch as mjbatch
 from simbackend.capabilities import Capabilities
 from simbackend.contract import SimBackend
 from simbackend.errors import ArgumentTypeError, InvalidArgumentError, SimBackendError
-from simbackend.math import cross, quat_apply, quat_mul, quat_normalize
+from simbackend.math import cross, quat_apply, quat_mul, quat_normalize, quat_to_matrix
 from simbackend.models import compile_model, model_info
 
 _VEL = int(mujoco.mjtStage.mjSTAGE_VEL)
@@ -220,6 +220,28 @@ class MuJoCoBackend(SimBackend):
     def get_gravity(self) -> torch.Tensor:
         per_env = self.batch.expanded("opt.gravity")
         return super().get_gravity() if per_env is None else self._t(per_env)
+
+    def model_fields(self) -> dict[str, np.ndarray]:
+        """The compiled model's physical fields (see :meth:`SimBackend.model_fields`)."""
+        self._check_open()
+        m = self.model
+        nbody = int(m.nbody)
+        # body_inertia holds the principal moments of the inertia frame body_iquat (relative to the body frame)
+        rot = quat_to_matrix(np.array(m.body_iquat, dtype=np.float64).reshape(nbody, 4))
+        principal = np.array(m.body_inertia, dtype=np.float64).reshape(nbody, 3)
+        inertia = rot @ (principal[:, :, None] * np.swapaxes(rot, 1, 2))
+        force_range = np.array(m.actuator_forcerange, dtype=np.float64).reshape(m.nu, 2)
+        force_range[~np.asarray(m.actuator_forcelimited, dtype=bool)] = (-np.inf, np.inf)
+        return {
+            "body_mass": np.array(m.body_mass, dtype=np.float64),
+            "body_com": np.array(m.body_ipos, dtype=np.float64).reshape(nbody, 3),
+            "body_inertia": 0.5 * (inertia + np.swapaxes(inertia, 1, 2)),
+            "joint_range": self._info.joint_range.copy(),
+            "actuator_ctrl_range": self._info.actuator_ctrl_range.copy(),
+            "actuator_force_range": force_range,
+            "timestep": np.array(m.opt.timestep, dtype=np.float64),
+            "gravity": np.array(m.opt.gravity, dtype=np.float64),
+        }
 
     def _site_jacobian_w(self, site_id: int, cols: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         point = self._out("site_xpos")[:, site_id]
