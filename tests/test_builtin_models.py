@@ -17,7 +17,7 @@ import pytest
 from simbackend.models import analytic as an
 
 ASSETS = Path(an.__file__).resolve().parent / "assets"
-MODELS = ("pendulum", "double_pendulum", "cartpole", "arm7", "quadruped")
+MODELS = ("pendulum", "double_pendulum", "cartpole", "arm7", "quadruped", "box_drop")
 
 #: The warnings that mean the integration went bad.
 BAD_WARNINGS = (
@@ -66,6 +66,13 @@ EXPECTED_NAMES = {
         "sensor": ["imu_quat", "imu_gyro", "imu_vel", "imu_pos"],
         "geom": ["floor"] + [f"{leg}_foot" for leg in an.QUADRUPED_LEGS],
         "key": ["stand"],
+    },
+    "box_drop": {
+        "body": ["box"],
+        "joint": ["box_free"],
+        "site": ["box_site"],
+        "sensor": ["box_pos"],
+        "geom": ["floor", "box_geom"],
     },
 }
 
@@ -434,3 +441,15 @@ def test_quadruped_stays_on_floor():
     assert np.isfinite(d.qpos).all() and np.isfinite(d.qvel).all()
     assert_no_bad_warnings(d)
     assert d.qpos[2] < 0.5 and np.abs(d.qvel).max() < 1.0   # collapsed and at rest on the floor
+
+
+def test_box_drop_lands_and_rests_on_the_plane():
+    """The box falls 5 cm, stops, and rests flat with MuJoCo's small default penetration (< 1 mm)."""
+    m = load("box_drop")
+    d = mujoco.MjData(m)
+    assert d.qpos[2] == pytest.approx(0.15)
+    assert m.body_mass[m.body("box").id] == pytest.approx(1.0)
+    mujoco.mj_step(m, d, int(round(1.0 / m.opt.timestep)))
+    assert np.abs(d.qvel).max() < 1e-6
+    assert 0.099 < d.qpos[2] < 0.1  # half size 0.1, slightly into the plane
+    assert same_quat(d.qpos[3:7], [1, 0, 0, 0], 1e-6)
