@@ -1,0 +1,787 @@
+"""Parity suite: how far a backend is from the MuJoCo reference, tier by tier.
+
+:func:`run_parity` loads one model into the backend under test and into the
+reference (``"mujoco"``), drives both through the same inputs and measures the
+difference of each quantity against its own stated tolerance. It talks only to
+the contract (backends come from :func:`simbackend.registry.make_backend`), so
+it runs unchanged against any registered backend.
+
+Tiers (:data:`TIERS`), in order:
+
+* ``load``: the backend builds the model. A backend that rejects it
+  (``ModelLoadError``, ``UnsupportedFeatureError``, ...) gives one failed row
+  with its message, and no other tier runs.
+* ``model``: names and order of bodies, joints, sites, actuators and sensors;
+  sizes (nq, nv, nu, num_dof); and the physical model each engine holds
+  (:meth:`~simbackend.contract.SimBackend.model_fields`): masses, centres of
+  mass, inertia tensors, joint ranges, ctrl and force ranges, timestep, gravity.
+* ``kinematics``: body and site poses at :data:`KIN_NUM_ENVS` random
+  configurations, one per env, written with one ``set_state``.
+* ``jacobian``: world-frame site Jacobians (all qvel columns) at the same kind
+  of random configurations.
+* ``dynamics``: the same initial states and control sequences (zero, a
+  sinusoid, seeded random steps) rolled out for :data:`DYN_DURATION` of
+  simulated time; every dof's trajectory is compared substep by substep, and
+  the row names the **first** substep where it leaves tolerance.
+* ``servo``: position actuators commanded to a target offset from the first
+  keyframe (or ``qpos0``); final dof positions after :data:`SERVO_DURATION`.
+* ``contact``: free bodies released from their initial pose settle for
+  :data:`CONTACT_DURATION`; their resting heights are compared.
+
+Which tiers run by default depends on the model (:func:`default_tiers`): the
+static tiers (model, kinematics, jacobian) on every model, ``dynamics`` on the
+contact-free built-ins (pendulum, double_pendulum, cartpole), ``servo`` on
+``arm7`` and ``contact`` on ``box_drop``. Any tier can be asked for explicitly.
+
+Errors are measured in float64 from the contract's float32 outputs, so the
+tolerances sit well above float32 rounding (~1e-7 relative).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Optional, Sequence
+
+import numpy as np
+
+from simbackend.errors import InvalidArgumentError
+from simbackend.math import quat_conj, quat_mul
+from simbackend.registry import make_backend
+
+__all__ = [
+    "TIERS",
+    "STATIC_TIERS",
+    "MODEL_DEFAULT_TIERS",
+    "ParityRow",
+    "ParityReport",
+    "default_tiers",
+    "run_parity",
+]
+
+#: every tier, in the order they run and are reported (``load`` always runs first)
+TIERS = ("model", "kinematics", "jacobian", "dynamics", "servo", "contact")
+
+#: tiers that need no simulation, run on every model by default
+STATIC_TIERS = ("model", "kinematics", "jacobian")
+
+#: built-in model name (or file stem) -> tiers run by default; other models get :data:`STATIC_TIERS`
+MODEL_DEFAULT_TIERS = {
+    "pendulum": STATIC_TIERS + ("dynamics",),
+    "double_pendulum": STATIC_TIERS + ("dynamics",),
+    "cartpole": STATIC_TIERS + ("dynamics",),
+    "arm7": STATIC_TIERS + ("servo",),
+    "box_drop": STATIC_TIERS + ("contact",),
+}
+
+# ----------------------------------------------------------------------
+# tolerances and settings
+# ----------------------------------------------------------------------
+#: model tier: relative tolerance of masses, inertia tensors (relative to the
+#: body's largest inertia element), ctrl/force ranges and the timestep. An
+#: engine that stores float32 rounds at ~6e-8 relative; diagonalising and
+#: rotating an inertia tensor back in float32 costs a few times that.
+MODEL_RTOL = 1e-6
+#: model tier: scale below which :data:`MODEL_RTOL` becomes absolute (kg, kg m^2, ctrl and force units, s)
+MODEL_SCALE_FLOOR = {"body_mass": 1e-3, "body_inertia": 1e-6, "actuator_ctrl_range": 1.0,
+                     "actuator_force_range": 1.0, "timestep": 1e-3}
+#: model tier: absolute tolerance of centres of mass (m) and joint ranges (rad or m)
+MODEL_LENGTH_ATOL = 1e-6
+#: model tier: absolute tolerance of gravity (m/s^2; 9.81 in float32 is off by 4e-7)
+MODEL_GRAVITY_ATOL = 1e-5
+
+#: kinematics/jacobian: number of random configurations (one per env, one set_state)
+KIN_NUM_ENVS = 64
+#: kinematics: body and site positions, m
+KIN_POS_TOL = 1e-5
+#: kinematics: body and site orientations, rad (rotation angle between the two, sign-insensitive)
+KIN_ANGLE_TOL = 1e-5
+#: kinematics: range of hinge angles where a hinge is unlimited, rad (uniform in [-pi, pi])
+KIN_UNLIMITED_HINGE = math.pi
+#: kinematics: range of slide positions where a slide is unlimited, m
+KIN_UNLIMITED_SLIDE = 0.5
+#: jacobian: every element of jacp (m/rad or 1) and jacr (1)
+JAC_TOL = 1e-4
+
+#: dynamics: simulated time of each rollout, s
+DYN_DURATION = 1.0
+#: dynamics: dof positions along the rollout, rad or m
+DYN_POS_TOL = 1e-2
+#: dynamics: envs: 0 zero ctrl, 1 sinusoid, 2 seeded random steps
+DYN_NUM_ENVS = 3
+#: dynamics: initial dof offsets from qpos0 are uniform in +- this (rad or m), inside the ranges
+DYN_INITIAL_OFFSET = 0.5
+#: dynamics: sinusoid frequency (Hz) and amplitude (fraction of the half ctrl range)
+DYN_SINE_HZ = 1.0
+DYN_SINE_AMPLITUDE = 0.8
+#: dynamics: the random control is held for this long before a new draw, s
+DYN_RANDOM_HOLD = 0.05
+
+#: servo: simulated time until the position servos are steady, s
+SERVO_DURATION = 2.5
+#: servo: final dof positions, rad or m
+SERVO_TOL = 1e-3
+#: servo: target = start joint value + (+-) this offset (alternating sign by actuator), clipped to ctrl range
+SERVO_OFFSET = 0.2
+
+#: contact: settling time of the released free bodies, s
+CONTACT_DURATION = 1.0
+#: contact: resting height (z of the body frame origin), m
+CONTACT_HEIGHT_TOL = 2e-3
+
+_FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3
+
+
+# ----------------------------------------------------------------------
+# the report
+# ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class ParityRow:
+    """One measured quantity.
+
+    Attributes:
+        tier: one of ``"load"`` or :data:`TIERS`.
+        quantity: what was compared, e.g. ``"body_pos"`` or ``"dof_pos[elbow]"``.
+        max_error: the largest error seen (units of the quantity; relative for
+            relative tolerances; a count for names and sizes), ``inf`` where
+            the two could not be compared, ``None`` where nothing was measured.
+        tolerance: the bound ``max_error`` must not exceed.
+        passed: whether it held (a skipped row counts as passed).
+        first_step: for rollouts, the first substep (1-based: after that many
+            substeps) where the error exceeded the tolerance; ``None`` otherwise.
+        detail: where the worst error is, both values, or why it failed or was skipped.
+        skipped: the tier does not apply to this model (``detail`` says why).
+    """
+
+    tier: str
+    quantity: str
+    max_error: Optional[float]
+    tolerance: Optional[float]
+    passed: bool
+    first_step: Optional[int] = None
+    detail: str = ""
+    skipped: bool = False
+
+    @property
+    def status(self) -> str:
+        """``"pass"``, ``"FAIL"`` or ``"skip"``."""
+        return "skip" if self.skipped else ("pass" if self.passed else "FAIL")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict; non-finite errors become the strings ``"inf"``/``"nan"``."""
+        d = asdict(self)
+        d["max_error"] = _json_float(self.max_error)
+        d["tolerance"] = _json_float(self.tolerance)
+        d["status"] = self.status
+        return d
+
+
+@dataclass
+class ParityReport:
+    """All rows of one parity run of backend ``sim`` against ``reference`` on ``model``."""
+
+    sim: str
+    reference: str
+    model: str
+    tiers: tuple[str, ...]
+    num_envs: int
+    seed: int
+    rows: list[ParityRow] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        """Whether every row passed (skipped rows count as passed)."""
+        return all(r.passed for r in self.rows)
+
+    @property
+    def failures(self) -> list[ParityRow]:
+        """The failed rows, in report order."""
+        return [r for r in self.rows if not r.passed]
+
+    def tier_rows(self, tier: str) -> list[ParityRow]:
+        return [r for r in self.rows if r.tier == tier]
+
+    def tier_passed(self, tier: str) -> bool:
+        """Whether every row of ``tier`` passed; raises ``KeyError`` if the tier has no rows."""
+        rows = self.tier_rows(tier)
+        if not rows:
+            raise KeyError(f"tier {tier!r} did not run; ran: {sorted({r.tier for r in self.rows})}")
+        return all(r.passed for r in rows)
+
+    def row(self, tier: str, quantity: str) -> ParityRow:
+        """The row of ``quantity`` in ``tier``; ``KeyError`` listing the tier's quantities."""
+        for r in self.rows:
+            if r.tier == tier and r.quantity == quantity:
+                return r
+        raise KeyError(f"no row {quantity!r} in tier {tier!r}; it has: {[r.quantity for r in self.tier_rows(tier)]}")
+
+    def first_failure(self, tier: Optional[str] = None) -> Optional[ParityRow]:
+        """The failed row (of ``tier``, or of any tier) that failed earliest.
+
+        Rows with a ``first_step`` are ordered by it (ties in report order) and
+        come before failed rows without one; ``None`` if nothing failed.
+        """
+        failed = [r for r in self.failures if tier is None or r.tier == tier]
+        if not failed:
+            return None
+        stepped = [r for r in failed if r.first_step is not None]
+        if stepped:
+            return min(stepped, key=lambda r: r.first_step)
+        return failed[0]
+
+    def summary(self) -> str:
+        """One line per failed row (or ``"all passed"``), for logs and assertion messages."""
+        if self.passed:
+            return f"{self.sim} vs {self.reference} on {self.model}: all {len(self.rows)} rows passed"
+        lines = [f"{self.sim} vs {self.reference} on {self.model}: {len(self.failures)} failed rows"]
+        for r in self.failures:
+            step = f" first at step {r.first_step}" if r.first_step is not None else ""
+            lines.append(
+                f"  {r.tier}/{r.quantity}: max error {_fmt(r.max_error)} > {_fmt(r.tolerance)}{step}; {r.detail}"
+            )
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict of the run and its rows."""
+        return {
+            "sim": self.sim,
+            "reference": self.reference,
+            "model": self.model,
+            "tiers": list(self.tiers),
+            "num_envs": self.num_envs,
+            "seed": self.seed,
+            "passed": self.passed,
+            "rows": [r.to_dict() for r in self.rows],
+        }
+
+
+def _json_float(x: Optional[float]) -> Any:
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else str(x)
+
+
+def _fmt(x: Optional[float]) -> str:
+    return "-" if x is None else f"{x:.3g}"
+
+
+# ----------------------------------------------------------------------
+# entry point
+# ----------------------------------------------------------------------
+def _model_label(model: Any) -> str:
+    if isinstance(model, (str, os.PathLike)):
+        return os.fspath(model)
+    return type(model).__name__
+
+
+def _model_key(model: Any) -> Optional[str]:
+    """Built-in name or file stem of a model source (selects its default tiers)."""
+    if isinstance(model, (str, os.PathLike)):
+        return Path(os.fspath(model)).stem
+    return None
+
+
+def default_tiers(model: Any) -> tuple[str, ...]:
+    """The tiers :func:`run_parity` runs on ``model`` when none are asked for."""
+    return MODEL_DEFAULT_TIERS.get(_model_key(model) or "", STATIC_TIERS)
+
+
+def run_parity(
+    sim: str,
+    model: Any,
+    *,
+    reference: str = "mujoco",
+    tiers: Optional[Iterable[str]] = None,
+    num_envs: int = KIN_NUM_ENVS,
+    seed: int = 0,
+    device: Any = None,
+) -> ParityReport:
+    """Compare backend ``sim`` with ``reference`` on ``model``, tier by tier.
+
+    Args:
+        sim: registered name of the backend under test.
+        model: a model source (built-in name such as ``"box_drop"``, MJCF/URDF
+            path, ``mujoco.MjSpec``), given to both backends.
+        reference: registered name of the reference backend.
+        tiers: tiers to run (:data:`TIERS`); ``None`` for :func:`default_tiers`.
+        num_envs: envs (random configurations) of the kinematics and jacobian tiers.
+        seed: seed of the random configurations, initial states and controls,
+            and of both backends.
+        device: torch device of both backends (``None``: each backend's default).
+
+    Returns:
+        A :class:`ParityReport`; its rows say what held and what did not.
+
+    Raises:
+        InvalidArgumentError: unknown tier names or ``num_envs < 1``.
+        SimBackendError: the *reference* cannot load the model (a bad model
+            source, not a parity failure). A backend under test that cannot load
+            it gives a failed ``load`` row instead.
+    """
+    chosen = default_tiers(model) if tiers is None else tuple(dict.fromkeys(tiers))
+    unknown = [t for t in chosen if t not in TIERS]
+    if unknown:
+        raise InvalidArgumentError(f"tiers: unknown tier(s) {unknown}; known tiers: {', '.join(TIERS)}")
+    chosen = tuple(t for t in TIERS if t in chosen)  # canonical order
+    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
+        raise InvalidArgumentError(f"num_envs: expected an integer >= 1, got {num_envs!r}")
+    report = ParityReport(sim, reference, _model_label(model), chosen, num_envs, int(seed))
+    ctx = _Context(sim, reference, model, seed=int(seed), device=device)
+
+    # the reference first: a model it cannot load is the caller's error, not a parity failure
+    ref_probe = ctx.build(reference, 1)
+    ref_probe.close()
+    try:
+        probe = ctx.build(sim, 1)
+    except Exception as e:  # any failure to build is reported as the load row
+        report.rows.append(ParityRow("load", "build", None, None, False, detail=f"{type(e).__name__}: {e}"))
+        return report
+    probe.close()
+    report.rows.append(ParityRow("load", "build", None, None, True, detail="the backend built the model"))
+
+    runners: dict[str, Callable[["_Context", int], list[ParityRow]]] = {
+        "model": _tier_model,
+        "kinematics": _tier_kinematics,
+        "jacobian": _tier_jacobian,
+        "dynamics": _tier_dynamics,
+        "servo": _tier_servo,
+        "contact": _tier_contact,
+    }
+    for tier in chosen:
+        try:
+            rows = runners[tier](ctx, num_envs)
+        except Exception as e:  # a tier that cannot run is a failed tier, reported with the reason
+            rows = [ParityRow(tier, "run", None, None, False, detail=f"{type(e).__name__}: {e}")]
+        report.rows.extend(rows)
+    return report
+
+
+class _Context:
+    """What every tier needs: both backend names, the model, the seed."""
+
+    def __init__(self, sim: str, reference: str, model: Any, *, seed: int, device: Any):
+        self.sim, self.reference, self.model, self.seed, self.device = sim, reference, model, seed, device
+
+    def build(self, name: str, num_envs: int) -> Any:
+        return make_backend(name, self.model, num_envs, device=self.device, seed=self.seed)
+
+    def pair(self, num_envs: int) -> tuple[Any, Any]:
+        """(backend under test, reference), each with ``num_envs`` envs."""
+        ref = self.build(self.reference, num_envs)
+        try:
+            return self.build(self.sim, num_envs), ref
+        except BaseException:
+            ref.close()
+            raise
+
+    def rng(self, tier: str) -> np.random.Generator:
+        """A generator per tier, so adding a tier never changes another's inputs."""
+        return np.random.default_rng([self.seed, TIERS.index(tier)])
+
+
+def _np(t: Any) -> np.ndarray:
+    """float64 numpy copy of a contract output tensor (any device)."""
+    return t.detach().cpu().double().numpy()
+
+
+# ----------------------------------------------------------------------
+# error measures
+# ----------------------------------------------------------------------
+def _abs_diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """|a - b| elementwise, 0 where both are the same infinity."""
+    with np.errstate(invalid="ignore"):
+        d = np.abs(a - b)
+    same = a == b  # equal infinities included
+    return np.where(same, 0.0, np.where(np.isnan(d), np.inf, d))
+
+
+def quat_angle(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Rotation angle (rad) between quaternions ``(..., 4)``, sign-insensitive.
+
+    Computed as ``2 atan2(|v|, |w|)`` of ``conj(a) b`` (after normalising), which
+    keeps full precision for tiny angles where ``acos`` of a dot product loses it.
+    """
+    a = a / np.linalg.norm(a, axis=-1, keepdims=True)
+    b = b / np.linalg.norm(b, axis=-1, keepdims=True)
+    r = quat_mul(quat_conj(a), b)
+    return 2.0 * np.arctan2(np.linalg.norm(r[..., 1:], axis=-1), np.abs(r[..., 0]))
+
+
+def _row_from_errors(
+    tier: str,
+    quantity: str,
+    err: np.ndarray,
+    tol: float,
+    where: Callable[[tuple[int, ...]], str],
+) -> ParityRow:
+    """Row of an error array: its max, and ``where(index)`` of the worst element in the detail."""
+    if err.size == 0:
+        return ParityRow(tier, quantity, 0.0, tol, True, detail="nothing to compare")
+    idx = np.unravel_index(int(np.argmax(err)), err.shape)
+    worst = float(err[idx])
+    detail = f"identical ({err.size} values)" if worst == 0 else f"worst: {where(idx)}"
+    return ParityRow(tier, quantity, worst, tol, bool(worst <= tol), detail=detail)
+
+
+def _mismatch_row(tier: str, quantity: str, detail: str) -> ParityRow:
+    return ParityRow(tier, quantity, math.inf, 0.0, False, detail=detail)
+
+
+# ----------------------------------------------------------------------
+# model
+# ----------------------------------------------------------------------
+_NAME_TABLES = ("body_names", "joint_names", "site_names", "actuator_names", "sensor_names")
+_SIZES = ("nq", "nv", "num_actuators", "num_dof")
+
+
+def _tier_model(ctx: _Context, num_envs: int) -> list[ParityRow]:
+    sim, ref = ctx.pair(1)
+    with sim, ref:
+        rows = [_names_row(q, getattr(sim, q), getattr(ref, q)) for q in _NAME_TABLES]
+        bad = [f"{k} {getattr(sim, k)} vs {getattr(ref, k)}" for k in _SIZES if getattr(sim, k) != getattr(ref, k)]
+        rows.append(ParityRow("model", "sizes", float(len(bad)), 0.0, not bad,
+                              detail="; ".join(bad) or ", ".join(f"{k} {getattr(ref, k)}" for k in _SIZES)))
+        try:
+            mine = sim.model_fields()
+        except Exception as e:
+            return rows + [_mismatch_row("model", "model_fields", f"{type(e).__name__}: {e}")]
+        theirs = ref.model_fields()
+        names = {"body": ref.body_names, "joint": ref.joint_names, "actuator": ref.actuator_names}
+        rows += _field_rows(mine, theirs, names)
+    return rows
+
+
+def _names_row(quantity: str, mine: Sequence[str], theirs: Sequence[str]) -> ParityRow:
+    mine, theirs = tuple(mine), tuple(theirs)
+    diffs = [i for i in range(max(len(mine), len(theirs)))
+             if i >= len(mine) or i >= len(theirs) or mine[i] != theirs[i]]
+    if not diffs:
+        return ParityRow("model", quantity, 0.0, 0.0, True, detail=f"{len(theirs)} names, same order")
+    i = diffs[0]
+    a = repr(mine[i]) if i < len(mine) else "(none)"
+    b = repr(theirs[i]) if i < len(theirs) else "(none)"
+    return ParityRow("model", quantity, float(len(diffs)), 0.0, False,
+                     detail=f"{len(diffs)} ids differ; first id {i}: {a} vs reference {b}"
+                     f" ({len(mine)} vs {len(theirs)} names)")
+
+
+def _field_rows(mine: dict, theirs: dict, names: dict[str, Sequence[str]]) -> list[ParityRow]:
+    rows = []
+
+    def label(kind: str, i: int) -> str:
+        table = names[kind]
+        return repr(table[i]) if i < len(table) else f"#{i}"
+
+    specs = [
+        # field, kind of the first axis, measure
+        ("body_mass", "body", "rel"),
+        ("body_com", "body", "abs"),
+        ("body_inertia", "body", "rel_tensor"),
+        ("joint_range", "joint", "abs"),
+        ("actuator_ctrl_range", "actuator", "rel"),
+        ("actuator_force_range", "actuator", "rel"),
+        ("timestep", None, "rel"),
+        ("gravity", None, "abs_gravity"),
+    ]
+    for key, kind, measure in specs:
+        if key not in mine or key not in theirs:
+            rows.append(_mismatch_row("model", key, f"model_fields() lacks {key!r}"))
+            continue
+        a = np.asarray(mine[key], dtype=np.float64)
+        b = np.asarray(theirs[key], dtype=np.float64)
+        if a.shape != b.shape:
+            rows.append(_mismatch_row("model", key, f"shape {a.shape} vs reference {b.shape}"))
+            continue
+        diff = _abs_diff(a, b)
+        if measure == "abs":
+            err, tol = diff, MODEL_LENGTH_ATOL
+        elif measure == "abs_gravity":
+            err, tol = diff, MODEL_GRAVITY_ATOL
+        elif measure == "rel_tensor":  # relative to each body's largest inertia element
+            scale = np.maximum(np.abs(b).reshape(len(b), -1).max(axis=1), MODEL_SCALE_FLOOR[key])
+            err, tol = diff / scale[:, None, None], MODEL_RTOL
+        else:
+            scale = np.where(np.isfinite(b), np.maximum(np.abs(b), MODEL_SCALE_FLOOR[key]), 1.0)
+            err, tol = diff / scale, MODEL_RTOL
+
+        def where(idx: tuple[int, ...], key=key, kind=kind, a=a, b=b) -> str:
+            head = f"{kind} {label(kind, idx[0])}" if kind else key
+            rest = f"[{', '.join(map(str, idx[1:]))}]" if kind and len(idx) > 1 else ""
+            return f"{head}{rest}: {a[idx]:.9g} vs reference {b[idx]:.9g}"
+
+        rows.append(_row_from_errors("model", key, err, tol, where))
+    return rows
+
+
+# ----------------------------------------------------------------------
+# kinematics and jacobian
+# ----------------------------------------------------------------------
+def random_configurations(info: Any, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``(n, nq)`` random configurations of a model (``info``: its :class:`~simbackend.model_info.ModelInfo`).
+
+    Hinge and slide joints uniform in their ranges (``+-KIN_UNLIMITED_HINGE`` /
+    ``+-KIN_UNLIMITED_SLIDE`` where unlimited), random unit quaternions for free
+    and ball joints; free joint positions stay at ``qpos0``.
+    """
+    qpos = np.tile(np.asarray(info.qpos0, dtype=np.float64), (n, 1))
+    for j, t in enumerate(info.joint_type):
+        adr = int(info.joint_qposadr[j])
+        if t in (_FREE, _BALL):
+            q = rng.normal(size=(n, 4))
+            start = adr + 3 if t == _FREE else adr
+            qpos[:, start : start + 4] = q / np.linalg.norm(q, axis=1, keepdims=True)
+        else:
+            lo, hi = info.joint_range[j]
+            half = KIN_UNLIMITED_HINGE if t == _HINGE else KIN_UNLIMITED_SLIDE
+            lo = lo if np.isfinite(lo) else -half
+            hi = hi if np.isfinite(hi) else half
+            qpos[:, adr] = rng.uniform(lo, hi, size=n)
+    return qpos
+
+
+def _random_state_pair(ctx: _Context, tier: str, n: int) -> tuple[Any, Any]:
+    sim, ref = ctx.pair(n)
+    try:
+        if (sim.nq, sim.nv) != (ref.nq, ref.nv):
+            raise InvalidArgumentError(f"nq, nv {sim.nq}, {sim.nv} vs reference {ref.nq}, {ref.nv}: cannot compare")
+        qpos = random_configurations(ref.info, n, ctx.rng(tier))
+        ref.set_state(None, qpos)
+        sim.set_state(None, qpos)
+    except BaseException:
+        sim.close()
+        ref.close()
+        raise
+    return sim, ref
+
+
+def _tier_kinematics(ctx: _Context, num_envs: int) -> list[ParityRow]:
+    sim, ref = _random_state_pair(ctx, "kinematics", num_envs)
+    with sim, ref:
+        rows = []
+        for what, names, pos, quat in (
+            ("body", ref.body_names, "get_body_pos_w", "get_body_quat_w"),
+            ("site", ref.site_names, "get_site_pos_w", "get_site_quat_w"),
+        ):
+            if not names:
+                rows.append(ParityRow("kinematics", f"{what}_pos", None, KIN_POS_TOL, True, skipped=True,
+                                      detail=f"the model has no {what}s"))
+                continue
+            a, b = _np(getattr(sim, pos)()), _np(getattr(ref, pos)())
+            qa, qb = _np(getattr(sim, quat)()), _np(getattr(ref, quat)())
+            if a.shape != b.shape or qa.shape != qb.shape:
+                rows.append(_mismatch_row("kinematics", f"{what}_pos", f"shape {a.shape} vs reference {b.shape}"))
+                continue
+
+            def where(idx: tuple[int, ...], names=names, what=what) -> str:
+                return f"{what} {names[idx[1]]!r} in env {idx[0]}"
+
+            rows.append(_row_from_errors("kinematics", f"{what}_pos", np.linalg.norm(a - b, axis=-1),
+                                         KIN_POS_TOL, where))
+            rows.append(_row_from_errors("kinematics", f"{what}_quat", quat_angle(qa, qb), KIN_ANGLE_TOL, where))
+    return rows
+
+
+def _tier_jacobian(ctx: _Context, num_envs: int) -> list[ParityRow]:
+    sim, ref = _random_state_pair(ctx, "jacobian", num_envs)
+    with sim, ref:
+        names = ref.site_names
+        if not names:
+            return [ParityRow("jacobian", q, None, JAC_TOL, True, skipped=True, detail="the model has no sites")
+                    for q in ("site_jacp", "site_jacr")]
+        errs = {"site_jacp": [], "site_jacr": []}
+        for s in range(len(names)):
+            pa, ra = sim.get_site_jacobian_w(s)
+            pb, rb = ref.get_site_jacobian_w(s)
+            errs["site_jacp"].append(np.abs(_np(pa) - _np(pb)))  # (N, 3, nv)
+            errs["site_jacr"].append(np.abs(_np(ra) - _np(rb)))
+        rows = []
+        for q, per_site in errs.items():
+            err = np.stack(per_site)  # (S, N, 3, nv)
+
+            def where(idx: tuple[int, ...]) -> str:
+                return f"site {names[idx[0]]!r} in env {idx[1]}, row {idx[2]}, qvel column {idx[3]}"
+
+            rows.append(_row_from_errors("jacobian", q, err, JAC_TOL, where))
+    return rows
+
+
+# ----------------------------------------------------------------------
+# dynamics
+# ----------------------------------------------------------------------
+def _ctrl_bounds(ref: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(low, high) ctrl per actuator; [-1, 1] where unlimited."""
+    r = _np(ref.get_actuator_ctrl_range())
+    lo = np.where(np.isfinite(r[:, 0]), r[:, 0], -1.0)
+    hi = np.where(np.isfinite(r[:, 1]), r[:, 1], 1.0)
+    return lo, hi
+
+
+def dynamics_controls(lo: np.ndarray, hi: np.ndarray, dt: float, nsteps: int, rng: np.random.Generator) -> np.ndarray:
+    """``(nsteps, DYN_NUM_ENVS, nu)`` control sequences of the dynamics tier.
+
+    Env 0: zero (clipped into the range). Env 1: a sinusoid about the middle of
+    each range, ``DYN_SINE_AMPLITUDE`` of its half width, ``DYN_SINE_HZ``, a
+    different phase per actuator. Env 2: uniform random values held for
+    ``DYN_RANDOM_HOLD``.
+    """
+    nu = lo.size
+    t = np.arange(nsteps) * dt
+    mid, half = (lo + hi) / 2, (hi - lo) / 2
+    u = np.empty((nsteps, DYN_NUM_ENVS, nu))
+    u[:, 0] = np.clip(0.0, lo, hi)
+    phase = np.arange(nu) * (np.pi / 3)
+    u[:, 1] = mid + DYN_SINE_AMPLITUDE * half * np.sin(2 * np.pi * DYN_SINE_HZ * t[:, None] + phase)
+    hold = max(1, int(round(DYN_RANDOM_HOLD / dt)))
+    draws = rng.uniform(lo, hi, size=(-(-nsteps // hold), nu))
+    u[:, 2] = np.repeat(draws, hold, axis=0)[:nsteps]
+    return u
+
+
+def _tier_dynamics(ctx: _Context, num_envs: int) -> list[ParityRow]:
+    n = DYN_NUM_ENVS
+    sim, ref = ctx.pair(n)
+    with sim, ref:
+        info, rng = ref.info, ctx.rng("dynamics")
+        if ref.num_dof == 0:
+            return [ParityRow("dynamics", "dof_pos", None, DYN_POS_TOL, True, skipped=True,
+                              detail="the model has no hinge or slide joints")]
+        dt = ref.physics_dt
+        nsteps = int(round(DYN_DURATION / dt))
+        qpos = np.tile(np.asarray(info.qpos0, dtype=np.float64), (n, 1))
+        lo, hi = _np(ref.get_joint_range()).T
+        offsets = rng.uniform(-DYN_INITIAL_OFFSET, DYN_INITIAL_OFFSET, size=(n, ref.num_dof))
+        start = qpos[:, info.dof_qpos_index] + offsets
+        margin = 0.05 * np.where(np.isfinite(hi - lo), hi - lo, 0.0)
+        qpos[:, info.dof_qpos_index] = np.clip(start, lo + margin, hi - margin)
+        ref.set_state(None, qpos)
+        sim.set_state(None, qpos)
+        lo_u, hi_u = _ctrl_bounds(ref)
+        controls = dynamics_controls(lo_u, hi_u, dt, nsteps, rng)
+        traj_sim = np.empty((nsteps, n, ref.num_dof))
+        traj_ref = np.empty_like(traj_sim)
+        diverged_at: dict[str, Optional[int]] = {"sim": None, "reference": None}
+        for k in range(nsteps):
+            ctrl = controls[k] if ref.num_actuators else None
+            for who, backend, traj in (("sim", sim, traj_sim), ("reference", ref, traj_ref)):
+                out = backend.step(ctrl)
+                if diverged_at[who] is None and bool(out["diverged"].any()):
+                    diverged_at[who] = k + 1
+                traj[k] = _np(backend.get_dof_pos())
+        rows = []
+        err = np.abs(traj_sim - traj_ref)  # (T, N, D)
+        names = ref.dof_names
+        for d, joint in enumerate(names):
+            e = err[:, :, d]
+            over = np.flatnonzero((e > DYN_POS_TOL).any(axis=1))
+            k, env = np.unravel_index(int(np.argmax(e)), e.shape)
+            if over.size:
+                k0 = int(over[0])
+                env0 = int(np.argmax(e[k0]))
+                detail = (f"first out at t = {(k0 + 1) * dt:.4g} s in env {env0} ({_DYN_ENV_NAMES[env0]}):"
+                          f" {traj_sim[k0, env0, d]:.6g} vs reference {traj_ref[k0, env0, d]:.6g}")
+                first = k0 + 1
+            elif e[k, env] == 0:
+                detail = f"identical over {DYN_DURATION:g} s ({nsteps} substeps, {n} envs)"
+                first = None
+            else:
+                detail = f"worst at t = {(k + 1) * dt:.4g} s in env {env} ({_DYN_ENV_NAMES[env]})"
+                first = None
+            worst = float(e[k, env])
+            rows.append(ParityRow("dynamics", f"dof_pos[{joint}]", worst, DYN_POS_TOL, first is None,
+                                  first_step=first, detail=detail))
+        for who, k in diverged_at.items():
+            if k is not None:
+                rows.append(ParityRow("dynamics", f"diverged[{who}]", math.inf, 0.0, False, first_step=k,
+                                      detail=f"the {who} backend reported divergence at t = {k * dt:.4g} s"))
+    return rows
+
+
+_DYN_ENV_NAMES = ("zero ctrl", "sinusoid ctrl", "random ctrl")
+
+
+# ----------------------------------------------------------------------
+# servo
+# ----------------------------------------------------------------------
+def _start_qpos(ref: Any) -> tuple[np.ndarray, str]:
+    """(qpos, label): the first keyframe if the model has one, else qpos0."""
+    keys = ref.info.keyframe_names
+    if keys:
+        return _np(ref.get_keyframe_qpos(keys[0])), f"keyframe {keys[0]!r}"
+    return np.asarray(ref.info.qpos0, dtype=np.float64), "qpos0"
+
+
+def _tier_servo(ctx: _Context, num_envs: int) -> list[ParityRow]:
+    sim, ref = ctx.pair(1)
+    with sim, ref:
+        info = ref.info
+        position = [a for a, kind in enumerate(info.actuator_kind) if kind == "position" and info.actuator_joint[a] >= 0]
+        if not position:
+            return [ParityRow("servo", "final_dof_pos", None, SERVO_TOL, True, skipped=True,
+                              detail="the model has no position actuators on joints")]
+        qpos, label = _start_qpos(ref)
+        lo, hi = _ctrl_bounds(ref)
+        ctrl = np.clip(np.zeros(ref.num_actuators), lo, hi)
+        for i, a in enumerate(position):
+            joint = int(info.actuator_joint[a])
+            value = qpos[int(info.joint_qposadr[joint])] + SERVO_OFFSET * (1 if i % 2 == 0 else -1)
+            ctrl[a] = np.clip(value, lo[a], hi[a])
+        for backend in (ref, sim):
+            backend.set_state(None, qpos[None])
+        nsteps = int(round(SERVO_DURATION / ref.physics_dt))
+        diverged = [bool(b.step(ctrl[None], nsteps=nsteps)["diverged"].any()) for b in (sim, ref)]
+        a, b = _np(sim.get_dof_pos())[0], _np(ref.get_dof_pos())[0]
+        speed = float(np.abs(_np(ref.get_dof_vel())).max())
+        rows = []
+        for d, joint in enumerate(ref.dof_names):
+            err = abs(a[d] - b[d])
+            rows.append(ParityRow("servo", f"final_dof_pos[{joint}]", float(err), SERVO_TOL, bool(err <= SERVO_TOL),
+                                  detail=f"{a[d]:.6g} vs reference {b[d]:.6g} after {SERVO_DURATION:g} s from {label}"))
+        if any(diverged):
+            who = "backend" if diverged[0] else "reference"
+            rows.append(ParityRow("servo", "diverged", math.inf, 0.0, False, detail=f"the {who} diverged"))
+        if speed > 1e-2:  # the comparison assumes a steady reference; say so when it is not
+            rows.append(ParityRow("servo", "reference_steady", speed, 1e-2, False,
+                                  detail="reference dof speeds (rad/s) still above 1e-2 at the end"))
+    return rows
+
+
+# ----------------------------------------------------------------------
+# contact
+# ----------------------------------------------------------------------
+def _tier_contact(ctx: _Context, num_envs: int) -> list[ParityRow]:
+    sim, ref = ctx.pair(1)
+    with sim, ref:
+        info = ref.info
+        free = [j for j, t in enumerate(info.joint_type) if t == _FREE]
+        if not free:
+            return [ParityRow("contact", "rest_height", None, CONTACT_HEIGHT_TOL, True, skipped=True,
+                              detail="the model has no free bodies")]
+        qpos, label = _start_qpos(ref)
+        for backend in (ref, sim):
+            backend.set_state(None, qpos[None])
+        nsteps = int(round(CONTACT_DURATION / ref.physics_dt))
+        ctrl = None
+        if ref.num_actuators:
+            lo, hi = _ctrl_bounds(ref)
+            ctrl = np.clip(np.zeros((1, ref.num_actuators)), lo, hi)
+        diverged = [bool(b.step(ctrl, nsteps=nsteps)["diverged"].any()) for b in (sim, ref)]
+        pa, pb = _np(sim.get_qpos())[0], _np(ref.get_qpos())[0]
+        va = _np(sim.get_qvel())[0]
+        rows = []
+        for j in free:
+            adr, vadr = int(info.joint_qposadr[j]), int(info.joint_dofadr[j])
+            body = info.body_names[int(info.joint_body[j])]
+            err = abs(pa[adr + 2] - pb[adr + 2])
+            speed = float(np.linalg.norm(va[vadr : vadr + 3]))
+            rows.append(ParityRow(
+                "contact", f"rest_height[{body}]", float(err), CONTACT_HEIGHT_TOL, bool(err <= CONTACT_HEIGHT_TOL),
+                detail=f"z {pa[adr + 2]:.6g} vs reference {pb[adr + 2]:.6g} m after {CONTACT_DURATION:g} s"
+                       f" from {label} (backend speed {speed:.2g} m/s)",
+            ))
+        if any(diverged):
+            who = "backend" if diverged[0] else "reference"
+            rows.append(ParityRow("contact", "diverged", math.inf, 0.0, False, detail=f"the {who} diverged"))
+    return rows

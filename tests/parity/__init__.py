@@ -1,0 +1,1 @@
+"""The parity suite: backends compared with the MuJoCo reference (see ``simbackend.parity``)."""
