@@ -8,6 +8,8 @@ Commands:
   random actions and report throughput, divergence and a few state values.
 * ``simbackend contract --sim NAME [PYTEST_ARGS...]``: run the conformance
   suite shipped in the package against a registered backend.
+* ``simbackend parity --sim NAME --model MODEL [--tier T ...] [--json]``:
+  compare a backend with the MuJoCo reference, tier by tier.
 * ``simbackend models``: the built-in models.
 
 Importing this module (and ``simbackend --help``) loads neither torch nor any
@@ -380,6 +382,100 @@ def run(
         except OSError as e:
             raise _fail(f"could not write {json_path}: {e}")
         console.print(Text(f"figures written to {json_path}"))
+
+
+# ----------------------------------------------------------------------
+# parity
+# ----------------------------------------------------------------------
+#: tier names of ``simbackend.parity.TIERS`` (listed here so that --help needs no import; a test keeps them equal)
+PARITY_TIERS = ("model", "kinematics", "jacobian", "dynamics", "servo", "contact")
+
+
+def _check_tiers(values: Optional[list[str]]) -> Optional[list[str]]:
+    """Validate ``--tier`` values (usage error, exit 2, for an unknown one)."""
+    if not values:
+        return None
+    out = []
+    for v in values:
+        name = v.strip().lower()
+        if name not in PARITY_TIERS:
+            raise typer.BadParameter(f"{v!r} is not a parity tier; tiers: {', '.join(PARITY_TIERS)}")
+        out.append(name)
+    return out
+
+
+def _parity_table(report: Any) -> Table:
+    table = Table(title=f"{report.sim} vs {report.reference} on {report.model}", title_justify="left")
+    table.add_column("tier", style="bold")
+    table.add_column("quantity")
+    table.add_column("max error", justify="right")
+    table.add_column("tolerance", justify="right")
+    table.add_column("result")
+    table.add_column("first failing step", justify="right")
+    table.add_column("detail", overflow="fold")
+    styles = {"pass": "green", "FAIL": "bold red", "skip": "yellow"}
+    for r in report.rows:
+        table.add_row(
+            Text(r.tier),
+            Text(r.quantity),  # "dof_pos[elbow]" is no rich markup
+            "-" if r.max_error is None else f"{r.max_error:.3g}",
+            "-" if r.tolerance is None else f"{r.tolerance:.3g}",
+            Text(r.status, style=styles[r.status]),
+            "-" if r.first_step is None else str(r.first_step),
+            Text(r.detail),
+        )
+    return table
+
+
+@app.command()
+def parity(
+    sim: str = _sim_option(),
+    model: str = typer.Option(
+        ..., "--model", "-m", help="Built-in model name (e.g. pendulum, arm7, box_drop) or path to an MJCF/URDF file."
+    ),
+    tier: Optional[list[str]] = typer.Option(
+        None, "--tier", "-t", callback=_check_tiers, metavar="TIER",
+        help=f"Tier to run, repeatable ({', '.join(PARITY_TIERS)}); default: the tiers that apply to the model.",
+    ),
+    reference: str = typer.Option(
+        "mujoco", "--reference", callback=_check_sim, metavar="NAME", help="Registered reference backend."
+    ),
+    num_envs: int = typer.Option(
+        64, "--num-envs", "-n", min=1, help="Random configurations (envs) of the kinematics and jacobian tiers."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random configurations, states and controls."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (stdout) instead of a table."),
+) -> None:
+    """Compare backend --sim with the MuJoCo reference on one model, tier by tier.
+
+    Prints each quantity's largest error, its tolerance, pass/FAIL, and for
+    rollouts the first substep where it left tolerance. Exit code: 0 when every
+    tier passed, 1 when one failed (a model the backend cannot load included),
+    2 for bad arguments (unknown backend or tier, a model the reference cannot load).
+    """
+    import json
+
+    from simbackend.errors import SimBackendError
+    from simbackend.parity import run_parity
+
+    try:
+        report = run_parity(sim, model, reference=reference, tiers=tier, num_envs=num_envs, seed=seed)
+    except (SimBackendError, ValueError, TypeError) as e:
+        raise _fail(f"could not run parity for model {model!r}: {e}", code=2)
+    if as_json:
+        sys.stdout.write(json.dumps(report.to_dict(), indent=2) + "\n")
+    else:
+        console.print(_parity_table(report))
+        if report.passed:
+            console.print(Text(f"PASSED: {len(report.rows)} rows within tolerance", style="bold green"))
+        else:
+            first = report.first_failure()
+            step = f" at step {first.first_step}" if first.first_step is not None else ""
+            console.print(
+                Text(f"FAILED: {len(report.failures)} of {len(report.rows)} rows;"
+                     f" first failure {first.tier}/{first.quantity}{step}", style="bold red")
+            )
+    raise typer.Exit(0 if report.passed else 1)
 
 
 # ----------------------------------------------------------------------

@@ -81,9 +81,9 @@ def test_script_is_installed() -> None:
 def test_help_lists_commands(runner: CliRunner) -> None:
     result = invoke(runner, "--help")
     assert result.exit_code == 0, result.output
-    for command in ("info", "run", "contract", "models"):
+    for command in ("info", "run", "contract", "models", "parity"):
         assert command in result.output
-    for command in ("info", "run", "contract", "models"):
+    for command in ("info", "run", "contract", "models", "parity"):
         sub = invoke(runner, command, "--help")
         assert sub.exit_code == 0, sub.output
     assert "mujoco" in _flat(invoke(runner, "run", "--help").output)
@@ -96,7 +96,8 @@ def test_help_imports_no_engine_nor_torch(tmp_path: Path) -> None:
         from typer.testing import CliRunner
         from simbackend.cli.main import app
         runner = CliRunner()
-        for args in (["--help"], ["run", "--help"], ["info", "--help"], ["contract", "--help"], ["models", "--help"]):
+        for args in (["--help"], ["run", "--help"], ["info", "--help"], ["contract", "--help"], ["models", "--help"],
+                     ["parity", "--help"]):
             result = runner.invoke(app, args)
             assert result.exit_code == 0, (args, result.output)
         heavy = sorted(m for m in ("mujoco", "sapien", "torch") if m in sys.modules)
@@ -110,7 +111,7 @@ def test_help_imports_no_engine_nor_torch(tmp_path: Path) -> None:
 
 def test_installed_script_help_imports_no_engine(tmp_path: Path) -> None:
     # run the real console script under -X importtime and read what it imported
-    for args in (["--help"], ["run", "--help"]):
+    for args in (["--help"], ["run", "--help"], ["parity", "--help"]):
         proc = subprocess.run(
             [PYTHON, "-X", "importtime", str(SCRIPT), *args],
             cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=60,
@@ -136,9 +137,9 @@ def test_sim_case_insensitive_run(runner: CliRunner) -> None:
     assert _flat(result.output).startswith("mujoco |"), result.output
 
 
-@pytest.mark.parametrize("command", ["run", "contract"])
+@pytest.mark.parametrize("command", ["run", "contract", "parity"])
 def test_unknown_sim_is_a_usage_error(tmp_path: Path, command: str) -> None:
-    args = [command, "--sim", "nope"] + (["--model", "pendulum"] if command == "run" else [])
+    args = [command, "--sim", "nope"] + (["--model", "pendulum"] if command in ("run", "parity") else [])
     proc = _script(*args, cwd=tmp_path)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     err = _flat(proc.stderr)
@@ -336,6 +337,73 @@ def test_models_lists_builtins(runner: CliRunner) -> None:
     assert "arm7" in result.output
     for name in builtin_models():
         assert name in result.output
+
+
+# ----------------------------------------------------------------------
+# parity
+# ----------------------------------------------------------------------
+def test_parity_mujoco_against_itself_passes(runner: CliRunner) -> None:
+    result = invoke(runner, "parity", "--sim", "mujoco", "--model", "double_pendulum", "-n", "4")
+    assert result.exit_code == 0, result.output
+    flat = _flat(result.output)
+    assert flat.startswith("mujoco vs mujoco on double_pendulum")
+    for tier in ("load", "model", "kinematics", "jacobian", "dynamics"):
+        assert f" {tier} " in flat, tier
+    # quantity, max error, tolerance, result, first failing step
+    assert re.search(r"dynamics dof_pos\[elbow\] 0 0\.01 pass - identical", flat), flat
+    assert re.search(r"model body_inertia 0 1e-06 pass -", flat), flat
+    assert "FAIL" not in flat and "PASSED:" in flat
+
+
+def test_parity_json_and_tiers(runner: CliRunner) -> None:
+    result = invoke(runner, "parity", "--sim", "mujoco", "-m", "box_drop", "--tier", "contact", "-t", "Model", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert (data["sim"], data["reference"], data["model"], data["passed"]) == ("mujoco", "mujoco", "box_drop", True)
+    assert data["tiers"] == ["model", "contact"]  # canonical order
+    assert {r["tier"] for r in data["rows"]} == {"load", "model", "contact"}
+    height = next(r for r in data["rows"] if r["quantity"] == "rest_height[box]")
+    assert (height["max_error"], height["tolerance"], height["status"]) == (0.0, 0.002, "pass")
+
+
+def test_parity_failure_exits_1_and_names_the_first_failing_step(runner: CliRunner) -> None:
+    from simbackend.backends.mujoco import MuJoCoBackend
+
+    class Kicked(MuJoCoBackend):
+        def _step(self, ctrl, nsteps):
+            diverged = super()._step(ctrl, nsteps)
+            self._taken = getattr(self, "_taken", 0) + nsteps
+            if self._taken == 30:
+                self._qpos[:, 0] += 0.1  # the shoulder jumps after the 30th substep
+            return diverged
+
+    register_backend("cli-kicked", Kicked)
+    try:
+        result = invoke(runner, "parity", "--sim", "cli-kicked", "-m", "double_pendulum", "-t", "dynamics")
+    finally:
+        unregister_backend("cli-kicked")
+    assert result.exit_code == 1, result.output
+    flat = _flat(result.output)
+    assert re.search(r"dynamics dof_pos\[shoulder\] 0\.\d+ 0\.01 FAIL 30 first out at t = 0\.03 s", flat), flat
+    assert "first failure dynamics/dof_pos[shoulder] at step 30" in flat
+
+
+def test_parity_unknown_model_and_tier_are_clean_usage_errors(runner: CliRunner) -> None:
+    result = invoke(runner, "parity", "--sim", "mujoco", "--model", "pendulm")
+    assert result.exit_code == 2, result.output
+    assert isinstance(result.exception, SystemExit), result.exception  # no traceback
+    out = _flat(result.output)
+    assert "error: could not run parity for model 'pendulm'" in out and "'pendulum'" in out
+    result = invoke(runner, "parity", "--sim", "mujoco", "--model", "pendulum", "--tier", "dynamic")
+    assert result.exit_code == 2, result.output
+    assert "'dynamic' is not a parity tier" in _flat(result.output)
+
+
+def test_parity_tier_names_match_the_suite() -> None:
+    from simbackend import parity
+    from simbackend.cli.main import PARITY_TIERS
+
+    assert PARITY_TIERS == parity.TIERS
 
 
 # ----------------------------------------------------------------------
