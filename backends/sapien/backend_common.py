@@ -1,0 +1,126 @@
+"""What the CPU and GPU PhysX paths share: index tables read from the built
+articulations, model read-back, and the scene configuration."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Iterator
+
+import numpy as np
+from sapien import physx
+
+from simbackend.math import quat_to_matrix
+from simbackend.model_info import JOINT_HINGE, JOINT_SLIDE
+
+from .plan import Plan
+
+#: a state value beyond this counts as diverged (MuJoCo's mjMAXVAL for qpos/qvel)
+MAX_STATE_VALUE = 1e10
+_FLT_MAX = float(np.finfo(np.float32).max)
+
+
+@contextlib.contextmanager
+def scene_config(gravity: np.ndarray) -> Iterator[None]:
+    """PhysX's scene config is process-global: set the model's gravity and
+    enhanced determinism for the systems created inside, then restore it."""
+    old = physx.get_scene_config()
+    cfg = physx.get_scene_config()
+    cfg.gravity = np.asarray(gravity, np.float32)
+    cfg.enable_enhanced_determinism = True
+    physx.set_scene_config(cfg)
+    try:
+        yield
+    finally:
+        physx.set_scene_config(old)
+
+
+class EngineBase:
+    """Index tables common to both paths; subclasses fill ``rows``/``origins`` and the buffers."""
+
+    max_state = MAX_STATE_VALUE
+
+    def __init__(self, plan: Plan, num_envs: int):
+        self.plan = plan
+        self.num_envs = num_envs
+        self.num_arts = len(plan.articulations)
+
+    def _index_from(self, arts: list, comps: list) -> None:
+        """Columns of links and dofs as PhysX numbers them, from one env's built articulations."""
+        p = self.plan
+        A = self.num_arts
+        self.max_links = max((len(a.links) for a in p.articulations), default=0)
+        self.link_col = np.full((A, max(self.max_links, 1)), -1, np.int64)
+        self.dof_col = np.full((A, max(self.max_links, 1)), -1, np.int64)
+        self.art_dofs = np.zeros(A, np.int64)
+        for a, (art, links) in enumerate(zip(arts, comps)):
+            active = [j.name for j in art.active_joints]
+            self.art_dofs[a] = len(active)
+            for l, comp in enumerate(links):
+                self.link_col[a, l] = comp.index
+                if comp.joint.name in active and p.articulations[a].links[l].joint >= 0:
+                    self.dof_col[a, l] = active.index(comp.joint.name)
+        self.max_dof = int(self.art_dofs.max(initial=0))
+        self.floating = np.array([not art.fixed_root for art in p.articulations], bool)
+        njnt = len(p.info.joint_names)
+        self.joint_dof = np.full(njnt, -1, np.int64)
+        for j in range(njnt):
+            a, l = p.joint_link[j]
+            if a >= 0:
+                self.joint_dof[j] = self.dof_col[a, l]
+        motor = np.flatnonzero(p.motor_gear.any(0))
+        self.motor_joints = {a: motor[p.joint_link[motor, 0] == a] for a in range(A)}
+
+    # ------------------------------------------------------------------
+    # model read-back (first env)
+    # ------------------------------------------------------------------
+    def body_comps(self) -> list:
+        """Link component of every body (None for the world), first env."""
+        return [None if a < 0 else self.comps[0][a][l] for a, l in self.plan.body_link]
+
+    def body_masses(self, plan: Plan) -> np.ndarray:
+        return np.array([0.0 if c is None else float(c.mass) for c in self.body_comps()])
+
+    def gravity(self) -> np.ndarray:
+        return np.asarray(self.systems[0].config.gravity, np.float64)
+
+    def model_fields(self, plan: Plan, m) -> dict[str, np.ndarray]:
+        info = plan.info
+        comps = self.body_comps()
+        nbody, njnt, nu = info.nbody, len(info.joint_names), info.nu
+        mass = np.zeros(nbody)
+        com = np.zeros((nbody, 3))
+        inertia = np.zeros((nbody, 3, 3))
+        for b, c in enumerate(comps):
+            if c is None:
+                continue
+            mass[b] = c.mass
+            cp = c.cmass_local_pose
+            com[b] = cp.p
+            r = quat_to_matrix(np.asarray(cp.q, np.float64))
+            inertia[b] = r @ np.diag(np.asarray(c.inertia, np.float64)) @ r.T
+        jrange = np.tile([-np.inf, np.inf], (njnt, 1)).astype(np.float64)
+        for j in range(njnt):
+            if info.joint_type[j] not in (JOINT_HINGE, JOINT_SLIDE):
+                continue
+            a, l = plan.joint_link[j]
+            lim = np.asarray(self.comps[0][a][l].joint.limit, np.float64).reshape(2)
+            jrange[j] = np.where(np.isfinite(lim) & (np.abs(lim) < 1e30), lim + plan.joint_offset[j], lim)
+            jrange[j] = np.where(np.abs(jrange[j]) >= 1e30, np.sign(jrange[j]) * np.inf, jrange[j])
+        force = np.tile([-np.inf, np.inf], (nu, 1)).astype(np.float64)
+        for u in range(nu):
+            j = int(info.actuator_joint[u])
+            if info.actuator_kind[u] == "motor":
+                force[u] = plan.motor_force_range[u]
+                continue
+            a, l = plan.joint_link[j]
+            fl = float(self.comps[0][a][l].joint.force_limit)
+            gear = abs(float(m.actuator_gear[u, 0])) or 1.0
+            if fl < _FLT_MAX * 0.99:
+                force[u] = (-fl / gear, fl / gear)
+        return {
+            "body_mass": mass, "body_com": com, "body_inertia": inertia, "joint_range": jrange,
+            "actuator_ctrl_range": np.array(plan.ctrl_range, np.float64),
+            "actuator_force_range": force,
+            "timestep": np.array(float(self.systems[0].timestep)),
+            "gravity": self.gravity(),
+        }

@@ -1,0 +1,515 @@
+"""From the compiled MuJoCo model to a PhysX build plan.
+
+:func:`build_plan` reads a compiled ``mujoco.MjModel`` and produces a
+:class:`Plan`: plain numpy data describing the PhysX articulations, links,
+joints, inertials, collision shapes and joint drives that reproduce the model.
+It imports no ``sapien``, so the whole conversion (and every rejection) is
+tested on any machine; :mod:`.scene` turns a plan into SAPIEN objects.
+
+Mapping (MuJoCo -> PhysX):
+
+* Every kinematic tree (a child of the world body and its descendants) is one
+  articulation. A tree whose root has a free joint gets a floating root; a
+  tree welded to the world, or whose root has hinge/slide joints, a fixed root
+  (for the latter a massless anchor link at the root body's zero-configuration
+  pose carries the joint chain). World-body geoms become one static actor.
+* A body with no joint is a link on a fixed joint; a body with k hinge/slide
+  joints is a chain of k links, the first k-1 massless intermediates, in
+  MuJoCo's joint order (the order MuJoCo composes them in).
+* Joint coordinates: PhysX's zero is MuJoCo's ``qpos0`` (``ref``), so a
+  PhysX joint value is ``qpos - qpos0`` and limits are ``range - qpos0``.
+  Unlimited hinges are ``revolute_unwrapped`` (no wrap to [-pi, pi]).
+* Inertials: mass, centre of mass and principal inertia with its frame,
+  exactly as compiled; masses below :data:`MIN_MASS` (massless MuJoCo bodies,
+  intermediate links) are raised to it, since PhysX links need mass.
+* Passive joint terms and actuators become one PhysX drive per joint: a drive
+  applies ``K (target - q) + D (vel_target - qdot)``, and every MuJoCo term that
+  is linear in ``q``/``qdot`` (joint stiffness and damping, position and
+  velocity actuators with their gear) adds to ``K``, ``D`` and the targets.
+  Motors become joint forces ``gear * clamp(gain * ctrl, forcerange)``.
+* Collision filtering: ``contype``/``conaffinity`` are PhysX collision groups
+  g0/g1 (the same "type & affinity" rule); body pairs MuJoCo filters as
+  parent/child (through welds and multi-joint chains) that PhysX would not
+  filter get a shared "ignore" bit in g2, with the articulation id in g3.
+
+Anything the backend cannot represent raises :class:`ModelLoadError` naming
+the element. What is approximated (soft contacts, friction combination,
+solver differences) is listed in :attr:`Plan.notes`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+import mujoco
+import numpy as np
+
+from simbackend.errors import ModelLoadError
+from simbackend.math import quat_mul
+from simbackend.model_info import JOINT_BALL, JOINT_FREE, JOINT_HINGE, JOINT_SLIDE, ModelInfo
+
+#: mass (kg) given to PhysX links whose MuJoCo body has (nearly) none: intermediate
+#: links of multi-joint bodies, anchors of fixed roots, massless MuJoCo bodies
+MIN_MASS = 1e-6
+#: smallest principal inertia (kg m^2) of a PhysX link
+MIN_INERTIA = 1e-9
+#: damping (N m s/rad) of the drive that models MuJoCo's dry joint friction (frictionloss)
+FRICTIONLOSS_DAMPING = 1e6
+
+IDENTITY = np.array([0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0])
+#: rotation taking PhysX's x axis (plane normal, capsule/cylinder axis) to MuJoCo's z axis
+X_TO_Z = np.array([np.cos(-np.pi / 4), 0.0, np.sin(-np.pi / 4), 0.0])
+
+_GEOM = mujoco.mjtGeom
+_PRIMITIVE = {
+    int(_GEOM.mjGEOM_PLANE): "plane",
+    int(_GEOM.mjGEOM_SPHERE): "sphere",
+    int(_GEOM.mjGEOM_CAPSULE): "capsule",
+    int(_GEOM.mjGEOM_ELLIPSOID): "ellipsoid",
+    int(_GEOM.mjGEOM_CYLINDER): "cylinder",
+    int(_GEOM.mjGEOM_BOX): "box",
+    int(_GEOM.mjGEOM_MESH): "mesh",
+}
+
+
+@dataclass
+class Shape:
+    """One collision shape on a link or on the static world actor.
+
+    ``kind``: plane, box, sphere, capsule, cylinder or convex. ``pose``:
+    ``(7,)`` pos + wxyz quat in the owner's frame, already turned so PhysX's
+    x axis is the shape axis. ``size``: box half sizes (3,), sphere radius (1,),
+    capsule/cylinder ``(radius, half_length)``. ``vertices``: ``(k, 3)`` for
+    convex hulls (meshes, ellipsoids).
+    """
+
+    geom: int
+    kind: str
+    pose: np.ndarray
+    size: np.ndarray
+    friction: float
+    groups: list[int]
+    vertices: Optional[np.ndarray] = None
+
+
+@dataclass
+class Link:
+    """One PhysX articulation link.
+
+    ``body``: MuJoCo body id, -1 for an intermediate or anchor link. ``joint``:
+    MuJoCo joint id of the incoming joint, -1 for fixed joints and the root.
+    ``jtype``: ``undefined`` (floating root), ``fixed``, ``revolute``,
+    ``revolute_unwrapped`` or ``prismatic``. Poses are ``(7,)`` pos + wxyz.
+    """
+
+    name: str
+    parent: int
+    body: int
+    joint: int
+    jtype: str
+    pose_in_parent: np.ndarray
+    pose_in_child: np.ndarray
+    limit: np.ndarray
+    mass: float
+    com: np.ndarray
+    inertia: np.ndarray
+    armature: float = 0.0
+    shapes: list[Shape] = field(default_factory=list)
+
+
+@dataclass
+class Articulation:
+    """One kinematic tree: ``links[0]`` is the root, parents precede children."""
+
+    name: str
+    root_body: int
+    fixed_root: bool
+    root_pose: np.ndarray               # (7,) world pose of the root link at qpos0
+    links: list[Link] = field(default_factory=list)
+
+
+@dataclass
+class Plan:
+    """Everything the scene builder needs, with the maps back to MuJoCo's ids.
+
+    Drive coefficients are per MuJoCo joint (``njnt``), for hinge/slide joints:
+    the drive force is ``K (pt - q) + D (vt - qdot)`` with ``K = stiffness``,
+    ``D = damping`` and, per step, ``K pt = pos_bias + ctrl @ pos_gain`` and
+    ``D vt = ctrl @ vel_gain`` (ctrl clamped to its range first); motors add
+    ``clamp(ctrl * motor_gain, motor_force_range) @ motor_gear`` to the joint force.
+    """
+
+    info: ModelInfo
+    articulations: list[Articulation]
+    static_shapes: list[Shape]
+    timestep: float
+    gravity: np.ndarray
+    joint_offset: np.ndarray             # (njnt,) qpos0 of hinge/slide joints, else 0
+    body_link: np.ndarray                # (nbody, 2) (articulation, link), (-1, -1) for the world
+    joint_link: np.ndarray               # (njnt, 2) (articulation, link) whose incoming joint it is
+    stiffness: np.ndarray                # (njnt,)
+    damping: np.ndarray                  # (njnt,)
+    force_limit: np.ndarray              # (njnt,) drive force limit, inf if none
+    pos_bias: np.ndarray                 # (njnt,)
+    pos_gain: np.ndarray                 # (nu, njnt)
+    vel_gain: np.ndarray                 # (nu, njnt)
+    motor_gain: np.ndarray               # (nu,)
+    motor_gear: np.ndarray               # (nu, njnt)
+    motor_force_range: np.ndarray        # (nu, 2)
+    ctrl_range: np.ndarray               # (nu, 2)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def drive_joints(self) -> np.ndarray:
+        """Ids of joints whose PhysX drive is active (K > 0 or D > 0)."""
+        return np.flatnonzero((self.stiffness > 0) | (self.damping > 0)).astype(np.int64)
+
+
+# ----------------------------------------------------------------------------
+# small pose helpers (numpy, wxyz)
+# ----------------------------------------------------------------------------
+
+def _pose(pos: np.ndarray, quat: np.ndarray) -> np.ndarray:
+    return np.concatenate([np.asarray(pos, np.float64), np.asarray(quat, np.float64)])
+
+
+def _rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
+    w, x, y, z = q
+    u = np.array([x, y, z])
+    return v + 2.0 * np.cross(u, np.cross(u, v) + w * v)
+
+
+def compose(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pose ``a * b`` of two ``(7,)`` poses."""
+    return _pose(a[:3] + _rotate(a[3:], b[:3]), quat_mul(a[3:], b[3:]))
+
+
+def quat_x_to(axis: np.ndarray) -> np.ndarray:
+    """Unit quaternion (wxyz) of the shortest rotation taking +x to ``axis``."""
+    a = np.asarray(axis, np.float64)
+    a = a / np.linalg.norm(a)
+    d = a[0]
+    if d < -1.0 + 1e-12:
+        return np.array([0.0, 0.0, 0.0, 1.0])  # pi about z
+    c = np.cross([1.0, 0.0, 0.0], a)
+    q = np.array([1.0 + d, c[0], c[1], c[2]])
+    return q / np.linalg.norm(q)
+
+
+def _ellipsoid_vertices(radii: np.ndarray, n_lat: int = 8, n_lon: int = 16) -> np.ndarray:
+    th = np.linspace(0.0, np.pi, n_lat + 1)[1:-1]
+    ph = np.linspace(0.0, 2 * np.pi, n_lon, endpoint=False)
+    t, p = np.meshgrid(th, ph, indexing="ij")
+    pts = np.stack([np.sin(t) * np.cos(p), np.sin(t) * np.sin(p), np.cos(t)], -1).reshape(-1, 3)
+    pts = np.vstack([pts, [[0, 0, 1.0], [0, 0, -1.0]]])
+    return pts * np.asarray(radii)[None]
+
+
+# ----------------------------------------------------------------------------
+# the conversion
+# ----------------------------------------------------------------------------
+
+def _reject_unsupported(m: mujoco.MjModel, info: ModelInfo) -> None:
+    def name(obj: mujoco.mjtObj, i: int, kind: str) -> str:
+        return mujoco.mj_id2name(m, obj, i) or f"{kind}{i}"
+
+    problems: list[str] = []
+    if m.ntendon:
+        problems.append(f"tendon {name(mujoco.mjtObj.mjOBJ_TENDON, 0, 'tendon')!r}: tendons are not supported")
+    if m.neq:
+        problems.append(f"equality {name(mujoco.mjtObj.mjOBJ_EQUALITY, 0, 'equality')!r}: equality constraints are not supported")
+    if m.npair:
+        problems.append(f"contact pair {name(mujoco.mjtObj.mjOBJ_PAIR, 0, 'pair')!r}: explicit contact pairs are not supported")
+    if m.nexclude:
+        problems.append(f"contact exclude {name(mujoco.mjtObj.mjOBJ_EXCLUDE, 0, 'exclude')!r}: contact excludes are not supported")
+    if getattr(m, "nflex", 0):
+        problems.append("flex: deformable (flex) elements are not supported")
+    if m.opt.density > 0 or m.opt.viscosity > 0:
+        problems.append(
+            f"option density={m.opt.density:g}/viscosity={m.opt.viscosity:g}: fluid forces have no PhysX counterpart"
+        )
+    for b in range(1, m.nbody):
+        if m.body_mocapid[b] >= 0:
+            problems.append(f"body {info.body_names[b]!r}: mocap bodies are not supported")
+        if m.body_gravcomp[b] != 0:
+            problems.append(f"body {info.body_names[b]!r}: gravity compensation is not supported")
+    for j in range(m.njnt):
+        if m.jnt_type[j] == JOINT_BALL:
+            problems.append(f"joint {info.joint_names[j]!r}: ball joints are not supported (PhysX articulations here offer revolute/prismatic/free)")
+    for g in range(m.ngeom):
+        t = int(m.geom_type[g])
+        if t not in _PRIMITIVE and (m.geom_contype[g] or m.geom_conaffinity[g]):
+            gname = name(mujoco.mjtObj.mjOBJ_GEOM, g, "geom")
+            kind = mujoco.mjtGeom(t).name[len("mjGEOM_"):].lower()
+            problems.append(f"geom {gname!r}: collision geom type {kind!r} is not supported (height fields and SDFs)")
+    for a in range(m.nu):
+        aname = info.actuator_names[a]
+        if info.actuator_kind[a] == "other":
+            problems.append(f"actuator {aname!r}: only motor, position and velocity actuators are supported")
+        elif info.actuator_joint[a] < 0:
+            problems.append(f"actuator {aname!r}: only joint transmissions are supported")
+        elif m.jnt_type[info.actuator_joint[a]] not in (JOINT_HINGE, JOINT_SLIDE):
+            problems.append(f"actuator {aname!r}: actuators on free or ball joints are not supported")
+        elif any(m.actuator_gear[a, 1:] != 0):
+            problems.append(f"actuator {aname!r}: gear with more than one component is not supported")
+    if problems:
+        more = f" (and {len(problems) - 1} more: {'; '.join(problems[1:4])})" if len(problems) > 1 else ""
+        raise ModelLoadError(f"the sapien backend cannot build this model: {problems[0]}{more}")
+
+
+def _shapes_of_body(m: mujoco.MjModel, b: int, offset: np.ndarray) -> list[Shape]:
+    """Collision shapes of body ``b``'s geoms, posed in a frame ``offset`` from the body frame's parent side."""
+    shapes = []
+    for g in range(m.body_geomadr[b], m.body_geomadr[b] + m.body_geomnum[b]):
+        if not (m.geom_contype[g] or m.geom_conaffinity[g]):
+            continue  # never collides in MuJoCo: nothing to build
+        t = int(m.geom_type[g])
+        kind = _PRIMITIVE[t]
+        pose = compose(offset, _pose(m.geom_pos[g], m.geom_quat[g]))
+        size = np.array(m.geom_size[g], dtype=np.float64)
+        verts = None
+        if kind in ("plane", "capsule", "cylinder"):
+            pose = compose(pose, _pose(np.zeros(3), X_TO_Z))
+            size = size[:2] if kind != "plane" else size[:0]
+        elif kind == "sphere":
+            size = size[:1]
+        elif kind == "ellipsoid":
+            kind, verts = "convex", _ellipsoid_vertices(size)
+        elif kind == "mesh":
+            mid = int(m.geom_dataid[g])
+            adr, num = int(m.mesh_vertadr[mid]), int(m.mesh_vertnum[mid])
+            kind, verts = "convex", np.array(m.mesh_vert[adr:adr + num], dtype=np.float64)
+        friction = 0.0 if m.geom_condim[g] == 1 else float(m.geom_friction[g, 0])
+        groups = [int(m.geom_contype[g]), int(m.geom_conaffinity[g]), 0, 0]
+        shapes.append(Shape(g, kind, pose, size, friction, groups, verts))
+    return shapes
+
+
+def _inertial(m: mujoco.MjModel, b: int) -> tuple[float, np.ndarray, np.ndarray]:
+    mass = float(m.body_mass[b])
+    inertia = np.maximum(np.array(m.body_inertia[b], dtype=np.float64), MIN_INERTIA)
+    return max(mass, MIN_MASS), _pose(m.body_ipos[b], m.body_iquat[b]), inertia
+
+
+def _massless(name: str, parent: int, jtype: str, pip: np.ndarray, pic: np.ndarray) -> Link:
+    return Link(name, parent, -1, -1, jtype, pip, pic, np.array([-np.inf, np.inf]), MIN_MASS,
+                IDENTITY.copy(), np.full(3, MIN_INERTIA))
+
+
+def _joint_frame(m: mujoco.MjModel, j: int) -> np.ndarray:
+    return _pose(m.jnt_pos[j], quat_x_to(m.jnt_axis[j]))
+
+
+def _joint_kind(m: mujoco.MjModel, j: int) -> str:
+    if m.jnt_type[j] == JOINT_SLIDE:
+        return "prismatic"
+    return "revolute" if m.jnt_limited[j] else "revolute_unwrapped"
+
+
+def build_plan(m: mujoco.MjModel, info: ModelInfo) -> Plan:
+    """Convert a compiled model into a :class:`Plan`; raises :class:`ModelLoadError` on what PhysX cannot represent."""
+    _reject_unsupported(m, info)
+    nbody, njnt = m.nbody, m.njnt
+    body_link = np.full((nbody, 2), -1, np.int64)
+    joint_link = np.full((njnt, 2), -1, np.int64)
+    joint_offset = np.zeros(njnt)
+    for j in range(njnt):
+        if m.jnt_type[j] in (JOINT_HINGE, JOINT_SLIDE):
+            joint_offset[j] = m.qpos0[m.jnt_qposadr[j]]
+
+    arts: list[Articulation] = []
+    roots = [b for b in range(1, nbody) if m.body_parentid[b] == 0]
+    for root in roots:
+        a = len(arts)
+        joints = list(range(m.body_jntadr[root], m.body_jntadr[root] + m.body_jntnum[root]))
+        root_pose = _pose(m.body_pos[root], m.body_quat[root])
+        free = any(m.jnt_type[j] == JOINT_FREE for j in joints)
+        art = Articulation(info.body_names[root], root, not free, root_pose)
+        arts.append(art)
+        # bodies of the tree in model order (parents precede children in MuJoCo's numbering)
+        tree = [b for b in range(root, nbody) if m.body_rootid[b] == root]
+        for b in tree:
+            joints = list(range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]))
+            mass, com, inertia = _inertial(m, b)
+            shapes = _shapes_of_body(m, b, IDENTITY)
+            bname = info.body_names[b]
+            if b == root and (free or not joints):
+                link = Link(bname, -1, b, -1, "undefined" if free else "fixed", IDENTITY.copy(), IDENTITY.copy(),
+                            np.array([-np.inf, np.inf]), mass, com, inertia, shapes=shapes)
+                if free:
+                    joint_link[joints[0]] = (a, 0)
+                body_link[b] = (a, 0)
+                art.links.append(link)
+                continue
+            if b == root:  # hinge/slide joints on a tree root: a fixed anchor carries the chain
+                art.links.append(_massless(f"{bname}/anchor", -1, "fixed", IDENTITY.copy(), IDENTITY.copy()))
+                parent_link, offset = 0, IDENTITY.copy()
+            else:
+                parent_link = int(body_link[m.body_parentid[b], 1])
+                offset = _pose(m.body_pos[b], m.body_quat[b])
+            if not joints:
+                link = Link(bname, parent_link, b, -1, "fixed", offset, IDENTITY.copy(), np.array([-np.inf, np.inf]),
+                            mass, com, inertia, shapes=shapes)
+                body_link[b] = (a, len(art.links))
+                art.links.append(link)
+                continue
+            for k, j in enumerate(joints):
+                frame = _joint_frame(m, j)
+                pip = compose(offset, frame) if k == 0 else frame
+                last = k == len(joints) - 1
+                limit = np.array([-np.inf, np.inf])
+                if m.jnt_limited[j]:
+                    limit = np.array(m.jnt_range[j], dtype=np.float64) - joint_offset[j]
+                if last:
+                    link = Link(bname, parent_link, b, j, _joint_kind(m, j), pip, frame, limit, mass, com, inertia,
+                                shapes=shapes)
+                    body_link[b] = (a, len(art.links))
+                else:
+                    link = _massless(f"{bname}/{info.joint_names[j]}", parent_link, _joint_kind(m, j), pip, frame)
+                    link.joint, link.limit = j, limit
+                link.armature = float(m.dof_armature[m.jnt_dofadr[j]])
+                joint_link[j] = (a, len(art.links))
+                art.links.append(link)
+                parent_link = len(art.links) - 1
+        if art.fixed_root and art.links[0].body < 0:
+            art.root_pose = root_pose
+
+    static = _shapes_of_body(m, 0, IDENTITY)
+    plan = Plan(
+        info=info, articulations=arts, static_shapes=static, timestep=float(m.opt.timestep),
+        gravity=np.array(m.opt.gravity, np.float64), joint_offset=joint_offset, body_link=body_link,
+        joint_link=joint_link, **_drives(m, info, joint_offset),
+    )
+    _filter_pairs(m, plan)
+    plan.notes.extend(_approximations(m, plan))
+    return plan
+
+
+def _drives(m: mujoco.MjModel, info: ModelInfo, q0: np.ndarray) -> dict:
+    njnt, nu = m.njnt, m.nu
+    stiffness = np.zeros(njnt)
+    damping = np.zeros(njnt)
+    pos_bias = np.zeros(njnt)
+    force_limit = np.full(njnt, np.inf)
+    pos_gain = np.zeros((nu, njnt))
+    vel_gain = np.zeros((nu, njnt))
+    motor_gear = np.zeros((nu, njnt))
+    motor_gain = np.zeros(nu)
+    motor_range = np.tile([-np.inf, np.inf], (nu, 1)).astype(np.float64)
+    for j in range(njnt):
+        if m.jnt_type[j] not in (JOINT_HINGE, JOINT_SLIDE):
+            continue
+        dof = m.jnt_dofadr[j]
+        ks = float(m.jnt_stiffness[j])
+        stiffness[j] = ks
+        pos_bias[j] = ks * (float(m.qpos_spring[m.jnt_qposadr[j]]) - q0[j])
+        damping[j] = float(m.dof_damping[dof])
+    driven = np.zeros(njnt, bool)
+    limited_by: dict[int, list[float]] = {}
+    for a in range(nu):
+        j = int(info.actuator_joint[a])
+        g = float(m.actuator_gear[a, 0])
+        kind = info.actuator_kind[a]
+        if kind == "motor":
+            motor_gear[a, j] = g
+            motor_gain[a] = float(m.actuator_gainprm[a, 0])
+            if m.actuator_forcelimited[a]:
+                motor_range[a] = m.actuator_forcerange[a]
+            continue
+        driven[j] = True
+        kp, kv = float(info.actuator_kp[a]), float(info.actuator_kv[a])
+        if kind == "position":
+            stiffness[j] += g * g * kp
+            pos_gain[a, j] = g * kp
+            pos_bias[j] -= g * g * kp * q0[j]
+            damping[j] += g * g * kv
+        else:  # velocity
+            damping[j] += g * g * kv
+            vel_gain[a, j] = g * kv
+        if m.actuator_forcelimited[a]:
+            lo, hi = m.actuator_forcerange[a]
+            limited_by.setdefault(j, []).append(abs(g) * max(abs(lo), abs(hi)))
+    for j, limits in limited_by.items():
+        force_limit[j] = sum(limits)
+    for j in range(njnt):
+        fl = float(m.dof_frictionloss[m.jnt_dofadr[j]]) if m.jnt_type[j] in (JOINT_HINGE, JOINT_SLIDE) else 0.0
+        if fl <= 0:
+            continue
+        if driven[j] or stiffness[j] > 0 or damping[j] > 0:
+            raise ModelLoadError(
+                f"the sapien backend cannot build this model: joint {info.joint_names[j]!r}: frictionloss together"
+                " with damping, stiffness or a position/velocity actuator is not supported (PhysX gives a joint one drive)"
+            )
+        # dry friction: a velocity drive to rest whose force saturates at frictionloss
+        damping[j] = FRICTIONLOSS_DAMPING
+        force_limit[j] = fl
+    ctrl_range = np.array(info.actuator_ctrl_range, dtype=np.float64).reshape(nu, 2)
+    return dict(stiffness=stiffness, damping=damping, force_limit=force_limit, pos_bias=pos_bias,
+                pos_gain=pos_gain, vel_gain=vel_gain, motor_gain=motor_gain, motor_gear=motor_gear,
+                motor_force_range=motor_range, ctrl_range=ctrl_range)
+
+
+def _filter_pairs(m: mujoco.MjModel, plan: Plan) -> None:
+    """Give body pairs MuJoCo filters (parent/child through welds) but PhysX would not a shared ignore bit."""
+    weld = np.asarray(m.body_weldid)
+    parent = np.asarray(m.body_parentid)
+
+    def weld_parent(w: int) -> int:
+        return int(weld[parent[w]])
+
+    filterparent = not (m.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_FILTERPARENT))
+    for a, art in enumerate(plan.articulations):
+        bodies = [lk.body for lk in art.links if lk.body > 0 and lk.shapes]
+        index = {lk.body: i for i, lk in enumerate(art.links) if lk.body > 0}
+        bits: dict[int, int] = {}
+        nbit = 0
+        for x in range(len(bodies)):
+            for y in range(x + 1, len(bodies)):
+                b1, b2 = bodies[x], bodies[y]
+                w1, w2 = int(weld[b1]), int(weld[b2])
+                excluded = w1 == w2 or (filterparent and ((weld_parent(w1) == w2 and w2 != 0)
+                                                          or (weld_parent(w2) == w1 and w1 != 0)))
+                if not excluded:
+                    continue
+                l1, l2 = art.links[index[b1]], art.links[index[b2]]
+                if l1.parent == index[b2] or l2.parent == index[b1]:
+                    continue  # PhysX filters directly joined links itself
+                if nbit == 32:
+                    raise ModelLoadError(
+                        f"the sapien backend cannot build this model: tree {art.name!r} needs more than 32"
+                        " collision filter pairs between bodies MuJoCo treats as parent and child"
+                    )
+                bits[b1] = bits.get(b1, 0) | (1 << nbit)
+                bits[b2] = bits.get(b2, 0) | (1 << nbit)
+                nbit += 1
+        for b, mask in bits.items():
+            for s in art.links[index[b]].shapes:
+                s.groups[2] = mask
+        for lk in art.links:
+            for s in lk.shapes:
+                s.groups[3] = (a + 1) & 0xFFFF
+
+
+def _approximations(m: mujoco.MjModel, plan: Plan) -> list[str]:
+    notes = []
+    has_contacts = bool(plan.static_shapes) or any(lk.shapes for art in plan.articulations for lk in art.links)
+    if has_contacts:
+        notes.append("contacts: MuJoCo's soft contacts (solref/solimp) become PhysX rigid contacts (rest offset 0)")
+        notes.append("friction: sliding friction only (torsional/rolling dropped); PhysX averages two materials'"
+                     " friction where MuJoCo takes the maximum")
+        if np.any(np.asarray(m.geom_margin) > 0):
+            notes.append("geom margin > 0: PhysX contact offset stays at its default")
+    if any(s.kind == "convex" and s.vertices is not None and s.vertices.shape[0] == 8 * 16 + 2
+           for art in plan.articulations for lk in art.links for s in lk.shapes):
+        notes.append("ellipsoids: convex hulls of 130 surface points")
+    massless = [plan.info.body_names[b] for b in range(1, m.nbody) if m.body_mass[b] < MIN_MASS]
+    if massless:
+        notes.append(f"massless bodies {massless[:4]} get {MIN_MASS:g} kg (PhysX links need mass)")
+    if any(lk.body < 0 and lk.parent >= 0 for art in plan.articulations for lk in art.links):
+        notes.append(f"bodies with several joints: chains of {MIN_MASS:g} kg intermediate links")
+    if np.any(np.isfinite(plan.force_limit) & (plan.stiffness + plan.damping > 0)):
+        notes.append("actuator force ranges clamp the whole joint drive (passive stiffness/damping included)")
+    if int(m.opt.integrator) != int(mujoco.mjtIntegrator.mjINT_EULER):
+        notes.append(f"integrator {mujoco.mjtIntegrator(int(m.opt.integrator)).name}: PhysX uses its own (TGS)")
+    return notes

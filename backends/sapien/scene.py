@@ -1,0 +1,125 @@
+"""Turn a :class:`~.plan.Plan` into SAPIEN/PhysX objects in one scene.
+
+PhysX defaults that MuJoCo does not have are set to neutral values here
+(documented in the backend's module docstring): no link damping, no joint
+friction coefficient, no sleeping, no velocity clamps, restitution 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import sapien
+from sapien import physx
+
+from .plan import Articulation, Link, Plan, Shape
+
+#: PhysX clamps body and joint speeds by default (100 rad/s for links); MuJoCo has no such limit
+NO_SPEED_LIMIT = 1e16
+
+
+def pose(p: np.ndarray) -> sapien.Pose:
+    return sapien.Pose(np.asarray(p[:3], np.float32), np.asarray(p[3:], np.float32))
+
+
+class MaterialCache:
+    """One PhysX material per sliding-friction value (static = dynamic, restitution 0)."""
+
+    def __init__(self) -> None:
+        self._cache: dict[float, physx.PhysxMaterial] = {}
+
+    def get(self, friction: float) -> physx.PhysxMaterial:
+        mat = self._cache.get(friction)
+        if mat is None:
+            mat = self._cache[friction] = physx.PhysxMaterial(friction, friction, 0.0)
+        return mat
+
+
+def _collision_shape(s: Shape, materials: MaterialCache) -> physx.PhysxCollisionShape:
+    mat = materials.get(s.friction)
+    if s.kind == "plane":
+        shape = physx.PhysxCollisionShapePlane(mat)
+    elif s.kind == "box":
+        shape = physx.PhysxCollisionShapeBox(np.asarray(s.size, np.float32), mat)
+    elif s.kind == "sphere":
+        shape = physx.PhysxCollisionShapeSphere(float(s.size[0]), mat)
+    elif s.kind == "capsule":
+        shape = physx.PhysxCollisionShapeCapsule(float(s.size[0]), float(s.size[1]), mat)
+    elif s.kind == "cylinder":
+        shape = physx.PhysxCollisionShapeCylinder(float(s.size[0]), float(s.size[1]), mat)
+    else:  # convex hull of compiled vertices
+        shape = physx.PhysxCollisionShapeConvexMesh(np.asarray(s.vertices, np.float32), np.ones(3, np.float32), mat)
+    shape.local_pose = pose(s.pose)
+    shape.set_collision_groups(list(s.groups))
+    return shape
+
+
+def _link(lk: Link, parent: physx.PhysxArticulationLinkComponent | None, materials: MaterialCache):
+    c = physx.PhysxArticulationLinkComponent(parent)
+    for s in lk.shapes:
+        c.attach(_collision_shape(s, materials))
+    c.mass = lk.mass
+    c.cmass_local_pose = pose(lk.com)
+    c.inertia = np.asarray(lk.inertia, np.float32)
+    c.linear_damping = 0.0
+    c.angular_damping = 0.0
+    c.max_linear_velocity = NO_SPEED_LIMIT
+    c.max_angular_velocity = NO_SPEED_LIMIT
+    c.disable_gravity = False
+    c.name = lk.name
+    j = c.joint
+    j.name = lk.name
+    j.type = lk.jtype
+    if parent is not None:
+        j.pose_in_parent = pose(lk.pose_in_parent)
+        j.pose_in_child = pose(lk.pose_in_child)
+    if lk.jtype in ("revolute", "revolute_unwrapped", "prismatic"):
+        j.limit = np.asarray(lk.limit, np.float32).reshape(1, 2)
+        j.friction = 0.0
+        j.armature = np.array([lk.armature], np.float32)
+        j.max_velocity = NO_SPEED_LIMIT
+        j.set_drive_properties(0.0, 0.0, float(np.finfo(np.float32).max), "force")
+    return c
+
+
+def build_articulation(art: Articulation, scene: sapien.Scene, materials: MaterialCache):
+    """Build one articulation; return it and its link components in plan order (PhysX renumbers links)."""
+    comps: list[physx.PhysxArticulationLinkComponent] = []
+    entities = []
+    for lk in art.links:
+        c = _link(lk, comps[lk.parent] if lk.parent >= 0 else None, materials)
+        e = sapien.Entity()
+        e.name = lk.name
+        e.add_component(c)
+        comps.append(c)
+        entities.append(e)
+    entities[0].pose = pose(art.root_pose)
+    for e in entities:
+        scene.add_entity(e)
+    a = comps[0].articulation
+    a.name = art.name
+    # entity poses of non-root links are not propagated on their own: place every link now
+    a.set_root_pose(pose(art.root_pose))
+    if a.dof:
+        a.set_qpos(np.zeros(a.dof, np.float32))
+    a.set_sleep_threshold(0.0)
+    return a, comps
+
+
+def build_scene(plan: Plan, scene: sapien.Scene, materials: MaterialCache, solver_iterations: tuple[int, int]):
+    """Add the plan's articulations and static shapes to ``scene``; return (articulations, link components)."""
+    arts, links = [], []
+    for art in plan.articulations:
+        a, comps = build_articulation(art, scene, materials)
+        a.set_solver_position_iterations(solver_iterations[0])
+        a.set_solver_velocity_iterations(solver_iterations[1])
+        arts.append(a)
+        links.append(comps)
+    if plan.static_shapes:
+        st = physx.PhysxRigidStaticComponent()
+        for s in plan.static_shapes:
+            st.attach(_collision_shape(s, materials))
+        e = sapien.Entity()
+        e.name = "world"
+        e.add_component(st)
+        scene.add_entity(e)
+    return arts, links
