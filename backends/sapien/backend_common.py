@@ -16,17 +16,21 @@ from .plan import Plan
 
 #: a state value beyond this counts as diverged (MuJoCo's mjMAXVAL for qpos/qvel)
 MAX_STATE_VALUE = 1e10
+#: PhysX clamps a blown-up articulation's speeds to about 1e6 (m/s, rad/s) instead of
+#: letting them grow; a speed above this, far beyond anything physical, counts as diverged
+DIVERGED_SPEED = 1e5
 _FLT_MAX = float(np.finfo(np.float32).max)
 
 
 @contextlib.contextmanager
-def scene_config(gravity: np.ndarray) -> Iterator[None]:
-    """PhysX's scene config is process-global: set the model's gravity and
-    enhanced determinism for the systems created inside, then restore it."""
+def scene_config(gravity: np.ndarray, tgs: bool) -> Iterator[None]:
+    """PhysX's scene config is process-global: set the model's gravity, the
+    solver and enhanced determinism for the systems created inside, then restore it."""
     old = physx.get_scene_config()
     cfg = physx.get_scene_config()
     cfg.gravity = np.asarray(gravity, np.float32)
     cfg.enable_enhanced_determinism = True
+    cfg.enable_tgs = tgs
     physx.set_scene_config(cfg)
     try:
         yield
@@ -38,6 +42,12 @@ class EngineBase:
     """Index tables common to both paths; subclasses fill ``rows``/``origins`` and the buffers."""
 
     max_state = MAX_STATE_VALUE
+    max_speed = DIVERGED_SPEED
+
+    def blown_up(self, state: np.ndarray) -> bool:
+        """Whether a packed PhysX state (float32) is non-finite, huge, or too fast."""
+        return bool(not np.isfinite(state).all() or np.abs(state).max(initial=0.0) > self.max_state
+                    or np.abs(state[self.pack_speed]).max(initial=0.0) > self.max_speed)
 
     def __init__(self, plan: Plan, num_envs: int):
         self.plan = plan
@@ -67,6 +77,14 @@ class EngineBase:
             a, l = p.joint_link[j]
             if a >= 0:
                 self.joint_dof[j] = self.dof_col[a, l]
+        # PhysX's serialised scene state (PhysxCpuSystem.pack), per articulation in build order:
+        # root pose (7), root velocity (6), qpos (d), qvel (d), drive targets (2d), float32
+        sizes = 13 + 4 * self.art_dofs
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+        speed = [np.arange(s + 7, s + 13) for s in starts]
+        speed += [np.arange(s + 13 + d, s + 13 + 2 * d) for s, d in zip(starts, self.art_dofs)]
+        self.pack_size = int(sizes.sum())
+        self.pack_speed = np.concatenate(speed).astype(np.int64) if speed else np.zeros(0, np.int64)
         motor = np.flatnonzero(p.motor_gear.any(0))
         self.motor_joints = {a: motor[p.joint_link[motor, 0] == a] for a in range(A)}
 

@@ -14,27 +14,33 @@ import sapien
 import torch
 from sapien import physx
 
+from simbackend.errors import SimBackendError
+
 from .backend_common import EngineBase, scene_config
 from .plan import Plan
 from .scene import MaterialCache, build_scene, pose
 
 
 class CpuPhysx(EngineBase):
-    def __init__(self, plan: Plan, num_envs: int, iterations: tuple[int, int]):
+    def __init__(self, plan: Plan, num_envs: int, iterations: tuple[int, int], tgs: bool):
         super().__init__(plan, num_envs)
-        materials = MaterialCache()
+        self._materials = MaterialCache()
+        self._iterations, self._tgs = iterations, tgs
         self.systems, self.scenes, self.arts, self.comps = [], [], [], []
-        with scene_config(plan.gravity):
+        with scene_config(plan.gravity, tgs):
             for _ in range(num_envs):
-                system = physx.PhysxCpuSystem()
-                system.timestep = plan.timestep
-                scene = sapien.Scene([system])
-                arts, comps = build_scene(plan, scene, materials, iterations)
+                system, scene, arts, comps = self._build_env()
                 self.systems.append(system)
                 self.scenes.append(scene)
                 self.arts.append(arts)
                 self.comps.append(comps)
         self._index_from(self.arts[0], self.comps[0])
+        got = len(self.systems[0].pack()) // 4 if num_envs else self.pack_size
+        if got != self.pack_size:
+            raise SimBackendError(
+                f"sapien {sapien.__version__}: PhysX's serialised state has {got} values where {self.pack_size} were"
+                " expected; this SAPIEN version is not supported (use sapien>=3.0.3,<3.1)"
+            )
         A = len(plan.articulations)
         self.rows = np.arange(num_envs * A, dtype=np.int64).reshape(num_envs, A)
         self.origins = np.zeros((num_envs, 3))
@@ -46,6 +52,21 @@ class CpuPhysx(EngineBase):
         self._fresh_links = np.zeros((A, max(self.max_links, 1)), bool)
         self._fresh_q = self._fresh_v = False
         self._set_drives()
+
+    def _build_env(self):
+        system = physx.PhysxCpuSystem()
+        system.timestep = self.plan.timestep
+        scene = sapien.Scene([system])
+        arts, comps = build_scene(self.plan, scene, self._materials, self._iterations)
+        return system, scene, arts, comps
+
+    def _rebuild(self, env_ids: np.ndarray) -> None:
+        """Fresh scenes for ``env_ids``: PhysX keeps contact and broad-phase caches
+        across a teleport, which a replay from the same state must not see."""
+        with scene_config(self.plan.gravity, self._tgs):
+            for n in env_ids:
+                self.systems[n], self.scenes[n], self.arts[n], self.comps[n] = self._build_env()
+        self._set_drives(env_ids)
 
     # ------------------------------------------------------------------
     # reads
@@ -101,9 +122,10 @@ class CpuPhysx(EngineBase):
     # ------------------------------------------------------------------
     # writes
     # ------------------------------------------------------------------
-    def _set_drives(self) -> None:
+    def _set_drives(self, env_ids=None) -> None:
         p = self.plan
-        for comps in self.comps:
+        for n in range(self.num_envs) if env_ids is None else env_ids:
+            comps = self.comps[n]
             for j in p.drive_joints:
                 a, l = p.joint_link[j]
                 comps[a][l].joint.set_drive_properties(float(p.stiffness[j]), float(p.damping[j]),
@@ -111,6 +133,7 @@ class CpuPhysx(EngineBase):
 
     def write_state(self, env_ids: np.ndarray, packed: dict) -> None:
         A = self.num_arts
+        self._rebuild(env_ids)
         for i, n in enumerate(env_ids):
             for a, art in enumerate(self.arts[n]):
                 k = i * A + a
@@ -122,6 +145,7 @@ class CpuPhysx(EngineBase):
                 if d:  # after the root: PhysX updates the links' poses and velocities here
                     art.set_qpos(packed["qpos"][k, :d].astype(np.float32))
                     art.set_qvel(packed["qvel"][k, :d].astype(np.float32))
+                    art.set_qacc(np.zeros(d, np.float32))
         self._stale()
 
     def _write_ctrl(self, drive: dict) -> None:
@@ -164,8 +188,7 @@ class CpuPhysx(EngineBase):
         self._stale()
         diverged = np.zeros(self.num_envs, bool)
         for n, s in enumerate(self.systems):
-            state = np.frombuffer(s.pack(), np.float32)
-            if not np.isfinite(state).all() or np.abs(state).max(initial=0.0) > self.max_state:
+            if self.blown_up(np.frombuffer(before[n], np.float32)) or self.blown_up(np.frombuffer(s.pack(), np.float32)):
                 diverged[n] = True
                 s.unpack(before[n])
         return diverged
