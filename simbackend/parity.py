@@ -59,6 +59,9 @@ __all__ = [
     "ParityReport",
     "default_tiers",
     "run_parity",
+    "random_configurations",
+    "dynamics_controls",
+    "quat_angle",
 ]
 
 #: every tier, in the order they run and are reported (``load`` always runs first)

@@ -142,11 +142,10 @@ def test_shifted_site_fails_site_position_only(registered):
     assert [r.quantity for r in report.failures] == ["site_pos"]
 
 
-def test_backend_that_cannot_load_gives_a_failed_load_row(registered):
+def test_backend_that_cannot_load_gives_a_failed_load_row():
     def rejecting(model, num_envs, **kwargs):
         raise ModelLoadError("tendon 'spine': tendons are not supported")
 
-    rejecting.name = "parity-rejecting"
     register_backend("parity-rejecting", rejecting)
     try:
         report = run_parity("parity-rejecting", "pendulum")
