@@ -479,21 +479,21 @@ class SimBackend(abc.ABC):
         nsteps = V.positive_int(nsteps, "nsteps")
         ctrl = self._check_ctrl(ctrl, "ctrl")
         if self._pre_step is None:
-            diverged = self._step(ctrl, nsteps)
+            diverged = self._mask(self._step(ctrl, nsteps))
             physics = time.perf_counter() - t0
         else:
-            diverged = np.zeros(self.num_envs, dtype=bool)
+            diverged = torch.zeros(self.num_envs, dtype=torch.bool, device=self._device)
             physics = 0.0
             given = self._tensor(ctrl)
             for _ in range(nsteps):
                 out = self._pre_step(self, given.clone())
                 sub = self._check_ctrl(out, "pre-step control output")
                 ts = time.perf_counter()
-                diverged |= self._step(sub, 1)
+                diverged |= self._mask(self._step(sub, 1))
                 physics += time.perf_counter() - ts
         self._clear_body_forces()
         return {
-            "diverged": torch.as_tensor(diverged, dtype=torch.bool).to(self._device),
+            "diverged": diverged,
             "timing": {"physics": physics, "total": time.perf_counter() - t0},
         }
 
@@ -593,6 +593,9 @@ class SimBackend(abc.ABC):
     def _step(self, ctrl: np.ndarray, nsteps: int) -> np.ndarray:
         """Advance all envs by nsteps with validated float64 ctrl (N, nu); return diverged (N,) bool.
 
+        The mask may be a numpy array or a bool tensor (a GPU backend keeps it on
+        its device, so that ``step`` need not synchronise with the host).
+
         Pending body forces act in every substep; they are not cleared here.
         """
 
@@ -616,6 +619,10 @@ class SimBackend(abc.ABC):
         """A new float32 tensor on the backend's device holding ``a``."""
         t = torch.from_numpy(np.array(a, dtype=np.float32))
         return t if self._device.type == "cpu" else t.to(self._device)
+
+    def _mask(self, diverged: Any) -> torch.Tensor:
+        """``(N,)`` bool tensor on the backend's device from a hook's numpy or torch mask."""
+        return torch.as_tensor(diverged, dtype=torch.bool).to(self._device)
 
     def _id_tensor(self, a: np.ndarray) -> torch.Tensor:
         t = torch.as_tensor(np.asarray(a, dtype=np.int64))

@@ -88,6 +88,16 @@ class EngineBase:
         motor = np.flatnonzero(p.motor_gear.any(0))
         self.motor_joints = {a: motor[p.joint_link[motor, 0] == a] for a in range(A)}
 
+    def _set_drives(self, env_ids=None) -> None:
+        """Drive stiffness, damping and force limit of every driven joint (see :class:`.plan.Plan`)."""
+        p = self.plan
+        for n in range(self.num_envs) if env_ids is None else env_ids:
+            comps = self.comps[n]
+            for j in p.drive_joints:
+                a, l = p.joint_link[j]
+                comps[a][l].joint.set_drive_properties(float(p.stiffness[j]), float(p.damping[j]),
+                                                       float(min(p.force_limit[j], 3.0e38)), "force")
+
     # ------------------------------------------------------------------
     # model read-back (first env)
     # ------------------------------------------------------------------

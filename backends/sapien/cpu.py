@@ -122,15 +122,6 @@ class CpuPhysx(EngineBase):
     # ------------------------------------------------------------------
     # writes
     # ------------------------------------------------------------------
-    def _set_drives(self, env_ids=None) -> None:
-        p = self.plan
-        for n in range(self.num_envs) if env_ids is None else env_ids:
-            comps = self.comps[n]
-            for j in p.drive_joints:
-                a, l = p.joint_link[j]
-                comps[a][l].joint.set_drive_properties(float(p.stiffness[j]), float(p.damping[j]),
-                                                       float(min(p.force_limit[j], 3.0e38)), "force")
-
     def write_state(self, env_ids: np.ndarray, packed: dict) -> None:
         A = self.num_arts
         self._rebuild(env_ids)

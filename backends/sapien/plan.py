@@ -158,6 +158,7 @@ class Plan:
     motor_gear: np.ndarray               # (nu, njnt)
     motor_force_range: np.ndarray        # (nu, 2)
     ctrl_range: np.ndarray               # (nu, 2)
+    extent: float = 1.0                  # MuJoCo's model extent (m): sizes the GPU sub-scene spacing
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -379,7 +380,7 @@ def build_plan(m: mujoco.MjModel, info: ModelInfo) -> Plan:
     plan = Plan(
         info=info, articulations=arts, static_shapes=static, timestep=float(m.opt.timestep),
         gravity=np.array(m.opt.gravity, np.float64), joint_offset=joint_offset, body_link=body_link,
-        joint_link=joint_link, **_drives(m, info, joint_offset),
+        joint_link=joint_link, extent=float(m.stat.extent), **_drives(m, info, joint_offset),
     )
     _filter_pairs(m, plan)
     plan.notes.extend(_approximations(m, plan))

@@ -1,0 +1,222 @@
+"""GPU PhysX: one ``PhysxGpuSystem``, one sub-scene per env.
+
+Lifecycle (SAPIEN's documentation): build every sub-scene (each with its own
+offset, set before any body is added), ``gpu_init``; then per call write the
+CUDA buffers and ``gpu_apply_*`` them, ``step``, and ``gpu_fetch_*`` lazily
+when a getter needs a buffer. The buffers are zero-copy torch views
+(``CudaArray.torch()``) of PhysX's own memory; rows are
+``articulation.gpu_index``, columns ``link.index`` / the dof index, as the
+shared :class:`~.layout.Layout` expects. Positions are read back relative to
+each env's sub-scene origin. ``step`` does not synchronise with the host: the
+divergence mask is computed and acted on on the device.
+
+Not available on the GPU path (declared in the capabilities): body forces.
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import sapien
+import torch
+from sapien import physx
+
+from simbackend.errors import SimBackendError
+
+from .backend_common import EngineBase, scene_config
+from .plan import Plan
+from .scene import MaterialCache, build_scene
+
+_RELEASES = "https://github.com/sapien-sim/physx-precompiled/releases/download"
+
+
+def gpu_library() -> tuple[Path, str]:
+    """Where SAPIEN looks for the PhysX GPU library, and where it would download it from."""
+    version = physx.version()
+    arch = "linux-aarch64-so" if platform.machine() in ("aarch64", "arm64") else "linux-so"
+    return Path.home() / ".sapien" / "physx" / version / "libPhysXGpu_64.so", f"{_RELEASES}/{version}/{arch}.zip"
+
+
+def require_gpu_library() -> None:
+    """Raise a clear error when the PhysX GPU library is missing (SAPIEN would try to download it)."""
+    path, url = gpu_library()
+    if not path.is_file():
+        raise SimBackendError(
+            f"the PhysX GPU library is missing: {path} does not exist. SAPIEN downloads it on first GPU use,"
+            f" which needs internet access. Install it by hand: download {url} on a machine with internet,"
+            f" and unzip it into {path.parent} (it holds libPhysXGpu_64.so)."
+        )
+
+
+def default_spacing(plan: Plan) -> float:
+    """Distance between sub-scene origins: twice MuJoCo's model extent plus 1 m."""
+    return 2.0 * plan.extent + 1.0
+
+
+def grid_origins(num_envs: int, spacing: float) -> np.ndarray:
+    """``(N, 3)`` sub-scene origins on a square grid in the z = 0 plane."""
+    side = max(1, math.ceil(math.sqrt(num_envs)))
+    n = np.arange(num_envs)
+    return np.stack([(n % side) * spacing, (n // side) * spacing, np.zeros(num_envs)], 1).astype(np.float64)
+
+
+class GpuPhysx(EngineBase):
+    def __init__(self, plan: Plan, num_envs: int, iterations: tuple[int, int], tgs: bool,
+                 device: torch.device, spacing: Optional[float]):
+        super().__init__(plan, num_envs)
+        require_gpu_library()
+        physx.enable_gpu()
+        self.device = device
+        with scene_config(plan.gravity, tgs):
+            self.system = physx.PhysxGpuSystem(f"cuda:{device.index or 0}")
+        self.systems = [self.system]
+        self.system.timestep = plan.timestep
+        self.origins = grid_origins(num_envs, spacing or default_spacing(plan))
+        materials = MaterialCache()
+        self.scenes, self.arts, self.comps = [], [], []
+        for n in range(num_envs):
+            scene = sapien.Scene([self.system])
+            self.system.set_scene_offset(scene, self.origins[n].astype(np.float32))
+            arts, comps = build_scene(plan, scene, materials, iterations)
+            self.scenes.append(scene)
+            self.arts.append(arts)
+            self.comps.append(comps)
+        self._index_from(self.arts[0], self.comps[0])
+        self._set_drives()
+        self.system.gpu_init()
+        self.rows = np.array([[a.gpu_index for a in arts] for arts in self.arts], np.int64).reshape(num_envs, -1)
+        s = self.system
+        self._links = s.cuda_articulation_link_data.torch()          # (R, L, 13)
+        self._qpos = s.cuda_articulation_qpos.torch()                 # (R, D)
+        self._qvel = s.cuda_articulation_qvel.torch()
+        self._target_q = s.cuda_articulation_target_qpos.torch()
+        self._target_v = s.cuda_articulation_target_qvel.torch()
+        self._qf = s.cuda_articulation_qf.torch()
+        dev = self._qpos.device
+        self._all_rows = torch.as_tensor(self.rows.reshape(-1), dtype=torch.long, device=dev)
+        self._all_index = sapien.pysapien.CudaArray(self._all_rows.to(torch.int32).contiguous())
+        self._env_of_row = torch.zeros(self._links.shape[0], dtype=torch.long, device=dev)
+        self._env_of_row[self._all_rows] = torch.arange(num_envs, device=dev).repeat_interleave(self.num_arts)
+        sj = np.flatnonzero(plan.joint_link[:, 0] >= 0)
+        sj = sj[self.joint_dof[sj] >= 0]
+        self._sj = sj
+        self._sj_rows = torch.as_tensor(self.rows[:, plan.joint_link[sj, 0]], device=dev)   # (N, nsj)
+        self._sj_cols = torch.as_tensor(self.joint_dof[sj], device=dev)                     # (nsj,)
+        self._fresh = {"pose": False, "vel": False, "qpos": False, "qvel": False}
+        self.system.gpu_update_articulation_kinematics()
+
+    # ------------------------------------------------------------------
+    # reads: fetch a buffer once per state
+    # ------------------------------------------------------------------
+    def _stale(self) -> None:
+        for k in self._fresh:
+            self._fresh[k] = False
+
+    def link_data(self, body_ids=None, arts=None) -> torch.Tensor:
+        if not self._fresh["pose"]:
+            self.system.gpu_fetch_articulation_link_pose()
+            self._fresh["pose"] = True
+        if not self._fresh["vel"]:
+            self.system.gpu_fetch_articulation_link_velocity()
+            self._fresh["vel"] = True
+        return self._links
+
+    def art_qpos(self) -> torch.Tensor:
+        if not self._fresh["qpos"]:
+            self.system.gpu_fetch_articulation_qpos()
+            self._fresh["qpos"] = True
+        return self._qpos
+
+    def art_qvel(self) -> torch.Tensor:
+        if not self._fresh["qvel"]:
+            self.system.gpu_fetch_articulation_qvel()
+            self._fresh["qvel"] = True
+        return self._qvel
+
+    # ------------------------------------------------------------------
+    # writes
+    # ------------------------------------------------------------------
+    def _index(self, rows: np.ndarray):
+        t = torch.as_tensor(rows, dtype=torch.int32, device=self._qpos.device).contiguous()
+        return t, sapien.pysapien.CudaArray(t)
+
+    def write_state(self, env_ids: np.ndarray, packed: dict) -> None:
+        dev = self._qpos.device
+        self.link_data()
+        self.art_qpos()
+        self.art_qvel()
+        rows = torch.as_tensor(packed["rows"], dtype=torch.long, device=dev)
+        d = self.max_dof
+        if d:
+            self._qpos[rows] = torch.as_tensor(packed["qpos"][:, :d], dtype=self._qpos.dtype, device=dev)
+            self._qvel[rows] = torch.as_tensor(packed["qvel"][:, :d], dtype=self._qvel.dtype, device=dev)
+        self._links[rows, 0, :7] = torch.as_tensor(packed["root_pose"], dtype=self._links.dtype, device=dev)
+        self._links[rows, 0, 7:13] = torch.as_tensor(packed["root_vel"], dtype=self._links.dtype, device=dev)
+        owner, index = self._index(packed["rows"])
+        s = self.system
+        s.gpu_apply_articulation_root_pose(index)
+        s.gpu_apply_articulation_root_velocity(index)
+        if d:
+            s.gpu_apply_articulation_qpos(index)
+            s.gpu_apply_articulation_qvel(index)
+        s.gpu_update_articulation_kinematics()
+        torch.cuda.current_stream(dev).synchronize()  # keep ``owner`` alive until PhysX has read it
+        del owner
+        self._stale()
+
+    def _write_ctrl(self, drive: dict) -> None:
+        if not self._sj.size:
+            return
+        dev = self._qpos.device
+        cols = self._sj_cols[None].expand_as(self._sj_rows)
+        for key, buf in (("target", self._target_q), ("vel_target", self._target_v), ("force", self._qf)):
+            vals = torch.as_tensor(drive[key][:, self._sj], dtype=buf.dtype, device=dev)
+            buf[self._sj_rows, cols] = vals
+        s = self.system
+        s.gpu_apply_articulation_target_position()
+        s.gpu_apply_articulation_target_velocity()
+        s.gpu_apply_articulation_qf()
+
+    def step(self, drive: dict, nsteps: int, forces) -> torch.Tensor:
+        if forces is not None:
+            raise SimBackendError("body forces are not available on the GPU path")
+        self.link_data()
+        q0, v0, l0 = self.art_qpos().clone(), self.art_qvel().clone(), self._links[:, 0].clone()
+        self._write_ctrl(drive)
+        for _ in range(nsteps):
+            self.system.step()
+        self._stale()
+        q, v, links = self.art_qpos(), self.art_qvel(), self.link_data()
+        root = links[:, 0]
+        per_row = torch.stack([
+            (~torch.isfinite(q)).any(1) | (q.abs() > self.max_state).any(1),
+            (~torch.isfinite(v)).any(1) | (v.abs() > self.max_speed).any(1),
+            (~torch.isfinite(root)).any(1) | (root[:, 7:13].abs() > self.max_speed).any(1)
+            | (root[:, :3].abs() > self.max_state).any(1),
+        ]).any(0)
+        count = torch.zeros(self.num_envs, dtype=torch.int32, device=q.device)
+        count.index_add_(0, self._env_of_row[self._all_rows], per_row[self._all_rows].to(torch.int32))
+        env_bad = count > 0
+        # restore diverged envs' rows on the device, without asking the host which ones
+        bad_row = env_bad[self._env_of_row][:, None]
+        q.copy_(torch.where(bad_row, q0, q))
+        v.copy_(torch.where(bad_row, v0, v))
+        root.copy_(torch.where(bad_row, l0, root))
+        s = self.system
+        s.gpu_apply_articulation_root_pose(self._all_index)
+        s.gpu_apply_articulation_root_velocity(self._all_index)
+        if self.max_dof:
+            s.gpu_apply_articulation_qpos(self._all_index)
+            s.gpu_apply_articulation_qvel(self._all_index)
+        s.gpu_update_articulation_kinematics()
+        self._fresh["pose"] = self._fresh["vel"] = False
+        return env_bad
+
+    def close(self) -> None:
+        self.scenes.clear()
+        self.arts.clear()
+        self.comps.clear()
