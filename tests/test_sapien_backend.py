@@ -1,0 +1,245 @@
+"""The SAPIEN/PhysX backend's own tests: model conversion, rejections, options,
+the GPU path's index/packing logic (exercised here on the CPU), and the drive
+mapping of MuJoCo's joint and actuator terms.
+
+The contract itself is checked by ``pytest contract_tests --sim sapien`` and
+the distance from MuJoCo by ``tests/parity``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("sapien")
+
+from simbackend.contract_tests.helpers import gymnasium_assets, random_qpos  # noqa: E402
+from simbackend.errors import ArgumentTypeError, InvalidArgumentError, ModelLoadError, SimBackendError  # noqa: E402
+from simbackend.registry import make_backend  # noqa: E402
+
+from simbackend.backends.sapien import gpu as sgpu  # noqa: E402
+from simbackend.backends.sapien.layout import Layout  # noqa: E402
+from simbackend.backends.sapien.plan import MIN_MASS, build_plan  # noqa: E402
+
+
+def _mjcf(tmp_path: Path, body: str, extra: str = "", option: str = "") -> str:
+    path = tmp_path / "m.xml"
+    path.write_text(f"""<mujoco><compiler angle="radian"/><option {option}/><worldbody>
+      <geom name="floor" type="plane" size="5 5 .1"/>{body}</worldbody>{extra}</mujoco>""")
+    return str(path)
+
+
+ARM = """<body name="a" pos="0 0 1"><joint name="j1" type="hinge" axis="0 1 0"/>
+  <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>
+  <body name="b" pos="0.3 0 0"><joint name="j2" type="hinge" axis="0 1 0"/>
+    <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/></body></body>"""
+
+
+# ----------------------------------------------------------------------------
+# rejections name the element
+# ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("body,extra,option,needle", [
+    ('<body name="ballbody"><joint name="balljoint" type="ball"/><geom size=".1"/></body>', "", "", "balljoint"),
+    ('<body name="h"><freejoint/><geom size=".1"/></body>',
+     '<asset><hfield name="hf" nrow="4" ncol="4" size="1 1 .1 .1"/></asset>', "", None),
+    (ARM, '<tendon><fixed name="tnd"><joint joint="j1" coef="1"/><joint joint="j2" coef="-1"/></fixed></tendon>', "", "tnd"),
+    (ARM, '<equality><joint name="eqj" joint1="j1" joint2="j2"/></equality>', "", "eqj"),
+    (ARM, "", 'density="1000" viscosity="0.1"', "viscosity"),
+    (ARM, '<actuator><general name="filt" joint="j1" dyntype="filter" dynprm="0.1"/></actuator>', "", "filt"),
+    (ARM, '<actuator><motor name="m1" joint="j1" gear="1 1 0 0 0 0"/></actuator>', "", "m1"),
+])
+def test_unsupported_elements_rejected_by_name(tmp_path: Path, body: str, extra: str, option: str, needle) -> None:
+    """Anything PhysX cannot represent fails at load time, naming the element."""
+    if needle is None:  # height field geom
+        body = body.replace('<geom size=".1"/>', '<geom type="hfield" hfield="hf"/>')
+        needle = "hfield"
+    with pytest.raises(ModelLoadError, match=needle):
+        make_backend("sapien", _mjcf(tmp_path, body, extra, option), 1)
+
+
+def test_gymnasium_humanoid_rejected_naming_its_tendon() -> None:
+    """A real model with tendons is refused with the tendon's name, not half-built."""
+    path = gymnasium_assets() / "humanoid.xml"
+    with pytest.raises(ModelLoadError, match="tendon"):
+        make_backend("sapien", str(path), 1)
+
+
+def test_frictionloss_with_actuated_joint_rejected(tmp_path: Path) -> None:
+    """Dry friction is a saturating velocity drive, so it cannot share a joint with an actuator's drive."""
+    body = ARM.replace('name="j1" type="hinge"', 'name="j1" type="hinge" frictionloss="0.5"')
+    with pytest.raises(ModelLoadError, match="j1.*frictionloss"):
+        make_backend("sapien", _mjcf(tmp_path, body, '<actuator><position joint="j1" kp="10"/></actuator>'), 1)
+
+
+# ----------------------------------------------------------------------------
+# conversion
+# ----------------------------------------------------------------------------
+
+def test_multi_joint_body_is_a_chain_with_massless_intermediates(tmp_path: Path) -> None:
+    """A body with k joints becomes k links; the first k-1 carry MIN_MASS and no shapes, in MuJoCo's joint order."""
+    body = """<body name="slider" pos="0 0 1"><joint name="x" type="slide" axis="1 0 0"/>
+      <joint name="z" type="slide" axis="0 0 1"/><joint name="r" type="hinge" axis="0 1 0"/>
+      <geom size=".1" mass="2"/></body>"""
+    sim = make_backend("sapien", _mjcf(tmp_path, body), 1)
+    links = sim.plan.articulations[0].links
+    assert [lk.jtype for lk in links] == ["fixed", "prismatic", "prismatic", "revolute_unwrapped"]
+    assert [lk.joint for lk in links] == [-1, 0, 1, 2]
+    assert links[1].mass == links[2].mass == MIN_MASS and not links[1].shapes and not links[2].shapes
+    assert links[3].body == 1 and links[3].mass == pytest.approx(2.0) and len(links[3].shapes) == 1
+    assert any("intermediate" in n for n in sim.notes)
+
+
+def test_collision_groups_and_parent_filter(tmp_path: Path) -> None:
+    """contype/conaffinity become groups g0/g1; a parent/child pair across a multi-joint chain gets a shared ignore bit."""
+    body = """<body name="p" pos="0 0 1"><freejoint/><geom size=".1" contype="3" conaffinity="5"/>
+      <body name="c" pos="0.15 0 0"><joint name="cx" type="hinge" axis="0 1 0"/><joint name="cy" type="hinge" axis="1 0 0"/>
+        <geom size=".1"/></body></body>"""
+    sim = make_backend("sapien", _mjcf(tmp_path, body), 1)
+    art = sim.plan.articulations[0]
+    p, c = art.links[0], art.links[-1]
+    assert p.shapes[0].groups[:2] == [3, 5]
+    assert p.shapes[0].groups[2] & c.shapes[0].groups[2], "MuJoCo filters this parent/child pair; PhysX must too"
+    assert p.shapes[0].groups[3] == c.shapes[0].groups[3] != 0
+    # and the filter holds in simulation: overlapping parent and child do not push each other apart
+    q = sim.get_qpos().numpy()
+    sim.set_state(None, q)
+    before = sim.get_body_pos_w().numpy()
+    sim.step(None, nsteps=1)
+    moved = np.abs(sim.get_body_pos_w().numpy() - before)[0, 1:, :2].max()
+    assert moved < 1e-4, f"parent and child collided: moved {moved} m sideways"
+
+
+def test_joint_ref_stiffness_and_geared_actuator_follow_mujoco(tmp_path: Path) -> None:
+    """ref offsets, joint springs (springref), damping, armature and a geared position actuator map onto one PhysX drive.
+
+    Contact-free, 0.5 s from the same state and ctrl: joint positions within 1e-2 rad (m) of
+    MuJoCo's. A wrong mapping (ref offset, spring reference, gear squared in the
+    stiffness, target scaled by the gear) is off by 0.1 or more.
+    """
+    body = """<body name="a" pos="0 0 1"><joint name="j1" type="hinge" axis="0 1 0" ref="0.3" stiffness="20"
+        springref="0.5" damping="0.2" armature="0.01"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03" contype="0" conaffinity="0"/>
+      <body name="b" pos="0.3 0 0"><joint name="j2" type="slide" axis="1 0 0"/>
+        <geom size="0.05" contype="0" conaffinity="0"/></body></body>"""
+    acts = """<actuator><position name="p1" joint="j1" kp="5" kv="1" gear="2"/>
+      <velocity name="v2" joint="j2" kv="5"/></actuator>"""
+    # a fine step: the engines integrate stiff drives differently (MuJoCo's Euler is explicit in
+    # kp and kv, PhysX's drive implicit); at 5e-4 s that difference stays near 2e-3 rad
+    path = _mjcf(tmp_path, body, acts, 'timestep="0.0005"')
+    sims = [make_backend(name, path, 2) for name in ("mujoco", "sapien")]
+    q = np.array([[0.3, 0.0], [0.8, 0.05]])
+    ctrl = np.array([[0.4, 0.05], [-0.2, -0.05]])
+    for s in sims:
+        s.set_state(None, q)
+    for _ in range(25):
+        for s in sims:
+            assert not bool(s.step(ctrl, nsteps=40)["diverged"].any())
+    mj, sp = (s.get_qpos().numpy() for s in sims)
+    assert np.abs(mj - q).max() > 0.05, "the joints barely moved: the comparison would be blind"
+    np.testing.assert_allclose(sp, mj, atol=1e-2)
+
+
+# ----------------------------------------------------------------------------
+# options and devices
+# ----------------------------------------------------------------------------
+
+def test_bad_options_rejected() -> None:
+    with pytest.raises(ArgumentTypeError, match="unknown option"):
+        make_backend("sapien", "pendulum", 1, nthread=2)
+    with pytest.raises(InvalidArgumentError, match="solver"):
+        make_backend("sapien", "pendulum", 1, solver="newton")
+    with pytest.raises(InvalidArgumentError, match="solver_position_iterations"):
+        make_backend("sapien", "pendulum", 1, solver_position_iterations=0)
+    with pytest.raises(InvalidArgumentError, match="spacing"):
+        make_backend("sapien", "pendulum", 1, spacing=-1.0)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
+def test_cuda_without_cuda_is_a_clear_error() -> None:
+    with pytest.raises(SimBackendError, match="CUDA"):
+        make_backend("sapien", "pendulum", 2, device="cuda")
+
+
+def test_missing_gpu_library_message_says_how_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the PhysX GPU library (downloaded by SAPIEN on first use, impossible offline) the error names path and URL."""
+    monkeypatch.setattr(Path, "home", classmethod(lambda cls: tmp_path))
+    path, url = sgpu.gpu_library()
+    assert str(path).startswith(str(tmp_path)) and url.startswith("https://") and url.endswith(".zip")
+    with pytest.raises(SimBackendError) as err:
+        sgpu.require_gpu_library()
+    assert str(path) in str(err.value) and url in str(err.value) and "unzip" in str(err.value)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"")
+    sgpu.require_gpu_library()  # present: no error
+
+
+def test_grid_origins_are_distinct_and_spaced() -> None:
+    o = sgpu.grid_origins(10, 3.0)
+    assert o.shape == (10, 3) and (o[:, 2] == 0).all()
+    d = np.linalg.norm(o[:, None] - o[None], axis=-1) + np.eye(10) * 1e9
+    assert d.min() == pytest.approx(3.0)
+
+
+# ----------------------------------------------------------------------------
+# the GPU path's index and packing logic, on the CPU
+# ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("model", ["quadruped", "arm7"])
+def test_layout_with_gpu_rows_and_offsets_matches_cpu(model: str) -> None:
+    """Rows in any order (as gpu_index numbers them) and sub-scene offsets give the CPU path's quantities.
+
+    The CPU buffers are permuted into a random row order with each env's links
+    shifted by its origin; a Layout built with that row map and those origins
+    must read back the same qpos, qvel, body poses and Jacobians, and pack_state
+    must address the same rows with the origin added.
+    """
+    n = 3
+    sim = make_backend("sapien", model, n)
+    rng = np.random.default_rng(0)
+    q = random_qpos(sim, rng)
+    v = rng.normal(size=(n, sim.nv))
+    sim.set_state(None, q, v)
+    e = sim.engine
+    data = e.link_data(None, arts=np.arange(e.num_arts)).clone()
+    aq, av = e.art_qpos().clone(), e.art_qvel().clone()
+    R = data.shape[0]
+    perm = rng.permutation(R)                    # new row of old row r is perm[r]
+    origins = rng.uniform(-20, 20, size=(n, 3))
+    g_data, g_q, g_v = torch.empty_like(data), torch.empty_like(aq), torch.empty_like(av)
+    g_data[perm], g_q[perm], g_v[perm] = data, aq, av
+    env_of_old_row = np.repeat(np.arange(n), e.num_arts)
+    g_data[perm, :, :3] += torch.as_tensor(origins[env_of_old_row])[:, None]
+    site_pose = np.concatenate([sim.model.site_pos, sim.model.site_quat], 1)
+    lay = Layout(sim.plan, perm[e.rows], e.link_col, e.dof_col, origins, {"pose": site_pose}, torch.device("cpu"))
+    ref = sim.layout
+    bodies = np.arange(sim.info.nbody)
+    free = ref.free_body
+    torch.testing.assert_close(lay.gather(g_data, bodies), ref.gather(data, bodies), atol=1e-5, rtol=0)
+    torch.testing.assert_close(lay.qpos(g_q, lay.gather(g_data, free)), ref.qpos(aq, ref.gather(data, free)))
+    torch.testing.assert_close(lay.qvel(g_v, lay.gather(g_data, free)), ref.qvel(av, ref.gather(data, free)), atol=1e-5, rtol=0)
+    for sid in range(len(sim.site_names)):
+        cols = np.arange(sim.nv)
+        for a, b in zip(lay.site_jacobian(g_data, sid, cols), ref.site_jacobian(data, sid, cols)):
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+    ids = np.array([2, 0])
+    packed, ref_packed = lay.pack_state(ids, q[ids], v[ids], e.max_dof), ref.pack_state(ids, q[ids], v[ids], e.max_dof)
+    np.testing.assert_array_equal(packed["rows"], perm[ref_packed["rows"]])
+    shift = np.repeat(origins[ids], e.num_arts, axis=0)
+    np.testing.assert_allclose(packed["root_pose"][:, :3] - shift, ref_packed["root_pose"][:, :3], atol=1e-12)
+    np.testing.assert_allclose(packed["qpos"], ref_packed["qpos"])
+
+
+def test_model_fields_read_back_from_physx() -> None:
+    """model_fields reports what the PhysX links hold: masses and inertias as compiled by MuJoCo."""
+    sim = make_backend("sapien", "arm7", 1)
+    ref = make_backend("mujoco", "arm7", 1).model_fields()
+    got = sim.model_fields()
+    np.testing.assert_allclose(got["body_mass"], ref["body_mass"], rtol=1e-6)
+    np.testing.assert_allclose(got["body_inertia"], ref["body_inertia"], atol=1e-7)
+    np.testing.assert_allclose(got["joint_range"], ref["joint_range"], atol=1e-6)
+    plan = build_plan(sim.model, sim.info)
+    assert plan.body_link[0].tolist() == [-1, -1]
