@@ -7,6 +7,8 @@ PYTHON     ?= python3
 VENV       ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 SIM        ?= mujoco
+# the backends `make test` runs the conformance suite against
+SIMS       ?= mujoco sapien
 BIN        := $(VENV)/bin
 STAMP      := $(VENV)/.simbackend-installed
 
@@ -25,7 +27,8 @@ demo: $(STAMP)
 	MUJOCO_GL=egl $(BIN)/simbackend run --sim $(SIM) --model arm7 --num-envs 1024 --steps 500 --nsteps 4
 
 test: $(STAMP)
-	MUJOCO_GL=egl $(BIN)/python -m pytest tests contract_tests --sim $(SIM)
+	MUJOCO_GL=egl $(BIN)/python -m pytest tests
+	for sim in $(SIMS); do MUJOCO_GL=egl $(BIN)/python -m pytest contract_tests --sim $$sim || exit 1; done
 
 contract: $(STAMP)
 	$(BIN)/simbackend contract --sim $(SIM)

@@ -133,7 +133,7 @@ class EngineBase:
             a, l = plan.joint_link[j]
             lim = np.asarray(self.comps[0][a][l].joint.limit, np.float64).reshape(2)
             jrange[j] = np.where(np.isfinite(lim) & (np.abs(lim) < 1e30), lim + plan.joint_offset[j], lim)
-            jrange[j] = np.where(np.abs(jrange[j]) >= 1e30, np.sign(jrange[j]) * np.inf, jrange[j])
+            jrange[j] = np.where(np.abs(jrange[j]) >= 1e30, np.copysign(np.inf, jrange[j]), jrange[j])
         force = np.tile([-np.inf, np.inf], (nu, 1)).astype(np.float64)
         for u in range(nu):
             j = int(info.actuator_joint[u])
