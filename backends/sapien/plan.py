@@ -46,7 +46,7 @@ import mujoco
 import numpy as np
 
 from simbackend.errors import ModelLoadError
-from simbackend.math import quat_mul
+from simbackend.math import quat_apply, quat_mul
 from simbackend.model_info import JOINT_BALL, JOINT_FREE, JOINT_HINGE, JOINT_SLIDE, ModelInfo
 
 #: mass (kg) given to PhysX links whose MuJoCo body has (nearly) none: intermediate
@@ -175,15 +175,9 @@ def _pose(pos: np.ndarray, quat: np.ndarray) -> np.ndarray:
     return np.concatenate([np.asarray(pos, np.float64), np.asarray(quat, np.float64)])
 
 
-def _rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
-    w, x, y, z = q
-    u = np.array([x, y, z])
-    return v + 2.0 * np.cross(u, np.cross(u, v) + w * v)
-
-
 def compose(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Pose ``a * b`` of two ``(7,)`` poses."""
-    return _pose(a[:3] + _rotate(a[3:], b[:3]), quat_mul(a[3:], b[3:]))
+    return _pose(a[:3] + quat_apply(a[3:], b[:3]), quat_mul(a[3:], b[3:]))
 
 
 def quat_x_to(axis: np.ndarray) -> np.ndarray:
@@ -259,15 +253,15 @@ def _reject_unsupported(m: mujoco.MjModel, info: ModelInfo) -> None:
         raise ModelLoadError(f"the sapien backend cannot build this model: {problems[0]}{more}")
 
 
-def _shapes_of_body(m: mujoco.MjModel, b: int, offset: np.ndarray) -> list[Shape]:
-    """Collision shapes of body ``b``'s geoms, posed in a frame ``offset`` from the body frame's parent side."""
+def _shapes_of_body(m: mujoco.MjModel, b: int) -> list[Shape]:
+    """Collision shapes of body ``b``'s geoms, posed in the body frame."""
     shapes = []
     for g in range(m.body_geomadr[b], m.body_geomadr[b] + m.body_geomnum[b]):
         if not (m.geom_contype[g] or m.geom_conaffinity[g]):
             continue  # never collides in MuJoCo: nothing to build
         t = int(m.geom_type[g])
         kind = _PRIMITIVE[t]
-        pose = compose(offset, _pose(m.geom_pos[g], m.geom_quat[g]))
+        pose = _pose(m.geom_pos[g], m.geom_quat[g])
         size = np.array(m.geom_size[g], dtype=np.float64)
         verts = None
         if kind in ("plane", "capsule", "cylinder"):
@@ -333,7 +327,7 @@ def build_plan(m: mujoco.MjModel, info: ModelInfo) -> Plan:
         for b in tree:
             joints = list(range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]))
             mass, com, inertia = _inertial(m, b)
-            shapes = _shapes_of_body(m, b, IDENTITY)
+            shapes = _shapes_of_body(m, b)
             bname = info.body_names[b]
             if b == root and (free or not joints):
                 link = Link(bname, -1, b, -1, "undefined" if free else "fixed", IDENTITY.copy(), IDENTITY.copy(),
@@ -376,7 +370,7 @@ def build_plan(m: mujoco.MjModel, info: ModelInfo) -> Plan:
         if art.fixed_root and art.links[0].body < 0:
             art.root_pose = root_pose
 
-    static = _shapes_of_body(m, 0, IDENTITY)
+    static = _shapes_of_body(m, 0)
     plan = Plan(
         info=info, articulations=arts, static_shapes=static, timestep=float(m.opt.timestep),
         gravity=np.array(m.opt.gravity, np.float64), joint_offset=joint_offset, body_link=body_link,
