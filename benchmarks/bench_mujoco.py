@@ -34,27 +34,23 @@ the figures with their targets. See benchmarks/README.md.
 
 from __future__ import annotations
 
-import argparse
-import gc
 import importlib.util
 import json
 import os
-import platform
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
+from _common import (ARM, ARM_BODY, BaseSettings, Call, arm_ctrls, figure, interleaved, make_arm_backend, median,
+                     package_version, paired_ratio, variant)
+import _common
+
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "results" / "mujoco.json"
-SECTIONS = ("step", "jacobian", "threads", "ant", "memory")
 
-ARM = "arm7"
-ARM_BODY = "link7"            # the body whose pose the step section reads
 ARM_SITE = "ee_site"          # the site of the Jacobian section
 ARM_JOINTS = tuple(f"joint{i}" for i in range(1, 8))
 
@@ -62,111 +58,16 @@ ARM_JOINTS = tuple(f"joint{i}" for i in range(1, 8))
 # ----------------------------------------------------------------------------
 # settings
 # ----------------------------------------------------------------------------
-class Settings:
-    """Rounds and block lengths of a run (``--quick`` shrinks them)."""
+class Settings(BaseSettings):
+    """Rounds and block lengths of a run (``--quick`` shrinks them), and the sizes of each section."""
 
     def __init__(self, quick: bool):
-        self.quick = quick
-        self.rounds = 3 if quick else 11
-        self.block_s = 0.08 if quick else 0.4  # time of one variant's calls in one round (slowest variant)
-        self.min_iters = 2 if quick else 5
+        super().__init__(quick)
         self.n_arm = 1024
         self.n_ant = 64
         self.n_mem = 4096
         self.mem_steps = 3
         self.mem_repeats = 1 if quick else 2
-
-    def as_dict(self) -> dict:
-        return dict(vars(self))
-
-
-# ----------------------------------------------------------------------------
-# timing machinery
-# ----------------------------------------------------------------------------
-Call = Callable[[int], None]  # call(i) performs the i-th call of a variant (one step, one query, ...)
-
-
-def _calibrate(calls: dict[str, Call], settings: Settings) -> int:
-    """One iteration count for every variant: the slowest fills ``block_s`` per round.
-
-    Also warms every variant up (first calls bind arrays, fill caches).
-    """
-    per_call = []
-    for call in calls.values():
-        call(0)
-        call(1)  # warm-up
-        n, t0 = 0, time.perf_counter()
-        while True:
-            call(n)
-            n += 1
-            elapsed = time.perf_counter() - t0
-            if elapsed > 0.03 or n >= 20:
-                break
-        per_call.append(elapsed / n)
-    return max(settings.min_iters, int(settings.block_s / max(per_call)))
-
-
-def interleaved(calls: dict[str, Call], settings: Settings, iters: int | None = None) -> tuple[dict[str, list[float]], int]:
-    """Per-round mean seconds-per-call of every variant, interleaved call by call.
-
-    Each round makes ``iters`` calls of every variant, alternating variants
-    call by call (A B C, B C A, C A B, ...), so that a slow spell of the shared
-    machine hits every variant of the round alike and no variant always runs
-    right after the same other one.
-    """
-    if iters is None:
-        iters = _calibrate(calls, settings)
-    names = list(calls)
-    samples: dict[str, list[float]] = {n: [] for n in names}
-    clock = time.perf_counter
-    for r in range(settings.rounds):
-        total = dict.fromkeys(names, 0.0)
-        gc.collect()
-        for i in range(iters):
-            k = (i + r) % len(names)
-            for name in names[k:] + names[:k]:
-                t0 = clock()
-                calls[name](i)
-                total[name] += clock() - t0
-        for name in names:
-            samples[name].append(total[name] / iters)
-    return samples, iters
-
-
-def _median(xs: list[float]) -> float:
-    return float(statistics.median(xs))
-
-
-def _paired_ratio(num: list[float], den: list[float]) -> dict:
-    """Median (and spread) over rounds of num[r] / den[r]."""
-    ratios = [a / b for a, b in zip(num, den)]
-    return {"median": _median(ratios), "min": min(ratios), "max": max(ratios), "samples": ratios}
-
-
-def _variant(samples: list[float], work_per_call: float, unit: str, iters: int, label: str) -> dict:
-    """A variant's record: per-call seconds and rate (work_per_call / seconds)."""
-    sec = _median(samples)
-    return {
-        "label": label,
-        "iters_per_round": iters,
-        "sec_per_call": sec,
-        "ms_per_call": sec * 1e3,
-        "rate": work_per_call / sec,
-        "rate_unit": unit,
-        "samples_sec_per_call": samples,
-    }
-
-
-def _figure(name: str, value: float, target: float, op: str, unit: str, spread: tuple[float, float] | None = None, note: str = "") -> dict:
-    ok = value >= target if op == ">=" else value <= target
-    fig = {"name": name, "value": value, "unit": unit, "target": target, "op": op, "meets_target": bool(ok),
-           # value / target: >= 1 means the target is met for ">=", <= 1 for "<="
-           "ratio_to_target": value / target}
-    if spread is not None:
-        fig["min"], fig["max"] = spread
-    if note:
-        fig["note"] = note
-    return fig
 
 
 # ----------------------------------------------------------------------------
@@ -179,25 +80,12 @@ def _make_backend(model: Any, n: int, **options: Any):
 
 
 def _make_arm_backend(n: int, **options: Any):
-    """The arm7 backend; the model file may still be being written: retry a while."""
-    deadline = time.monotonic() + 300
-    while True:
-        try:
-            return _make_backend(ARM, n, **options)
-        except Exception as e:  # noqa: BLE001 - any failure to load means "not ready yet"
-            if time.monotonic() > deadline:
-                raise
-            print(f"[bench] make_backend('mujoco', {ARM!r}) failed ({type(e).__name__}: {e}); retrying in 30 s",
-                  file=sys.stderr)
-            time.sleep(30)
+    return make_arm_backend("mujoco", n, **options)
 
 
 def _arm_at_home(n: int, **options: Any):
     """An arm7 backend with every env at keyframe "home" (arm bent above the table, cube at rest)."""
-    sim = _make_arm_backend(n, **options)
-    home = sim.get_keyframe_qpos("home")
-    sim.set_state(None, home.expand(n, -1))
-    return sim
+    return _common.arm_at_home("mujoco", n, **options)
 
 
 def _raw_arm_batch(n: int, nthread: int, *fields: str):
@@ -210,23 +98,6 @@ def _raw_arm_batch(n: int, nthread: int, *fields: str):
     b = mjbatch.Batch(model, n, nthread=nthread)
     b.reset(keyframe=model.key("home").id, stage=int(mujoco.mjtStage.mjSTAGE_VEL))
     return (b, *(b.bind(f) for f in fields))
-
-
-def _arm_ctrls(n: int, seed: int, count: int = 8):
-    """``count`` float32 (n, 7) torch ctrl tensors: the home pose +- 0.1 rad, cycled by the loops.
-
-    Position targets near "home" keep the arm moving (each call gets another
-    target) without driving it into the table, so the cost per step stays the
-    same through the run.
-    """
-    import torch
-    from simbackend.models import compile_model
-
-    model = compile_model(ARM)
-    home = np.asarray(model.key("home").ctrl)
-    rng = np.random.default_rng(seed)
-    return [torch.from_numpy((home + rng.uniform(-0.1, 0.1, size=(n, home.size))).astype(np.float32))
-            for _ in range(count)]
 
 
 def _default_nthread() -> int:
@@ -242,7 +113,7 @@ def bench_step(s: Settings) -> dict:
 
     n, nthread = s.n_arm, _default_nthread()
     vel = int(mujoco.mjtStage.mjSTAGE_VEL)
-    ctrls = _arm_ctrls(n, seed=1)
+    ctrls = arm_ctrls(n, seed=1)
     cases = {}
     for k in (1, 4):
         # fresh simulations per case, all from keyframe "home"
@@ -273,21 +144,21 @@ def bench_step(s: Settings) -> dict:
         samples, iters = interleaved(calls, s)
         sim.close()
         work, unit = n * k, "env-substeps/s"
-        ratio = _paired_ratio(samples["raw_vel"], samples["backend"])  # throughput backend / raw
+        ratio = paired_ratio(samples["raw_vel"], samples["backend"])  # throughput backend / raw
         cases[f"nsteps={k}"] = {
             "nsteps": k,
             "variants": {
-                "backend": _variant(samples["backend"], work, unit, iters,
+                "backend": variant(samples["backend"], work, unit, iters,
                                     "step(ctrl,k) + get_qpos + get_body_pos_w/quat_w(1 body)"),
-                "raw_vel": _variant(samples["raw_vel"], work, unit, iters,
+                "raw_vel": variant(samples["raw_vel"], work, unit, iters,
                                     "Batch.step(nstep=k, stage=VEL) + same float32 copies"),
-                "raw_none": _variant(samples["raw_none"], work, unit, iters,
+                "raw_none": variant(samples["raw_none"], work, unit, iters,
                                      "Batch.step(nstep=k, stage=0) + same copies (info)"),
             },
             "ratio_backend_vs_raw_vel": ratio,
-            "ratio_backend_vs_raw_none": _paired_ratio(samples["raw_none"], samples["backend"]),
-            "ratio_raw_vel_vs_raw_none": _paired_ratio(samples["raw_none"], samples["raw_vel"]),
-            "figure": _figure(f"step k={k}: backend / raw batch (same stage)", ratio["median"], 0.9, ">=", "x",
+            "ratio_backend_vs_raw_none": paired_ratio(samples["raw_none"], samples["backend"]),
+            "ratio_raw_vel_vs_raw_none": paired_ratio(samples["raw_none"], samples["raw_vel"]),
+            "figure": figure(f"step k={k}: backend / raw batch (same stage)", ratio["median"], 0.9, ">=", "x",
                               (ratio["min"], ratio["max"])),
         }
     return {"params": {"model": ARM, "num_envs": n, "nthread": nthread, "body": ARM_BODY, "start": "keyframe home"},
@@ -304,7 +175,7 @@ def bench_jacobian(s: Settings) -> dict:
     sim = _arm_at_home(n, nthread=nthread)
     site = int(sim.get_site_ids(ARM_SITE)[0])
     cols = sim.get_joint_qvel_indices(list(ARM_JOINTS))
-    ctrls = _arm_ctrls(n, seed=2)
+    ctrls = arm_ctrls(n, seed=2)
 
     # the raw Jacobian, informational: Batch.jac at the site point + column slice + float32
     raw, site_xpos = _raw_arm_batch(n, nthread, "site_xpos")
@@ -343,23 +214,23 @@ def bench_jacobian(s: Settings) -> dict:
     samples, iters = interleaved(calls, s)
     sim.close()
     sim_cold.close()
-    frac = _paired_ratio(samples["jacobian"], samples["step1"])
+    frac = paired_ratio(samples["jacobian"], samples["step1"])
     cold = [(sj - sb) / sb for sj, sb in zip(samples["bare_step_jac"], samples["bare_step"])]
     return {
         "params": {"model": ARM, "num_envs": n, "nthread": nthread, "site": ARM_SITE, "dofs": list(ARM_JOINTS)},
         "variants": {
-            "step1": _variant(samples["step1"], 1, "calls/s", iters, "step(ctrl, nsteps=1) + get_site_pos_w (runs the deferred stages)"),
-            "jacobian": _variant(samples["jacobian"], 1, "calls/s", iters, "get_site_jacobian_w(ee_site, 7 arm dofs), pose current"),
-            "raw_jac": _variant(samples["raw_jac"], 1, "calls/s", iters,
+            "step1": variant(samples["step1"], 1, "calls/s", iters, "step(ctrl, nsteps=1) + get_site_pos_w (runs the deferred stages)"),
+            "jacobian": variant(samples["jacobian"], 1, "calls/s", iters, "get_site_jacobian_w(ee_site, 7 arm dofs), pose current"),
+            "raw_jac": variant(samples["raw_jac"], 1, "calls/s", iters,
                                 "Batch.jac + column slice + float32 (info)"),
-            "bare_step": _variant(samples["bare_step"], 1, "calls/s", iters, "step(ctrl, nsteps=1) alone (info)"),
-            "bare_step_jac": _variant(samples["bare_step_jac"], 1, "calls/s", iters,
+            "bare_step": variant(samples["bare_step"], 1, "calls/s", iters, "step(ctrl, nsteps=1) alone (info)"),
+            "bare_step_jac": variant(samples["bare_step_jac"], 1, "calls/s", iters,
                                       "step(ctrl, nsteps=1) + cold get_site_jacobian_w (info)"),
         },
         "fraction_jacobian_of_step": frac,
-        "fraction_raw_jac_of_step": _paired_ratio(samples["raw_jac"], samples["step1"]),
+        "fraction_raw_jac_of_step": paired_ratio(samples["raw_jac"], samples["step1"]),
         "fraction_cold_jacobian_of_bare_step": float(np.median(cold)),
-        "figures": [_figure("jacobian time / step(nsteps=1) time", frac["median"], 0.10, "<=", "fraction",
+        "figures": [figure("jacobian time / step(nsteps=1) time", frac["median"], 0.10, "<=", "fraction",
                             (frac["min"], frac["max"]), note="step includes its deferred stages")],
     }
 
@@ -372,7 +243,7 @@ def bench_threads(s: Settings) -> dict:
 
     n, k = s.n_arm, 4
     vel = int(mujoco.mjtStage.mjSTAGE_VEL)
-    ctrls = _arm_ctrls(n, seed=3)
+    ctrls = arm_ctrls(n, seed=3)
     ctrl_np = [c.numpy() for c in ctrls]
     sims = {nt: _arm_at_home(n, nthread=nt) for nt in (1, 2)}
 
@@ -398,8 +269,8 @@ def bench_threads(s: Settings) -> dict:
     samples, iters = interleaved(calls, s)
     for sim in sims.values():
         sim.close()
-    speedup = _paired_ratio(samples["backend_nt1"], samples["backend_nt2"])
-    raw_speedup = _paired_ratio(samples["raw_nt1"], samples["raw_nt2"])
+    speedup = paired_ratio(samples["backend_nt1"], samples["backend_nt2"])
+    raw_speedup = paired_ratio(samples["raw_nt1"], samples["raw_nt2"])
     work, unit = n * k, "env-substeps/s"
     labels = {"backend_nt1": "backend step(ctrl, 4), nthread=1", "backend_nt2": "backend step(ctrl, 4), nthread=2",
               "raw_nt1": "Batch.step(4, stage=VEL), nthread=1 (info)",
@@ -407,10 +278,10 @@ def bench_threads(s: Settings) -> dict:
     return {
         "params": {"model": ARM, "num_envs": n, "nsteps": k, "cpu_count": os.cpu_count(),
                    "affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None},
-        "variants": {name: _variant(samples[name], work, unit, iters, labels[name]) for name in calls},
+        "variants": {name: variant(samples[name], work, unit, iters, labels[name]) for name in calls},
         "speedup_backend": speedup,
         "speedup_raw": raw_speedup,
-        "figures": [_figure("backend step throughput nthread=2 / nthread=1", speedup["median"], 1.8, ">=", "x",
+        "figures": [figure("backend step throughput nthread=2 / nthread=1", speedup["median"], 1.8, ">=", "x",
                             (speedup["min"], speedup["max"]),
                             note=f"raw batch: {raw_speedup['median']:.2f}x")],
     }
@@ -537,7 +408,7 @@ def bench_ant(s: Settings) -> dict:
     sim.close()
     if envs is not None:
         envs.close()
-    speedup = _paired_ratio(samples[peer], samples["backend"])
+    speedup = paired_ratio(samples[peer], samples["backend"])
     labels = {"backend": f"backend, ant.xml: step(ctrl, {frame_skip}) + get_qpos/qvel + episode resets",
               "gym_sync": f"SyncVectorEnv({n} x Ant-v5).step(action_space.sample())",
               "mjdata_loop": f"{n} MjData: mj_step x{frame_skip} + qpos/qvel copies + episode resets"
@@ -547,13 +418,13 @@ def bench_ant(s: Settings) -> dict:
                    "peer": peer, "gym_error": gym_error,
                    "episode_rules": {"healthy_z_range": [z_lo, z_hi], "reset_noise_scale": noise,
                                      "max_episode_steps": max_steps}},
-        "variants": {name: _variant(samples[name], n, "env-steps/s", iters, labels[name]) for name in calls},
+        "variants": {name: variant(samples[name], n, "env-steps/s", iters, labels[name]) for name in calls},
         # resets per 1000 env-steps, to show that the variants simulate comparable episodes
         "resets_per_1000_env_steps": {k: 1000 * resets[k] / env_steps[k] for k in calls if env_steps[k]},
         "speedup_backend_vs_peer": speedup,
-        "speedup_backend_vs_mjdata_loop": _paired_ratio(samples["mjdata_loop"], samples["backend"]),
+        "speedup_backend_vs_mjdata_loop": paired_ratio(samples["mjdata_loop"], samples["backend"]),
         "notes": notes,
-        "figures": [_figure(f"backend / {peer} env-steps/s", speedup["median"], 2.5, ">=", "x",
+        "figures": [figure(f"backend / {peer} env-steps/s", speedup["median"], 2.5, ">=", "x",
                             (speedup["min"], speedup["max"]))],
     }
 
@@ -605,8 +476,8 @@ def bench_memory(s: Settings) -> dict:
     for _ in range(s.mem_repeats):  # alternate, so both see the same machine state
         small.append(_memory_child(1, s))
         large.append(_memory_child(s.n_mem, s))
-    rss1 = _median([c["rss"] for c in small])
-    rssn = _median([c["rss"] for c in large])
+    rss1 = median([c["rss"] for c in small])
+    rssn = median([c["rss"] for c in large])
     per_env_mb = (rssn - rss1) / (s.n_mem - 1) / 1e6
     state_per_env = large[0]["state_bytes"] / s.n_mem if large[0]["state_bytes"] else None
     return {
@@ -614,10 +485,10 @@ def bench_memory(s: Settings) -> dict:
                    "rss_source": small[0]["source"], "mb": "10^6 bytes"},
         "rss_1_env_bytes": rss1,
         "rss_n_env_bytes": rssn,
-        "rss_after_import_bytes": _median([c["rss_after_import"] for c in small + large]),
+        "rss_after_import_bytes": median([c["rss_after_import"] for c in small + large]),
         "batch_state_bytes_per_env": state_per_env,
         "children": {"n1": small, f"n{s.n_mem}": large},
-        "figures": [_figure(f"resident memory per env at N={s.n_mem}", per_env_mb, 1.0, "<=", "MB")],
+        "figures": [figure(f"resident memory per env at N={s.n_mem}", per_env_mb, 1.0, "<=", "MB")],
     }
 
 
@@ -626,126 +497,19 @@ def bench_memory(s: Settings) -> dict:
 # ----------------------------------------------------------------------------
 def machine() -> dict:
     import mujoco
-    import torch
 
-    cpu_model = None
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu_model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        gym_version = __import__("importlib.metadata").metadata.version("gymnasium")
-    except Exception:  # noqa: BLE001
-        gym_version = None
-    return {
-        "cpu_count": os.cpu_count(),
-        "affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "cpu_model": cpu_model,
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "mujoco": mujoco.__version__,
-        "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
-        "numpy": np.__version__,
-        "gymnasium": gym_version,
-        "loadavg_start": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-    }
+    return _common.machine({"mujoco": mujoco.__version__}, {"gymnasium": package_version("gymnasium")})
 
 
-def _cpu_snapshot() -> tuple[float, float, float, float] | None:
-    """(wall s, machine busy CPU s, machine steal s, this process's CPU s incl. waited children); Linux only."""
-    try:
-        v = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    except (OSError, ValueError):
-        return None
-    tick = os.sysconf("SC_CLK_TCK")
-    busy = (v[0] + v[1] + v[2] + v[5] + v[6]) / tick  # user nice system irq softirq (guest is inside user)
-    steal = (v[7] if len(v) > 7 else 0) / tick
-    t = os.times()
-    return time.perf_counter(), busy, steal, t.user + t.system + t.children_user + t.children_system
-
-
-def _load_between(a: tuple | None, b: tuple | None) -> dict | None:
-    """CPU used by OTHER processes (and stolen by the hypervisor) between two snapshots, in cores."""
-    if a is None or b is None:
-        return None
-    wall = b[0] - a[0]
-    own = (b[3] - a[3]) / wall
-    foreign = max(0.0, (b[1] - a[1]) / wall - own)
-    return {"own_cores": own, "foreign_cores": foreign, "steal_cores": (b[2] - a[2]) / wall}
-
-
-def wait_quiet(limit_s: float, threshold: float = 0.15, window_s: float = 1.0) -> dict:
-    """Wait (at most ``limit_s``) until other processes use < ``threshold`` cores over ``window_s``.
-
-    Returns what happened: seconds waited and whether the machine was quiet.
-    """
-    t0 = time.perf_counter()
-    foreign = None
-    while True:
-        a = _cpu_snapshot()
-        time.sleep(window_s)
-        load = _load_between(a, _cpu_snapshot())
-        if load is None:
-            return {"waited_s": 0.0, "quiet": None, "other_cores": None}
-        foreign = load["foreign_cores"] + load["steal_cores"]
-        if foreign < threshold or time.perf_counter() - t0 >= limit_s:
-            return {"waited_s": time.perf_counter() - t0, "quiet": foreign < threshold, "other_cores": foreign}
-
-
-def _fmt_rate(v: dict) -> str:
-    r = v["rate"]
-    return f"{r / 1e6:.3f} M" if r >= 1e6 else (f"{r / 1e3:.1f} k" if r >= 1e3 else f"{r:.1f}")
-
-
-def print_tables(result: dict) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console()
-    if not console.is_terminal:  # piped or captured: do not squeeze the tables into 80 columns
-        console = Console(width=160)
-    m = result["machine"]
-    console.print(f"[bold]bench_mujoco[/bold]  cpus={m['cpu_count']} ({m['cpu_model']})  mujoco {m['mujoco']}  "
-                  f"torch {m['torch']}  numpy {m['numpy']}  gymnasium {m['gymnasium']}  "
-                  f"rounds={result['settings']['rounds']}  quick={result['settings']['quick']}")
-
-    var = Table(title="Variants (median over rounds)", show_lines=False)
-    for col in ("section", "case", "variant", "ms/call", "rate", "unit", "what"):
-        var.add_column(col, justify="right" if col in ("ms/call", "rate") else "left")
-    sec = result["sections"]
-    for name, data in sec.items():
-        if "error" in data:
-            var.add_row(name, "", "[red]error[/red]", "", "", "", data["error"][:80])
-            continue
-        groups = data["cases"].items() if "cases" in data else [("", data)] if "variants" in data else []
-        for case, g in groups:
-            for vname, v in g["variants"].items():
-                var.add_row(name, case, vname, f"{v['ms_per_call']:.3f}", _fmt_rate(v), v["rate_unit"], v["label"])
+def _variant_rows(var: Any, sec: dict, console: Any) -> None:
     if "memory" in sec and "error" not in sec["memory"]:
         mem = sec["memory"]
         var.add_row("memory", "N=1", "rss", "", f"{mem['rss_1_env_bytes'] / 2**20:.1f}", "MiB", "fresh process, 1 env")
         var.add_row("memory", f"N={mem['params']['num_envs']}", "rss", "", f"{mem['rss_n_env_bytes'] / 2**20:.1f}",
                     "MiB", f"fresh process, {mem['params']['num_envs']} envs")
-    console.print(var)
 
-    figs = Table(title="Figures vs targets")
-    for col in ("section", "figure", "value", "spread (min..max)", "target", "value/target", "meets", "other load"):
-        figs.add_column(col)
-    busy = []
-    for name, data in sec.items():
-        load = data.get("machine_load")
-        other = "" if load is None else f"{load['foreign_cores'] + load['steal_cores']:.2f} cores"
-        if load is not None and load["foreign_cores"] + load["steal_cores"] > 0.25:
-            busy.append(name)
-        for f in data.get("figures", []):
-            spread = f"{f['min']:.3f}..{f['max']:.3f}" if "min" in f else ""
-            ok = "[green]yes[/green]" if f["meets_target"] else "[red]NO[/red]"
-            figs.add_row(name, f["name"] + (f"  ({f['note']})" if "note" in f else ""), f"{f['value']:.3f} {f['unit']}",
-                         spread, f"{f['op']} {f['target']} {f['unit']}", f"{f['ratio_to_target']:.2f}", ok, other)
+
+def _figure_rows(figs: Any, sec: dict, console: Any) -> None:
     if "step" in sec and "cases" in sec["step"]:
         for case, c in sec["step"]["cases"].items():
             figs.add_row("step", f"{case}: backend / raw batch without stage (info)",
@@ -765,11 +529,15 @@ def print_tables(result: dict) -> None:
                      ", ".join(f"{k} {v:.1f}" for k, v in r.items()), "", "", "", "")
         for note in sec["ant"].get("notes", []):
             console.print(f"[yellow]ant:[/yellow] {note}")
-    console.print(figs)
-    if busy:
-        console.print(f"[yellow]warning:[/yellow] other processes used > 0.25 of a core during {', '.join(busy)}; "
-                      "figures that need free cores (threads, ant) are then understated. Re-run on a quiet machine.")
-    console.print(f"runtime {result['runtime_s']:.1f} s; JSON written to {result['out']}")
+
+
+def print_tables(result: dict) -> None:
+    m = result["machine"]
+    header = (f"[bold]bench_mujoco[/bold]  cpus={m['cpu_count']} ({m['cpu_model']})  mujoco {m['mujoco']}  "
+              f"torch {m['torch']}  numpy {m['numpy']}  gymnasium {m['gymnasium']}  "
+              f"rounds={result['settings']['rounds']}  quick={result['settings']['quick']}")
+    _common.print_tables(result, header, "figures that need free cores (threads, ant) are then understated.",
+                         _variant_rows, _figure_rows)
 
 
 BENCHES: dict[str, Callable[[Settings], dict]] = {
@@ -782,46 +550,9 @@ BENCHES: dict[str, Callable[[Settings], dict]] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true", help="few rounds and short blocks: a smoke check (< 60 s)")
-    p.add_argument("--only", choices=SECTIONS, action="append",
-                   help="run only this section (repeatable); default: all")
-    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"JSON output path (default {DEFAULT_OUT})")
-    p.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
-                   help="before each section, wait up to S seconds for other processes to use < 0.15 cores")
-    args = p.parse_args(argv)
-
-    s = Settings(args.quick)
-    t0 = time.perf_counter()
-    result: dict[str, Any] = {"machine": machine(), "settings": s.as_dict(), "sections": {}}
-    failed = False
-    for name in args.only or SECTIONS:
-        waited = wait_quiet(args.wait_quiet) if args.wait_quiet > 0 else None
-        print(f"[bench] {name} ..." + (f" (waited {waited['waited_s']:.0f} s for a quiet machine)" if waited else ""),
-              file=sys.stderr, flush=True)
-        ts, snap = time.perf_counter(), _cpu_snapshot()
-        try:
-            data = BENCHES[name](s)
-        except Exception as e:  # noqa: BLE001 - keep the other sections' results
-            import traceback
-
-            traceback.print_exc()
-            data = {"error": f"{type(e).__name__}: {e}", "figures": []}
-            failed = True
-        data["runtime_s"] = time.perf_counter() - ts
-        data["machine_load"] = _load_between(snap, _cpu_snapshot())
-        if waited is not None:
-            data["wait_quiet"] = waited
-        result["sections"][name] = data
-    result["machine"]["loadavg_end"] = list(os.getloadavg()) if hasattr(os, "getloadavg") else None
-    result["runtime_s"] = time.perf_counter() - t0
-    result["all_targets_met"] = all(f["meets_target"] for d in result["sections"].values() for f in d["figures"])
-    out = args.out.resolve()
-    result["out"] = str(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
-    print_tables(result)
-    return 1 if failed else 0
+    return _common.main(argv, description=__doc__.split("\n\n")[0], sections=BENCHES, settings=Settings,
+                        default_out=DEFAULT_OUT, quick_help="few rounds and short blocks: a smoke check (< 60 s)",
+                        machine_info=machine, report=print_tables)
 
 
 if __name__ == "__main__":

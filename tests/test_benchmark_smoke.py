@@ -1,7 +1,7 @@
-"""Smoke test of benchmarks/bench_mujoco.py: it runs and writes well-formed JSON.
+"""Smoke tests of benchmarks/bench_mujoco.py and bench_sapien.py: they run and write well-formed JSON.
 
-No speed target is asserted (the machines are shared and noisy): only that the
-script runs one small section end to end and that its JSON has the expected
+No speed target is asserted (the machines are shared and noisy): only that each
+script runs small sections end to end and that its JSON has the expected
 structure with positive measurements.
 """
 
@@ -14,12 +14,25 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_mujoco.py"
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+SCRIPT = BENCHMARKS / "bench_mujoco.py"
+SAPIEN_SCRIPT = BENCHMARKS / "bench_sapien.py"
 
 
-def _run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=timeout,
+def _run(*args: str, timeout: float = 300, script: Path = SCRIPT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=timeout,
                           check=False)
+
+
+def _check_variants(variants: dict, rounds: int) -> None:
+    """Every variant record holds positive per-round samples and their median."""
+    for name, v in variants.items():
+        assert v["sec_per_call"] > 0 and v["ms_per_call"] > 0 and v["rate"] > 0, name
+        assert v["iters_per_round"] >= 1, name
+        assert len(v["samples_sec_per_call"]) == rounds, name
+        assert all(x > 0 for x in v["samples_sec_per_call"]), name
+        # the median lies within its samples
+        assert min(v["samples_sec_per_call"]) <= v["sec_per_call"] <= max(v["samples_sec_per_call"]), name
 
 
 @pytest.fixture(scope="module")
@@ -54,13 +67,7 @@ def test_jacobian_section_has_positive_measurements(jacobian_run):
     assert sec["params"]["num_envs"] > 0
     rounds = data["settings"]["rounds"]
     assert set(sec["variants"]) == {"step1", "jacobian", "raw_jac", "bare_step", "bare_step_jac"}
-    for name, v in sec["variants"].items():
-        assert v["sec_per_call"] > 0 and v["ms_per_call"] > 0 and v["rate"] > 0, name
-        assert v["iters_per_round"] >= 1, name
-        assert len(v["samples_sec_per_call"]) == rounds, name
-        assert all(x > 0 for x in v["samples_sec_per_call"]), name
-        # the median lies within its samples
-        assert min(v["samples_sec_per_call"]) <= v["sec_per_call"] <= max(v["samples_sec_per_call"]), name
+    _check_variants(sec["variants"], rounds)
     frac = sec["fraction_jacobian_of_step"]
     assert 0 < frac["min"] <= frac["median"] <= frac["max"]
     assert len(frac["samples"]) == rounds
@@ -91,3 +98,71 @@ def test_unknown_section_is_rejected(tmp_path):
     assert proc.returncode != 0
     assert "no_such_section" in proc.stderr
     assert not out.exists()
+
+
+# ----------------------------------------------------------------------------
+# bench_sapien.py
+# ----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def sapien_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench_sapien") / "sapien.json"
+    proc = _run("--quick", "--out", str(out), script=SAPIEN_SCRIPT)
+    assert proc.returncode == 0, f"bench_sapien.py failed:\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+    return proc, json.loads(out.read_text())
+
+
+def test_sapien_step_section_compares_backend_and_bare_loop(sapien_run):
+    _, data = sapien_run
+    assert data["settings"]["quick"] is True
+    assert isinstance(data["machine"]["sapien"], str) and data["machine"]["sapien"]
+    sec = data["sections"]["step"]
+    assert "error" not in sec, sec.get("error")
+    rounds, sizes, nsteps = data["settings"]["rounds"], data["settings"]["n_cpu"], data["settings"]["nsteps"]
+    assert set(sec["cases"]) == {f"N={n},nsteps={k}" for n in sizes for k in nsteps}
+    for name, case in sec["cases"].items():
+        assert set(case["variants"]) == {"backend", "bare"}, name
+        _check_variants(case["variants"], rounds)
+        for v in case["variants"].values():
+            assert v["rate_unit"] == "env-steps/s"
+            assert v["rate"] == pytest.approx(case["num_envs"] / v["sec_per_call"])
+        ratio = case["ratio_backend_vs_bare"]
+        assert len(ratio["samples"]) == rounds
+        assert 0 < ratio["min"] <= ratio["median"] <= ratio["max"]
+        fig = case["figure"]
+        assert fig["target"] == pytest.approx(0.8) and fig["op"] == ">="
+        assert fig["meets_target"] is (fig["value"] >= 0.8)
+    assert sec["figures"] == [c["figure"] for c in sec["cases"].values()]
+
+
+def test_sapien_bare_loop_does_the_backends_work(sapien_run):
+    """From the same state, the same ctrls give the bare loop the backend's qpos and body pose.
+
+    Exactly: both drive scenes built alike by the backend (PhysX's enhanced
+    determinism on) with the same float32 drive targets. A tolerance would let
+    a wrong target through: 0.01 rad off moves qpos by only ~3e-6 in 3 steps.
+    """
+    _, data = sapien_run
+    checks = data["sections"]["step"]["same_work_check"]
+    assert set(checks) == {f"N={n}" for n in data["settings"]["n_cpu"]}
+    for name, c in checks.items():
+        assert c["calls"] >= 1, name
+        for key in ("qpos_max_abs_diff", "body_pos_max_abs_diff", "body_quat_max_abs_diff"):
+            assert c[key] == 0.0, (name, key, c[key])
+
+
+def test_sapien_gpu_section_runs_or_says_why_not(sapien_run):
+    import torch
+
+    proc, data = sapien_run
+    sec = data["sections"]["gpu"]
+    assert "error" not in sec, sec.get("error")
+    if torch.cuda.is_available():
+        assert "skipped" not in sec
+        assert set(sec["cases"]) == {f"N={n},nsteps={k}" for n in data["settings"]["n_gpu"]
+                                     for k in data["settings"]["nsteps"]}
+        for case in sec["cases"].values():
+            _check_variants(case["variants"], data["settings"]["rounds"])
+    else:
+        assert "CUDA" in sec["skipped"] and "cases" not in sec
+        assert "skipped" in proc.stdout
+    assert sec["figures"] == []
