@@ -204,7 +204,7 @@ def test_layout_with_gpu_rows_and_offsets_matches_cpu(model: str) -> None:
     v = rng.normal(size=(n, sim.nv))
     sim.set_state(None, q, v)
     e = sim.engine
-    data = e.link_data(None, arts=np.arange(e.num_arts)).clone()
+    data = e.link_data(None, arts=np.arange(e.num_arts), velocities=True).clone()
     aq, av = e.art_qpos().clone(), e.art_qvel().clone()
     R = data.shape[0]
     perm = rng.permutation(R)                    # new row of old row r is perm[r]
@@ -243,3 +243,13 @@ def test_model_fields_read_back_from_physx() -> None:
     np.testing.assert_allclose(got["joint_range"], ref["joint_range"], atol=1e-6)
     plan = build_plan(sim.model, sim.info)
     assert plan.body_link[0].tolist() == [-1, -1]
+
+
+def test_cpu_scene_limit_is_a_clear_error() -> None:
+    """SAPIEN 3.0.3 aborts the interpreter when it frees more than ~1000 CPU scenes: refuse up front."""
+    from simbackend.backends.sapien.cpu import MAX_CPU_SCENES
+
+    with make_backend("sapien", "pendulum", 2):
+        with pytest.raises(InvalidArgumentError, match="device='cuda'"):
+            make_backend("sapien", "pendulum", MAX_CPU_SCENES - 1)
+    make_backend("sapien", "pendulum", 2).close()  # closed scenes count no more

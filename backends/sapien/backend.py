@@ -154,18 +154,19 @@ class SapienBackend(SimBackend):
     # ------------------------------------------------------------------
     # state
     # ------------------------------------------------------------------
-    def _free_links(self) -> torch.Tensor:
+    def _free_links(self, velocities: bool) -> torch.Tensor:
         self._check_open()
-        return self.layout.gather(self.engine.link_data(self.layout.free_body), self.layout.free_body)
+        ids = self.layout.free_body
+        return self.layout.gather(self.engine.link_data(ids, velocities=velocities), ids)
 
     def get_qpos(self) -> torch.Tensor:
         self._check_open()
-        free = self._free_links() if self.layout.free_joints.size else None
+        free = self._free_links(False) if self.layout.free_joints.size else None
         return self._out(self.layout.qpos(self.engine.art_qpos(), free))
 
     def get_qvel(self) -> torch.Tensor:
         self._check_open()
-        free = self._free_links() if self.layout.free_joints.size else None
+        free = self._free_links(True) if self.layout.free_joints.size else None
         return self._out(self.layout.qvel(self.engine.art_qvel(), free))
 
     def get_dof_pos(self) -> torch.Tensor:

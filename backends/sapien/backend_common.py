@@ -44,10 +44,11 @@ class EngineBase:
     max_state = MAX_STATE_VALUE
     max_speed = DIVERGED_SPEED
 
-    def blown_up(self, state: np.ndarray) -> bool:
-        """Whether a packed PhysX state (float32) is non-finite, huge, or too fast."""
-        return bool(not np.isfinite(state).all() or np.abs(state).max(initial=0.0) > self.max_state
-                    or np.abs(state[self.pack_speed]).max(initial=0.0) > self.max_speed)
+    def blown_up(self, states: np.ndarray) -> np.ndarray:
+        """``(N,)`` whether each packed PhysX state (rows of ``(N, pack_size)`` float32) is non-finite, huge or too fast."""
+        a = np.abs(states)
+        return ((~np.isfinite(states)).any(1) | (a > self.max_state).any(1)
+                | (a[:, self.pack_speed] > self.max_speed).any(1))
 
     def __init__(self, plan: Plan, num_envs: int):
         self.plan = plan

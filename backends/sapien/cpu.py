@@ -7,6 +7,7 @@ env once per state, ``art_qpos``/``art_qvel`` one call per articulation.
 
 from __future__ import annotations
 
+import weakref
 from typing import Optional
 
 import numpy as np
@@ -14,16 +15,34 @@ import sapien
 import torch
 from sapien import physx
 
-from simbackend.errors import SimBackendError
+from simbackend.errors import InvalidArgumentError, SimBackendError
 
 from .backend_common import EngineBase, scene_config
 from .plan import Plan
 from .scene import MaterialCache, build_scene, pose
 
 
+#: SAPIEN 3.0.3 aborts the interpreter ("Couldn't create autoTSSkey mapping") when more
+#: than about 1000 CPU PhysX systems alive in one process are destroyed
+MAX_CPU_SCENES = 1000
+_alive = [0]
+
+
+def _release(n: int) -> None:
+    _alive[0] -= n
+
+
 class CpuPhysx(EngineBase):
     def __init__(self, plan: Plan, num_envs: int, iterations: tuple[int, int], tgs: bool):
         super().__init__(plan, num_envs)
+        if _alive[0] + num_envs > MAX_CPU_SCENES:
+            raise InvalidArgumentError(
+                f"num_envs: {num_envs} CPU PhysX scenes with {_alive[0]} already alive in this process exceed"
+                f" {MAX_CPU_SCENES}: SAPIEN {sapien.__version__} aborts the interpreter when it frees more;"
+                " close other sapien backends, or use device='cuda' (one GPU system holds every env)"
+            )
+        _alive[0] += num_envs
+        self._finalizer = weakref.finalize(self, _release, num_envs)
         self._materials = MaterialCache()
         self._iterations, self._tgs = iterations, tgs
         self.systems, self.scenes, self.arts, self.comps = [], [], [], []
@@ -49,9 +68,18 @@ class CpuPhysx(EngineBase):
         self._links[..., 3] = 1.0
         self._qpos = np.zeros((R, max(self.max_dof, 1)))
         self._qvel = np.zeros((R, max(self.max_dof, 1)))
-        self._fresh_links = np.zeros((A, max(self.max_links, 1)), bool)
+        self._fresh_pose = np.zeros((A, max(self.max_links, 1)), bool)
+        self._fresh_vel = np.zeros((A, max(self.max_links, 1)), bool)
         self._fresh_q = self._fresh_v = False
+        p = plan
+        self._pos_j = [j for j in p.drive_joints if p.stiffness[j] > 0]
+        self._vel_j = [j for j in p.drive_joints if p.damping[j] > 0 and p.vel_gain[:, j].any()]
+        self._motor_arts = [int(a) for a in np.unique(p.joint_link[np.flatnonzero(p.motor_gear.any(0)), 0])]
+        self._joint_objs: list = [None] * num_envs
+        self._packed: list = [None] * num_envs   # each env's serialised state as of the end of the last call
         self._set_drives()
+        for n in range(num_envs):
+            self._cache_joints(n)
 
     def _build_env(self):
         system = physx.PhysxCpuSystem()
@@ -60,23 +88,37 @@ class CpuPhysx(EngineBase):
         arts, comps = build_scene(self.plan, scene, self._materials, self._iterations)
         return system, scene, arts, comps
 
+    def _cache_joints(self, n: int) -> None:
+        """Env ``n``'s PhysX joint objects of position- and velocity-driven joints, looked up once."""
+        jl = self.plan.joint_link
+        comps = self.comps[n]
+        self._joint_objs[n] = ([comps[jl[j, 0]][jl[j, 1]].joint for j in self._pos_j],
+                               [comps[jl[j, 0]][jl[j, 1]].joint for j in self._vel_j])
+
     def _rebuild(self, env_ids: np.ndarray) -> None:
         """Fresh scenes for ``env_ids``: PhysX keeps contact and broad-phase caches
         across a teleport, which a replay from the same state must not see."""
         with scene_config(self.plan.gravity, self._tgs):
             for n in env_ids:
                 self.systems[n], self.scenes[n], self.arts[n], self.comps[n] = self._build_env()
+                self._packed[n] = None
         self._set_drives(env_ids)
+        for n in env_ids:
+            self._cache_joints(n)
 
     # ------------------------------------------------------------------
     # reads
     # ------------------------------------------------------------------
     def _stale(self) -> None:
-        self._fresh_links[:] = False
+        self._fresh_pose[:] = False
+        self._fresh_vel[:] = False
         self._fresh_q = self._fresh_v = False
 
-    def link_data(self, body_ids: Optional[np.ndarray], arts: Optional[np.ndarray] = None) -> torch.Tensor:
-        need = np.zeros_like(self._fresh_links)
+    def link_data(self, body_ids: Optional[np.ndarray], arts: Optional[np.ndarray] = None,
+                  velocities: bool = False) -> torch.Tensor:
+        """The ``(R, L, 13)`` buffer with the poses (and, if asked, velocities) of the
+        requested bodies' links, or of every link of ``arts``, current."""
+        need = np.zeros_like(self._fresh_pose)
         if body_ids is not None:
             bl = self.plan.body_link[np.asarray(body_ids)]
             bl = bl[bl[:, 0] >= 0]
@@ -84,38 +126,47 @@ class CpuPhysx(EngineBase):
         if arts is not None:
             for a in arts:
                 need[a, :len(self.plan.articulations[a].links)] = True
-        need &= ~self._fresh_links
-        if need.any():
-            pairs = [(int(a), int(l), int(self.link_col[a, l])) for a, l in zip(*np.nonzero(need))]
-            buf = self._links
+        need_pose = need & ~self._fresh_pose
+        need_vel = need & ~self._fresh_vel if velocities else np.zeros_like(need)
+        buf = self._links
+        if need_pose.any():
+            pairs = [(int(a), int(l), int(self.link_col[a, l])) for a, l in zip(*np.nonzero(need_pose))]
+            for n, comps in enumerate(self.comps):
+                base = n * self.num_arts
+                for a, l, c in pairs:
+                    p = comps[a][l].entity_pose
+                    row = buf[base + a, c]
+                    row[:3] = p.p
+                    row[3:7] = p.q
+            self._fresh_pose |= need_pose
+        if need_vel.any():
+            pairs = [(int(a), int(l), int(self.link_col[a, l])) for a, l in zip(*np.nonzero(need_vel))]
             for n, comps in enumerate(self.comps):
                 base = n * self.num_arts
                 for a, l, c in pairs:
                     comp = comps[a][l]
-                    p = comp.entity_pose
                     row = buf[base + a, c]
-                    row[:3] = p.p
-                    row[3:7] = p.q
                     row[7:10] = comp.linear_velocity
                     row[10:13] = comp.angular_velocity
-            self._fresh_links |= need
+            self._fresh_vel |= need_vel
         return torch.from_numpy(self._links)
+
+    def _read_joints(self, buf: np.ndarray, getter: str) -> None:
+        A = self.num_arts
+        with_dofs = [(a, int(self.art_dofs[a])) for a in range(A) if self.art_dofs[a]]
+        for n, arts in enumerate(self.arts):
+            for a, d in with_dofs:
+                buf[n * A + a, :d] = getattr(arts[a], getter)()
 
     def art_qpos(self) -> torch.Tensor:
         if not self._fresh_q and self.max_dof:
-            for r, art in enumerate(a for arts in self.arts for a in arts):
-                d = self.art_dofs[r % self.num_arts]
-                if d:
-                    self._qpos[r, :d] = art.get_qpos()
+            self._read_joints(self._qpos, "get_qpos")
             self._fresh_q = True
         return torch.from_numpy(self._qpos)
 
     def art_qvel(self) -> torch.Tensor:
         if not self._fresh_v and self.max_dof:
-            for r, art in enumerate(a for arts in self.arts for a in arts):
-                d = self.art_dofs[r % self.num_arts]
-                if d:
-                    self._qvel[r, :d] = art.get_qvel()
+            self._read_joints(self._qvel, "get_qvel")
             self._fresh_v = True
         return torch.from_numpy(self._qvel)
 
@@ -140,23 +191,21 @@ class CpuPhysx(EngineBase):
         self._stale()
 
     def _write_ctrl(self, drive: dict) -> None:
-        p = self.plan
-        K, D = p.stiffness, p.damping
-        target, vel_target, force = drive["target"], drive["vel_target"], drive["force"]
-        pos_j = [j for j in p.drive_joints if K[j] > 0]
-        vel_j = [j for j in p.drive_joints if D[j] > 0 and p.vel_gain[:, j].any()]
-        motor_arts = np.unique(p.joint_link[np.flatnonzero(p.motor_gear.any(0)), 0])
-        for n, comps in enumerate(self.comps):
-            for j in pos_j:
-                a, l = p.joint_link[j]
-                comps[a][l].joint.set_drive_target(float(target[n, j]))
-            for j in vel_j:
-                a, l = p.joint_link[j]
-                comps[a][l].joint.set_drive_velocity_target(float(vel_target[n, j]))
-            for a in motor_arts:
-                qf = np.zeros(self.art_dofs[a], np.float32)
-                qf[self.joint_dof[self.motor_joints[a]]] = force[n, self.motor_joints[a]]
-                self.arts[n][a].set_qf(qf)
+        targets = drive["target"][:, self._pos_j].tolist()
+        vel_targets = drive["vel_target"][:, self._vel_j].tolist()
+        force = drive["force"]
+        qfs = {}
+        for a in self._motor_arts:
+            qf = np.zeros((self.num_envs, int(self.art_dofs[a])), np.float32)
+            qf[:, self.joint_dof[self.motor_joints[a]]] = force[:, self.motor_joints[a]]
+            qfs[a] = qf
+        for n, (pos_joints, vel_joints) in enumerate(self._joint_objs):
+            for joint, t in zip(pos_joints, targets[n]):
+                joint.set_drive_target(t)
+            for joint, t in zip(vel_joints, vel_targets[n]):
+                joint.set_drive_velocity_target(t)
+            for a, qf in qfs.items():
+                self.arts[n][a].set_qf(qf[n])
 
     def _apply_forces(self, forces) -> None:
         bodies, f, t = forces
@@ -169,7 +218,8 @@ class CpuPhysx(EngineBase):
                 comp.add_force_torque(np.zeros(3, np.float32), t[n, i].astype(np.float32))
 
     def step(self, drive: dict, nsteps: int, forces) -> np.ndarray:
-        before = [s.pack() for s in self.systems]
+        # the state each env had at the end of the last call is its pre-call state now
+        before = [b if b is not None else s.pack() for b, s in zip(self._packed, self.systems)]
         self._write_ctrl(drive)
         for _ in range(nsteps):
             if forces is not None:
@@ -177,14 +227,19 @@ class CpuPhysx(EngineBase):
             for s in self.systems:
                 s.step()
         self._stale()
-        diverged = np.zeros(self.num_envs, bool)
-        for n, s in enumerate(self.systems):
-            if self.blown_up(np.frombuffer(before[n], np.float32)) or self.blown_up(np.frombuffer(s.pack(), np.float32)):
-                diverged[n] = True
-                s.unpack(before[n])
+        after = [s.pack() for s in self.systems]
+        rows = (-1, self.pack_size)
+        diverged = (self.blown_up(np.frombuffer(b"".join(before), np.float32).reshape(rows))
+                    | self.blown_up(np.frombuffer(b"".join(after), np.float32).reshape(rows)))
+        for n in np.flatnonzero(diverged):
+            self.systems[n].unpack(before[n])
+            after[n] = before[n]
+        self._packed = after
         return diverged
 
     def close(self) -> None:
+        self._joint_objs.clear()
+        self._packed.clear()
         self.systems.clear()
         self.scenes.clear()
         self.arts.clear()

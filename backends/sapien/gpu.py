@@ -116,11 +116,11 @@ class GpuPhysx(EngineBase):
         for k in self._fresh:
             self._fresh[k] = False
 
-    def link_data(self, body_ids=None, arts=None) -> torch.Tensor:
+    def link_data(self, body_ids=None, arts=None, velocities: bool = False) -> torch.Tensor:
         if not self._fresh["pose"]:
             self.system.gpu_fetch_articulation_link_pose()
             self._fresh["pose"] = True
-        if not self._fresh["vel"]:
+        if velocities and not self._fresh["vel"]:
             self.system.gpu_fetch_articulation_link_velocity()
             self._fresh["vel"] = True
         return self._links
@@ -146,7 +146,7 @@ class GpuPhysx(EngineBase):
 
     def write_state(self, env_ids: np.ndarray, packed: dict) -> None:
         dev = self._qpos.device
-        self.link_data()
+        self.link_data(velocities=True)
         self.art_qpos()
         self.art_qvel()
         rows = torch.as_tensor(packed["rows"], dtype=torch.long, device=dev)
@@ -184,13 +184,13 @@ class GpuPhysx(EngineBase):
     def step(self, drive: dict, nsteps: int, forces) -> torch.Tensor:
         if forces is not None:
             raise SimBackendError("body forces are not available on the GPU path")
-        self.link_data()
+        self.link_data(velocities=True)
         q0, v0, l0 = self.art_qpos().clone(), self.art_qvel().clone(), self._links[:, 0].clone()
         self._write_ctrl(drive)
         for _ in range(nsteps):
             self.system.step()
         self._stale()
-        q, v, links = self.art_qpos(), self.art_qvel(), self.link_data()
+        q, v, links = self.art_qpos(), self.art_qvel(), self.link_data(velocities=True)
         root = links[:, 0]
         per_row = torch.stack([
             (~torch.isfinite(q)).any(1) | (q.abs() > self.max_state).any(1),
