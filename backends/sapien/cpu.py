@@ -238,6 +238,7 @@ class CpuPhysx(EngineBase):
         return diverged
 
     def close(self) -> None:
+        self._finalizer()  # the scenes no longer count against MAX_CPU_SCENES
         self._joint_objs.clear()
         self._packed.clear()
         self.systems.clear()
