@@ -35,6 +35,7 @@ contract: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_mujoco.py
+	$(BIN)/python benchmarks/bench_sapien.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
