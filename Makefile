@@ -9,6 +9,8 @@ TORCH_SPEC ?= torch==2.13.0
 SIM        ?= mujoco
 # the backends `make test` runs the conformance suite against
 SIMS       ?= mujoco sapien
+# CPU PhysX holds one scene per env (at most 1000 per process): a smaller demo batch there
+DEMO_ENVS  ?= $(if $(filter sapien,$(SIM)),256,1024)
 BIN        := $(VENV)/bin
 STAMP      := $(VENV)/.simbackend-installed
 
@@ -24,7 +26,7 @@ $(STAMP): pyproject.toml Makefile
 setup: $(STAMP)
 
 demo: $(STAMP)
-	MUJOCO_GL=egl $(BIN)/simbackend run --sim $(SIM) --model arm7 --num-envs 1024 --steps 500 --nsteps 4
+	MUJOCO_GL=egl $(BIN)/simbackend run --sim $(SIM) --model arm7 --num-envs $(DEMO_ENVS) --steps 500 --nsteps 4
 
 test: $(STAMP)
 	MUJOCO_GL=egl $(BIN)/python -m pytest tests

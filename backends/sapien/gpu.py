@@ -81,7 +81,7 @@ class GpuPhysx(EngineBase):
         for n in range(num_envs):
             scene = sapien.Scene([self.system])
             self.system.set_scene_offset(scene, self.origins[n].astype(np.float32))
-            arts, comps = build_scene(plan, scene, materials, iterations)
+            arts, comps = build_scene(plan, scene, materials, iterations, place=False)
             self.scenes.append(scene)
             self.arts.append(arts)
             self.comps.append(comps)

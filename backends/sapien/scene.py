@@ -81,7 +81,7 @@ def _link(lk: Link, parent: physx.PhysxArticulationLinkComponent | None, materia
     return c
 
 
-def build_articulation(art: Articulation, scene: sapien.Scene, materials: MaterialCache):
+def build_articulation(art: Articulation, scene: sapien.Scene, materials: MaterialCache, place: bool = True):
     """Build one articulation; return it and its link components in plan order (PhysX renumbers links)."""
     comps: list[physx.PhysxArticulationLinkComponent] = []
     entities = []
@@ -97,19 +97,24 @@ def build_articulation(art: Articulation, scene: sapien.Scene, materials: Materi
         scene.add_entity(e)
     a = comps[0].articulation
     a.name = art.name
-    # entity poses of non-root links are not propagated on their own: place every link now
-    a.set_root_pose(pose(art.root_pose))
-    if a.dof:
-        a.set_qpos(np.zeros(a.dof, np.float32))
+    if place:  # CPU: entity poses of non-root links are not propagated on their own; place every link now
+        a.set_root_pose(pose(art.root_pose))
+        if a.dof:
+            a.set_qpos(np.zeros(a.dof, np.float32))
     a.set_sleep_threshold(0.0)
     return a, comps
 
 
-def build_scene(plan: Plan, scene: sapien.Scene, materials: MaterialCache, solver_iterations: tuple[int, int]):
-    """Add the plan's articulations and static shapes to ``scene``; return (articulations, link components)."""
+def build_scene(plan: Plan, scene: sapien.Scene, materials: MaterialCache, solver_iterations: tuple[int, int],
+                place: bool = True):
+    """Add the plan's articulations and static shapes to ``scene``; return (articulations, link components).
+
+    ``place``: set every link's pose from the zero configuration now (CPU); the GPU
+    path instead writes the initial state through its buffers after ``gpu_init``.
+    """
     arts, links = [], []
     for art in plan.articulations:
-        a, comps = build_articulation(art, scene, materials)
+        a, comps = build_articulation(art, scene, materials, place)
         a.set_solver_position_iterations(solver_iterations[0])
         a.set_solver_velocity_iterations(solver_iterations[1])
         arts.append(a)
