@@ -111,6 +111,10 @@ class SimBackend(abc.ABC):
         }
         self._dof_column = {int(j): c for c, j in enumerate(info.dof_joints)}
         self._index_cache: dict[str, torch.Tensor] = {}
+        # pending body forces (apply_body_force until the next step): (N, nbody, 3) each, allocated on first use
+        self._force: Optional[np.ndarray] = None
+        self._torque: Optional[np.ndarray] = None
+        self._force_bodies = np.zeros(0, np.int64)
 
     # ------------------------------------------------------------------
     # properties
@@ -600,11 +604,25 @@ class SimBackend(abc.ABC):
         """
 
     def _apply_body_force(self, body_ids: np.ndarray, force: np.ndarray, torque: np.ndarray) -> None:
-        """Add validated (N, B, 3) world forces/torques at body origins to the pending ones."""
-        raise UnsupportedFeatureError(self.name, "body_forces")
+        """Add validated (N, B, 3) world forces/torques at body origins to the pending ones.
+
+        The pending forces live in ``_force``/``_torque`` ``(N, nbody, 3)`` for the bodies
+        in ``_force_bodies``; a backend's ``_step`` applies them (only backends that
+        declare ``body_forces`` are called here).
+        """
+        if self._force is None:
+            self._force = np.zeros((self.num_envs, self._info.nbody, 3))
+            self._torque = np.zeros((self.num_envs, self._info.nbody, 3))
+        self._force[:, body_ids] += force
+        self._torque[:, body_ids] += torque
+        self._force_bodies = np.union1d(self._force_bodies, body_ids)
 
     def _clear_body_forces(self) -> None:
         """Drop pending forces (called at the end of every step)."""
+        if self._force_bodies.size:
+            self._force[:, self._force_bodies] = 0.0
+            self._torque[:, self._force_bodies] = 0.0
+            self._force_bodies = np.zeros(0, np.int64)
 
     def _site_jacobian_w(self, site_id: int, cols: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         raise UnsupportedFeatureError(self.name, "site_jacobians")

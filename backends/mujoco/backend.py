@@ -106,9 +106,6 @@ class MuJoCoBackend(SimBackend):
         self._warn = b.warning
         self._site_quat_local = np.array(self.model.site_quat, dtype=np.float64)
         self._site_body = np.array(self.model.site_bodyid, dtype=np.int64)
-        self._force = np.zeros((self.num_envs, self.model.nbody, 3))
-        self._torque = np.zeros((self.num_envs, self.model.nbody, 3))
-        self._force_bodies = np.zeros(0, np.int64)
         b.reset(stage=int(mujoco.mjtStage.mjSTAGE_NONE))  # derived fields are computed when first read
 
     # -- capabilities ----------------------------------------------------
@@ -256,18 +253,9 @@ class MuJoCoBackend(SimBackend):
         if self._derived and not self._stale:
             self._forward(env_ids)  # the other envs' derived fields are current: keep them
 
-    def _apply_body_force(self, body_ids: np.ndarray, force: np.ndarray, torque: np.ndarray) -> None:
-        self._force[:, body_ids] += force
-        self._torque[:, body_ids] += torque
-        self._force_bodies = np.union1d(self._force_bodies, body_ids)
-
     def _clear_body_forces(self) -> None:
-        if self._force_bodies.size:
-            b = self._force_bodies
-            self._force[:, b] = 0.0
-            self._torque[:, b] = 0.0
-            self._xfrc[:, b] = 0.0
-            self._force_bodies = np.zeros(0, np.int64)
+        self._xfrc[:, self._force_bodies] = 0.0
+        super()._clear_body_forces()
 
     def _write_xfrc(self) -> None:
         """Shift pending origin forces to MuJoCo's centre-of-mass convention, at the current pose."""

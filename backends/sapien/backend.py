@@ -128,9 +128,6 @@ class SapienBackend(SimBackend):
             ids = np.arange(self.num_envs)
             q0 = np.tile(np.asarray(info.qpos0, np.float64), (self.num_envs, 1))
             self._set_state(ids, q0, np.zeros((self.num_envs, info.nv)))
-        self._force = np.zeros((self.num_envs, info.nbody, 3))
-        self._torque = np.zeros((self.num_envs, info.nbody, 3))
-        self._force_bodies = np.zeros(0, np.int64)
 
     @property
     def capabilities(self) -> Capabilities:
@@ -173,30 +170,12 @@ class SapienBackend(SimBackend):
         free = self._free_links(True) if self.layout.free_joints.size else None
         return self._out(self.layout.qvel(self.engine.art_qvel(), free))
 
-    def get_dof_pos(self) -> torch.Tensor:
-        return self.get_qpos()[:, self._torch_index("dof_qpos")]
-
-    def get_dof_vel(self) -> torch.Tensor:
-        return self.get_qvel()[:, self._torch_index("dof_qvel")]
-
     def _out(self, t: torch.Tensor) -> torch.Tensor:
         return t.to(device=self._device, dtype=torch.float32)
 
     def _links(self, ids: np.ndarray) -> torch.Tensor:
         self._check_open()
         return self.layout.gather(self.engine.link_data(ids), ids)
-
-    def get_base_pos(self) -> torch.Tensor:
-        return self._body_pos_w(self._base_ids())[:, 0]
-
-    def get_base_quat(self) -> torch.Tensor:
-        return self._body_quat_w(self._base_ids())[:, 0]
-
-    def get_base_lin_vel(self) -> torch.Tensor:
-        return self._body_lin_vel_w(self._base_ids())[:, 0]
-
-    def get_base_ang_vel(self) -> torch.Tensor:
-        return self._body_ang_vel_w(self._base_ids())[:, 0]
 
     def _body_pos_w(self, ids: np.ndarray) -> torch.Tensor:
         return self._out(self._links(ids)[..., :3])
@@ -305,17 +284,6 @@ class SapienBackend(SimBackend):
     def _set_state(self, env_ids: np.ndarray, qpos: np.ndarray, qvel: np.ndarray) -> None:
         packed = self.layout.pack_state(env_ids, qpos, qvel, self.engine.max_dof)
         self.engine.write_state(env_ids, packed)
-
-    def _apply_body_force(self, body_ids: np.ndarray, force: np.ndarray, torque: np.ndarray) -> None:
-        self._force[:, body_ids] += force
-        self._torque[:, body_ids] += torque
-        self._force_bodies = np.union1d(self._force_bodies, body_ids)
-
-    def _clear_body_forces(self) -> None:
-        if self._force_bodies.size:
-            self._force[:, self._force_bodies] = 0.0
-            self._torque[:, self._force_bodies] = 0.0
-            self._force_bodies = np.zeros(0, np.int64)
 
     def _step(self, ctrl: np.ndarray, nsteps: int) -> np.ndarray:
         drive = self.layout.pack_ctrl(ctrl)
