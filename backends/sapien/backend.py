@@ -207,10 +207,10 @@ class SapienBackend(SimBackend):
         return self._out(self._site_frames(ids)[1])
 
     def _site_jacobian_w(self, site_id: int, cols: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        lay = self.layout
-        a = np.unique(np.concatenate([[self.plan.body_link[lay.site_body[site_id], 0]]]))
-        data = self.engine.link_data(None, arts=a)
-        jacp, jacr = lay.site_jacobian(data, site_id, cols)
+        self._check_open()
+        art = self.plan.body_link[self.layout.site_body[site_id], 0]
+        data = self.engine.link_data(None, arts=np.array([art]) if art >= 0 else None)  # joint frames of its tree
+        jacp, jacr = self.layout.site_jacobian(data, site_id, cols)
         return self._out(jacp), self._out(jacr)
 
     # ------------------------------------------------------------------

@@ -187,7 +187,6 @@ class CpuPhysx(EngineBase):
                 if d:  # after the root: PhysX updates the links' poses and velocities here
                     art.set_qpos(packed["qpos"][k, :d].astype(np.float32))
                     art.set_qvel(packed["qvel"][k, :d].astype(np.float32))
-                    art.set_qacc(np.zeros(d, np.float32))
         self._stale()
 
     def _write_ctrl(self, drive: dict) -> None:

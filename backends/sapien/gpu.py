@@ -146,9 +146,6 @@ class GpuPhysx(EngineBase):
 
     def write_state(self, env_ids: np.ndarray, packed: dict) -> None:
         dev = self._qpos.device
-        self.link_data(velocities=True)
-        self.art_qpos()
-        self.art_qvel()
         rows = torch.as_tensor(packed["rows"], dtype=torch.long, device=dev)
         d = self.max_dof
         if d:
