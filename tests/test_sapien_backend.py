@@ -217,7 +217,7 @@ def test_layout_with_gpu_rows_and_offsets_matches_cpu(model: str) -> None:
     env_of_old_row = np.repeat(np.arange(n), e.num_arts)
     g_data[perm, :, :3] += torch.as_tensor(origins[env_of_old_row])[:, None]
     site_pose = np.concatenate([sim.model.site_pos, sim.model.site_quat], 1)
-    lay = Layout(sim.plan, perm[e.rows], e.link_col, e.dof_col, origins, {"pose": site_pose}, torch.device("cpu"))
+    lay = Layout(sim.plan, perm[e.rows], e.link_col, e.dof_col, origins, site_pose, torch.device("cpu"))
     ref = sim.layout
     bodies = np.arange(sim.info.nbody)
     free = ref.free_body

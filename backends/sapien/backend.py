@@ -122,7 +122,7 @@ class SapienBackend(SimBackend):
         self._gpu = device.type == "cuda"
         e = self.engine
         site_pose = np.concatenate([np.asarray(m.site_pos, np.float64), np.asarray(m.site_quat, np.float64)], 1)
-        self.layout = Layout(plan, e.rows, e.link_col, e.dof_col, e.origins, {"pose": site_pose.reshape(-1, 7)}, device)
+        self.layout = Layout(plan, e.rows, e.link_col, e.dof_col, e.origins, site_pose, device)
         self._sensor_frames = self._sensor_tables(m)
         if self._gpu:  # place every env at qpos0 through the CUDA buffers (links start at their entity poses)
             ids = np.arange(self.num_envs)

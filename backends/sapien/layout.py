@@ -44,10 +44,11 @@ class Layout:
         dof_col: ``(A, Lmax)`` PhysX dof index (within its articulation) of plan link l's
             incoming joint, -1 for fixed joints and roots.
         origins: ``(N, 3)`` env origins in the physics scene (sub-scene offsets; zeros on CPU).
+        site_local: ``(nsite, 7)`` each site's pose (pos + wxyz) in its body's frame.
     """
 
     def __init__(self, plan: Plan, rows: np.ndarray, link_col: np.ndarray, dof_col: np.ndarray,
-                 origins: np.ndarray, m_site: dict, device: torch.device):
+                 origins: np.ndarray, site_local: np.ndarray, device: torch.device):
         info = plan.info
         self.plan, self.info, self.device = plan, info, device
         self.num_envs, self.num_arts = rows.shape
@@ -61,7 +62,7 @@ class Layout:
         self.body_row = np.where(world[None], 0, self.rows[:, np.maximum(ba, 0)])
         self.body_col = np.where(world, 0, self.link_col[np.maximum(ba, 0), np.maximum(bl, 0)])
         self.world = _t(world, device, torch.bool)
-        self.body_com = _t(np.stack([lk_com(plan, b) for b in range(nbody)]), device)   # (nbody, 3)
+        self.body_com = _t(np.stack([_body_com(plan, b) for b in range(nbody)]), device)   # (nbody, 3)
         self.origins = _t(origins, device)
 
         jt = info.joint_type
@@ -81,10 +82,10 @@ class Layout:
 
         # sites: body and local pose
         self.site_body = np.asarray(info.site_body, np.int64)
-        self.site_local = _t(m_site["pose"], device)                    # (nsite, 7)
+        self.site_local = _t(np.asarray(site_local).reshape(-1, 7), device)   # (nsite, 7) pos + wxyz on the body
 
         # joint frames for Jacobians: (njnt) link and local joint frame; dof-level tables
-        self._jac_tables(plan, m_site)
+        self._jac_tables(plan)
 
     # ------------------------------------------------------------------
     # buffers -> contract quantities
@@ -195,7 +196,7 @@ class Layout:
         pos = link[..., :3] + quat_apply(link[..., 3:7], loc[..., :3])
         return pos, quat_mul(link[..., 3:7], loc[..., 3:])
 
-    def _jac_tables(self, plan: Plan, m_site: dict) -> None:
+    def _jac_tables(self, plan: Plan) -> None:
         info = self.info
         nv = info.nv
         # per qvel column: the link (articulation, link) whose frame carries its axis, the local axis and
@@ -290,7 +291,7 @@ class Layout:
         return (jacp * w[..., None]).sum(2), (jacr * w[..., None]).sum(2)
 
 
-def lk_com(plan: Plan, body: int) -> np.ndarray:
+def _body_com(plan: Plan, body: int) -> np.ndarray:
     """Centre of mass of ``body`` in its frame (zeros for the world)."""
     a, l = plan.body_link[body]
     if a < 0:
