@@ -264,12 +264,17 @@ def test_dof_names_and_index_maps(sim: Any) -> None:
     np.testing.assert_array_equal(to_np(sim.get_dof_vel()), to_np(sim.get_qvel())[:, vcols])
     np.testing.assert_allclose(to_np(sim.get_dof_pos()), qpos[:, qcols], atol=1e-6, rtol=1e-6)
     np.testing.assert_allclose(to_np(sim.get_dof_vel()), qvel[:, vcols], atol=1e-6, rtol=1e-6)
-    # free and ball joints have no dof column
-    for name, t in zip(sim.joint_names, jt):
+    # free and ball joints have no dof column, but qpos/qvel columns: 7/6 and 4/3
+    for j, (name, t) in enumerate(zip(sim.joint_names, jt)):
         if t in (JOINT_FREE, JOINT_BALL):
-            for query in (sim.get_joint_dof_pos_indices, sim.get_joint_qpos_indices, sim.get_joint_qvel_indices):
+            for query in (sim.get_joint_dof_pos_indices, sim.get_joint_dof_vel_indices):
                 with pytest.raises(IndexRangeError):
                     query([name])
+            width_q, width_v = (7, 6) if t == JOINT_FREE else (4, 3)
+            np.testing.assert_array_equal(_ids(sim.get_joint_qpos_indices(name)),
+                                          info.joint_qposadr[j] + np.arange(width_q))
+            np.testing.assert_array_equal(_ids(sim.get_joint_qvel_indices(name)),
+                                          info.joint_dofadr[j] + np.arange(width_v))
 
 
 def test_model_query_values(sim: Any, model: str, capabilities: Any) -> None:

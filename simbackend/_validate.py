@@ -1,72 +1,168 @@
 """Input conversion and validation shared by every backend.
 
 Each function raises the contract's errors (``simbackend.errors``) with the
-argument's name, before anything is written. Real inputs are returned as
-C-contiguous float64 numpy arrays, ids as int64 numpy arrays.
+argument's name, before anything is written.
+
+* Real-valued inputs become **torch tensors on the backend's device** in the
+  backend's hook dtype (:func:`real_tensor`). Shape and dtype are checked from
+  tensor metadata; values (finiteness, range) by device reductions
+  (:func:`nonfinite_rows`, :func:`rows_above`) whose results the caller reads
+  or, on a GPU backend, defers (see ``SimBackend``).
+* Ids become int64 **host** numpy arrays (they index host-side tables). Id
+  tensors the backend returned carry a host copy (:class:`HostIds`), so
+  passing them back reads nothing from the device.
 """
 
 from __future__ import annotations
 
 import numbers
-from typing import Any, Sequence
+import weakref
+from typing import Any, Optional, Sequence
 
 import numpy as np
+import torch
 
 from simbackend.errors import (
     EnvIdError,
     IndexRangeError,
     InputDTypeError,
-    InvalidArgumentError,
     InputShapeError,
-    NonFiniteError,
+    InvalidArgumentError,
 )
 
-
-def to_numpy(x: Any, argument: str) -> np.ndarray:
-    """A numpy view or copy of a torch tensor, numpy array or (nested) sequence."""
-    if hasattr(x, "detach") and hasattr(x, "cpu"):  # torch.Tensor, without importing torch here
-        x = x.detach().cpu().numpy()
-    try:
-        return np.asarray(x)
-    except (ValueError, TypeError) as e:
-        raise InputDTypeError(f"{argument}: cannot be read as an array ({e})") from e
+#: largest magnitude a real input may have: every engine must be able to hold it in float32
+MAX_REAL_INPUT = float(np.finfo(np.float32).max)
 
 
-def real_array(
-    x: Any, argument: str, shape: Sequence[int], *, finite_rows: bool = True, row_ids: np.ndarray | None = None
-) -> np.ndarray:
-    """Validate a real-valued input of exactly ``shape``; return float64.
+class HostIds:
+    """Host copies of the id tensors a backend returned.
 
-    Args:
-        x: tensor, array or sequence.
-        argument: the name used in error messages.
-        shape: the expected shape; its first axis indexes envs when ``finite_rows``.
-        finite_rows: reject NaN/inf, naming the rows (env ids) that hold them.
-        row_ids: env id of each row, when the rows are a subset of the envs.
+    ``get_body_ids`` & co. return device tensors; the backend registers each
+    with its host copy, and validation looks the tensor up instead of reading
+    it back (which would synchronise with a GPU). A tensor changed in place
+    since it was returned (its ``_version`` moved) is read like any other.
     """
-    a = to_numpy(x, argument)
+
+    def __init__(self) -> None:
+        self._map: dict[int, tuple[weakref.ref, int, np.ndarray]] = {}
+
+    def register(self, t: torch.Tensor, host: np.ndarray) -> torch.Tensor:
+        key = id(t)
+        table = self._map
+
+        def forget(ref: weakref.ref, key: int = key) -> None:
+            entry = table.get(key)
+            if entry is not None and entry[0] is ref:
+                del table[key]
+
+        host = np.array(host, dtype=np.int64)
+        host.flags.writeable = False
+        table[key] = (weakref.ref(t, forget), t._version, host)
+        return t
+
+    def lookup(self, t: torch.Tensor) -> Optional[np.ndarray]:
+        entry = self._map.get(id(t))
+        if entry is None or entry[0]() is not t or entry[1] != t._version:
+            return None
+        return entry[2]
+
+
+def _numpy_input(x: Any, argument: str) -> np.ndarray:
+    try:
+        a = np.asarray(x)
+    except (ValueError, TypeError) as e:
+        raise InputDTypeError(f"{argument}: cannot be read as an array ({_one_line(e)})") from e
+    return a
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())
+
+
+def check_tensor_storage(x: torch.Tensor, argument: str) -> None:
+    """Reject tensors that hold no readable data (``meta`` device, sparse or nested layouts)."""
+    if x.device.type == "meta":
+        raise InvalidArgumentError(f"{argument}: a tensor on the 'meta' device holds no values")
+    if x.layout != torch.strided:
+        raise InputDTypeError(f"{argument}: expected a dense (strided) tensor, got layout {x.layout}")
+
+
+def real_tensor(x: Any, argument: str, shape: Sequence[int], *, device: torch.device,
+                dtype: torch.dtype) -> torch.Tensor:
+    """A real-valued input of exactly ``shape`` as a ``dtype`` tensor on ``device``.
+
+    Accepts torch tensors (any device, dtype, strides; gradients are
+    detached), numpy arrays and nested sequences of numbers. Booleans,
+    complex numbers and objects are rejected. Values are not checked here
+    (see :func:`nonfinite_rows`). The result may share memory with ``x``.
+    """
+    if isinstance(x, torch.Tensor):
+        check_tensor_storage(x, argument)
+        if x.dtype == torch.bool:
+            raise InputDTypeError(f"{argument}: expected real numbers, got booleans")
+        if x.is_complex():
+            raise InputDTypeError(f"{argument}: expected real numbers, got dtype {x.dtype}")
+        if tuple(x.shape) != tuple(shape):
+            raise InputShapeError(argument, tuple(shape), tuple(x.shape))
+        return x.detach().to(device=device, dtype=dtype)
+    a = _numpy_input(x, argument)
     if a.dtype == object or a.dtype.kind not in "biuf":
         raise InputDTypeError(f"{argument}: expected real numbers, got dtype {a.dtype}")
     if a.dtype.kind == "b":
         raise InputDTypeError(f"{argument}: expected real numbers, got booleans")
     if tuple(a.shape) != tuple(shape):
         raise InputShapeError(argument, tuple(shape), a.shape)
-    a = np.ascontiguousarray(a, dtype=np.float64)
-    if finite_rows and a.size:
-        bad = ~np.isfinite(a)
-        if bad.any():
-            rows = np.flatnonzero(bad.reshape(a.shape[0], -1).any(axis=1)) if a.ndim > 1 else np.flatnonzero(bad)
-            raise NonFiniteError(argument, rows if row_ids is None else row_ids[rows])
-    return a
+    with np.errstate(over="ignore"):
+        a = np.ascontiguousarray(a, dtype=np.float64)
+    return torch.as_tensor(a, device=device).to(dtype)
 
 
-def env_ids(ids: Any, num_envs: int, argument: str = "env_ids") -> np.ndarray:
+def nonfinite_rows(t: torch.Tensor) -> torch.Tensor:
+    """``(n,)`` bool on ``t``'s device: rows (first axis) holding NaN or inf."""
+    if t.shape[0] == 0:
+        return torch.zeros(0, dtype=torch.bool, device=t.device)
+    return ~torch.isfinite(t).reshape(t.shape[0], -1).all(dim=1)
+
+
+def rows_above(t: torch.Tensor, limit: float, columns: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """``(n,)`` bool: rows with some ``|value| > limit`` (optionally only in ``columns``); NaN rows are not counted."""
+    if columns is not None:
+        t = t[:, columns]
+    if t.shape[0] == 0 or t.numel() == 0:
+        return torch.zeros(t.shape[0], dtype=torch.bool, device=t.device)
+    return (t.abs() > limit).reshape(t.shape[0], -1).any(dim=1)
+
+
+# ----------------------------------------------------------------------
+# ids (host side)
+# ----------------------------------------------------------------------
+def _as_ids(ids: Any, size: int, argument: str, host_ids: Optional[HostIds]) -> np.ndarray:
+    if ids is None:
+        return np.arange(size, dtype=np.int64)
+    if isinstance(ids, bool):
+        raise IndexRangeError(f"{argument}: expected integer ids, got a bool")
+    if isinstance(ids, numbers.Integral):
+        return np.array([int(ids)], dtype=np.int64)
+    if isinstance(ids, (str, bytes)) or not hasattr(ids, "__len__") and not isinstance(ids, (torch.Tensor, np.ndarray)):
+        raise IndexRangeError(f"{argument}: expected integer ids (an int, a sequence, an array or a tensor),"
+                              f" got {type(ids).__name__}")
+    if isinstance(ids, torch.Tensor):
+        check_tensor_storage(ids, argument)
+        host = host_ids.lookup(ids) if host_ids is not None else None
+        if host is not None:
+            return host
+        # a tensor the backend did not return: read it (one device read for a GPU tensor)
+        return ids.detach().cpu().numpy()
+    return _numpy_input(ids, argument)
+
+
+def env_ids(ids: Any, num_envs: int, argument: str = "env_ids", host_ids: Optional[HostIds] = None) -> np.ndarray:
     """Validate environment ids; ``None`` means all. Returns int64, in the given order.
 
     Rejects non-integers, non-1-D input, negatives, ids >= num_envs and duplicates
     (:class:`EnvIdError`). A boolean mask of shape ``(num_envs,)`` is accepted.
     """
-    a = _as_ids(ids, num_envs, argument)
+    a = _as_ids(ids, num_envs, argument, host_ids)
     if a.dtype == bool:
         if a.shape != (num_envs,):
             raise InputShapeError(f"{argument} (boolean mask)", (num_envs,), a.shape)
@@ -74,24 +170,17 @@ def env_ids(ids: Any, num_envs: int, argument: str = "env_ids") -> np.ndarray:
     return _checked_ids(a, num_envs, argument, "env", EnvIdError, allow_duplicates=False)
 
 
-def index_array(ids: Any, size: int, kind: str, argument: str, *, allow_duplicates: bool = True) -> np.ndarray:
+def index_array(ids: Any, size: int, kind: str, argument: str, *, allow_duplicates: bool = True,
+                host_ids: Optional[HostIds] = None) -> np.ndarray:
     """Validate ids into a table of ``size`` entries (bodies, sites, dofs); return int64.
 
     ``None`` means all entries. A single integer is accepted as one id.
     Errors are :class:`IndexRangeError`.
     """
-    a = _as_ids(ids, size, argument)
+    a = _as_ids(ids, size, argument, host_ids)
     if a.dtype == bool:
         raise IndexRangeError(f"{argument}: expected integer {kind} ids, got booleans")
     return _checked_ids(a, size, argument, kind, IndexRangeError, allow_duplicates=allow_duplicates)
-
-
-def _as_ids(ids: Any, size: int, argument: str) -> np.ndarray:
-    if ids is None:
-        return np.arange(size, dtype=np.int64)
-    if isinstance(ids, numbers.Integral) and not isinstance(ids, bool):
-        ids = [ids]
-    return to_numpy(ids, argument)
 
 
 def _checked_ids(a: np.ndarray, size: int, argument: str, kind: str, error: type, *, allow_duplicates: bool) -> np.ndarray:
@@ -101,9 +190,10 @@ def _checked_ids(a: np.ndarray, size: int, argument: str, kind: str, error: type
         return np.zeros(0, np.int64)
     if a.dtype.kind not in "iu":
         raise error(f"{argument}: expected integer {kind} ids, got dtype {a.dtype}")
+    big = a.dtype.kind == "u" and a.dtype.itemsize == 8 and (a > np.iinfo(np.int64).max).any()
     a = a.astype(np.int64)
-    bad = a[(a < 0) | (a >= size)]
-    if bad.size:
+    bad = a[(a < 0) | (a >= size)] if not big else a[:1]
+    if bad.size or big:
         raise error(f"{argument}: {kind} ids must be in [0, {size}), got {bad[:8].tolist()}")
     if not allow_duplicates:
         uniq, counts = np.unique(a, return_counts=True)
@@ -112,19 +202,36 @@ def _checked_ids(a: np.ndarray, size: int, argument: str, kind: str, error: type
     return a
 
 
-def scalar_id(i: Any, size: int, kind: str, argument: str) -> int:
-    """Validate one integer id into a table of ``size`` entries."""
-    a = to_numpy(i, argument)
-    if a.ndim != 0 or a.dtype.kind not in "iu":
+def scalar_id(i: Any, size: int, kind: str, argument: str, host_ids: Optional[HostIds] = None) -> int:
+    """Validate one integer id (a Python int, a 0-d array or a one-element id tensor/array)."""
+    if isinstance(i, bool) or i is None:
         raise IndexRangeError(f"{argument}: expected one integer {kind} id, got {i!r}")
-    v = int(a)
+    a = _as_ids(i, size, argument, host_ids)
+    if a.ndim > 1 or a.size != 1 or a.dtype.kind not in "iu":
+        raise IndexRangeError(f"{argument}: expected one integer {kind} id, got {_short(i)}")
+    v = int(a.reshape(-1)[0])
     if not 0 <= v < size:
         raise IndexRangeError(f"{argument}: {kind} id must be in [0, {size}), got {v}")
     return v
 
 
+def _short(x: Any) -> str:
+    text = repr(x)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def positive_int(n: Any, argument: str) -> int:
-    """Validate an integer >= 1 (``bool`` rejected)."""
+    """Validate an integer >= 1 (``bool``, floats and None rejected)."""
     if isinstance(n, bool) or not isinstance(n, numbers.Integral) or int(n) < 1:
-        raise InvalidArgumentError(f"{argument}: expected an integer >= 1, got {n!r}")
+        raise InvalidArgumentError(f"{argument}: expected an integer >= 1, got {_short(n)}")
     return int(n)
+
+
+def seed_value(seed: Any) -> int:
+    """Validate a seed: an integer in ``[0, 2**63)`` (``bool``, floats, strings and None rejected)."""
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise InvalidArgumentError(f"seed: expected an integer >= 0, got {type(seed).__name__} {_short(seed)}")
+    v = int(seed)
+    if not 0 <= v < 2**63:
+        raise InvalidArgumentError(f"seed: expected an integer in [0, 2**63), got {v}")
+    return v

@@ -8,6 +8,7 @@ table for every registered backend.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from typing import Optional
 
 #: Sensor types every backend should compute from the state.
 CORE_SENSOR_TYPES = frozenset(
@@ -36,6 +37,9 @@ class Capabilities:
         contact_forces: per-contact force readout.
         snapshot_restore: full simulator snapshot and restore.
         domain_randomization: DR terms the backend applies (none until the DR issue lands).
+        max_envs: the most envs one backend instance (or one process, where the
+            engine's limit is per process) can hold; ``None`` for no limit
+            beyond memory.
     """
 
     gpu: bool = False
@@ -53,6 +57,7 @@ class Capabilities:
     contact_forces: bool = False
     snapshot_restore: bool = False
     domain_randomization: frozenset[str] = field(default_factory=frozenset)
+    max_envs: Optional[int] = None
 
     def as_rows(self) -> list[tuple[str, str]]:
         """(capability, value) rows for tables, values rendered as short text."""
@@ -61,6 +66,8 @@ class Capabilities:
             v = getattr(self, f.name)
             if isinstance(v, bool):
                 text = "yes" if v else "no"
+            elif v is None:
+                text = "unlimited"
             elif isinstance(v, frozenset):
                 text = ", ".join(sorted(v)) if v else "-"
             else:

@@ -1,12 +1,14 @@
 """The SimBackend contract.
 
 One batched simulation of ``N = num_envs`` copies of one model. Conventions
-(see DESIGN.md, "Conventions"):
+(``docs/ARCHITECTURE.md``, "Conventions"):
 
 * Outputs are ``torch.Tensor`` on ``backend.device``: real values ``float32``,
   ids ``int64``. Batch first: the leading dimension is N. Every getter returns a
   new tensor that the caller owns; the backend never writes into it later.
-* Inputs accept torch tensors (any device), numpy arrays or sequences.
+* Inputs accept torch tensors (any device, dtype and strides), numpy arrays or
+  sequences. Id tensors returned by ``get_*_ids`` can be passed back at no cost
+  (the backend keeps their host copies).
 * World frame: Z up, gravity along -Z. Quaternions are wxyz and unit norm.
 * ``qpos``/``qvel`` use MuJoCo's layout for the model: a free joint is
   ``pos(3) + quat(4)`` in qpos and ``linear velocity (world, 3) + angular
@@ -14,7 +16,8 @@ One batched simulation of ``N = num_envs`` copies of one model. Conventions
   velocity (local, 3)``; hinge and slide joints one value each.
 * DoFs (``get_dof_pos/vel``) are the hinge and slide joints in joint order:
   every joint with one scalar coordinate. Free joints (the floating base and
-  any free object) and ball joints are reached through ``qpos``/``qvel``.
+  any free object) and ball joints are reached through ``qpos``/``qvel``
+  (``get_joint_qpos_indices`` gives any joint's columns).
 * Base: the root body of the model's first kinematic tree.
 * Body quantities describe the body frame: ``pos``/``quat`` of the frame,
   linear velocity of the frame's **origin** (not the centre of mass), angular
@@ -27,41 +30,61 @@ One batched simulation of ``N = num_envs`` copies of one model. Conventions
 * Time: ``physics_dt`` is one substep; ``step(ctrl, nsteps=k)`` advances k
   substeps with the same ctrl. After any call returns, every getter describes
   the same instant (the current state).
+* Divergence is defined once, in :mod:`simbackend.divergence`.
 
 Errors (``simbackend.errors``): every public method validates all of its
 arguments before it writes anything, so a call that raises leaves every env as
-it was.
+it was. After :meth:`SimBackend.close`, every public method raises
+:class:`~simbackend.errors.BackendClosedError`.
 
 Writing a backend: subclass :class:`SimBackend`, call ``super().__init__`` with
 the model's :class:`~simbackend.model_info.ModelInfo`, and implement the
 abstract hooks (``get_qpos``, ``get_qvel``, ``_body_*``, ``_site_*``,
-``_sensor_data``, ``_set_state``, ``_step``, ...). They receive validated
-numpy inputs (float64 values, int64 ids). Register it under the entry-point
-group ``simbackend.backends`` and run ``simbackend contract --sim NAME``.
+``_sensor_data``, ``_set_state``, ``_step``, ...). The hook boundary is
+torch-native: hooks receive validated **torch tensors on the backend's
+device** in its :attr:`SimBackend.hook_dtype`, and ids as int64 host numpy
+arrays. Register the class under the entry-point group
+``simbackend.backends`` and run ``simbackend contract --sim NAME``.
+
+GPU backends (``capabilities.gpu``) never synchronise with the host in
+``step``, ``set_state`` or a getter: shapes and dtypes are checked from tensor
+metadata, ids come from host copies, and input *values* (NaN/inf, magnitudes)
+are checked by device reductions whose verdict is read at the next call: the
+envs whose input was bad are left as they were (their state is not written,
+they are not stepped), and the next ``step``/``set_state``/
+``apply_body_force`` (or :meth:`SimBackend.synchronize`) raises the error
+naming them. CPU backends raise at once.
 """
 
 from __future__ import annotations
 
 import abc
+import inspect
 import time
-from typing import Any, Callable, ClassVar, NamedTuple, Optional, Sequence, Union
+from typing import Any, Callable, ClassVar, Mapping, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 import torch
 
 from simbackend import _validate as V
 from simbackend.capabilities import Capabilities
+from simbackend.devices import require_device
+from simbackend.divergence import MAX_QPOS, MAX_QVEL
 from simbackend.errors import (
     ArgumentTypeError,
+    BackendClosedError,
     IndexRangeError,
     InvalidArgumentError,
     InvalidQuaternionError,
-    SimBackendError,
+    NonFiniteError,
+    ReentrantCallError,
     UnknownNameError,
     UnsupportedFeatureError,
+    ValueRangeError,
 )
 from simbackend.math import quat_apply_inverse, quat_conj, quat_mul
-from simbackend.model_info import JOINT_TYPE_NAMES, ModelInfo
+from simbackend.model_info import JOINT_BALL, JOINT_FREE, JOINT_TYPE_NAMES, ModelInfo
+from simbackend.options import BackendOptions, EngineOption, parse_options
 
 Names = Union[str, Sequence[str]]
 Ids = Any  # int, sequence of ints, numpy array or torch tensor
@@ -83,23 +106,110 @@ class ActuatorGains(NamedTuple):
     kv: torch.Tensor
 
 
+class _DeferredFaults:
+    """Input value checks of a GPU backend, computed on the device and read at the next call.
+
+    One ``(K, N)`` bool tensor marks, per (argument, problem) pair, the envs
+    whose input was bad; a CUDA backend copies it to pinned host memory
+    without waiting, and the next call reads the copy once the copy's event
+    has completed (``query`` never blocks). The envs marked were left as they
+    were by the call that saw the bad input.
+    """
+
+    def __init__(self, num_envs: int, device: torch.device):
+        self.kinds: list[tuple[str, str]] = []
+        self.num_envs, self.device = num_envs, device
+        self.masks = torch.zeros((0, num_envs), dtype=torch.bool, device=device)
+        self.host: Optional[np.ndarray] = None
+        self.event = None
+        self.pending = False
+
+    def _row(self, argument: str, problem: str) -> int:
+        key = (argument, problem)
+        if key not in self.kinds:
+            self.kinds.append(key)
+            shape = (len(self.kinds), self.num_envs)
+            if self.device.type == "cpu":  # the marks live in host memory: numpy and torch share it
+                self.host = np.zeros(shape, dtype=bool)
+                grown = torch.from_numpy(self.host)
+            else:
+                grown = torch.zeros(shape, dtype=torch.bool, device=self.device)
+                self.host = None
+            grown[: self.masks.shape[0]] = self.masks
+            self.masks = grown
+        return self.kinds.index(key)
+
+    def record(self, argument: str, problem: str, env_ids: torch.Tensor, bad: torch.Tensor) -> None:
+        """Mark ``env_ids[bad]`` (device tensors) for ``argument``; reads nothing back."""
+        k = self._row(argument, problem)  # may grow self.masks: index it afterwards
+        row = self.masks[k]
+        row[env_ids] = row[env_ids] | bad  # ids are distinct
+        self.pending = True
+
+    def publish(self) -> None:
+        """Start the copy of the marks to the host (no wait)."""
+        if not self.pending:
+            return
+        if self.device.type == "cuda":
+            if self.host is None or self.host.shape != tuple(self.masks.shape):
+                self._pinned = torch.zeros(tuple(self.masks.shape), dtype=torch.bool, pin_memory=True)
+                self.host = self._pinned.numpy()  # a view of pinned host memory: no device read
+                self.event = torch.cuda.Event()
+            self._pinned.copy_(self.masks, non_blocking=True)
+            self.event.record()
+
+    def raise_if_any(self, wait: bool = False) -> None:
+        """Raise the first recorded problem (clearing the marks), once its copy has arrived."""
+        if not self.pending or self.host is None:
+            return
+        if self.event is not None and not (wait or self.event.query()):
+            return
+        if self.event is not None and wait:
+            self.event.synchronize()
+        self.pending = False
+        if not self.host.any():
+            return
+        rows = [(k, np.flatnonzero(self.host[k])) for k in range(len(self.kinds)) if self.host[k].any()]
+        self.masks.zero_()
+        self.host[...] = False
+        (argument, problem), ids = self.kinds[rows[0][0]], rows[0][1]
+        note = " (a GPU backend checks input values on the device and reports them at the next call; those envs were left as they were)"
+        if problem == "nonfinite":
+            err: Exception = NonFiniteError(argument, ids)
+        elif problem == "zero quaternion":
+            err = InvalidQuaternionError(f"{argument}: zero quaternion in env ids {ids[:8].tolist()}")
+        else:
+            err = ValueRangeError(argument, ids, float(problem))
+        err.args = (str(err) + note,)
+        raise err
+
+
 class SimBackend(abc.ABC):
     """A batch of ``num_envs`` simulations of one model behind one engine.
 
     Construction (``make_backend`` or the class): ``Backend(model, num_envs, *,
-    device=None, seed=0, **options)``.
+    device=None, seed=0, **options)``; the options every backend accepts are
+    listed in :mod:`simbackend.options`.
     """
 
     #: registered name of the backend (lower case)
     name: ClassVar[str] = "abstract"
+    #: dtype of the real-valued tensors the hooks receive (float32 or float64)
+    hook_dtype: ClassVar[torch.dtype] = torch.float64
+    #: the keys of this engine's option block (``make_backend(..., <name>={...})``)
+    engine_options: ClassVar[Mapping[str, EngineOption]] = {}
 
     def __init__(self, info: ModelInfo, num_envs: int, *, device: Any, seed: int = 0):
+        self._closed = False
         self._info = info
         self._num_envs = V.positive_int(num_envs, "num_envs")
         self._device = torch.device(device)
-        self._seed = int(seed)
+        self._seed = V.seed_value(seed)
         self._pre_step: Optional[PreStepControl] = None
-        self._closed = False
+        self._in_step = False
+        self._host_ids = V.HostIds()
+        self._faults: Optional[_DeferredFaults] = None
+        self._deferred: Optional[bool] = None  # decided on first use, from capabilities.gpu
         # name -> id tables
         self._ids = {
             "body": {n: i for i, n in enumerate(info.body_names)},
@@ -111,17 +221,37 @@ class SimBackend(abc.ABC):
         }
         self._dof_column = {int(j): c for c, j in enumerate(info.dof_joints)}
         self._index_cache: dict[str, torch.Tensor] = {}
-        # pending body forces (apply_body_force until the next step): (N, nbody, 3) each, allocated on first use
-        self._force: Optional[np.ndarray] = None
-        self._torque: Optional[np.ndarray] = None
+        quat_cols = info.quat_qpos_index[:, None] + np.arange(4) if info.quat_qpos_index.size else np.zeros((0, 4), int)
+        self._quat_cols = torch.as_tensor(quat_cols, dtype=torch.long, device=self._device)
+        # pending body forces (apply_body_force until the next step): (N, nbody, 3) each, on first use
+        self._force: Optional[torch.Tensor] = None
+        self._torque: Optional[torch.Tensor] = None
         self._force_bodies = np.zeros(0, np.int64)
+
+    # ------------------------------------------------------------------
+    # construction helpers for subclasses
+    # ------------------------------------------------------------------
+    @classmethod
+    def parse_options(cls, options: Mapping[str, Any]) -> BackendOptions:
+        """Validate ``**options`` (the common ones and this engine's block; see :mod:`simbackend.options`)."""
+        return parse_options(cls.name, options, cls.engine_options)
+
+    @staticmethod
+    def resolve_device(device: Any, allowed: Sequence[str] = ("cpu",)) -> torch.device:
+        """``device`` (``None``: cpu) checked against the device types the backend supports."""
+        return require_device(device, allowed=allowed)
 
     # ------------------------------------------------------------------
     # properties
     # ------------------------------------------------------------------
     @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called (every public method then raises ``BackendClosedError``)."""
+        return self._closed
+
+    @property
     def info(self) -> ModelInfo:
-        """The engine-neutral description of the compiled model."""
+        """The engine-neutral description of the compiled model (read-only)."""
         return self._info
 
     @property
@@ -190,6 +320,11 @@ class SimBackend(abc.ABC):
         return self._info.sensor_names
 
     @property
+    def keyframe_names(self) -> tuple[str, ...]:
+        """Names of the model's keyframes (``get_keyframe_qpos`` takes them), in model order."""
+        return self._info.keyframe_names
+
+    @property
     def base_body_id(self) -> int:
         """Body id of the base: root body of the first kinematic tree."""
         return self._info.base_body
@@ -209,32 +344,32 @@ class SimBackend(abc.ABC):
     # ------------------------------------------------------------------
     def get_actuator_ctrl_range(self) -> torch.Tensor:
         """``(nu, 2)`` ctrl ``[low, high]`` per actuator; ``[-inf, inf]`` if unlimited."""
-        return self._tensor(self._info.actuator_ctrl_range)
+        return self._out(self._info.actuator_ctrl_range)
 
     def get_joint_range(self) -> torch.Tensor:
         """``(num_dof, 2)`` position limits ``[low, high]`` per dof; ``[-inf, inf]`` if unlimited."""
-        return self._tensor(self._info.joint_range[self._info.dof_joints])
+        return self._out(self._info.joint_range[self._info.dof_joints])
 
     def get_default_qpos(self) -> torch.Tensor:
         """``(nq,)`` the model's reference configuration (MuJoCo's ``qpos0``)."""
-        return self._tensor(self._info.qpos0)
+        return self._out(self._info.qpos0)
 
     def get_keyframe_qpos(self, name: str) -> torch.Tensor:
-        """``(nq,)`` qpos of keyframe ``name``."""
+        """``(nq,)`` qpos of keyframe ``name`` (:attr:`keyframe_names` lists them)."""
         k = self._resolve("keyframe", name)
-        return self._tensor(self._info.key_qpos[k])
+        return self._out(self._info.key_qpos[k])
 
     def get_actuator_gains(self) -> ActuatorGains:
         """Servo gains ``(kp (nu,), kv (nu,))``; see :class:`ActuatorGains`."""
-        return ActuatorGains(self._tensor(self._info.actuator_kp), self._tensor(self._info.actuator_kv))
+        return ActuatorGains(self._out(self._info.actuator_kp), self._out(self._info.actuator_kv))
 
     def get_body_mass(self) -> torch.Tensor:
         """``(N, nbody)`` mass of every body in every env, kg (world body 0)."""
-        return self._tensor(np.broadcast_to(self._info.body_mass, (self.num_envs, self._info.nbody)))
+        return self._out(np.broadcast_to(self._info.body_mass, (self.num_envs, self._info.nbody)))
 
     def get_gravity(self) -> torch.Tensor:
         """``(N, 3)`` gravity vector of every env, world frame, m/s^2."""
-        return self._tensor(np.broadcast_to(self._info.gravity, (self.num_envs, 3)))
+        return self._out(np.broadcast_to(self._info.gravity, (self.num_envs, 3)))
 
     def model_fields(self) -> dict[str, np.ndarray]:
         """The physical model as the engine holds it, read back from the engine.
@@ -305,14 +440,20 @@ class SimBackend(abc.ABC):
         return self._id_tensor(self._dof_columns(names))
 
     def get_joint_qpos_indices(self, names: Names) -> torch.Tensor:
-        """``(n,)`` columns of ``get_qpos()`` of hinge/slide joints ``names``."""
-        cols = self._dof_columns(names)
-        return self._id_tensor(self._info.dof_qpos_index[cols])
+        """``(k,)`` columns of ``get_qpos()`` of joints ``names``, any type, in the order named.
+
+        A hinge or slide joint has 1 column, a ball joint 4 (its quaternion), a
+        free joint 7 (position, then quaternion); ``k`` is their sum.
+        """
+        return self._id_tensor(self._joint_columns(names, velocity=False))
 
     def get_joint_qvel_indices(self, names: Names) -> torch.Tensor:
-        """``(n,)`` columns of ``get_qvel()`` (and of Jacobians) of hinge/slide joints ``names``."""
-        cols = self._dof_columns(names)
-        return self._id_tensor(self._info.dof_qvel_index[cols])
+        """``(k,)`` columns of ``get_qvel()`` (and of Jacobians) of joints ``names``, any type.
+
+        A hinge or slide joint has 1 column, a ball joint 3, a free joint 6
+        (linear velocity in the world frame, then body-local angular velocity).
+        """
+        return self._id_tensor(self._joint_columns(names, velocity=True))
 
     # ------------------------------------------------------------------
     # state getters: generalized coordinates
@@ -398,11 +539,11 @@ class SimBackend(abc.ABC):
 
     def get_site_pos_w(self, site_ids: Ids = None) -> torch.Tensor:
         """``(N, S, 3)`` site positions, world frame; ``None`` for all sites."""
-        return self._site_pos_w(V.index_array(site_ids, len(self.site_names), "site", "site_ids"))
+        return self._site_pos_w(self._site_index(site_ids))
 
     def get_site_quat_w(self, site_ids: Ids = None) -> torch.Tensor:
         """``(N, S, 4)`` site orientations, wxyz, world frame."""
-        return self._site_quat_w(V.index_array(site_ids, len(self.site_names), "site", "site_ids"))
+        return self._site_quat_w(self._site_index(site_ids))
 
     def get_sensor_data(self, name: str) -> torch.Tensor:
         """``(N, dim)`` reading of sensor ``name``, with MuJoCo's meaning and frame for its type."""
@@ -419,7 +560,7 @@ class SimBackend(abc.ABC):
         """World-frame geometric Jacobian of a site's point.
 
         Args:
-            site_id: one site id.
+            site_id: one site id (an int, or the one-element tensor ``get_site_ids`` returns).
             dof_indices: ``(k,)`` columns of qvel to keep (``get_joint_qvel_indices``
                 gives them for joints); ``None`` for all ``nv``.
 
@@ -428,8 +569,8 @@ class SimBackend(abc.ABC):
             and ``site_ang_vel_w = jacr @ qvel[cols]`` when only those columns move.
         """
         self._require("site_jacobians")
-        sid = V.scalar_id(site_id, len(self.site_names), "site", "site_id")
-        cols = V.index_array(dof_indices, self.nv, "qvel column", "dof_indices")
+        sid = V.scalar_id(site_id, len(self.site_names), "site", "site_id", self._host_ids)
+        cols = V.index_array(dof_indices, self.nv, "qvel column", "dof_indices", host_ids=self._host_ids)
         return self._site_jacobian_w(sid, cols)
 
     # ------------------------------------------------------------------
@@ -445,20 +586,40 @@ class SimBackend(abc.ABC):
                 joint quaternions are normalised; a zero quaternion is rejected.
             qvel: ``(n, nv)`` velocities, or ``None`` for zero.
 
+        Raises:
+            NonFiniteError: NaN or inf in a row (naming the env ids).
+            ValueRangeError: a state the divergence rule would flag at once
+                (``|qpos| > 1e10`` or ``|qvel| > 1e5``, :mod:`simbackend.divergence`).
+            InvalidQuaternionError: a zero quaternion.
+
         Controls, actuator activations, time and pending forces of the named envs
         are left as they are; their solver warm-start caches are cleared, so a
         replay from the same state reproduces the same trajectory.
         """
-        self._check_open()
-        ids = V.env_ids(env_ids, self.num_envs)
+        self._enter_mutation("set_state")
+        ids = V.env_ids(env_ids, self.num_envs, host_ids=self._host_ids)
         n = ids.size
-        qpos = V.real_array(qpos, "qpos", (n, self.nq), row_ids=ids)
-        qvel = np.zeros((n, self.nv)) if qvel is None else V.real_array(qvel, "qvel", (n, self.nv), row_ids=ids)
-        qpos = self._normalised_quaternions(ids, qpos)
+        dev, dt = self._device, self.hook_dtype
+        qpos = V.real_tensor(qpos, "qpos", (n, self.nq), device=dev, dtype=dt)
+        qvel = (torch.zeros((n, self.nv), dtype=dt, device=dev) if qvel is None
+                else V.real_tensor(qvel, "qvel", (n, self.nv), device=dev, dtype=dt))
         if n == 0:
             return
         order = np.argsort(ids, kind="stable")
-        self._set_state(ids[order], qpos[order], qvel[order])
+        if not (order == np.arange(n)).all():
+            perm = torch.as_tensor(order, device=dev)
+            ids, qpos, qvel = ids[order], qpos[perm], qvel[perm]
+        checks = [("qpos", qpos, "nonfinite", None), ("qvel", qvel, "nonfinite", None),
+                  ("qpos", qpos, MAX_QPOS, None), ("qvel", qvel, MAX_QVEL, None)]
+        qpos, zero = self._normalised_quaternions(qpos)
+        held = self._check_values(ids, checks + [("qpos", zero, "zero quaternion", None)])
+        if held is not None:  # GPU: rows with bad values keep the env's current state
+            rows = torch.as_tensor(ids, device=dev)
+            qpos = torch.where(held[:, None], self.get_qpos()[rows].to(dt), qpos)
+            qvel = torch.where(held[:, None], self.get_qvel()[rows].to(dt), qvel)
+        self._set_state(ids, qpos.contiguous(), qvel.contiguous())
+        if self._faults is not None:
+            self._faults.publish()
 
     def step(self, ctrl: Any = None, nsteps: int = 1) -> dict:
         """Advance every env by ``nsteps`` substeps with the same ``ctrl``.
@@ -470,32 +631,52 @@ class SimBackend(abc.ABC):
 
         Returns:
             ``info`` with ``"diverged"``: ``(N,)`` bool tensor, true for envs whose
-            physics diverged during the call (those keep their last finite state:
-            the state from before the call, or, with a pre-step control function,
-            from before the substep that diverged; the others advance normally),
-            and ``"timing"``: seconds spent in ``"physics"`` and in ``"total"``.
+            physics diverged during the call by the contract's definition
+            (:mod:`simbackend.divergence`); those keep their last finite state
+            (the state from before the call, or, with a pre-step control
+            function, from before the substep that diverged) and the others
+            advance normally; and ``"timing"``: seconds spent in ``"physics"``
+            and in ``"total"``.
 
         Forces from :meth:`apply_body_force` act during this call and are then cleared.
-        With a pre-step control function set, it is called before every substep.
+        With a pre-step control function set, it is called before every substep;
+        the function is the one set when the call started.
+
+        Interruption: an exception raised during the call (a ``KeyboardInterrupt``
+        from Ctrl-C included; long calls check for it between chunks of
+        substeps) leaves the backend consistent and the getters describing the
+        state it holds: without a pre-step control function every env is back
+        at its state from before the call; with one, the substeps completed
+        before the exception stay taken. Pending forces stay pending.
         """
         t0 = time.perf_counter()
-        self._check_open()
+        self._enter_mutation("step")
         nsteps = V.positive_int(nsteps, "nsteps")
-        ctrl = self._check_ctrl(ctrl, "ctrl")
-        if self._pre_step is None:
-            diverged = self._mask(self._step(ctrl, nsteps))
-            physics = time.perf_counter() - t0
-        else:
-            diverged = torch.zeros(self.num_envs, dtype=torch.bool, device=self._device)
-            physics = 0.0
-            given = self._tensor(ctrl)
-            for _ in range(nsteps):
-                out = self._pre_step(self, given.clone())
-                sub = self._check_ctrl(out, "pre-step control output")
-                ts = time.perf_counter()
-                diverged |= self._mask(self._step(sub, 1))
-                physics += time.perf_counter() - ts
+        ctrl, hold = self._check_ctrl(ctrl, "ctrl")
+        fn = self._pre_step
+        self._in_step = True
+        try:
+            if fn is None:
+                diverged = self._mask(self._step(ctrl, nsteps, hold))
+                physics = time.perf_counter() - t0
+            else:
+                diverged = torch.zeros(self.num_envs, dtype=torch.bool, device=self._device)
+                physics = 0.0
+                given = ctrl.to(torch.float32)
+                for _ in range(nsteps):
+                    out = fn(self, given.clone())
+                    if self._closed:
+                        raise BackendClosedError(f"backend {self.name!r} was closed by the pre-step control function")
+                    sub, sub_hold = self._check_ctrl(out, "pre-step control output")
+                    ts = time.perf_counter()
+                    both = hold if sub_hold is None else (sub_hold if hold is None else hold | sub_hold)
+                    diverged |= self._mask(self._step(sub, 1, both))
+                    physics += time.perf_counter() - ts
+        finally:
+            self._in_step = False
         self._clear_body_forces()
+        if self._faults is not None:
+            self._faults.publish()
         return {
             "diverged": diverged,
             "timing": {"physics": physics, "total": time.perf_counter() - t0},
@@ -508,7 +689,10 @@ class SimBackend(abc.ABC):
         the ctrl to apply in this substep, of the same shape (validated like
         ``step``'s). The backend's getters describe the current substep's state,
         so ``fn`` can turn a policy action into actuator commands (a PD law on
-        motors, say) at the physics rate.
+        motors, say) at the physics rate. ``fn`` may read getters; calling
+        ``step``, ``set_state`` or ``apply_body_force`` from it raises
+        :class:`~simbackend.errors.ReentrantCallError`. Setting or removing the
+        function from inside it takes effect at the next ``step`` call.
 
         An error in ``fn`` or in its output at the first substep leaves every env
         as it was; at a later substep, the substeps already taken stay taken
@@ -532,22 +716,44 @@ class SimBackend(abc.ABC):
 
         Calls made before a ``step`` add up; the ``step`` call then clears them.
         """
-        self._check_open()
+        self._enter_mutation("apply_body_force")
         self._require("body_forces")
-        ids = V.index_array(body_ids, self._info.nbody, "body", "body_ids", allow_duplicates=False)
+        ids = V.index_array(body_ids, self._info.nbody, "body", "body_ids", allow_duplicates=False,
+                            host_ids=self._host_ids)
         if (ids == 0).any():
             raise IndexRangeError("body_ids: the world body (id 0) cannot take a force")
         shape = (self.num_envs, ids.size, 3)
-        force = V.real_array(force, "force", shape)
-        torque = np.zeros(shape) if torque is None else V.real_array(torque, "torque", shape)
+        dev, dt = self._device, self.hook_dtype
+        force = V.real_tensor(force, "force", shape, device=dev, dtype=dt)
+        torque = (torch.zeros(shape, dtype=dt, device=dev) if torque is None
+                  else V.real_tensor(torque, "torque", shape, device=dev, dtype=dt))
+        every = np.arange(self.num_envs)
+        held = self._check_values(every, [("force", force, "nonfinite", None), ("torque", torque, "nonfinite", None),
+                                          ("force", force, V.MAX_REAL_INPUT, None),
+                                          ("torque", torque, V.MAX_REAL_INPUT, None)])
+        if held is not None:  # GPU: bad rows add nothing
+            force = torch.where(held[:, None, None], 0.0, force)
+            torque = torch.where(held[:, None, None], 0.0, torque)
+            self._faults.publish()
         if ids.size:
             self._apply_body_force(ids, force, torque)
 
+    def synchronize(self) -> None:
+        """Wait for the device and raise any input error a GPU backend deferred (no-op on CPU backends)."""
+        self._check_open()
+        if self._faults is not None:
+            self._faults.publish()
+            self._faults.raise_if_any(wait=True)
+
     def close(self) -> None:
-        """Release the engine's resources; idempotent. The backend is unusable afterwards."""
-        if not self._closed:
-            self._closed = True
+        """Release the engine's resources; idempotent. Every public method raises ``BackendClosedError`` afterwards."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
             self._close()
+        finally:
+            self.__class__ = _closed_class(type(self))
 
     def __enter__(self) -> "SimBackend":
         return self
@@ -556,14 +762,15 @@ class SimBackend(abc.ABC):
         self.close()
 
     def __repr__(self) -> str:
-        return f"<{type(self).__name__} {self.name!r} num_envs={self.num_envs} device={self.device}>"
+        state = " closed" if self._closed else ""
+        return f"<{type(self).__name__} {self.name!r} num_envs={self.num_envs} device={self.device}{state}>"
 
     # ------------------------------------------------------------------
     # the engine-specific core: implement these
     # ------------------------------------------------------------------
     @abc.abstractmethod
     def _body_pos_w(self, ids: np.ndarray) -> torch.Tensor:
-        """(N, B, 3) for validated body ids."""
+        """(N, B, 3) for validated body ids (int64 host array)."""
 
     @abc.abstractmethod
     def _body_quat_w(self, ids: np.ndarray) -> torch.Tensor:
@@ -590,38 +797,65 @@ class SimBackend(abc.ABC):
         """(N, dim) for a sensor whose type the capabilities list."""
 
     @abc.abstractmethod
-    def _set_state(self, env_ids: np.ndarray, qpos: np.ndarray, qvel: np.ndarray) -> None:
-        """Write sorted, distinct env ids' validated, normalised float64 state; make getters current."""
+    def _set_state(self, env_ids: np.ndarray, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
+        """Write the state of sorted, distinct envs; make getters current.
+
+        Args:
+            env_ids: ``(n,)`` int64 host array, sorted, distinct.
+            qpos: ``(n, nq)`` validated state (finite, within the divergence
+                rule's bounds, unit quaternions), :attr:`hook_dtype` on the device.
+            qvel: ``(n, nv)``, likewise.
+        """
 
     @abc.abstractmethod
-    def _step(self, ctrl: np.ndarray, nsteps: int) -> np.ndarray:
-        """Advance all envs by nsteps with validated float64 ctrl (N, nu); return diverged (N,) bool.
+    def _step(self, ctrl: torch.Tensor, nsteps: int, hold: Optional[torch.Tensor]) -> Any:
+        """Advance all envs by ``nsteps``; return the diverged mask ``(N,)`` bool.
 
-        The mask may be a numpy array or a bool tensor (a GPU backend keeps it on
-        its device, so that ``step`` need not synchronise with the host).
+        Args:
+            ctrl: ``(N, nu)`` validated (finite) controls, :attr:`hook_dtype`
+                on the device; the backend clamps them to the ctrl ranges.
+            nsteps: substeps (any positive int: a long call must stay
+                interruptible, e.g. by stepping in chunks).
+            hold: ``None``, or on a GPU backend ``(N,)`` bool on the device:
+                envs whose input was rejected (their ctrl rows hold zeros),
+                which must end the call in their pre-call state and are not
+                reported as diverged.
 
-        Pending body forces act in every substep; they are not cleared here.
+        Returns:
+            A numpy array or a bool tensor (a GPU backend keeps it on its
+            device, so that ``step`` need not synchronise with the host),
+            computed with :func:`simbackend.divergence.diverged_rows` plus the
+            engine's own failure reports; diverged envs are back in their
+            pre-call state.
+
+        Pending body forces (``_force``/``_torque`` for ``_force_bodies``) act in
+        every substep; they are not cleared here. On an exception (including
+        ``KeyboardInterrupt``), every env must be back in its pre-call state
+        before the exception propagates.
         """
 
-    def _apply_body_force(self, body_ids: np.ndarray, force: np.ndarray, torque: np.ndarray) -> None:
+    def _apply_body_force(self, body_ids: np.ndarray, force: torch.Tensor, torque: torch.Tensor) -> None:
         """Add validated (N, B, 3) world forces/torques at body origins to the pending ones.
 
-        The pending forces live in ``_force``/``_torque`` ``(N, nbody, 3)`` for the bodies
-        in ``_force_bodies``; a backend's ``_step`` applies them (only backends that
-        declare ``body_forces`` are called here).
+        The pending forces live in ``_force``/``_torque``, :attr:`hook_dtype` tensors
+        ``(N, nbody, 3)`` on the device, for the bodies in ``_force_bodies`` (host
+        int64); a backend's ``_step`` applies them (only backends that declare
+        ``body_forces`` are called here).
         """
         if self._force is None:
-            self._force = np.zeros((self.num_envs, self._info.nbody, 3))
-            self._torque = np.zeros((self.num_envs, self._info.nbody, 3))
-        self._force[:, body_ids] += force
-        self._torque[:, body_ids] += torque
+            self._force = torch.zeros((self.num_envs, self._info.nbody, 3), dtype=self.hook_dtype,
+                                      device=self._device)
+            self._torque = torch.zeros_like(self._force)
+        cols = torch.as_tensor(body_ids, device=self._device)
+        self._force[:, cols] += force
+        self._torque[:, cols] += torque
         self._force_bodies = np.union1d(self._force_bodies, body_ids)
 
     def _clear_body_forces(self) -> None:
         """Drop pending forces (called at the end of every step)."""
         if self._force_bodies.size:
-            self._force[:, self._force_bodies] = 0.0
-            self._torque[:, self._force_bodies] = 0.0
+            self._force.zero_()
+            self._torque.zero_()
             self._force_bodies = np.zeros(0, np.int64)
 
     def _site_jacobian_w(self, site_id: int, cols: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
@@ -633,8 +867,10 @@ class SimBackend(abc.ABC):
     # ------------------------------------------------------------------
     # helpers for subclasses
     # ------------------------------------------------------------------
-    def _tensor(self, a: np.ndarray) -> torch.Tensor:
-        """A new float32 tensor on the backend's device holding ``a``."""
+    def _out(self, a: Any) -> torch.Tensor:
+        """A new float32 tensor on the backend's device holding ``a`` (numpy array or tensor) that the caller owns."""
+        if isinstance(a, torch.Tensor):
+            return a.to(device=self._device, dtype=torch.float32, copy=True)
         t = torch.from_numpy(np.array(a, dtype=np.float32))
         return t if self._device.type == "cpu" else t.to(self._device)
 
@@ -643,8 +879,10 @@ class SimBackend(abc.ABC):
         return torch.as_tensor(diverged, dtype=torch.bool).to(self._device)
 
     def _id_tensor(self, a: np.ndarray) -> torch.Tensor:
-        t = torch.as_tensor(np.asarray(a, dtype=np.int64))
-        return t if self._device.type == "cpu" else t.to(self._device)
+        host = np.asarray(a, dtype=np.int64)
+        t = torch.as_tensor(host.copy())
+        t = t if self._device.type == "cpu" else t.to(self._device)
+        return self._host_ids.register(t, host)
 
     def _require(self, capability: str) -> None:
         if not getattr(self.capabilities, capability):
@@ -652,20 +890,85 @@ class SimBackend(abc.ABC):
 
     def _check_open(self) -> None:
         if self._closed:
-            raise SimBackendError(f"backend {self.name!r} is closed")
+            raise BackendClosedError(f"backend {self.name!r} is closed")
 
-    def _check_ctrl(self, ctrl: Any, argument: str) -> np.ndarray:
+    def _enter_mutation(self, method: str) -> None:
+        """Checks every mutating call starts with: open, not re-entered, no deferred input error pending."""
+        self._check_open()
+        if self._in_step:
+            raise ReentrantCallError(f"{method}: called from inside a pre-step control function while step runs;"
+                                     " a pre-step function may read getters and return ctrl, nothing else")
+        if self._faults is not None:
+            self._faults.raise_if_any()
+
+    @property
+    def _defers_checks(self) -> bool:
+        if self._deferred is None:
+            self._deferred = bool(self.capabilities.gpu)
+        return self._deferred
+
+    def _check_values(self, env_ids: np.ndarray, checks: list) -> Optional[torch.Tensor]:
+        """Value checks of validated tensors, rows aligned with ``env_ids``.
+
+        ``checks``: ``(argument, tensor, problem, columns)`` with ``problem``
+        ``"nonfinite"``, ``"zero quaternion"`` (``tensor`` is then the ``(n,)`` bad-row
+        mask) or a magnitude limit. A CPU backend raises the first failing check;
+        a GPU backend records them on the device and returns the ``(n,)`` mask of
+        rows to hold (or ``None`` when there are no rows).
+        """
+        held = None
+        defer = self._defers_checks
+        for argument, t, problem, columns in checks:
+            if problem == "nonfinite":
+                bad = V.nonfinite_rows(t)
+            elif problem == "zero quaternion":
+                bad = t
+            else:
+                bad = V.rows_above(t, problem, columns)
+            if not defer:
+                if bool(bad.any()):
+                    rows = env_ids[bad.cpu().numpy()]
+                    if problem == "nonfinite":
+                        raise NonFiniteError(argument, rows)
+                    if problem == "zero quaternion":
+                        joints = sorted({self._info.joint_names[j] for j in self._info.quat_joint})
+                        raise InvalidQuaternionError(
+                            f"{argument}: zero quaternion for joint(s) {joints} in env ids {rows[:8].tolist()};"
+                            " a rotation needs a non-zero quaternion (wxyz)")
+                    what = "quaternion" if argument == "qpos" and problem == MAX_QPOS else "values"
+                    raise ValueRangeError(argument, rows, float(problem),
+                                          "values the divergence rule would flag" if problem in (MAX_QPOS, MAX_QVEL) else what)
+                continue
+            if self._faults is None:
+                self._faults = _DeferredFaults(self.num_envs, self._device)
+            rows_dev = torch.as_tensor(env_ids, device=self._device)
+            self._faults.record(argument, "nonfinite" if problem == "nonfinite" else
+                                "zero quaternion" if problem == "zero quaternion" else str(problem), rows_dev, bad)
+            held = bad if held is None else held | bad
+        return held
+
+    def _check_ctrl(self, ctrl: Any, argument: str) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """Validated ``(N, nu)`` ctrl and, on a GPU backend, the ``(N,)`` mask of envs to hold."""
+        dev, dt = self._device, self.hook_dtype
         if ctrl is None:
             if self.num_actuators:
                 raise InvalidArgumentError(f"{argument}: required, the model has {self.num_actuators} actuators")
-            return np.zeros((self.num_envs, 0))
-        return V.real_array(ctrl, argument, (self.num_envs, self.num_actuators))
+            return torch.zeros((self.num_envs, 0), dtype=dt, device=dev), None
+        t = V.real_tensor(ctrl, argument, (self.num_envs, self.num_actuators), device=dev, dtype=dt)
+        held = self._check_values(np.arange(self.num_envs), [(argument, t, "nonfinite", None),
+                                                             (argument, t, V.MAX_REAL_INPUT, None)])
+        if held is not None:
+            t = torch.where(held[:, None], 0.0, t)
+        return t, held
 
     def _base_ids(self) -> np.ndarray:
         return np.array([self._info.base_body], dtype=np.int64)
 
     def _body_index(self, body_ids: Ids) -> np.ndarray:
-        return V.index_array(body_ids, self._info.nbody, "body", "body_ids")
+        return V.index_array(body_ids, self._info.nbody, "body", "body_ids", host_ids=self._host_ids)
+
+    def _site_index(self, site_ids: Ids) -> np.ndarray:
+        return V.index_array(site_ids, len(self.site_names), "site", "site_ids", host_ids=self._host_ids)
 
     def _torch_index(self, which: str) -> torch.Tensor:
         cache = self._index_cache
@@ -685,6 +988,8 @@ class SimBackend(abc.ABC):
     def _resolve_many(self, kind: str, names: Names) -> np.ndarray:
         if isinstance(names, str):
             names = [names]
+        elif names is None or not isinstance(names, (list, tuple)) and not hasattr(names, "__iter__"):
+            raise ArgumentTypeError(f"{kind} names: expected a name or a sequence of names, got {type(names).__name__}")
         return np.array([self._resolve(kind, n) for n in names], dtype=np.int64)
 
     def _dof_columns(self, names: Names) -> np.ndarray:
@@ -695,26 +1000,74 @@ class SimBackend(abc.ABC):
                 kind = JOINT_TYPE_NAMES[int(self._info.joint_type[j])]
                 raise IndexRangeError(
                     f"joint {self._info.joint_names[j]!r} is a {kind} joint; only hinge and slide joints"
-                    " have dof columns (use get_qpos/get_qvel for free and ball joints)"
+                    " have dof columns (get_joint_qpos_indices/get_joint_qvel_indices cover every joint)"
                 )
             cols.append(self._dof_column[int(j)])
         return np.array(cols, dtype=np.int64)
 
-    def _normalised_quaternions(self, ids: np.ndarray, qpos: np.ndarray) -> np.ndarray:
-        starts = self._info.quat_qpos_index
-        if not starts.size or not qpos.size:
-            return qpos
-        cols = starts[:, None] + np.arange(4)
-        quats = qpos[:, cols]                      # (n, nquat, 4)
-        norms = np.linalg.norm(quats, axis=-1)     # (n, nquat)
-        bad = norms < MIN_QUAT_NORM
-        if bad.any():
-            rows, which = np.nonzero(bad)
-            joints = sorted({self._info.joint_names[self._info.quat_joint[w]] for w in which})
-            raise InvalidQuaternionError(
-                f"qpos: zero quaternion for joint(s) {joints} in env ids {ids[np.unique(rows)][:8].tolist()};"
-                " a rotation needs a non-zero quaternion (wxyz)"
-            )
-        qpos = qpos.copy()
-        qpos[:, cols] = quats / norms[..., None]
-        return qpos
+    def _joint_columns(self, names: Names, velocity: bool) -> np.ndarray:
+        info = self._info
+        cols = []
+        for j in self._resolve_many("joint", names):
+            t = int(info.joint_type[j])
+            if velocity:
+                width = 6 if t == JOINT_FREE else 3 if t == JOINT_BALL else 1
+                start = int(info.joint_dofadr[j])
+            else:
+                width = 7 if t == JOINT_FREE else 4 if t == JOINT_BALL else 1
+                start = int(info.joint_qposadr[j])
+            cols.extend(range(start, start + width))
+        return np.array(cols, dtype=np.int64)
+
+    def _normalised_quaternions(self, qpos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``qpos`` with unit free/ball quaternions, and the ``(n,)`` mask of rows holding a zero one.
+
+        Scaled by the largest component first, so no finite quaternion overflows.
+        """
+        n = qpos.shape[0]
+        if not self._quat_cols.numel() or not n:
+            return qpos, torch.zeros(n, dtype=torch.bool, device=qpos.device)
+        cols = self._quat_cols
+        quats = qpos[:, cols]                                              # (n, nquat, 4)
+        scale = quats.abs().amax(dim=-1, keepdim=True)
+        unit = quats / torch.where(scale > 0, scale, 1.0)
+        norms = torch.linalg.vector_norm(unit, dim=-1, keepdim=True)
+        zero = (scale[..., 0] < MIN_QUAT_NORM).any(dim=1) | ~torch.isfinite(scale[..., 0]).all(dim=1)
+        qpos = qpos.clone()
+        qpos[:, cols] = torch.where(norms > 0, unit / torch.where(norms > 0, norms, 1.0), unit)
+        return qpos, zero
+
+
+# ----------------------------------------------------------------------
+# closed backends
+# ----------------------------------------------------------------------
+#: public members a closed backend still answers: its identity and the model description
+_OPEN_AFTER_CLOSE = frozenset({"close", "closed"})
+_CLOSED_CLASSES: dict[type, type] = {}
+
+
+def _closed_method(name: str) -> Callable[..., Any]:
+    def method(self: SimBackend, *args: Any, **kwargs: Any) -> Any:
+        raise BackendClosedError(f"{name}: backend {self.name!r} is closed")
+
+    method.__name__ = name
+    return method
+
+
+def _closed_class(cls: type) -> type:
+    """The class a backend of ``cls`` becomes on close: every public method raises ``BackendClosedError``.
+
+    Properties (names, sizes, ``num_envs``, ``device``, ``capabilities``) keep
+    answering: they describe the model, not the engine's state.
+    """
+    closed = _CLOSED_CLASSES.get(cls)
+    if closed is None:
+        namespace: dict[str, Any] = {"__doc__": cls.__doc__, "__module__": cls.__module__}
+        for attr in dir(cls):
+            if attr.startswith("_") or attr in _OPEN_AFTER_CLOSE:
+                continue
+            member = inspect.getattr_static(cls, attr)
+            if inspect.isfunction(member):
+                namespace[attr] = _closed_method(attr)
+        closed = _CLOSED_CLASSES[cls] = type(cls.__name__, (cls,), namespace)
+    return closed

@@ -21,6 +21,9 @@ __all__ = [
     "InvalidArgumentError",
     "ArgumentTypeError",
     "NonFiniteError",
+    "ValueRangeError",
+    "BackendClosedError",
+    "ReentrantCallError",
     "EnvIdError",
     "IndexRangeError",
     "InvalidQuaternionError",
@@ -74,6 +77,34 @@ class NonFiniteError(SimBackendError, ValueError):
             f"{argument}: non-finite values (NaN or inf) in env ids [{shown}{more}];"
             " nothing was written or stepped"
         )
+
+
+class ValueRangeError(SimBackendError, ValueError):
+    """An argument holds finite values too large to accept; ``env_ids`` names the rows.
+
+    ``set_state`` rejects states the divergence rule (:mod:`simbackend.divergence`)
+    would flag at once; every real input rejects magnitudes beyond float32.
+    """
+
+    def __init__(self, argument: str, env_ids: Sequence[int], limit: float, what: str = "values"):
+        self.argument = argument
+        self.env_ids = tuple(int(i) for i in env_ids)
+        self.limit = limit
+        shown = ", ".join(str(i) for i in self.env_ids[:8])
+        more = ", ..." if len(self.env_ids) > 8 else ""
+        super().__init__(
+            f"{argument}: {what} with magnitude above {limit:.3g} in env ids [{shown}{more}];"
+            " nothing was written or stepped"
+        )
+
+
+class BackendClosedError(SimBackendError, RuntimeError):
+    """A method of a backend that was closed (``backend.closed`` is true)."""
+
+
+class ReentrantCallError(SimBackendError, RuntimeError):
+    """A call that mutates the simulation (``step``, ``set_state``, ...) made from inside a
+    pre-step control function, while ``step`` is running."""
 
 
 class EnvIdError(SimBackendError, ValueError):

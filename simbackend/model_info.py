@@ -9,7 +9,7 @@ Joint types use MuJoCo's numbering: 0 free, 1 ball, 2 slide, 3 hinge.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -23,6 +23,8 @@ ACTUATOR_KINDS = ("motor", "position", "velocity", "other")
 @dataclass(frozen=True, eq=False)
 class ModelInfo:
     """The structure of one compiled model, as plain numpy arrays and tuples.
+
+    Read-only: its arrays are not writeable (copy one to change it).
 
     Sizes: ``nbody`` bodies (world body first), ``njnt`` joints, ``nsite``
     sites, ``nu`` actuators, ``nsensor`` sensors, ``nq``/``nv`` generalized
@@ -59,6 +61,13 @@ class ModelInfo:
     qpos0: np.ndarray                    # (nq,)
     key_qpos: np.ndarray                 # (nkey, nq)
     base_body: int                       # root body of the first kinematic tree (0 if none)
+
+    def __post_init__(self) -> None:
+        # the description is shared by every getter and every layout table: nobody may write into it
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, np.ndarray):
+                v.flags.writeable = False
 
     # ---- derived layouts -------------------------------------------------
     @property

@@ -190,3 +190,34 @@ def test_model_fields_is_optional_in_the_contract():
 
     with NoFields("pendulum", 1) as sim, pytest.raises(UnsupportedFeatureError, match="'nofields'.*model_fields"):
         sim.model_fields()
+
+
+def test_body_force_lever_arm_moves_with_the_body_over_substeps():
+    """Reproducer: with nsteps > 1 the origin->com shift must use each substep's pose, not the call's first one.
+
+    Fifty single steps (re-applying the force) and raw MuJoCo with the force at
+    the moving frame origin agree; one 50-substep call must match them.
+    """
+    import mujoco
+
+    from simbackend.models import compile_model
+
+    def run(nsteps_per_call: int) -> np.ndarray:
+        sim = make_backend("mujoco", "cartpole", 1)
+        sim.set_state(None, [[0.1, 0.3]], [[0.5, 0.5]])
+        for _ in range(50 // nsteps_per_call):
+            sim.apply_body_force([2], [[[3.0, 0.0, 0.0]]])
+            sim.step([[0.0]], nsteps=nsteps_per_call)
+        return sim.get_qvel().numpy()[0].astype(np.float64)
+
+    m = compile_model("cartpole")
+    d = mujoco.MjData(m)
+    d.qpos[:], d.qvel[:] = [0.1, 0.3], [0.5, 0.5]
+    for _ in range(50):
+        mujoco.mj_forward(m, d)
+        f = np.array([3.0, 0.0, 0.0])
+        d.xfrc_applied[2, :3] = f
+        d.xfrc_applied[2, 3:] = np.cross(d.xpos[2] - d.xipos[2], f)
+        mujoco.mj_step(m, d)
+    np.testing.assert_allclose(run(1), d.qvel, atol=1e-6)
+    np.testing.assert_allclose(run(50), d.qvel, atol=1e-6)

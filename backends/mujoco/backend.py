@@ -12,15 +12,18 @@ batch's thread pool. Design points (see DESIGN.md):
   needs it) for every env at the current state. Every getter thus describes
   the current instant, never the state one substep back as plain ``mj_step``
   leaves it, and a caller who reads only qpos/qvel pays nothing for it.
-* Divergence: MuJoCo's automatic reset is disabled on the backend's copy of
-  the model; an env whose qpos/qvel/qacc become non-finite or huge raises a
-  MuJoCo warning (counted per call), and ``mujoco.batch.SimulationError``
-  names envs where MuJoCo raised. Both are reported in ``info["diverged"]``
-  and those envs get back the state they had before the call. MuJoCo prints
-  its warning (and appends it to ``MUJOCO_LOG.TXT`` in the working directory).
+* Divergence: the contract's rule (:mod:`simbackend.divergence`) on the state
+  rows after the call, plus MuJoCo's own reports: its bad-state warnings
+  (counted per call) and ``mujoco.batch.SimulationError``. MuJoCo's automatic
+  reset is disabled on the backend's copy of the model; diverged envs get back
+  the state they had before the call. MuJoCo prints its warnings (and appends
+  them to ``MUJOCO_LOG.TXT`` in the working directory).
 * Body forces are given at the body frame origin; MuJoCo's ``xfrc_applied``
   acts at the centre of mass, so the torque is shifted by ``(xpos - xipos) x F``
-  before every substep.
+  at the pose of every substep.
+* Long calls step in chunks of :data:`STEP_CHUNK` substeps, so Ctrl-C
+  (``KeyboardInterrupt``) is seen between chunks; an interrupted call restores
+  every env's pre-call state.
 """
 
 from __future__ import annotations
@@ -35,21 +38,27 @@ from mujoco import batch as mjbatch
 
 from simbackend.capabilities import Capabilities
 from simbackend.contract import SimBackend
-from simbackend.errors import ArgumentTypeError, InvalidArgumentError, SimBackendError
+from simbackend.divergence import diverged_rows
+from simbackend.errors import InvalidArgumentError
 from simbackend.math import cross, quat_apply, quat_mul, quat_normalize, quat_to_matrix
 from simbackend.models import compile_model, model_info
+from simbackend.options import EngineOption, check_choice, check_positive_float
 
 _VEL = int(mujoco.mjtStage.mjSTAGE_VEL)
 _ACC = int(mujoco.mjtStage.mjSTAGE_ACC)
-_BAD_WARNINGS = np.array(
-    [int(mujoco.mjtWarning.mjWARN_BADQACC), int(mujoco.mjtWarning.mjWARN_BADQPOS), int(mujoco.mjtWarning.mjWARN_BADQVEL)]
-)
+#: MuJoCo's reports of a failed state: bad qacc/qpos/qvel, and a ctrl too large to apply (which it zeroes)
+_BAD_WARNINGS = np.array([int(getattr(mujoco.mjtWarning, w)) for w in
+                          ("mjWARN_BADQACC", "mjWARN_BADQPOS", "mjWARN_BADQVEL", "mjWARN_BADCTRL")])
 _ALL_SENSOR_TYPES = frozenset(
     name[len("mjSENS_"):].lower()
     for name in mujoco.mjtSensor.__members__
     if name.startswith("mjSENS_") and name not in ("mjSENS_USER", "mjSENS_PLUGIN")
 )
-_OPTIONS = ("nthread",)
+#: substeps per call into the batch: a long ``step`` checks for Ctrl-C between chunks
+STEP_CHUNK = 64
+_INTEGRATORS = {"euler": "mjINT_EULER", "rk4": "mjINT_RK4", "implicit": "mjINT_IMPLICIT",
+                "implicitfast": "mjINT_IMPLICITFAST"}
+_SOLVERS = {"pgs": "mjSOL_PGS", "cg": "mjSOL_CG", "newton": "mjSOL_NEWTON"}
 _CAPABILITIES = Capabilities(
     gpu=False,
     actuator_kinds=frozenset({"motor", "position", "velocity", "other"}),
@@ -67,29 +76,39 @@ class MuJoCoBackend(SimBackend):
         device: torch device of returned tensors (physics runs on the CPU);
             default ``"cpu"``.
         seed: seed of the backend's random streams.
-        nthread: worker threads of the batch, 0 for all CPUs (default).
+        **options: the common options (:mod:`simbackend.options`): ``nthread``
+            (worker threads of the batch, 0 for all CPUs), ``solver_iterations``
+            (``opt.iterations``), ``timestep`` (``opt.timestep``) and the model
+            options; and the block ``mujoco={...}`` with ``integrator``
+            (euler, rk4, implicit, implicitfast), ``solver`` (pgs, cg, newton) and
+            ``tolerance`` (``opt.tolerance``), each replacing the model's value.
     """
 
     name = "mujoco"
+    engine_options = {
+        "integrator": EngineOption(None, check_choice(*_INTEGRATORS), "numerical integrator (model's if unset)"),
+        "solver": EngineOption(None, check_choice(*_SOLVERS), "constraint solver (model's if unset)"),
+        "tolerance": EngineOption(None, check_positive_float, "solver tolerance (model's if unset)"),
+    }
 
     def __init__(self, model: Any, num_envs: int, *, device: Any = None, seed: int = 0, **options: Any):
-        unknown = sorted(set(options) - set(_OPTIONS))
-        if unknown:
-            raise ArgumentTypeError(f"unknown option(s) for backend 'mujoco': {unknown}; accepted: {list(_OPTIONS)}")
-        nthread = options.get("nthread", 0)
-        if isinstance(nthread, bool) or not isinstance(nthread, int) or nthread < 0:
-            raise InvalidArgumentError(f"nthread: expected an integer >= 0 (0: all CPUs), got {nthread!r}")
-        device = torch.device("cpu" if device is None else device)
-        if device.type == "cuda" and not torch.cuda.is_available():
-            raise SimBackendError("device 'cuda' requested, but torch sees no CUDA device")
-        m = compile_model(model)
+        opts = self.parse_options(options)
+        device = self.resolve_device(device, allowed=("cpu", "cuda"))
+        m = compile_model(model, **opts.model)
         # the batch keeps a pointer to the model: keep our own copy, immune to caller edits
         self.model = copy.copy(m)
+        self._apply_options(opts)
         # MuJoCo would silently reset an env whose state blows up (even inside set_state's
         # forward pass); the contract instead reports it and restores the pre-call state.
         self.model.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_AUTORESET)
         super().__init__(model_info(self.model), num_envs, device=device, seed=seed)
-        self.batch = mjbatch.Batch(self.model, self.num_envs, nthread=nthread)  # 0: all CPUs
+        try:
+            self.batch = mjbatch.Batch(self.model, self.num_envs, nthread=opts.nthread)  # 0: all CPUs
+        except (MemoryError, ValueError, RuntimeError, TypeError, OverflowError) as e:
+            raise InvalidArgumentError(
+                f"num_envs: {self.num_envs} simulations of this model cannot be allocated ({' '.join(str(e).split())})"
+            ) from e
+        self._nthread = self.batch.nthread
         b = self.batch
         self._stage = _ACC if (np.asarray(self.model.sensor_needstage) >= _ACC).any() else _VEL
         self._state = b.state
@@ -104,6 +123,7 @@ class MuJoCoBackend(SimBackend):
         self._warmstart = b.bind("qacc_warmstart")
         self._prev_state = np.empty_like(self._state)
         self._warn = b.warning
+        self._ctrl_lo, self._ctrl_hi = self._info.actuator_ctrl_range.T.copy()
         self._site_quat_local = np.array(self.model.site_quat, dtype=np.float64)
         self._site_body = np.array(self.model.site_bodyid, dtype=np.int64)
         b.reset(stage=int(mujoco.mjtStage.mjSTAGE_NONE))  # derived fields are computed when first read
@@ -115,10 +135,26 @@ class MuJoCoBackend(SimBackend):
 
     @property
     def nthread(self) -> int:
-        return self.batch.nthread
+        """Worker threads of the batch."""
+        return self._nthread
+
+    def _apply_options(self, opts: Any) -> None:
+        """Write the common and ``mujoco={...}`` options into the backend's model copy."""
+        o = self.model.opt
+        if opts.solver_iterations is not None:
+            o.iterations = opts.solver_iterations
+        if opts.timestep is not None:
+            o.timestep = opts.timestep
+        e = opts.engine
+        if e["integrator"] is not None:
+            o.integrator = int(getattr(mujoco.mjtIntegrator, _INTEGRATORS[e["integrator"]]))
+        if e["solver"] is not None:
+            o.solver = int(getattr(mujoco.mjtSolver, _SOLVERS[e["solver"]]))
+        if e["tolerance"] is not None:
+            o.tolerance = e["tolerance"]
 
     # -- derived fields, bound lazily -----------------------------------
-    def _out(self, name: str) -> np.ndarray:
+    def _field(self, name: str) -> np.ndarray:
         """Derived field ``name``, (N, ...), current with the state rows."""
         arr = self._derived.get(name)
         if arr is None:
@@ -137,21 +173,17 @@ class MuJoCoBackend(SimBackend):
             pass  # those envs' derived fields stay as they were; their state is untouched
 
     # -- getters ----------------------------------------------------------
-    def _t(self, a: np.ndarray) -> torch.Tensor:
-        t = torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32))
-        return t if self._device.type == "cpu" else t.to(self._device)
-
     def get_qpos(self) -> torch.Tensor:
-        return self._t(self._qpos)
+        return self._out(self._qpos)
 
     def get_qvel(self) -> torch.Tensor:
-        return self._t(self._qvel)
+        return self._out(self._qvel)
 
     def get_dof_pos(self) -> torch.Tensor:
-        return self._t(self._qpos[:, self._info.dof_qpos_index])
+        return self._out(self._qpos[:, self._info.dof_qpos_index])
 
     def get_dof_vel(self) -> torch.Tensor:
-        return self._t(self._qvel[:, self._info.dof_qvel_index])
+        return self._out(self._qvel[:, self._info.dof_qvel_index])
 
     # A floating base's pose and velocity are its free joint's qpos/qvel (MuJoCo's kinematics copies
     # them), so these read the state rows and need no deferred stages.
@@ -159,64 +191,64 @@ class MuJoCoBackend(SimBackend):
         if self._base_free is None:
             return super().get_base_pos()
         q = self._base_free[0]
-        return self._t(self._qpos[:, q : q + 3])
+        return self._out(self._qpos[:, q : q + 3])
 
     def get_base_quat(self) -> torch.Tensor:
         if self._base_free is None:
             return super().get_base_quat()
         q = self._base_free[0]
-        return self._t(quat_normalize(self._qpos[:, q + 3 : q + 7]))
+        return self._out(quat_normalize(self._qpos[:, q + 3 : q + 7]))
 
     def get_base_lin_vel(self) -> torch.Tensor:
         if self._base_free is None:
             return super().get_base_lin_vel()
         v = self._base_free[1]
-        return self._t(self._qvel[:, v : v + 3])
+        return self._out(self._qvel[:, v : v + 3])
 
     def get_base_ang_vel(self) -> torch.Tensor:
         if self._base_free is None:
             return super().get_base_ang_vel()
         q, v = self._base_free
-        return self._t(quat_apply(quat_normalize(self._qpos[:, q + 3 : q + 7]), self._qvel[:, v + 3 : v + 6]))
+        return self._out(quat_apply(quat_normalize(self._qpos[:, q + 3 : q + 7]), self._qvel[:, v + 3 : v + 6]))
 
     def _body_pos_w(self, ids: np.ndarray) -> torch.Tensor:
-        return self._t(self._out("xpos")[:, ids])
+        return self._out(self._field("xpos")[:, ids])
 
     def _body_quat_w(self, ids: np.ndarray) -> torch.Tensor:
-        return self._t(self._out("xquat")[:, ids])
+        return self._out(self._field("xquat")[:, ids])
 
     def _body_vel_w(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(ang, lin) world velocities of the body frame origins, float64."""
-        cvel = self._out("cvel")[:, ids]                       # (N, B, 6): [ang, lin] at subtree com of root
-        com = self._out("subtree_com")[:, self._info.body_root[ids]]
-        offset = self._out("xpos")[:, ids] - com
+        cvel = self._field("cvel")[:, ids]                       # (N, B, 6): [ang, lin] at subtree com of root
+        com = self._field("subtree_com")[:, self._info.body_root[ids]]
+        offset = self._field("xpos")[:, ids] - com
         ang = cvel[..., :3]
         return ang, cvel[..., 3:] + cross(ang, offset)
 
     def _body_lin_vel_w(self, ids: np.ndarray) -> torch.Tensor:
-        return self._t(self._body_vel_w(ids)[1])
+        return self._out(self._body_vel_w(ids)[1])
 
     def _body_ang_vel_w(self, ids: np.ndarray) -> torch.Tensor:
-        return self._t(self._out("cvel")[:, ids, :3])
+        return self._out(self._field("cvel")[:, ids, :3])
 
     def _site_pos_w(self, ids: np.ndarray) -> torch.Tensor:
-        return self._t(self._out("site_xpos")[:, ids])
+        return self._out(self._field("site_xpos")[:, ids])
 
     def _site_quat_w(self, ids: np.ndarray) -> torch.Tensor:
-        body_q = self._out("xquat")[:, self._site_body[ids]]
-        return self._t(quat_mul(body_q, self._site_quat_local[ids]))
+        body_q = self._field("xquat")[:, self._site_body[ids]]
+        return self._out(quat_mul(body_q, self._site_quat_local[ids]))
 
     def _sensor_data(self, sensor_id: int) -> torch.Tensor:
         adr, dim = int(self._info.sensor_adr[sensor_id]), int(self._info.sensor_dim[sensor_id])
-        return self._t(self._out("sensordata")[:, adr : adr + dim])
+        return self._out(self._field("sensordata")[:, adr : adr + dim])
 
     def get_body_mass(self) -> torch.Tensor:
         per_env = self.batch.expanded("body_mass")
-        return super().get_body_mass() if per_env is None else self._t(per_env)
+        return super().get_body_mass() if per_env is None else self._out(per_env)
 
     def get_gravity(self) -> torch.Tensor:
         per_env = self.batch.expanded("opt.gravity")
-        return super().get_gravity() if per_env is None else self._t(per_env)
+        return super().get_gravity() if per_env is None else self._out(per_env)
 
     def model_fields(self) -> dict[str, np.ndarray]:
         """The compiled model's physical fields (see :meth:`SimBackend.model_fields`)."""
@@ -241,14 +273,14 @@ class MuJoCoBackend(SimBackend):
         }
 
     def _site_jacobian_w(self, site_id: int, cols: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        point = self._out("site_xpos")[:, site_id]
+        point = self._field("site_xpos")[:, site_id]
         jacp, jacr = self.batch.jac(int(self._site_body[site_id]), point)
-        return self._t(jacp[:, :, cols]), self._t(jacr[:, :, cols])
+        return self._out(jacp[:, :, cols]), self._out(jacr[:, :, cols])
 
     # -- mutation ----------------------------------------------------------
-    def _set_state(self, env_ids: np.ndarray, qpos: np.ndarray, qvel: np.ndarray) -> None:
-        self._qpos[env_ids] = qpos
-        self._qvel[env_ids] = qvel
+    def _set_state(self, env_ids: np.ndarray, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
+        self._qpos[env_ids] = qpos.cpu().numpy()
+        self._qvel[env_ids] = qvel.cpu().numpy()
         self._warmstart[env_ids] = 0.0
         if self._derived and not self._stale:
             self._forward(env_ids)  # the other envs' derived fields are current: keep them
@@ -257,47 +289,56 @@ class MuJoCoBackend(SimBackend):
         self._xfrc[:, self._force_bodies] = 0.0
         super()._clear_body_forces()
 
-    def _write_xfrc(self) -> None:
-        """Shift pending origin forces to MuJoCo's centre-of-mass convention, at the current pose."""
+    def _write_xfrc(self, force: np.ndarray, torque: np.ndarray) -> None:
+        """Shift pending origin forces ``(N, B, 3)`` to MuJoCo's centre-of-mass convention, at the current pose."""
         b = self._force_bodies
-        f = self._force[:, b]
-        lever = self._out("xpos")[:, b] - self._out("xipos")[:, b]
-        self._xfrc[:, b, :3] = f
-        self._xfrc[:, b, 3:] = self._torque[:, b] + cross(lever, f)
+        lever = self._field("xpos")[:, b] - self._field("xipos")[:, b]
+        self._xfrc[:, b, :3] = force
+        self._xfrc[:, b, 3:] = torque + cross(lever, force)
 
-    def _step(self, ctrl: np.ndarray, nsteps: int) -> np.ndarray:
-        self._ctrl[...] = ctrl
+    def _step(self, ctrl: torch.Tensor, nsteps: int, hold: Any = None) -> np.ndarray:
+        # clamped here as the contract says, so MuJoCo's own check sees only unlimited controls
+        np.clip(ctrl.cpu().numpy(), self._ctrl_lo, self._ctrl_hi, out=self._ctrl)
         np.copyto(self._prev_state, self._state)
-        self._warn[:, _BAD_WARNINGS, 1] = 0  # the batch counts warnings per call from here
         failed = np.zeros(self.num_envs, dtype=bool)
-        if self._force_bodies.size:
-            # the lever arm moves with the body: re-shift before every substep
-            for _ in range(nsteps):
-                self._write_xfrc()
-                failed |= self._advance(1)
-        else:
-            failed |= self._advance(nsteps)
-        diverged = failed | (self._warn[:, _BAD_WARNINGS, 1] > 0).any(axis=1)
-        diverged |= ~(np.isfinite(self._qpos).all(axis=1) & np.isfinite(self._qvel).all(axis=1))
+        warned = np.zeros(self.num_envs, dtype=bool)
+        try:
+            if self._force_bodies.size:
+                b = self._force_bodies
+                force, torque = self._force[:, b].cpu().numpy(), self._torque[:, b].cpu().numpy()
+                # the lever arm moves with the body: re-shift at the pose of every substep
+                for _ in range(nsteps):
+                    self._write_xfrc(force, torque)
+                    failed |= self._advance(1, warned)
+                    self._stale = True
+            else:
+                left = nsteps
+                while left:
+                    chunk = min(left, STEP_CHUNK)
+                    failed |= self._advance(chunk, warned)
+                    left -= chunk
+        except BaseException:
+            # interrupted (Ctrl-C between chunks) or failed: every env back at its pre-call state
+            self._state[...] = self._prev_state
+            self._stale = True
+            raise
+        diverged = failed | warned | diverged_rows(self._qpos, self._qvel)
         if diverged.any():
             ids = np.flatnonzero(diverged)
             self._state[ids] = self._prev_state[ids]
         self._stale = True
         return diverged
 
-    def _advance(self, nsteps: int) -> np.ndarray:
+    def _advance(self, nsteps: int, warned: np.ndarray) -> np.ndarray:
+        """One call into the batch; returns envs MuJoCo failed, adds envs it warned about to ``warned``."""
         failed = np.zeros(self.num_envs, dtype=bool)
+        self._warn[:, _BAD_WARNINGS, 1] = 0  # the batch counts warnings per call from here
         try:
             self.batch.step(nstep=nsteps)
         except mjbatch.SimulationError as e:
             failed[np.asarray(e.ids)] = True
+        warned |= (self._warn[:, _BAD_WARNINGS, 1] > 0).any(axis=1)
         return failed
-
-    def __getattr__(self, name: str) -> Any:
-        # only reached for missing attributes: after close(), the engine handles are gone
-        if self.__dict__.get("_closed"):
-            raise SimBackendError(f"backend {self.name!r} is closed")
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def _close(self) -> None:
         self.__dict__.pop("batch", None)

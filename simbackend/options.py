@@ -1,0 +1,214 @@
+"""Construction options: one set every backend accepts, plus per-engine blocks.
+
+``make_backend(sim, model, num_envs, *, device=None, seed=0, **options)`` takes
+the same keyword options on every backend, so that changing ``sim`` is the
+only edit needed to move code between engines:
+
+========================  ===========================  ===========================================
+option                    value                        meaning
+========================  ===========================  ===========================================
+``nthread``               int >= 0 (default 0)         at most this many CPU threads step the
+                                                       physics; 0: as many as the engine can use
+``solver_iterations``     int >= 1 or None             constraint-solver iterations (None: the
+                                                       model's / engine's own default)
+``timestep``              float > 0 or None            physics substep in seconds, replacing the
+                                                       model's ``opt.timestep`` (None: keep it)
+``package_dirs``          path or sequence of paths    where ``package://NAME/...`` URIs of a
+                                                       URDF resolve (see :mod:`simbackend.models`)
+``actuators``             sequence of specs            actuators added to the model before it is
+                                                       compiled (a URDF has none)
+``fuse_static``           bool (default False)         let MuJoCo fuse bodies welded to their parent
+                                                       (off: every link keeps its name and id)
+``<engine name>``         dict                         options of that engine only; blocks named
+                                                       after other registered engines are ignored
+========================  ===========================  ===========================================
+
+An engine block is keyed by a registered backend name, e.g.
+``make_backend(sim, "arm7", 64, nthread=2, sapien={"solver": "tgs"},
+mujoco={"integrator": "implicitfast"})`` works for ``sim`` = ``"mujoco"`` and
+``"sapien"`` alike. Each backend declares its block's keys in
+``engine_options`` (a mapping of :class:`EngineOption`), and the core
+validates them with messages naming ``<engine>.<key>``.
+
+The model options (``package_dirs``, ``actuators``, ``fuse_static``) are passed
+unchanged to :func:`simbackend.models.compile_model`, which validates them.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional
+
+from simbackend.errors import ArgumentTypeError, InvalidArgumentError
+
+#: options every backend accepts (documented in the module docstring and README)
+COMMON_OPTIONS = ("nthread", "solver_iterations", "timestep", "package_dirs", "actuators", "fuse_static")
+#: the subset passed to the model compiler
+MODEL_OPTIONS = ("package_dirs", "actuators", "fuse_static")
+
+
+@dataclass(frozen=True)
+class EngineOption:
+    """One key of an engine's option block.
+
+    Attributes:
+        default: value when the key is not given.
+        check: ``check(value, argument) -> value`` validates (and may normalise)
+            a given value, raising a contract error naming ``argument``.
+        doc: one line for tables and error messages.
+    """
+
+    default: Any
+    check: Callable[[Any, str], Any]
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    """Validated construction options of one backend.
+
+    ``engine`` holds the backend's own block with every key present (defaults
+    filled in); ``model`` the keyword arguments for ``compile_model``.
+    """
+
+    nthread: int = 0
+    solver_iterations: Optional[int] = None
+    timestep: Optional[float] = None
+    model: Mapping[str, Any] = field(default_factory=dict)
+    engine: Mapping[str, Any] = field(default_factory=dict)
+
+
+# ----------------------------------------------------------------------
+# value checks, shared by the core and the engines' blocks
+# ----------------------------------------------------------------------
+def check_int(value: Any, argument: str, *, minimum: int = 0, maximum: Optional[int] = None) -> int:
+    """An integer in ``[minimum, maximum]`` (``bool`` and floats rejected)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ArgumentTypeError(f"{argument}: expected an integer, got {type(value).__name__} {value!r}")
+    v = int(value)
+    if v < minimum or (maximum is not None and v > maximum):
+        bound = f"in [{minimum}, {maximum}]" if maximum is not None else f">= {minimum}"
+        raise InvalidArgumentError(f"{argument}: expected an integer {bound}, got {v}")
+    return v
+
+
+def check_positive_float(value: Any, argument: str) -> float:
+    """A finite real number > 0."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ArgumentTypeError(f"{argument}: expected a positive number, got {type(value).__name__} {value!r}")
+    v = float(value)
+    if not (v > 0.0 and v < float("inf")):
+        raise InvalidArgumentError(f"{argument}: expected a finite number > 0, got {value!r}")
+    return v
+
+
+def check_choice(*choices: str) -> Callable[[Any, str], str]:
+    """A check accepting one of ``choices`` (strings, case-insensitive)."""
+
+    def check(value: Any, argument: str) -> str:
+        if not isinstance(value, str) or value.lower() not in choices:
+            raise InvalidArgumentError(f"{argument}: expected one of {list(choices)}, got {value!r}")
+        return value.lower()
+
+    return check
+
+
+def optional(check: Callable[[Any, str], Any]) -> Callable[[Any, str], Any]:
+    """``check`` that also accepts ``None``."""
+
+    def wrapped(value: Any, argument: str) -> Any:
+        return None if value is None else check(value, argument)
+
+    return wrapped
+
+
+# ----------------------------------------------------------------------
+# parsing
+# ----------------------------------------------------------------------
+def parse_options(
+    backend: str,
+    options: Mapping[str, Any],
+    engine_options: Mapping[str, EngineOption],
+    *,
+    other_engines: Optional[tuple[str, ...]] = None,
+) -> BackendOptions:
+    """Validate ``**options`` given to backend ``backend``.
+
+    Args:
+        backend: the backend's registered name (its block's key).
+        options: the keyword options as given.
+        engine_options: the keys of the backend's own block.
+        other_engines: names whose blocks are ignored; default: every
+            registered backend (read from the registry).
+
+    Raises:
+        ArgumentTypeError: an unknown option, naming the accepted ones.
+        InvalidArgumentError: a value out of range, naming the option.
+    """
+    if other_engines is None:
+        from simbackend.registry import available_backends
+
+        other_engines = available_backends()
+    own = backend.lower()
+    unknown = [k for k in options if k not in COMMON_OPTIONS and k != own and k not in other_engines]
+    if unknown:
+        raise ArgumentTypeError(
+            f"unknown option(s) for backend {own!r}: {sorted(unknown)}; accepted: {list(COMMON_OPTIONS)} and"
+            f" per-engine blocks keyed by backend name (e.g. {own}={{...}}: {sorted(engine_options) or 'none'})"
+        )
+    for k, v in options.items():
+        if k not in COMMON_OPTIONS and not isinstance(v, Mapping):
+            raise ArgumentTypeError(f"{k}: an engine block must be a dict of that engine's options, got {type(v).__name__}")
+    block = dict(options.get(own) or {})
+    bad = sorted(k for k in block if k not in engine_options)
+    if bad:
+        raise ArgumentTypeError(
+            f"unknown option(s) in {own}={{...}}: {bad}; accepted: {sorted(engine_options) or 'none'}"
+        )
+    engine = {}
+    for key, spec in engine_options.items():
+        engine[key] = spec.check(block[key], f"{own}.{key}") if key in block else spec.default
+    nthread = check_int(options.get("nthread", 0), "nthread", minimum=0)
+    iters = optional(lambda v, a: check_int(v, a, minimum=1, maximum=100_000))(options.get("solver_iterations"), "solver_iterations")
+    timestep = optional(check_positive_float)(options.get("timestep"), "timestep")
+    model = {k: options[k] for k in MODEL_OPTIONS if k in options}
+    return BackendOptions(nthread=nthread, solver_iterations=iters, timestep=timestep, model=model, engine=engine)
+
+
+def parse_cli_option(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` from the command line into ``(key, value)``.
+
+    ``VALUE`` is read as JSON where it parses (``2``, ``1e-3``, ``true``,
+    ``["a", "b"]``, ``{"joints": ".*"}``), else kept as a string. A dotted key
+    ``ENGINE.KEY`` puts the value into that engine's block: merge the pairs
+    with :func:`merge_cli_options`.
+    """
+    import json
+
+    if "=" not in text:
+        raise InvalidArgumentError(f"--option: expected KEY=VALUE, got {text!r}")
+    key, raw = text.split("=", 1)
+    key = key.strip()
+    if not key:
+        raise InvalidArgumentError(f"--option: empty key in {text!r}")
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        value = raw
+    return key, value
+
+
+def merge_cli_options(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """Options dict from ``(key, value)`` pairs; ``engine.key`` pairs go into ``{engine: {key: value}}``."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if "." in key:
+            engine, sub = key.split(".", 1)
+            block = out.setdefault(engine, {})
+            if not isinstance(block, dict):
+                raise InvalidArgumentError(f"--option: {engine!r} given both as a value and as an engine block")
+            block[sub] = value
+        else:
+            out[key] = value
+    return out
