@@ -37,8 +37,8 @@ class ComVelocity(MuJoCoBackend):
 
     def _body_lin_vel_w(self, ids):
         ang, lin_origin = self._body_vel_w(ids)
-        lever = self._out("xipos")[:, ids] - self._out("xpos")[:, ids]
-        return self._t(lin_origin + np.cross(ang, lever))
+        lever = self._field("xipos")[:, ids] - self._field("xpos")[:, ids]
+        return self._out(lin_origin + np.cross(ang, lever))
 
 
 class SetStateWritesEnv0(MuJoCoBackend):
@@ -50,8 +50,8 @@ class SetStateWritesEnv0(MuJoCoBackend):
     def _set_state(self, env_ids, qpos, qvel):
         if 0 not in env_ids:
             env_ids = np.concatenate(([0], env_ids))
-            qpos = np.concatenate((qpos[:1], qpos))
-            qvel = np.concatenate((qvel[:1], qvel))
+            qpos = torch.cat((qpos[:1], qpos))
+            qvel = torch.cat((qvel[:1], qvel))
         super()._set_state(env_ids, qpos, qvel)
 
 
@@ -63,8 +63,8 @@ class JacobianOfBodyOrigin(MuJoCoBackend):
 
     def _site_jacobian_w(self, site_id, cols):
         body = int(self._site_body[site_id])
-        jacp, jacr = self.batch.jac(body, self._out("xpos")[:, body])
-        return self._t(jacp[:, :, cols]), self._t(jacr[:, :, cols])
+        jacp, jacr = self.batch.jac(body, self._field("xpos")[:, body])
+        return self._out(jacp[:, :, cols]), self._out(jacr[:, :, cols])
 
 
 class CtrlOneSubstepLate(MuJoCoBackend):
@@ -75,13 +75,13 @@ class CtrlOneSubstepLate(MuJoCoBackend):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._last_ctrl = np.zeros((self.num_envs, self.num_actuators))
+        self._last_ctrl = torch.zeros((self.num_envs, self.num_actuators), dtype=self.hook_dtype)
 
-    def _step(self, ctrl, nsteps):
-        diverged = super()._step(self._last_ctrl, 1)
+    def _step(self, ctrl, nsteps, hold=None):
+        diverged = super()._step(self._last_ctrl, 1, hold)
         if nsteps > 1:
-            diverged |= super()._step(ctrl, nsteps - 1)
-        self._last_ctrl = ctrl.copy()
+            diverged |= super()._step(ctrl, nsteps - 1, hold)
+        self._last_ctrl = ctrl.clone()
         return diverged
 
 
@@ -91,9 +91,9 @@ class LaggingGetters(MuJoCoBackend):
     name = "broken-lagging-getters"
     CAUGHT_BY = ("test_state.py::test_getters_describe_current_instant_arm7", "test_state.py::test_getters_describe_current_instant_quadruped")
 
-    def _step(self, ctrl, nsteps):
-        self._out("xpos")  # make sure derived fields are bound, so the batch refreshes them
-        diverged = super()._step(ctrl, nsteps)
+    def _step(self, ctrl, nsteps, hold=None):
+        self._field("xpos")  # make sure derived fields are bound, so the batch refreshes them
+        diverged = super()._step(ctrl, nsteps, hold)
         self._stale = False  # keep what the batch computed inside its last substep
         return diverged
 
@@ -105,9 +105,9 @@ class BodyFrameAngularVelocity(MuJoCoBackend):
     CAUGHT_BY = ("test_velocities.py::test_free_joint_qvel_convention", "test_velocities.py::test_body_velocities_match_finite_differences")
 
     def _body_ang_vel_w(self, ids):
-        w = self._out("cvel")[:, ids, :3]
-        xmat = self._out("xmat")[:, ids].reshape(*w.shape[:-1], 3, 3)
-        return self._t(np.einsum("...ji,...j->...i", xmat, w))
+        w = self._field("cvel")[:, ids, :3]
+        xmat = self._field("xmat")[:, ids].reshape(*w.shape[:-1], 3, 3)
+        return self._out(np.einsum("...ji,...j->...i", xmat, w))
 
 
 class ForceAtCentreOfMass(MuJoCoBackend):
@@ -116,10 +116,10 @@ class ForceAtCentreOfMass(MuJoCoBackend):
     name = "broken-force-at-com"
     CAUGHT_BY = ("test_physics.py::test_body_force_acts_at_frame_origin",)
 
-    def _write_xfrc(self):
+    def _write_xfrc(self, force, torque):
         b = self._force_bodies
-        self._xfrc[:, b, :3] = self._force[:, b]
-        self._xfrc[:, b, 3:] = self._torque[:, b]
+        self._xfrc[:, b, :3] = force
+        self._xfrc[:, b, 3:] = torque
 
 
 class StickyForces(MuJoCoBackend):
@@ -138,13 +138,9 @@ class NoQuaternionNormalisation(MuJoCoBackend):
     name = "broken-unnormalised-quat"
     CAUGHT_BY = ("test_state.py::test_set_state_normalises_free_quaternions", "test_state.py::test_set_state_normalises_ball_quaternions")
 
-    def _normalised_quaternions(self, ids, qpos):
-        starts = self._info.quat_qpos_index
-        if starts.size and qpos.size:
-            norms = np.linalg.norm(qpos[:, starts[:, None] + np.arange(4)], axis=-1)
-            if (norms < 1e-9).any():
-                return super()._normalised_quaternions(ids, qpos)  # keep the zero check
-        return qpos
+    def _normalised_quaternions(self, qpos):
+        _, zero = super()._normalised_quaternions(qpos)  # keep the zero check
+        return qpos, zero
 
 
 BROKEN = [
