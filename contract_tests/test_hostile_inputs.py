@@ -334,10 +334,11 @@ def test_long_step_is_interruptible(make_sim: Callable[..., Any]) -> None:
         signal.signal(signal.SIGALRM, old)
     assert elapsed < 1.5, f"the interrupt took {elapsed:.2f} s to stop the step"
     _unchanged(sim, before, "interrupted step")
+    # the state is restored exactly; an engine's warm-start caches may not be (PhysX), so compare to solver precision
     for s in (sim, twin):
         s.step(ctrl, nsteps=3)
-    np.testing.assert_array_equal(to_np(sim.get_qpos()), to_np(twin.get_qpos()))
-    np.testing.assert_array_equal(to_np(sim.get_qvel()), to_np(twin.get_qvel()))
+    np.testing.assert_allclose(to_np(sim.get_qpos()), to_np(twin.get_qpos()), rtol=0, atol=1e-6)
+    np.testing.assert_allclose(to_np(sim.get_qvel()), to_np(twin.get_qvel()), rtol=0, atol=1e-5)
 
 
 # ----------------------------------------------------------------------------

@@ -150,15 +150,87 @@ def test_joint_ref_stiffness_and_geared_actuator_follow_mujoco(tmp_path: Path) -
 # options and devices
 # ----------------------------------------------------------------------------
 
-def test_bad_options_rejected() -> None:
+def test_options() -> None:
+    """Common options apply (solver_iterations -> PhysX position iterations, timestep); the sapien block is validated."""
+    with make_backend("sapien", "pendulum", 1, nthread=2, solver_iterations=12, timestep=0.004,
+                      sapien={"solver": "tgs", "solver_velocity_iterations": 2}) as sim:
+        art = sim.engine.arts[0][0]
+        assert art.get_solver_position_iterations() == 12 and art.get_solver_velocity_iterations() == 2
+        assert sim.physics_dt == pytest.approx(0.004) and float(sim.engine.systems[0].timestep) == pytest.approx(0.004)
+        assert sim.solver == "tgs"
     with pytest.raises(ArgumentTypeError, match="unknown option"):
-        make_backend("sapien", "pendulum", 1, nthread=2)
-    with pytest.raises(InvalidArgumentError, match="solver"):
-        make_backend("sapien", "pendulum", 1, solver="newton")
-    with pytest.raises(InvalidArgumentError, match="solver_position_iterations"):
-        make_backend("sapien", "pendulum", 1, solver_position_iterations=0)
-    with pytest.raises(InvalidArgumentError, match="spacing"):
-        make_backend("sapien", "pendulum", 1, spacing=-1.0)
+        make_backend("sapien", "pendulum", 1, solver="tgs")  # engine options live in the sapien={...} block
+    with pytest.raises(InvalidArgumentError, match="sapien.solver"):
+        make_backend("sapien", "pendulum", 1, sapien={"solver": "newton"})
+    with pytest.raises(InvalidArgumentError, match="solver_iterations"):
+        make_backend("sapien", "pendulum", 1, solver_iterations=256)
+    with pytest.raises(InvalidArgumentError, match="sapien.spacing"):
+        make_backend("sapien", "pendulum", 1, sapien={"spacing": -1.0})
+
+
+def test_no_joints_model_loads(tmp_path: Path) -> None:
+    """A model whose every body is welded to the world loads and steps (it failed with an IndexError)."""
+    path = tmp_path / "static.xml"
+    path.write_text('<mujoco><worldbody><body name="a" pos="0 0 1"><geom type="box" size=".1 .1 .1"/></body>'
+                    '<body name="b" pos="1 0 1"><geom type="sphere" size=".1"/></body></worldbody></mujoco>')
+    with make_backend("sapien", str(path), 2) as sim:
+        assert sim.nq == 0 and sim.nv == 0
+        assert not sim.step(None)["diverged"].any()
+        np.testing.assert_allclose(sim.get_body_pos_w(sim.get_body_ids(["a", "b"])).numpy(),
+                                   [[[0, 0, 1], [1, 0, 1]]] * 2, atol=1e-6)
+
+
+def test_notes_name_the_solver_in_use() -> None:
+    for solver in ("pgs", "tgs"):
+        with make_backend("sapien", "pendulum", 1, sapien={"solver": solver}) as sim:
+            text = " ".join(sim.notes)
+            assert solver.upper() in text and ({"pgs", "tgs"} - {solver}).pop().upper() + ")" not in text
+
+
+def test_force_physx_cannot_integrate_is_divergence() -> None:
+    """PhysX zeroes the velocities of a step it cannot integrate (1e30 N): its qacc reports it, the env is restored."""
+    with make_backend("sapien", "cartpole", 2) as sim:
+        sim.set_state(None, np.full((2, 2), 0.1), np.full((2, 2), 0.2))
+        f = np.zeros((2, 1, 3))
+        f[1, 0] = [1e30, 0, 0]
+        sim.apply_body_force([2], f)
+        assert sim.step(np.zeros((2, 1)))["diverged"].tolist() == [False, True]
+        np.testing.assert_allclose(sim.get_qvel().numpy()[1], [0.2, 0.2], rtol=1e-6)
+
+
+def test_interrupted_step_restores_every_scene(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A KeyboardInterrupt from inside PhysX's stepping loop leaves every env at its pre-call state, consistently."""
+    with make_backend("sapien", "arm7", 3) as sim, make_backend("sapien", "arm7", 3) as twin:
+        ctrl = np.zeros((3, sim.num_actuators))
+        for s in (sim, twin):
+            s.step(ctrl, nsteps=2)
+        q0 = sim.get_qpos().clone()
+        victim = sim.engine.systems[2]
+        calls = {"n": 0}
+
+        class Stepper:
+            def __init__(self, system):
+                self.system = system
+
+            def __getattr__(self, name):
+                return getattr(self.system, name)
+
+            def step(self):
+                calls["n"] += 1
+                if calls["n"] == 5:
+                    raise KeyboardInterrupt
+                self.system.step()
+
+        sim.engine.systems[2] = Stepper(victim)
+        with pytest.raises(KeyboardInterrupt):
+            sim.step(ctrl, nsteps=10)
+        sim.engine.systems[2] = victim
+        assert torch.equal(sim.get_qpos(), q0)
+        # the state is restored exactly; PhysX's contact warm-start caches are not part of its
+        # serialised state, so the continuation agrees to solver precision, not bit for bit
+        for s in (sim, twin):
+            s.step(ctrl, nsteps=3)
+        np.testing.assert_allclose(sim.get_qpos().numpy(), twin.get_qpos().numpy(), rtol=0, atol=1e-6)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on a machine without CUDA")
@@ -229,11 +301,30 @@ def test_layout_with_gpu_rows_and_offsets_matches_cpu(model: str) -> None:
         for a, b in zip(lay.site_jacobian(g_data, sid, cols), ref.site_jacobian(data, sid, cols)):
             torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
     ids = np.array([2, 0])
-    packed, ref_packed = lay.pack_state(ids, q[ids], v[ids], e.max_dof), ref.pack_state(ids, q[ids], v[ids], e.max_dof)
+    qt, vt = torch.as_tensor(q[ids]), torch.as_tensor(v[ids])
+    packed, ref_packed = lay.pack_state(ids, qt, vt, e.max_dof), ref.pack_state(ids, qt, vt, e.max_dof)
     np.testing.assert_array_equal(packed["rows"], perm[ref_packed["rows"]])
     shift = np.repeat(origins[ids], e.num_arts, axis=0)
-    np.testing.assert_allclose(packed["root_pose"][:, :3] - shift, ref_packed["root_pose"][:, :3], atol=1e-12)
-    np.testing.assert_allclose(packed["qpos"], ref_packed["qpos"])
+    np.testing.assert_allclose(packed["root_pose"][:, :3].numpy() - shift, ref_packed["root_pose"][:, :3].numpy(),
+                               atol=1e-12)
+    np.testing.assert_allclose(packed["qpos"].numpy(), ref_packed["qpos"].numpy())
+
+
+def test_gpu_restore_index_touches_only_restored_rows() -> None:
+    """The fixed-length restore index (GPU path, run here on CPU tensors): restored envs' rows name
+    themselves, every other entry repeats a restored row, or row 0's own when none is restored."""
+    rows = torch.tensor([[5, 2], [0, 3], [4, 1]])                 # (N=3, A=2) rows in GPU order
+    all_rows = rows.reshape(-1)
+    env_of_row = torch.zeros(6, dtype=torch.long)
+    env_of_row[all_rows] = torch.arange(3).repeat_interleave(2)
+    idx = sgpu.restore_index(torch.tensor([False, True, False]), env_of_row, all_rows)
+    assert idx.dtype == torch.int32 and idx.shape == (6,)
+    assert set(idx.tolist()) == {0, 3}                            # env 1's rows only
+    assert idx.tolist()[2:4] == [0, 3]                            # in their own slots
+    idx = sgpu.restore_index(torch.tensor([True, False, True]), env_of_row, all_rows)
+    assert set(idx.tolist()) == {5, 2, 4, 1}
+    idx = sgpu.restore_index(torch.zeros(3, dtype=torch.bool), env_of_row, all_rows)
+    assert set(idx.tolist()) == {int(all_rows[0])}                # a rewrite of one row's own values
 
 
 def test_model_fields_read_back_from_physx() -> None:

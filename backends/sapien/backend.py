@@ -16,41 +16,53 @@ PhysX defaults MuJoCo does not have, and the value this backend sets:
 * link linear/angular damping: 0; joint friction coefficient: 0;
 * sleeping: off (sleep threshold 0); body and joint speed limits: 1e16;
 * restitution: 0; static = dynamic friction = MuJoCo's sliding friction;
-* solver: PGS by default (``solver`` option), ``solver_position_iterations``
-  (default 32) and ``solver_velocity_iterations`` (default 4);
+* solver: PGS by default (``sapien={"solver": "tgs"}`` for TGS), 32 position
+  iterations (the common ``solver_iterations`` option) and 4 velocity
+  iterations (``sapien={"solver_velocity_iterations": k}``);
 * contact offset 0.01 m and rest offset 0 (SAPIEN's defaults); enhanced
   determinism on.
 
-Divergence: an env whose PhysX state, before or after a call, holds a
-non-finite value, a value above 1e10, or a speed above 1e5 m/s or rad/s
-(PhysX clamps a blown-up articulation's speeds to about 1e6 instead of letting
-them grow) is reported and gets back its pre-call state (PhysX's own
-serialisation of the scene).
+Divergence: the contract's rule (:mod:`simbackend.divergence`) on the qpos/qvel
+the backend reports, plus PhysX's own failures: a non-finite serialised state,
+or joint accelerations a substep cannot integrate (``|qacc| dt > MAX_QVEL``:
+PhysX answers such a step by zeroing the velocities, a finite state no
+threshold sees). Diverged envs get back their pre-call state (PhysX's own
+serialisation on the CPU, masked device writes on the GPU).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import copy
+from typing import Any, Optional
 
-import mujoco
 import numpy as np
 import torch
 
 from simbackend.capabilities import CORE_SENSOR_TYPES, Capabilities
 from simbackend.contract import SimBackend
-from simbackend.errors import ArgumentTypeError, InvalidArgumentError, SimBackendError, UnsupportedFeatureError
-from simbackend.math import cross, quat_apply, quat_apply_inverse, quat_conj, quat_mul
+from simbackend.divergence import diverged_rows
+from simbackend.errors import UnsupportedFeatureError
+from simbackend.math import cross, quat_apply_inverse, quat_conj, quat_mul
 from simbackend.models import compile_model, model_info
+from simbackend.options import EngineOption, check_choice, check_int, optional
 
 from .layout import Layout
-from .plan import build_plan
+from .plan import build_plan, sensor_frames
 
-_OPTIONS = ("solver", "solver_position_iterations", "solver_velocity_iterations", "spacing")
 _SENSOR_TYPES = frozenset(CORE_SENSOR_TYPES)
-_OBJ = mujoco.mjtObj
+#: PhysX position iterations when ``solver_iterations`` is not given
+DEFAULT_POSITION_ITERATIONS = 32
+
+
+def _positive_length(value: Any, argument: str) -> float:
+    from simbackend.options import check_positive_float
+
+    return check_positive_float(value, argument)
 
 
 def _capabilities(gpu: bool) -> Capabilities:
+    from .cpu import MAX_CPU_SCENES
+
     return Capabilities(
         gpu=gpu,
         joint_types=frozenset({"free", "hinge", "slide"}),
@@ -58,6 +70,7 @@ def _capabilities(gpu: bool) -> Capabilities:
         sensor_types=_SENSOR_TYPES,
         body_forces=not gpu,
         rendering=False,
+        max_envs=None if gpu else MAX_CPU_SCENES,
     )
 
 
@@ -70,13 +83,17 @@ class SapienBackend(SimBackend):
         device: ``"cpu"`` (default: CPU PhysX, one scene per env) or ``"cuda"``
             (GPU PhysX, one sub-scene per env).
         seed: seed of the backend's random streams.
-        solver: ``"pgs"`` (default) or ``"tgs"``, PhysX's solver. TGS reports
-            joint velocities that stay biased at rest under load (1.7e-2 rad/s
-            on ``arm7`` held by its position actuators, where PGS gives 3e-5).
-        solver_position_iterations: PhysX position iterations (default 32).
-        solver_velocity_iterations: PhysX velocity iterations (default 4).
-        spacing: distance between sub-scene origins on the GPU (metres); default
-            from the model's extent.
+        **options: the common options (:mod:`simbackend.options`):
+            ``solver_iterations`` (PhysX position iterations, default 32),
+            ``timestep``, the model options, and ``nthread``, an upper bound:
+            CPU PhysX steps its scenes one after another on the calling thread
+            (SAPIEN holds the GIL in ``system.step()``), so it uses one thread.
+            The block ``sapien={...}`` takes ``solver`` (``"pgs"``, the default,
+            or ``"tgs"``: TGS reports joint velocities that stay biased at rest
+            under load, 1.7e-2 rad/s on ``arm7`` held by its position actuators
+            where PGS gives 3e-5), ``solver_velocity_iterations`` (default 4)
+            and ``spacing`` (distance between sub-scene origins on the GPU,
+            metres; default from the model's extent).
 
     Raises:
         ModelLoadError: the model holds something PhysX cannot represent (the
@@ -84,50 +101,49 @@ class SapienBackend(SimBackend):
     """
 
     name = "sapien"
+    engine_options = {
+        "solver": EngineOption("pgs", check_choice("pgs", "tgs"), "PhysX solver"),
+        "solver_velocity_iterations": EngineOption(
+            4, lambda v, a: check_int(v, a, minimum=1, maximum=255), "PhysX velocity iterations"),
+        "spacing": EngineOption(None, optional(_positive_length), "GPU sub-scene spacing, m (from the model if unset)"),
+    }
 
     def __init__(self, model: Any, num_envs: int, *, device: Any = None, seed: int = 0, **options: Any):
-        unknown = sorted(set(options) - set(_OPTIONS))
-        if unknown:
-            raise ArgumentTypeError(f"unknown option(s) for backend 'sapien': {unknown}; accepted: {list(_OPTIONS)}")
-        iters = []
-        for key, default in (("solver_position_iterations", 32), ("solver_velocity_iterations", 4)):
-            v = options.get(key, default)
-            if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= 255:
-                raise InvalidArgumentError(f"{key}: expected an integer in [1, 255], got {v!r}")
-            iters.append(v)
-        solver = options.get("solver", "pgs")
-        if solver not in ("pgs", "tgs"):
-            raise InvalidArgumentError(f"solver: expected 'pgs' or 'tgs', got {solver!r}")
-        spacing = options.get("spacing")
-        if spacing is not None and (isinstance(spacing, bool) or not isinstance(spacing, (int, float)) or not spacing > 0):
-            raise InvalidArgumentError(f"spacing: expected a positive number of metres, got {spacing!r}")
-        device = torch.device("cpu" if device is None else device)
-        if device.type not in ("cpu", "cuda"):
-            raise InvalidArgumentError(f"device: expected 'cpu' or 'cuda', got {str(device)!r}")
-        if device.type == "cuda" and not torch.cuda.is_available():
-            raise SimBackendError("device 'cuda' requested, but torch sees no CUDA device")
-        m = compile_model(model)
+        opts = self.parse_options(options)
+        e = opts.engine
+        position_iters = DEFAULT_POSITION_ITERATIONS if opts.solver_iterations is None else opts.solver_iterations
+        if position_iters > 255:
+            from simbackend.errors import InvalidArgumentError
+
+            raise InvalidArgumentError(f"solver_iterations: PhysX takes at most 255 position iterations, got {position_iters}")
+        iters = (position_iters, e["solver_velocity_iterations"])
+        device = self.resolve_device(device, allowed=("cpu", "cuda"))
+        m = compile_model(model, **opts.model)
+        if opts.timestep is not None:
+            m = copy.copy(m)  # never edit a model the caller passed in
+            m.opt.timestep = opts.timestep
         info = model_info(m)
         plan = build_plan(m, info)
         super().__init__(info, num_envs, device=device, seed=seed)
         self.model, self.plan = m, plan
+        self.solver = e["solver"]
         if device.type == "cuda":
             from .gpu import GpuPhysx
 
-            self.engine = GpuPhysx(plan, self.num_envs, tuple(iters), solver == "tgs", device, spacing)
+            self.engine = GpuPhysx(plan, self.num_envs, iters, self.solver == "tgs", device, e["spacing"])
         else:
             from .cpu import CpuPhysx
 
-            self.engine = CpuPhysx(plan, self.num_envs, tuple(iters), solver == "tgs")
+            self.engine = CpuPhysx(plan, self.num_envs, iters, self.solver == "tgs")
         self._gpu = device.type == "cuda"
         e = self.engine
         site_pose = np.concatenate([np.asarray(m.site_pos, np.float64), np.asarray(m.site_quat, np.float64)], 1)
         self.layout = Layout(plan, e.rows, e.link_col, e.dof_col, e.origins, site_pose, device)
-        self._sensor_frames = self._sensor_tables(m)
+        self._sensor_frames = sensor_frames(m)
         if self._gpu:  # place every env at qpos0 through the CUDA buffers (links start at their entity poses)
             ids = np.arange(self.num_envs)
-            q0 = np.tile(np.asarray(info.qpos0, np.float64), (self.num_envs, 1))
-            self._set_state(ids, q0, np.zeros((self.num_envs, info.nv)))
+            q0 = torch.as_tensor(np.tile(np.asarray(info.qpos0, np.float64), (self.num_envs, 1)), device=device)
+            self._set_state(ids, q0, torch.zeros((self.num_envs, info.nv), dtype=torch.float64, device=device))
 
     @property
     def capabilities(self) -> Capabilities:
@@ -135,18 +151,19 @@ class SapienBackend(SimBackend):
 
     @property
     def notes(self) -> tuple[str, ...]:
-        """What the conversion approximates (nothing unsupported is dropped silently)."""
-        return tuple(self.plan.notes)
+        """What the conversion approximates (nothing unsupported is dropped silently), and the solver in use."""
+        solver = {"pgs": "PGS (projected Gauss-Seidel)", "tgs": "TGS (temporal Gauss-Seidel)"}[self.solver]
+        return tuple(self.plan.notes) + (f"solver: PhysX {solver}",)
 
     # ------------------------------------------------------------------
     # model fields
     # ------------------------------------------------------------------
     def get_body_mass(self) -> torch.Tensor:
         mass = self.engine.body_masses(self.plan)
-        return self._tensor(np.broadcast_to(mass, (self.num_envs, mass.size)))
+        return self._out(np.broadcast_to(mass, (self.num_envs, mass.size)))
 
     def get_gravity(self) -> torch.Tensor:
-        return self._tensor(np.broadcast_to(self.engine.gravity(), (self.num_envs, 3)))
+        return self._out(np.broadcast_to(self.engine.gravity(), (self.num_envs, 3)))
 
     def model_fields(self) -> dict[str, np.ndarray]:
         """What PhysX holds, read back from the first env's links (see the contract)."""
@@ -156,25 +173,28 @@ class SapienBackend(SimBackend):
     # state
     # ------------------------------------------------------------------
     def _free_links(self, velocities: bool) -> torch.Tensor:
-        self._check_open()
         ids = self.layout.free_body
         return self.layout.gather(self.engine.link_data(ids, velocities=velocities), ids)
 
-    def get_qpos(self) -> torch.Tensor:
-        self._check_open()
+    def _state64(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The contract's ``(qpos, qvel)``, float64, from the PhysX buffers."""
+        return self._qpos64(), self._qvel64()
+
+    def _qpos64(self) -> torch.Tensor:
         free = self._free_links(False) if self.layout.free_joints.size else None
-        return self._out(self.layout.qpos(self.engine.art_qpos(), free))
+        return self.layout.qpos(self.engine.art_qpos(), free)
+
+    def _qvel64(self) -> torch.Tensor:
+        free = self._free_links(True) if self.layout.free_joints.size else None
+        return self.layout.qvel(self.engine.art_qvel(), free)
+
+    def get_qpos(self) -> torch.Tensor:
+        return self._out(self._qpos64())
 
     def get_qvel(self) -> torch.Tensor:
-        self._check_open()
-        free = self._free_links(True) if self.layout.free_joints.size else None
-        return self._out(self.layout.qvel(self.engine.art_qvel(), free))
-
-    def _out(self, t: torch.Tensor) -> torch.Tensor:
-        return t.to(device=self._device, dtype=torch.float32)
+        return self._out(self._qvel64())
 
     def _links(self, ids: np.ndarray) -> torch.Tensor:
-        self._check_open()
         return self.layout.gather(self.engine.link_data(ids), ids)
 
     def _body_pos_w(self, ids: np.ndarray) -> torch.Tensor:
@@ -184,8 +204,7 @@ class SapienBackend(SimBackend):
         return self._out(self._links(ids)[..., 3:7])
 
     def _body_vel_w(self, ids: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        self._check_open()
-        qvel = self.get_qvel().to(torch.float64)
+        qvel = self._qvel64()
         arts = np.unique(self.plan.body_link[ids, 0])
         data = self.engine.link_data(ids, arts=arts[arts >= 0])
         return self.layout.body_velocities(data, qvel, ids)
@@ -207,7 +226,6 @@ class SapienBackend(SimBackend):
         return self._out(self._site_frames(ids)[1])
 
     def _site_jacobian_w(self, site_id: int, cols: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        self._check_open()
         art = self.plan.body_link[self.layout.site_body[site_id], 0]
         data = self.engine.link_data(None, arts=np.array([art]) if art >= 0 else None)  # joint frames of its tree
         jacp, jacr = self.layout.site_jacobian(data, site_id, cols)
@@ -216,26 +234,6 @@ class SapienBackend(SimBackend):
     # ------------------------------------------------------------------
     # sensors: computed from the state with MuJoCo's meaning
     # ------------------------------------------------------------------
-    def _sensor_tables(self, m: mujoco.MjModel) -> dict[int, tuple]:
-        """sensor id -> (obj body, obj local pose (7,), ref body or -1, ref local pose)."""
-        def frame(objtype: int, objid: int) -> tuple[int, np.ndarray]:
-            if objtype == int(_OBJ.mjOBJ_XBODY):
-                return objid, np.array([0, 0, 0, 1.0, 0, 0, 0])
-            if objtype == int(_OBJ.mjOBJ_BODY):
-                return objid, np.concatenate([m.body_ipos[objid], m.body_iquat[objid]])
-            if objtype == int(_OBJ.mjOBJ_SITE):
-                return int(m.site_bodyid[objid]), np.concatenate([m.site_pos[objid], m.site_quat[objid]])
-            if objtype == int(_OBJ.mjOBJ_GEOM):
-                return int(m.geom_bodyid[objid]), np.concatenate([m.geom_pos[objid], m.geom_quat[objid]])
-            return -2, np.zeros(7)  # cameras and others: not supported
-
-        out = {}
-        for s in range(m.nsensor):
-            ob, ol = frame(int(m.sensor_objtype[s]), int(m.sensor_objid[s]))
-            rb, rl = (-1, np.zeros(7)) if m.sensor_refid[s] < 0 else frame(int(m.sensor_reftype[s]), int(m.sensor_refid[s]))
-            out[s] = (ob, ol, rb, rl, float(m.sensor_cutoff[s]), int(m.sensor_objid[s]))
-        return out
-
     def _frame_state(self, body: int, local: np.ndarray) -> tuple[torch.Tensor, ...]:
         """(pos, quat, lin vel of the frame's point, ang vel) ``(N, ·)`` of a frame fixed on ``body``."""
         ids = np.array([body])
@@ -281,17 +279,21 @@ class SapienBackend(SimBackend):
     # ------------------------------------------------------------------
     # mutation
     # ------------------------------------------------------------------
-    def _set_state(self, env_ids: np.ndarray, qpos: np.ndarray, qvel: np.ndarray) -> None:
+    def _set_state(self, env_ids: np.ndarray, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
         packed = self.layout.pack_state(env_ids, qpos, qvel, self.engine.max_dof)
         self.engine.write_state(env_ids, packed)
 
-    def _step(self, ctrl: np.ndarray, nsteps: int) -> np.ndarray:
+    def _step(self, ctrl: torch.Tensor, nsteps: int, hold: Optional[torch.Tensor] = None) -> Any:
         drive = self.layout.pack_ctrl(ctrl)
         forces = None
         if self._force_bodies.size:
             b = self._force_bodies
             forces = (b, self._force[:, b], self._torque[:, b])
-        return self.engine.step(drive, nsteps, forces)
+        return self.engine.step(drive, nsteps, forces, self._judge, hold)
+
+    def _judge(self) -> torch.Tensor:
+        """``(N,)`` envs the contract's divergence rule flags, from the current PhysX state."""
+        return diverged_rows(*self._state64())
 
     def _close(self) -> None:
         self.engine.close()

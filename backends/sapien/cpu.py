@@ -15,9 +15,10 @@ import sapien
 import torch
 from sapien import physx
 
+from simbackend.divergence import MAX_QVEL
 from simbackend.errors import InvalidArgumentError, SimBackendError
 
-from .backend_common import EngineBase, scene_config
+from .engine import PhysxEngine, scene_config
 from .plan import Plan
 from .scene import MaterialCache, build_scene, pose
 
@@ -32,7 +33,7 @@ def _release(n: int) -> None:
     _alive[0] -= n
 
 
-class CpuPhysx(EngineBase):
+class CpuPhysx(PhysxEngine):
     def __init__(self, plan: Plan, num_envs: int, iterations: tuple[int, int], tgs: bool):
         super().__init__(plan, num_envs)
         if _alive[0] + num_envs > MAX_CPU_SCENES:
@@ -77,6 +78,9 @@ class CpuPhysx(EngineBase):
         self._motor_arts = [int(a) for a in np.unique(p.joint_link[np.flatnonzero(p.motor_gear.any(0)), 0])]
         self._joint_objs: list = [None] * num_envs
         self._packed: list = [None] * num_envs   # each env's serialised state as of the end of the last call
+        self._dof_arts = [a for a in range(A) if self.art_dofs[a]]
+        dofs_per_env = int(sum(self.art_dofs[a] for a in self._dof_arts))
+        self._qacc_starts = np.arange(num_envs) * dofs_per_env
         self._set_drives()
         for n in range(num_envs):
             self._cache_joints(n)
@@ -175,6 +179,7 @@ class CpuPhysx(EngineBase):
     # ------------------------------------------------------------------
     def write_state(self, env_ids: np.ndarray, packed: dict) -> None:
         A = self.num_arts
+        packed = {k: v.cpu().numpy() if isinstance(v, torch.Tensor) else v for k, v in packed.items()}
         self._rebuild(env_ids)
         for i, n in enumerate(env_ids):
             for a, art in enumerate(self.arts[n]):
@@ -190,6 +195,7 @@ class CpuPhysx(EngineBase):
         self._stale()
 
     def _write_ctrl(self, drive: dict) -> None:
+        drive = {k: v.cpu().numpy() for k, v in drive.items()}
         targets = drive["target"][:, self._pos_j].tolist()
         vel_targets = drive["vel_target"][:, self._vel_j].tolist()
         force = drive["force"]
@@ -208,33 +214,69 @@ class CpuPhysx(EngineBase):
 
     def _apply_forces(self, forces) -> None:
         bodies, f, t = forces
+        f, t = np.asarray(f.cpu(), np.float32), np.asarray(t.cpu(), np.float32)
         bl = self.plan.body_link[bodies]
         for n, comps in enumerate(self.comps):
             for i, (a, l) in enumerate(bl):
                 comp = comps[a][l]
                 origin = comp.entity_pose.p
-                comp.add_force_at_point(f[n, i].astype(np.float32), origin)
-                comp.add_force_torque(np.zeros(3, np.float32), t[n, i].astype(np.float32))
+                comp.add_force_at_point(f[n, i], origin)
+                comp.add_force_torque(np.zeros(3, np.float32), t[n, i])
 
-    def step(self, drive: dict, nsteps: int, forces) -> np.ndarray:
+    def step(self, drive: dict, nsteps: int, forces, judge, hold=None) -> np.ndarray:
+        """Advance every scene ``nsteps`` substeps; restore and return the diverged envs ``(N,)``.
+
+        ``judge()`` gives the ``(N,)`` envs the contract's divergence rule flags in
+        the state reached; envs whose serialised PhysX state is non-finite count as
+        well (an engine-reported failure). On any exception, KeyboardInterrupt
+        included, every scene gets back its pre-call state before it propagates.
+        """
         # the state each env had at the end of the last call is its pre-call state now
         before = [b if b is not None else s.pack() for b, s in zip(self._packed, self.systems)]
-        self._write_ctrl(drive)
-        for _ in range(nsteps):
-            if forces is not None:
-                self._apply_forces(forces)
-            for s in self.systems:
-                s.step()
+        try:
+            self._write_ctrl(drive)
+            for _ in range(nsteps):
+                if forces is not None:
+                    self._apply_forces(forces)
+                for s in self.systems:
+                    s.step()
+        except BaseException:
+            for s, b in zip(self.systems, before):
+                s.unpack(b)
+            self._packed = before
+            self._stale()
+            raise
         self._stale()
         after = [s.pack() for s in self.systems]
-        rows = (-1, self.pack_size)
-        diverged = (self.blown_up(np.frombuffer(b"".join(before), np.float32).reshape(rows))
-                    | self.blown_up(np.frombuffer(b"".join(after), np.float32).reshape(rows)))
+        states = np.frombuffer(b"".join(after), np.float32).reshape(-1, self.pack_size)
+        diverged = ~np.isfinite(states).all(1) | self._acceleration_failed() | np.asarray(judge(), bool)
+        if hold is not None:
+            diverged |= np.asarray(hold, bool)
         for n in np.flatnonzero(diverged):
             self.systems[n].unpack(before[n])
             after[n] = before[n]
+        if diverged.any():
+            self._stale()
         self._packed = after
-        return diverged
+        return diverged if hold is None else diverged & ~np.asarray(hold, bool)
+
+    def _acceleration_failed(self) -> np.ndarray:
+        """``(N,)`` envs whose last substep's joint accelerations PhysX could not integrate.
+
+        PhysX answers a force it cannot integrate (1e30 N, say) by zeroing the
+        articulation's velocities and leaving its positions: a finite state the
+        divergence thresholds cannot see. Its joint accelerations keep the
+        failure: ``|qacc| dt > MAX_QVEL`` (one substep would take a velocity past
+        the contract's bound) or a non-finite ``qacc`` is PhysX's report of a failed
+        step, as MuJoCo's bad-qacc warning is MuJoCo's.
+        """
+        arts = self._dof_arts
+        if not arts:
+            return np.zeros(self.num_envs, bool)
+        qacc = np.concatenate([env[a].get_qacc() for env in self.arts for a in arts]).astype(np.float64)
+        bad = ~(np.abs(qacc) * self.plan.timestep <= MAX_QVEL)
+        per_env = np.add.reduceat(bad, self._qacc_starts) if bad.size else bad
+        return per_env > 0
 
     def close(self) -> None:
         self._finalizer()  # the scenes no longer count against MAX_CPU_SCENES

@@ -25,9 +25,10 @@ import sapien
 import torch
 from sapien import physx
 
+from simbackend.divergence import MAX_QVEL
 from simbackend.errors import SimBackendError
 
-from .backend_common import EngineBase, scene_config
+from .engine import PhysxEngine, scene_config
 from .plan import Plan
 from .scene import MaterialCache, build_scene
 
@@ -64,7 +65,27 @@ def grid_origins(num_envs: int, spacing: float) -> np.ndarray:
     return np.stack([(n % side) * spacing, (n // side) * spacing, np.zeros(num_envs)], 1).astype(np.float64)
 
 
-class GpuPhysx(EngineBase):
+def restore_index(envs: torch.Tensor, env_of_row: torch.Tensor, all_rows: torch.Tensor) -> torch.Tensor:
+    """``(R,)`` int32 rows for ``gpu_apply_*`` that re-apply only the rows of ``envs`` ``(N,)`` (bool), sync-free.
+
+    ``gpu_apply_*`` takes an index whose length the host must know, and how
+    many envs diverged is only known on the device. So the index has one entry
+    per row: rows of restored envs name themselves; every other entry names
+    the first restored row (a duplicate write of the same values) or, when no
+    env is restored, the first row, whose buffers hold its current state (a
+    write of the values it already has).
+
+    Args:
+        envs: ``(N,)`` bool, envs to restore.
+        env_of_row: ``(R_total,)`` env of each buffer row.
+        all_rows: ``(R,)`` the rows of every env's articulations.
+    """
+    flag = envs[env_of_row[all_rows]]                                   # (R,)
+    first = all_rows[torch.argmax(flag.to(torch.int32))]                # a restored row, or row 0's
+    return torch.where(flag, all_rows, first).to(torch.int32)
+
+
+class GpuPhysx(PhysxEngine):
     def __init__(self, plan: Plan, num_envs: int, iterations: tuple[int, int], tgs: bool,
                  device: torch.device, spacing: Optional[float]):
         super().__init__(plan, num_envs)
@@ -96,9 +117,14 @@ class GpuPhysx(EngineBase):
         self._target_q = s.cuda_articulation_target_qpos.torch()
         self._target_v = s.cuda_articulation_target_qvel.torch()
         self._qf = s.cuda_articulation_qf.torch()
+        self._qacc = s.cuda_articulation_qacc.torch()
         dev = self._qpos.device
         self._all_rows = torch.as_tensor(self.rows.reshape(-1), dtype=torch.long, device=dev)
-        self._all_index = sapien.pysapien.CudaArray(self._all_rows.to(torch.int32).contiguous())
+        # the restore index: filled in place each call, wrapped once (PhysX reads the tensor's memory)
+        self._index_rows = self._all_rows.to(torch.int32).contiguous()
+        self._index_array = sapien.pysapien.CudaArray(self._index_rows)
+        self._pre = (torch.empty_like(self._qpos), torch.empty_like(self._qvel), torch.empty_like(self._links[:, 0]))
+        self._keep: list = []  # index buffers PhysX may still be reading (freed two calls later)
         self._env_of_row = torch.zeros(self._links.shape[0], dtype=torch.long, device=dev)
         self._env_of_row[self._all_rows] = torch.arange(num_envs, device=dev).repeat_interleave(self.num_arts)
         sj = np.flatnonzero(plan.joint_link[:, 0] >= 0)
@@ -161,8 +187,8 @@ class GpuPhysx(EngineBase):
             s.gpu_apply_articulation_qpos(index)
             s.gpu_apply_articulation_qvel(index)
         s.gpu_update_articulation_kinematics()
-        torch.cuda.current_stream(dev).synchronize()  # keep ``owner`` alive until PhysX has read it
-        del owner
+        # PhysX reads ``owner`` asynchronously: keep it alive for two more calls instead of waiting
+        self._keep = (self._keep + [owner])[-2:]
         self._stale()
 
     def _write_ctrl(self, drive: dict) -> None:
@@ -178,40 +204,64 @@ class GpuPhysx(EngineBase):
         s.gpu_apply_articulation_target_velocity()
         s.gpu_apply_articulation_qf()
 
-    def step(self, drive: dict, nsteps: int, forces) -> torch.Tensor:
+    def step(self, drive: dict, nsteps: int, forces, judge, hold=None) -> torch.Tensor:
+        """Advance every sub-scene; restore the diverged (and held) envs on the device; return the mask.
+
+        No host synchronisation: the pre-call state is copied into preallocated
+        buffers, the verdict (``judge()``, the contract's rule, plus non-finite
+        PhysX rows) stays on the device, the restore is a masked ``torch.where``
+        of the affected rows, and the ``gpu_apply_*`` calls take a fixed-length
+        index (:meth:`_restore_rows`).
+        """
         if forces is not None:
             raise SimBackendError("body forces are not available on the GPU path")
         self.link_data(velocities=True)
-        q0, v0, l0 = self.art_qpos().clone(), self.art_qvel().clone(), self._links[:, 0].clone()
-        self._write_ctrl(drive)
-        for _ in range(nsteps):
-            self.system.step()
+        pre_q, pre_v, pre_root = self._pre
+        pre_q.copy_(self.art_qpos())
+        pre_v.copy_(self.art_qvel())
+        pre_root.copy_(self._links[:, 0])
+        try:
+            self._write_ctrl(drive)
+            for _ in range(nsteps):
+                self.system.step()
+        except BaseException:
+            self._restore(torch.ones(self.num_envs, dtype=torch.bool, device=pre_q.device))
+            raise
         self._stale()
         q, v, links = self.art_qpos(), self.art_qvel(), self.link_data(velocities=True)
         root = links[:, 0]
-        per_row = torch.stack([
-            (~torch.isfinite(q)).any(1) | (q.abs() > self.max_state).any(1),
-            (~torch.isfinite(v)).any(1) | (v.abs() > self.max_speed).any(1),
-            (~torch.isfinite(root)).any(1) | (root[:, 7:13].abs() > self.max_speed).any(1)
-            | (root[:, :3].abs() > self.max_state).any(1),
-        ]).any(0)
-        count = torch.zeros(self.num_envs, dtype=torch.int32, device=q.device)
-        count.index_add_(0, self._env_of_row[self._all_rows], per_row[self._all_rows].to(torch.int32))
-        env_bad = count > 0
-        # restore diverged envs' rows on the device, without asking the host which ones
-        bad_row = env_bad[self._env_of_row][:, None]
-        q.copy_(torch.where(bad_row, q0, q))
-        v.copy_(torch.where(bad_row, v0, v))
-        root.copy_(torch.where(bad_row, l0, root))
+        self.system.gpu_fetch_articulation_qacc()
+        # PhysX zeroes the velocities of a step it cannot integrate; its qacc keeps the failure (see cpu.py)
+        acc_bad = ~(self._qacc.abs() * self.plan.timestep <= MAX_QVEL).all(1)
+        per_row = ~(torch.isfinite(q).all(1) & torch.isfinite(v).all(1) & torch.isfinite(root).all(1)) | acc_bad
+        failed = torch.zeros(self.num_envs, dtype=torch.int32, device=q.device)
+        failed.index_add_(0, self._env_of_row[self._all_rows], per_row[self._all_rows].to(torch.int32))
+        bad = (failed > 0) | judge()
+        self._restore(bad if hold is None else bad | hold)
+        return bad if hold is None else bad & ~hold
+
+    def _restore(self, envs: torch.Tensor) -> None:
+        """Write the pre-call state back into the rows of ``envs`` ``(N,)`` (device bool), sync-free."""
+        pre_q, pre_v, pre_root = self._pre
+        q, v, root = self._qpos, self._qvel, self._links[:, 0]
+        row = envs[self._env_of_row][:, None]
+        q.copy_(torch.where(row, pre_q, q))
+        v.copy_(torch.where(row, pre_v, v))
+        root.copy_(torch.where(row, pre_root, root))
+        index = self._restore_rows(envs)
         s = self.system
-        s.gpu_apply_articulation_root_pose(self._all_index)
-        s.gpu_apply_articulation_root_velocity(self._all_index)
+        s.gpu_apply_articulation_root_pose(index)
+        s.gpu_apply_articulation_root_velocity(index)
         if self.max_dof:
-            s.gpu_apply_articulation_qpos(self._all_index)
-            s.gpu_apply_articulation_qvel(self._all_index)
+            s.gpu_apply_articulation_qpos(index)
+            s.gpu_apply_articulation_qvel(index)
         s.gpu_update_articulation_kinematics()
         self._fresh["pose"] = self._fresh["vel"] = False
-        return env_bad
+
+    def _restore_rows(self, envs: torch.Tensor):
+        """The CUDA index array of rows to re-apply for ``envs`` (see :func:`restore_index`), filled in place."""
+        self._index_rows.copy_(restore_index(envs, self._env_of_row, self._all_rows))
+        return self._index_array
 
     def close(self) -> None:
         self.scenes.clear()

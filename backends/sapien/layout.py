@@ -30,7 +30,8 @@ from simbackend.model_info import JOINT_FREE, JOINT_HINGE, JOINT_SLIDE
 from .plan import Plan
 
 
-def _t(a, device, dtype=torch.float64) -> torch.Tensor:
+def to_tensor(a, device, dtype=torch.float64) -> torch.Tensor:
+    """A model table (numpy) as a tensor on ``device`` (float64 unless told)."""
     return torch.as_tensor(np.asarray(a), dtype=dtype, device=device)
 
 
@@ -61,9 +62,9 @@ class Layout:
         # (N, nbody) row and (nbody,) column of every body's link; the world body points at row/col 0
         self.body_row = np.where(world[None], 0, self.rows[:, np.maximum(ba, 0)])
         self.body_col = np.where(world, 0, self.link_col[np.maximum(ba, 0), np.maximum(bl, 0)])
-        self.world = _t(world, device, torch.bool)
-        self.body_com = _t(np.stack([_body_com(plan, b) for b in range(nbody)]), device)   # (nbody, 3)
-        self.origins = _t(origins, device)
+        self.world_host = world
+        self.body_com = to_tensor(np.stack([_body_com(plan, b) for b in range(nbody)]), device)   # (nbody, 3)
+        self.origins = to_tensor(origins, device)
 
         jt = info.joint_type
         self.scalar_joints = np.flatnonzero((jt == JOINT_HINGE) | (jt == JOINT_SLIDE))
@@ -73,19 +74,20 @@ class Layout:
         self.joint_dof = self.dof_col[ja[sj], jl[sj]] if sj.size else np.zeros(0, np.int64)          # (nsj,)
         self.joint_qpos = info.joint_qposadr[sj]
         self.joint_qvel = info.joint_dofadr[sj]
-        self.joint_offset = _t(plan.joint_offset[sj], device)
+        self.joint_offset = to_tensor(plan.joint_offset[sj], device)
         self.free_joints = np.flatnonzero(jt == JOINT_FREE)
         self.free_body = info.joint_body[self.free_joints]
         self.free_art = ja[self.free_joints]
         self.floating = np.array([not a.fixed_root for a in plan.articulations], bool)
-        self.fixed_root_pose = _t(np.stack([a.root_pose for a in plan.articulations]), device)  # (A, 7)
+        self.fixed_root_pose = to_tensor(np.stack([a.root_pose for a in plan.articulations]), device)  # (A, 7)
 
         # sites: body and local pose
         self.site_body = np.asarray(info.site_body, np.int64)
-        self.site_local = _t(np.asarray(site_local).reshape(-1, 7), device)   # (nsite, 7) pos + wxyz on the body
+        self.site_local = to_tensor(np.asarray(site_local).reshape(-1, 7), device)   # (nsite, 7) pos + wxyz on the body
 
         # joint frames for Jacobians: (njnt) link and local joint frame; dof-level tables
         self._jac_tables(plan)
+        self._ctrl_tables = None  # ctrl -> drive tables on the ctrl's device, made on first use
 
     # ------------------------------------------------------------------
     # buffers -> contract quantities
@@ -96,11 +98,11 @@ class Layout:
         cols = torch.as_tensor(self.body_col[body_ids], device=data.device)
         out = data[rows, cols[None].expand_as(rows)].to(torch.float64)
         out[..., :3] -= self.origins[:, None]
-        w = self.world[torch.as_tensor(body_ids, device=self.device)]
-        if bool(w.any()):
+        world = np.flatnonzero(self.world_host[body_ids])  # decided on the host: no device read
+        if world.size:
             ident = torch.zeros(13, dtype=out.dtype, device=out.device)
             ident[3] = 1.0
-            out[:, w] = ident
+            out[:, torch.as_tensor(world, device=out.device)] = ident
         return out
 
     def origin_velocity(self, link: torch.Tensor, body_ids: np.ndarray) -> torch.Tensor:
@@ -141,51 +143,60 @@ class Layout:
     # ------------------------------------------------------------------
     # contract inputs -> buffer rows
     # ------------------------------------------------------------------
-    def pack_state(self, env_ids: np.ndarray, qpos: np.ndarray, qvel: np.ndarray, max_dof: int) -> dict:
-        """Buffer rows for envs ``env_ids`` from MuJoCo ``qpos (n, nq)``/``qvel (n, nv)`` (float64 numpy).
+    def pack_state(self, env_ids: np.ndarray, qpos: torch.Tensor, qvel: torch.Tensor, max_dof: int) -> dict:
+        """Buffer rows for envs ``env_ids`` from MuJoCo ``qpos (n, nq)``/``qvel (n, nv)`` (float64 tensors).
 
-        Returns ``rows (n*A,)``, ``qpos``/``qvel`` ``(n*A, max_dof)`` PhysX joint coordinates,
-        ``root_pose (n*A, 7)`` (scene frame: env origin added) and ``root_vel (n*A, 6)``
-        (centre-of-mass linear, angular; world), all numpy float64.
+        Returns ``rows (n*A,)`` (host int64), and as float64 tensors on the
+        inputs' device: ``qpos``/``qvel`` ``(n*A, max_dof)`` PhysX joint
+        coordinates, ``root_pose (n*A, 7)`` (scene frame: env origin added) and
+        ``root_vel (n*A, 6)`` (centre-of-mass linear, angular; world).
         """
         n, A = env_ids.size, self.num_arts
-        rows = self.rows[env_ids]                                # (n, A)
-        aq = np.zeros((n, A, max_dof))
-        av = np.zeros((n, A, max_dof))
+        dev, f64 = qpos.device, torch.float64
+        qpos, qvel = qpos.to(f64), qvel.to(f64)
+        aq = torch.zeros((n, A, max_dof), dtype=f64, device=dev)
+        av = torch.zeros((n, A, max_dof), dtype=f64, device=dev)
         if self.scalar_joints.size:
-            ja = self.plan.joint_link[self.scalar_joints, 0]
-            offs = self.plan.joint_offset[self.scalar_joints]
-            aq[:, ja, self.joint_dof] = qpos[:, self.joint_qpos] - offs
-            av[:, ja, self.joint_dof] = qvel[:, self.joint_qvel]
-        root_pose = np.broadcast_to(self.fixed_root_pose.cpu().numpy(), (n, A, 7)).copy()
-        root_vel = np.zeros((n, A, 6))
+            ja = torch.as_tensor(self.plan.joint_link[self.scalar_joints, 0], device=dev)
+            jd = torch.as_tensor(self.joint_dof, device=dev)
+            aq[:, ja, jd] = qpos[:, torch.as_tensor(self.joint_qpos, device=dev)] - self.joint_offset.to(dev)
+            av[:, ja, jd] = qvel[:, torch.as_tensor(self.joint_qvel, device=dev)]
+        root_pose = self.fixed_root_pose.to(dev)[None].expand(n, A, 7).clone()
+        root_vel = torch.zeros((n, A, 6), dtype=f64, device=dev)
         for j, b, a in zip(self.free_joints, self.free_body, self.free_art):
-            p, q = qpos[:, self.info.joint_qposadr[j]:][:, :3], qpos[:, self.info.joint_qposadr[j] + 3:][:, :4]
-            dv = self.info.joint_dofadr[j]
+            qa, dv = int(self.info.joint_qposadr[j]), int(self.info.joint_dofadr[j])
+            p, q = qpos[:, qa:qa + 3], qpos[:, qa + 3:qa + 7]
             v, w_local = qvel[:, dv:dv + 3], qvel[:, dv + 3:dv + 6]
             w = quat_apply(q, w_local)
-            com = quat_apply(q, np.broadcast_to(self.body_com[b].cpu().numpy(), p.shape))
-            root_pose[:, a] = np.concatenate([p, q], 1)
-            root_vel[:, a] = np.concatenate([v + cross(w, com), w], 1)
-        root_pose[..., :3] += self.origins.cpu().numpy()[env_ids][:, None]
-        return {"rows": rows.reshape(-1), "qpos": aq.reshape(n * A, -1), "qvel": av.reshape(n * A, -1),
+            com = quat_apply(q, self.body_com[b].to(dev).expand(n, 3))
+            root_pose[:, a] = torch.cat([p, q], 1)
+            root_vel[:, a] = torch.cat([v + cross(w, com), w], 1)
+        root_pose[..., :3] += self.origins.to(dev)[torch.as_tensor(env_ids, device=dev)][:, None]
+        return {"rows": self.rows[env_ids].reshape(-1), "qpos": aq.reshape(n * A, -1), "qvel": av.reshape(n * A, -1),
                 "root_pose": root_pose.reshape(n * A, 7), "root_vel": root_vel.reshape(n * A, 6)}
 
-    def pack_ctrl(self, ctrl: np.ndarray) -> dict:
+    def pack_ctrl(self, ctrl: torch.Tensor) -> dict:
         """Per-joint drive targets and joint forces ``(N, njnt)`` from validated ``ctrl (N, nu)``.
 
         ``target``/``vel_target`` in PhysX joint coordinates for drive joints, ``force``
-        the motor joint forces; all float64 numpy.
+        the motor joint forces; float64 tensors on ``ctrl``'s device.
         """
+        c = self._ctrl_tables
+        if c is None or c["lo"].device != ctrl.device:
+            c = self._ctrl_tables = {k: to_tensor(v, ctrl.device) for k, v in self._ctrl_arrays().items()}
+        u = torch.clamp(ctrl.to(torch.float64), c["lo"], c["hi"])
+        k, d = c["stiffness"], c["damping"]
+        target = torch.where(k > 0, (c["pos_bias"] + u @ c["pos_gain"]) / torch.where(k > 0, k, 1.0), 0.0)
+        vel_target = torch.where(d > 0, (u @ c["vel_gain"]) / torch.where(d > 0, d, 1.0), 0.0)
+        motor = torch.clamp(u * c["motor_gain"], c["force_lo"], c["force_hi"])
+        return {"target": target, "vel_target": vel_target, "force": motor @ c["motor_gear"]}
+
+    def _ctrl_arrays(self) -> dict:
         p = self.plan
-        lo, hi = p.ctrl_range[:, 0], p.ctrl_range[:, 1]
-        u = np.clip(ctrl, lo, hi)
-        k, d = p.stiffness, p.damping
-        with np.errstate(divide="ignore", invalid="ignore"):
-            target = np.where(k > 0, (p.pos_bias + u @ p.pos_gain) / k, 0.0)
-            vel_target = np.where(d > 0, (u @ p.vel_gain) / d, 0.0)
-        motor = np.clip(u * p.motor_gain, p.motor_force_range[:, 0], p.motor_force_range[:, 1])
-        return {"target": target, "vel_target": vel_target, "force": motor @ p.motor_gear}
+        return {"lo": p.ctrl_range[:, 0], "hi": p.ctrl_range[:, 1], "stiffness": p.stiffness, "damping": p.damping,
+                "pos_bias": p.pos_bias, "pos_gain": p.pos_gain, "vel_gain": p.vel_gain, "motor_gain": p.motor_gain,
+                "force_lo": p.motor_force_range[:, 0], "force_hi": p.motor_force_range[:, 1],
+                "motor_gear": p.motor_gear}
 
     # ------------------------------------------------------------------
     # sites, Jacobians
@@ -222,14 +233,14 @@ class Layout:
                 rot[adr] = info.joint_type[j] == JOINT_HINGE
         self.dof_row = self.rows[:, art]                                   # (N, nv)
         self.dof_col = self.link_col[art, lnk]                             # (nv,)
-        self.dof_axis = _t(axis, self.device)
-        self.dof_anchor = _t(anchor, self.device)
-        self.dof_rot = _t(rot, self.device, torch.bool)
+        self.dof_axis = to_tensor(axis, self.device)
+        self.dof_anchor = to_tensor(anchor, self.device)
+        self.dof_rot = to_tensor(rot, self.device, torch.bool)
         # free-joint translation columns have world axes (not rotated by the root link)
         world_axis = np.zeros(nv, bool)
         for j in self.free_joints:
             world_axis[info.joint_dofadr[j]:info.joint_dofadr[j] + 3] = True
-        self.dof_world_axis = _t(world_axis, self.device, torch.bool)
+        self.dof_world_axis = to_tensor(world_axis, self.device, torch.bool)
         # (nsite, nv): which qvel columns move each site (ancestors of its body)
         dof_body = np.repeat(info.joint_body, [6 if t == JOINT_FREE else 3 if t == 1 else 1 for t in info.joint_type])
         anc = np.zeros((info.nbody, nv), bool)
@@ -238,8 +249,8 @@ class Layout:
             while x > 0:
                 anc[b] |= dof_body == x
                 x = info.body_parent[x]
-        self.site_dof_mask = _t(anc[self.site_body], self.device, torch.bool) if self.site_body.size else None
-        self.body_dof_mask = _t(anc, self.device)
+        self.site_dof_mask = to_tensor(anc[self.site_body], self.device, torch.bool) if self.site_body.size else None
+        self.body_dof_mask = to_tensor(anc, self.device)
 
     def dof_frames(self, data: torch.Tensor, cols: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         """World axis and anchor ``(N, k, 3)`` of qvel columns ``cols`` (env-relative)."""

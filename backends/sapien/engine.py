@@ -1,10 +1,19 @@
-"""What the CPU and GPU PhysX paths share: index tables read from the built
-articulations, model read-back, and the scene configuration."""
+"""The PhysX engine interface the backend drives, and what both paths share.
+
+:class:`PhysxEngine` is the protocol between :class:`~.backend.SapienBackend`
+and a physics path: :class:`~.cpu.CpuPhysx` (one CPU scene per env) and
+:class:`~.gpu.GpuPhysx` (one GPU system, a sub-scene per env). Both hold the
+state in PhysX's GPU buffer layout (:mod:`.layout`): link data ``(R, L, 13)``
+and joint coordinates ``(R, D)``, rows indexed by ``rows[env, articulation]``.
+The base class also builds the index tables read from the built
+articulations, reads the model back, and sets the scene configuration.
+"""
 
 from __future__ import annotations
 
+import abc
 import contextlib
-from typing import Iterator
+from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 from sapien import physx
@@ -14,11 +23,6 @@ from simbackend.model_info import JOINT_HINGE, JOINT_SLIDE
 
 from .plan import Plan
 
-#: a state value beyond this counts as diverged (MuJoCo's mjMAXVAL for qpos/qvel)
-MAX_STATE_VALUE = 1e10
-#: PhysX clamps a blown-up articulation's speeds to about 1e6 (m/s, rad/s) instead of
-#: letting them grow; a speed above this, far beyond anything physical, counts as diverged
-DIVERGED_SPEED = 1e5
 _FLT_MAX = float(np.finfo(np.float32).max)
 
 
@@ -38,17 +42,19 @@ def scene_config(gravity: np.ndarray, tgs: bool) -> Iterator[None]:
         physx.set_scene_config(old)
 
 
-class EngineBase:
-    """Index tables common to both paths; subclasses fill ``rows``/``origins`` and the buffers."""
+class PhysxEngine(abc.ABC):
+    """One physics path. Subclasses build the scenes, then set:
 
-    max_state = MAX_STATE_VALUE
-    max_speed = DIVERGED_SPEED
+    * ``rows`` ``(N, A)``: buffer row of env n's articulation a;
+    * ``origins`` ``(N, 3)``: each env's origin in the physics scene;
+    * ``systems``, ``comps`` (per env, per articulation, the link components
+      in plan order), via :meth:`_index_from` the column tables.
+    """
 
-    def blown_up(self, states: np.ndarray) -> np.ndarray:
-        """``(N,)`` whether each packed PhysX state (rows of ``(N, pack_size)`` float32) is non-finite, huge or too fast."""
-        a = np.abs(states)
-        return ((~np.isfinite(states)).any(1) | (a > self.max_state).any(1)
-                | (a[:, self.pack_speed] > self.max_speed).any(1))
+    systems: list
+    comps: list
+    rows: np.ndarray
+    origins: np.ndarray
 
     def __init__(self, plan: Plan, num_envs: int):
         self.plan = plan
@@ -81,13 +87,44 @@ class EngineBase:
         # PhysX's serialised scene state (PhysxCpuSystem.pack), per articulation in build order:
         # root pose (7), root velocity (6), qpos (d), qvel (d), drive targets (2d), float32
         sizes = 13 + 4 * self.art_dofs
-        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-        speed = [np.arange(s + 7, s + 13) for s in starts]
-        speed += [np.arange(s + 13 + d, s + 13 + 2 * d) for s, d in zip(starts, self.art_dofs)]
         self.pack_size = int(sizes.sum())
-        self.pack_speed = np.concatenate(speed).astype(np.int64) if speed else np.zeros(0, np.int64)
         motor = np.flatnonzero(p.motor_gear.any(0))
         self.motor_joints = {a: motor[p.joint_link[motor, 0] == a] for a in range(A)}
+
+    # ------------------------------------------------------------------
+    # the protocol
+    # ------------------------------------------------------------------
+    @abc.abstractmethod
+    def link_data(self, body_ids: Optional[np.ndarray], arts: Optional[np.ndarray] = None,
+                  velocities: bool = False) -> Any:
+        """The ``(R, L, 13)`` link buffer, current for the links of ``body_ids`` (or every link of
+        ``arts``): pose (pos 3, wxyz 4, scene frame) and, if ``velocities``, centre-of-mass linear
+        and angular velocity (world). Paths may refresh more than asked."""
+
+    @abc.abstractmethod
+    def art_qpos(self) -> Any:
+        """The ``(R, D)`` PhysX joint positions, current."""
+
+    @abc.abstractmethod
+    def art_qvel(self) -> Any:
+        """The ``(R, D)`` PhysX joint velocities, current."""
+
+    @abc.abstractmethod
+    def write_state(self, env_ids: np.ndarray, packed: dict) -> None:
+        """Write :meth:`.layout.Layout.pack_state` rows for sorted ``env_ids``; buffers become current."""
+
+    @abc.abstractmethod
+    def step(self, drive: dict, nsteps: int, forces: Optional[tuple], judge: Callable[[], Any],
+             hold: Optional[Any] = None) -> Any:
+        """Apply ``drive`` (:meth:`.layout.Layout.pack_ctrl`) and ``forces`` ``(bodies, (N, B, 3) force,
+        torque)`` for ``nsteps`` substeps; then ``judge()`` (the contract's divergence rule on the
+        reached state, ``(N,)``) plus non-finite PhysX state marks diverged envs, which, with the
+        ``hold`` envs, get back their pre-call state. Returns diverged and not held ``(N,)``.
+        Any exception leaves every env in its pre-call state."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release the scenes."""
 
     def _set_drives(self, env_ids=None) -> None:
         """Drive stiffness, damping and force limit of every driven joint (see :class:`.plan.Plan`)."""
