@@ -5,6 +5,8 @@
         info = sim.step(ctrl, nsteps=4)
         ee = sim.get_site_pos_w(sim.get_site_ids("ee_site"))
 
+The engine is a flag: the same call with ``"sapien"`` runs on PhysX.
+
 The package imports lazily: importing it (and running ``simbackend --help``)
 loads neither torch nor any engine.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _LAZY = {
     "SimBackend": "simbackend.contract",
@@ -27,6 +29,11 @@ _LAZY = {
     "unregister_backend": "simbackend.registry",
     "get_backend_factory": "simbackend.registry",
     "builtin_models": "simbackend.models",
+    "BackendOptions": "simbackend.options",
+    "COMMON_OPTIONS": "simbackend.options",
+    "MAX_QPOS": "simbackend.divergence",
+    "MAX_QVEL": "simbackend.divergence",
+    "diverged_rows": "simbackend.divergence",
 }
 
 __all__ = sorted(_LAZY) + ["errors", "__version__"]
@@ -35,6 +42,6 @@ __all__ = sorted(_LAZY) + ["errors", "__version__"]
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
-    if name in ("errors", "math", "models", "registry", "contract"):
+    if name in ("errors", "math", "models", "registry", "contract", "options", "divergence", "devices"):
         return importlib.import_module(f"simbackend.{name}")
     raise AttributeError(f"module 'simbackend' has no attribute {name!r}")
