@@ -935,9 +935,8 @@ class SimBackend(abc.ABC):
                         raise InvalidQuaternionError(
                             f"{argument}: zero quaternion for joint(s) {joints} in env ids {rows[:8].tolist()};"
                             " a rotation needs a non-zero quaternion (wxyz)")
-                    what = "quaternion" if argument == "qpos" and problem == MAX_QPOS else "values"
-                    raise ValueRangeError(argument, rows, float(problem),
-                                          "values the divergence rule would flag" if problem in (MAX_QPOS, MAX_QVEL) else what)
+                    what = "values the divergence rule would flag" if problem in (MAX_QPOS, MAX_QVEL) else "values"
+                    raise ValueRangeError(argument, rows, float(problem), what)
                 continue
             if self._faults is None:
                 self._faults = _DeferredFaults(self.num_envs, self._device)

@@ -65,21 +65,25 @@ class InputDTypeError(SimBackendError, ValueError):
     """An argument has a dtype that cannot stand for the expected values."""
 
 
-class NonFiniteError(SimBackendError, ValueError):
-    """An argument holds NaN or infinite values; ``env_ids`` names the rows."""
+class _RowsError(SimBackendError, ValueError):
+    """A bad value in some rows of an argument; ``argument`` and ``env_ids`` name them."""
 
-    def __init__(self, argument: str, env_ids: Sequence[int]):
+    def __init__(self, argument: str, env_ids: Sequence[int], problem: str):
         self.argument = argument
         self.env_ids = tuple(int(i) for i in env_ids)
         shown = ", ".join(str(i) for i in self.env_ids[:8])
         more = ", ..." if len(self.env_ids) > 8 else ""
-        super().__init__(
-            f"{argument}: non-finite values (NaN or inf) in env ids [{shown}{more}];"
-            " nothing was written or stepped"
-        )
+        super().__init__(f"{argument}: {problem} in env ids [{shown}{more}]; nothing was written or stepped")
 
 
-class ValueRangeError(SimBackendError, ValueError):
+class NonFiniteError(_RowsError):
+    """An argument holds NaN or infinite values; ``env_ids`` names the rows."""
+
+    def __init__(self, argument: str, env_ids: Sequence[int]):
+        super().__init__(argument, env_ids, "non-finite values (NaN or inf)")
+
+
+class ValueRangeError(_RowsError):
     """An argument holds finite values too large to accept; ``env_ids`` names the rows.
 
     ``set_state`` rejects states the divergence rule (:mod:`simbackend.divergence`)
@@ -87,15 +91,8 @@ class ValueRangeError(SimBackendError, ValueError):
     """
 
     def __init__(self, argument: str, env_ids: Sequence[int], limit: float, what: str = "values"):
-        self.argument = argument
-        self.env_ids = tuple(int(i) for i in env_ids)
         self.limit = limit
-        shown = ", ".join(str(i) for i in self.env_ids[:8])
-        more = ", ..." if len(self.env_ids) > 8 else ""
-        super().__init__(
-            f"{argument}: {what} with magnitude above {limit:.3g} in env ids [{shown}{more}];"
-            " nothing was written or stepped"
-        )
+        super().__init__(argument, env_ids, f"{what} with magnitude above {limit:.3g}")
 
 
 class BackendClosedError(SimBackendError, RuntimeError):
