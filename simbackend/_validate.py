@@ -114,6 +114,8 @@ def real_tensor(x: Any, argument: str, shape: Sequence[int], *, device: torch.de
         raise InputShapeError(argument, tuple(shape), a.shape)
     with np.errstate(over="ignore"):
         a = np.ascontiguousarray(a, dtype=np.float64)
+    if not a.flags.writeable:  # torch cannot share read-only memory (e.g. arrays of backend.info)
+        a = a.copy()
     return torch.as_tensor(a, device=device).to(dtype)
 
 

@@ -247,9 +247,9 @@ def test_run_actions_uniform_within_ctrl_range(runner: CliRunner, tmp_path: Path
     seen: list[np.ndarray] = []
 
     class Recording(MuJoCoBackend):
-        def _step(self, ctrl, nsteps):
-            seen.append(np.array(ctrl))
-            return super()._step(ctrl, nsteps)
+        def _step(self, ctrl, nsteps, hold=None):
+            seen.append(ctrl.cpu().numpy().copy())
+            return super()._step(ctrl, nsteps, hold)
 
     xml = tmp_path / "mixed.xml"
     xml.write_text(MIXED_RANGE_XML)
@@ -374,8 +374,8 @@ def test_parity_failure_exits_1_and_names_the_first_failing_step(runner: CliRunn
     from simbackend.backends.mujoco import MuJoCoBackend
 
     class Kicked(MuJoCoBackend):
-        def _step(self, ctrl, nsteps):
-            diverged = super()._step(ctrl, nsteps)
+        def _step(self, ctrl, nsteps, hold=None):
+            diverged = super()._step(ctrl, nsteps, hold)
             self._taken = getattr(self, "_taken", 0) + nsteps
             if self._taken == 30:
                 self._qpos[:, 0] += 0.1  # the shoulder jumps after the 30th substep

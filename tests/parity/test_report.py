@@ -35,8 +35,8 @@ class KickedElbow(MuJoCoBackend):
         self._taken = 0
         self._elbow = int(self.get_joint_qpos_indices("elbow")[0])
 
-    def _step(self, ctrl, nsteps):
-        diverged = super()._step(ctrl, nsteps)
+    def _step(self, ctrl, nsteps, hold=None):
+        diverged = super()._step(ctrl, nsteps, hold)
         before, self._taken = self._taken, self._taken + nsteps
         if before < KICK_STEP <= self._taken:
             self._qpos[:, self._elbow] += KICK
