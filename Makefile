@@ -20,7 +20,9 @@ $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+# setuptools announces every editable install that uses its import finder (this layout maps
+# backends/, cli/, contract_tests/ into simbackend.*); recent pip (26.x) shows that even with --quiet
+	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install --quiet -e ".[test]"
 	touch $(STAMP)
 
 setup: $(STAMP)
