@@ -1,4 +1,4 @@
-"""Conformance: errors and bad input (DESIGN.md, "Errors and bad input").
+"""Conformance: errors and bad input (docs/ARCHITECTURE.md, "Errors and bad input").
 
 One test per rule. Every bad call must raise the contract's error and leave
 every env as it was: the qpos, qvel and body poses of all envs are compared bit

@@ -1,4 +1,4 @@
-"""The dependency rule of DESIGN.md, and namespaced import names.
+"""The dependency rule of docs/ARCHITECTURE.md, and namespaced import names.
 
 Only ``backends/`` imports an engine to simulate. The model compiler
 (``simbackend/models/``) may use MuJoCo's compiler. Everything else that ships in
@@ -180,7 +180,7 @@ def test_no_engine_import_outside_backends() -> None:
             if _forbidden(module, rel):
                 offenders.append(f"{rel}:{line} imports {module}")
     assert not offenders, (
-        "dependency rule (DESIGN.md): only backends/ imports an engine or a backend; the model"
+        "dependency rule (docs/ARCHITECTURE.md): only backends/ imports an engine or a backend; the model"
         " compiler simbackend/models/ may import mujoco. Offenders:\n  " + "\n  ".join(sorted(set(offenders)))
     )
 

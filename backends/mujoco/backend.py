@@ -1,7 +1,7 @@
 """The MuJoCo reference backend, on ``mujoco.batch.Batch`` (mujoco >= 4.0).
 
 Every env is one row of the batch's integration state; ``step`` runs them on the
-batch's thread pool. Design points (see DESIGN.md):
+batch's thread pool. Design points (see docs/ARCHITECTURE.md):
 
 * State arrays (qpos, qvel, ctrl, xfrc_applied) are live views of the rows;
   derived arrays (xpos, xquat, cvel, site_xpos, sensordata, ...) are bound
