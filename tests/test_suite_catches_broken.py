@@ -43,10 +43,22 @@ def run_suite(sim: str, tmp_path: Path) -> tuple[set[str], int, str]:
     return failed, proc.returncode, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
+@pytest.fixture(scope="module")
+def suite_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[set[str], int, str]]:
+    """The whole suite against every broken backend, two runs at a time (each run is one process)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(cls: type) -> tuple[set[str], int, str]:
+        return run_suite(cls.name, tmp_path_factory.mktemp(cls.name))
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(zip((c.name for c in broken_backends.BROKEN), pool.map(one, broken_backends.BROKEN)))
+
+
 @pytest.mark.parametrize("broken", broken_backends.BROKEN, ids=lambda c: c.name)
-def test_suite_reports_broken_backend(broken: type, tmp_path: Path) -> None:
+def test_suite_reports_broken_backend(broken: type, suite_runs: dict) -> None:
     """Every broken backend fails the suite, and the tests of the clause it breaks are among the failures."""
-    failed, code, output = run_suite(broken.name, tmp_path)
+    failed, code, output = suite_runs[broken.name]
     assert code == 1, f"the suite should fail against {broken.name} (exit {code}):\n{output}"
     # the backend works except for its one fault: a crash that fails everything would prove nothing
     assert len(failed) <= MAX_COLLATERAL, (
