@@ -136,6 +136,8 @@ class SapienBackend(SimBackend):
 
             self.engine = CpuPhysx(plan, self.num_envs, iters, self.solver == "tgs")
         self._gpu = device.type == "cuda"
+        #: (qpos, qvel) float64 numpy decoded from the CPU states the last step serialised; None when stale
+        self._decoded: Optional[tuple[np.ndarray, np.ndarray]] = None
         e = self.engine
         site_pose = np.concatenate([np.asarray(m.site_pos, np.float64), np.asarray(m.site_quat, np.float64)], 1)
         self.layout = Layout(plan, e.rows, e.link_col, e.dof_col, e.origins, site_pose, device)
@@ -181,10 +183,14 @@ class SapienBackend(SimBackend):
         return self._qpos64(), self._qvel64()
 
     def _qpos64(self) -> torch.Tensor:
+        if self._decoded is not None:  # decoded from the states the last step serialised anyway
+            return torch.from_numpy(self._decoded[0])
         free = self._free_links(False) if self.layout.free_joints.size else None
         return self.layout.qpos(self.engine.art_qpos(), free)
 
     def _qvel64(self) -> torch.Tensor:
+        if self._decoded is not None:
+            return torch.from_numpy(self._decoded[1])
         free = self._free_links(True) if self.layout.free_joints.size else None
         return self.layout.qvel(self.engine.art_qvel(), free)
 
@@ -280,6 +286,7 @@ class SapienBackend(SimBackend):
     # mutation
     # ------------------------------------------------------------------
     def _set_state(self, env_ids: np.ndarray, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
+        self._decoded = None
         packed = self.layout.pack_state(env_ids, qpos, qvel, self.engine.max_dof)
         self.engine.write_state(env_ids, packed)
 
@@ -289,10 +296,18 @@ class SapienBackend(SimBackend):
         if self._force_bodies.size:
             b = self._force_bodies
             forces = (b, self._force[:, b], self._torque[:, b])
-        return self.engine.step(drive, nsteps, forces, self._judge, hold)
+        self._decoded = None
+        diverged = self.engine.step(drive, nsteps, forces, self._judge, hold)
+        if self._decoded is not None and np.asarray(diverged).any():
+            self._decoded = None  # restored envs no longer hold the decoded state
+        return diverged
 
-    def _judge(self) -> torch.Tensor:
-        """``(N,)`` envs the contract's divergence rule flags, from the current PhysX state."""
+    def _judge(self, states: Optional[np.ndarray]) -> Any:
+        """``(N,)`` envs the contract's divergence rule flags: from the serialised CPU states
+        ``(N, pack_size)`` when given (no link read again), else from the PhysX buffers."""
+        if states is not None:
+            self._decoded = self.layout.state_from_pack(states, self.engine.pack_starts, self.engine.art_dofs)
+            return diverged_rows(*self._decoded)
         return diverged_rows(*self._state64())
 
     def _close(self) -> None:

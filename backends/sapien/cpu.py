@@ -195,7 +195,7 @@ class CpuPhysx(PhysxEngine):
         self._stale()
 
     def _write_ctrl(self, drive: dict) -> None:
-        drive = {k: v.cpu().numpy() for k, v in drive.items()}
+        drive = {k: v.cpu().numpy() if isinstance(v, torch.Tensor) else v for k, v in drive.items()}
         targets = drive["target"][:, self._pos_j].tolist()
         vel_targets = drive["vel_target"][:, self._vel_j].tolist()
         force = drive["force"]
@@ -226,9 +226,10 @@ class CpuPhysx(PhysxEngine):
     def step(self, drive: dict, nsteps: int, forces, judge, hold=None) -> np.ndarray:
         """Advance every scene ``nsteps`` substeps; restore and return the diverged envs ``(N,)``.
 
-        ``judge()`` gives the ``(N,)`` envs the contract's divergence rule flags in
-        the state reached; envs whose serialised PhysX state is non-finite count as
-        well (an engine-reported failure). On any exception, KeyboardInterrupt
+        ``judge(states)`` gives the ``(N,)`` envs the contract's divergence rule
+        flags in the serialised states reached (decoded without reading any link
+        again); envs whose serialised PhysX state is non-finite count as well (an
+        engine-reported failure). On any exception, KeyboardInterrupt
         included, every scene gets back its pre-call state before it propagates.
         """
         # the state each env had at the end of the last call is its pre-call state now
@@ -249,7 +250,7 @@ class CpuPhysx(PhysxEngine):
         self._stale()
         after = [s.pack() for s in self.systems]
         states = np.frombuffer(b"".join(after), np.float32).reshape(-1, self.pack_size)
-        diverged = ~np.isfinite(states).all(1) | self._acceleration_failed() | np.asarray(judge(), bool)
+        diverged = ~np.isfinite(states).all(1) | self._acceleration_failed() | np.asarray(judge(states), bool)
         if hold is not None:
             diverged |= np.asarray(hold, bool)
         for n in np.flatnonzero(diverged):

@@ -85,9 +85,12 @@ class PhysxEngine(abc.ABC):
             if a >= 0:
                 self.joint_dof[j] = self.dof_col[a, l]
         # PhysX's serialised scene state (PhysxCpuSystem.pack), per articulation in build order:
-        # root pose (7), root velocity (6), qpos (d), qvel (d), drive targets (2d), float32
+        # root pose (quat wxyz 4, pos 3), root centre-of-mass velocity (linear 3, angular 3, world),
+        # qpos (d), qvel (d), drive targets (2d), float32
         sizes = 13 + 4 * self.art_dofs
         self.pack_size = int(sizes.sum())
+        #: first column of each articulation in a serialised state
+        self.pack_starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
         motor = np.flatnonzero(p.motor_gear.any(0))
         self.motor_joints = {a: motor[p.joint_link[motor, 0] == a] for a in range(A)}
 
@@ -114,11 +117,12 @@ class PhysxEngine(abc.ABC):
         """Write :meth:`.layout.Layout.pack_state` rows for sorted ``env_ids``; buffers become current."""
 
     @abc.abstractmethod
-    def step(self, drive: dict, nsteps: int, forces: Optional[tuple], judge: Callable[[], Any],
+    def step(self, drive: dict, nsteps: int, forces: Optional[tuple], judge: Callable[[Any], Any],
              hold: Optional[Any] = None) -> Any:
         """Apply ``drive`` (:meth:`.layout.Layout.pack_ctrl`) and ``forces`` ``(bodies, (N, B, 3) force,
-        torque)`` for ``nsteps`` substeps; then ``judge()`` (the contract's divergence rule on the
-        reached state, ``(N,)``) plus non-finite PhysX state marks diverged envs, which, with the
+        torque)`` for ``nsteps`` substeps; then ``judge(states)`` (the contract's divergence rule on
+        the reached state, ``(N,)``; ``states``: the serialised ``(N, pack_size)`` states where the
+        path has them, else None) plus PhysX's own failures mark diverged envs, which, with the
         ``hold`` envs, get back their pre-call state. Returns diverged and not held ``(N,)``.
         Any exception leaves every env in its pre-call state."""
 

@@ -236,7 +236,7 @@ class GpuPhysx(PhysxEngine):
         per_row = ~(torch.isfinite(q).all(1) & torch.isfinite(v).all(1) & torch.isfinite(root).all(1)) | acc_bad
         failed = torch.zeros(self.num_envs, dtype=torch.int32, device=q.device)
         failed.index_add_(0, self._env_of_row[self._all_rows], per_row[self._all_rows].to(torch.int32))
-        bad = (failed > 0) | judge()
+        bad = (failed > 0) | judge(None)
         self._restore(bad if hold is None else bad | hold)
         return bad if hold is None else bad & ~hold
 

@@ -87,7 +87,8 @@ class Layout:
 
         # joint frames for Jacobians: (njnt) link and local joint frame; dof-level tables
         self._jac_tables(plan)
-        self._ctrl_tables = None  # ctrl -> drive tables on the ctrl's device, made on first use
+        self._ctrl_tables = None  # ctrl -> drive tables on a GPU ctrl's device, made on first use
+        self._ctrl_numpy = None   # the same tables in numpy, for CPU ctrl
 
     # ------------------------------------------------------------------
     # buffers -> contract quantities
@@ -140,6 +141,31 @@ class Layout:
             out[:, torch.as_tensor(adr[:, None] + 3 + np.arange(3), device=self.device)] = w_local
         return out
 
+    def state_from_pack(self, states: np.ndarray, starts: np.ndarray, art_dofs: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray]:
+        """The contract's ``(qpos (N, nq), qvel (N, nv))``, float64 numpy, from serialised CPU states.
+
+        ``states``: ``(N, pack_size)`` rows of ``PhysxCpuSystem.pack()`` (per articulation from
+        ``starts``: root quat wxyz, root pos, root centre-of-mass linear and angular velocity,
+        qpos, qvel, targets). Same values as :meth:`qpos`/:meth:`qvel` on the read buffers.
+        """
+        s = np.asarray(states, np.float64)
+        n, info = s.shape[0], self.info
+        qpos, qvel = np.zeros((n, info.nq)), np.zeros((n, info.nv))
+        if self.scalar_joints.size:
+            ja = self.plan.joint_link[self.scalar_joints, 0]
+            col = starts[ja] + 13 + self.joint_dof
+            qpos[:, self.joint_qpos] = s[:, col] + self.plan.joint_offset[self.scalar_joints]
+            qvel[:, self.joint_qvel] = s[:, col + art_dofs[ja]]
+        com = self.body_com.cpu().numpy()
+        for j, b, a in zip(self.free_joints, self.free_body, self.free_art):
+            st, qa, dv = int(starts[a]), int(info.joint_qposadr[j]), int(info.joint_dofadr[j])
+            quat, w = s[:, st:st + 4], s[:, st + 10:st + 13]
+            qpos[:, qa:qa + 3], qpos[:, qa + 3:qa + 7] = s[:, st + 4:st + 7], quat
+            qvel[:, dv:dv + 3] = s[:, st + 7:st + 10] - cross(w, quat_apply(quat, np.broadcast_to(com[b], w.shape)))
+            qvel[:, dv + 3:dv + 6] = quat_apply_inverse(quat, w)
+        return qpos, qvel
+
     # ------------------------------------------------------------------
     # contract inputs -> buffer rows
     # ------------------------------------------------------------------
@@ -179,24 +205,35 @@ class Layout:
         """Per-joint drive targets and joint forces ``(N, njnt)`` from validated ``ctrl (N, nu)``.
 
         ``target``/``vel_target`` in PhysX joint coordinates for drive joints, ``force``
-        the motor joint forces; float64 tensors on ``ctrl``'s device.
+        the motor joint forces, float64: numpy arrays for a CPU ``ctrl`` (tiny matrices,
+        where numpy is several times faster than torch), tensors on ``ctrl``'s device otherwise.
         """
-        c = self._ctrl_tables
-        if c is None or c["lo"].device != ctrl.device:
-            c = self._ctrl_tables = {k: to_tensor(v, ctrl.device) for k, v in self._ctrl_arrays().items()}
-        u = torch.clamp(ctrl.to(torch.float64), c["lo"], c["hi"])
+        if ctrl.device.type == "cpu":
+            u, c = ctrl.numpy().astype(np.float64, copy=False), self._ctrl_arrays()
+            clip, where = np.clip, np.where
+        else:
+            c = self._ctrl_tables
+            if c is None or c["lo"].device != ctrl.device:
+                c = self._ctrl_tables = {k: to_tensor(v, ctrl.device) for k, v in self._ctrl_arrays().items()}
+            u = ctrl.to(torch.float64)
+            clip, where = torch.clamp, torch.where
+        u = clip(u, c["lo"], c["hi"])
         k, d = c["stiffness"], c["damping"]
-        target = torch.where(k > 0, (c["pos_bias"] + u @ c["pos_gain"]) / torch.where(k > 0, k, 1.0), 0.0)
-        vel_target = torch.where(d > 0, (u @ c["vel_gain"]) / torch.where(d > 0, d, 1.0), 0.0)
-        motor = torch.clamp(u * c["motor_gain"], c["force_lo"], c["force_hi"])
+        target = where(k > 0, (c["pos_bias"] + u @ c["pos_gain"]) / where(k > 0, k, 1.0), 0.0)
+        vel_target = where(d > 0, (u @ c["vel_gain"]) / where(d > 0, d, 1.0), 0.0)
+        motor = clip(u * c["motor_gain"], c["force_lo"], c["force_hi"])
         return {"target": target, "vel_target": vel_target, "force": motor @ c["motor_gear"]}
 
     def _ctrl_arrays(self) -> dict:
+        """The plan's ctrl -> drive tables (numpy), built once."""
+        if getattr(self, "_ctrl_numpy", None) is not None:
+            return self._ctrl_numpy
         p = self.plan
-        return {"lo": p.ctrl_range[:, 0], "hi": p.ctrl_range[:, 1], "stiffness": p.stiffness, "damping": p.damping,
+        self._ctrl_numpy = {"lo": p.ctrl_range[:, 0], "hi": p.ctrl_range[:, 1], "stiffness": p.stiffness, "damping": p.damping,
                 "pos_bias": p.pos_bias, "pos_gain": p.pos_gain, "vel_gain": p.vel_gain, "motor_gain": p.motor_gain,
                 "force_lo": p.motor_force_range[:, 0], "force_hi": p.motor_force_range[:, 1],
                 "motor_gear": p.motor_gear}
+        return self._ctrl_numpy
 
     # ------------------------------------------------------------------
     # sites, Jacobians
