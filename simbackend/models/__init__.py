@@ -1,6 +1,9 @@
 """Model sources: MJCF/URDF paths, ``mujoco.MjSpec`` objects and built-in names.
 
-This is the model compiler every backend shares. MuJoCo's compiler reads the
+This is the model compiler every backend shares. URDF files are read as
+robot descriptions ship them (:mod:`simbackend.models.urdf`: every link kept,
+``package://`` meshes resolved), and actuators can be added to a model that
+has none (:mod:`simbackend.models.actuators`). MuJoCo's compiler reads the
 assets (MJCF and URDF), so this module may import ``mujoco``; the rest of the
 engine-neutral core may not. Backends receive the compiled ``mujoco.MjModel``
 and the :class:`~simbackend.model_info.ModelInfo` derived from it.
@@ -9,13 +12,16 @@ and the :class:`~simbackend.model_info.ModelInfo` derived from it.
 from __future__ import annotations
 
 import os
+import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Union
+from typing import Any, Optional, Union
 
 import numpy as np
 
 from simbackend.errors import ModelLoadError, closest_names_hint
 from simbackend.model_info import ModelInfo
+from simbackend.models.actuators import ActuatorSpec, actuator_specs, add_actuators
+from simbackend.models.urdf import load_urdf_spec, package_dirs_option
 
 ASSETS = Path(__file__).resolve().parent / "assets"
 
@@ -48,47 +54,103 @@ def describe_source(source: ModelSource) -> str:
     return str(source)
 
 
-def compile_model(source: ModelSource) -> "mujoco.MjModel":
+def compile_model(source: ModelSource, *, package_dirs: Any = None, actuators: Any = None,
+                  fuse_static: Optional[bool] = None) -> "mujoco.MjModel":
     """Compile a model source into a ``mujoco.MjModel``.
 
     Args:
         source: a path to an MJCF (``.xml``) or URDF (``.urdf``) file, a
-            ``mujoco.MjSpec``, an already compiled ``mujoco.MjModel`` (used as
-            is), or the name of a built-in model (:func:`builtin_models`).
+            ``mujoco.MjSpec`` (not modified), an already compiled
+            ``mujoco.MjModel`` (used as is), or the name of a built-in model
+            (:func:`builtin_models`).
+        package_dirs: where a URDF's ``package://PKG/...`` URIs resolve: a
+            path or paths, each a package folder or a folder holding packages
+            (searched before the file's ancestors and ``ROS_PACKAGE_PATH``;
+            see :mod:`simbackend.models.urdf`).
+        actuators: actuators to add (:mod:`simbackend.models.actuators`), e.g.
+            ``[{"joints": ".*", "kind": "position", "kp": 100, "kv": 10}]``.
+        fuse_static: let MuJoCo fuse bodies welded to their parent into it.
+            ``None`` (default): off for URDF, so every link keeps its name and
+            id, and the file's own setting for MJCF (off unless it says so).
 
     Returns:
         The compiled model. A caller that needs its own copy must copy it.
 
     Raises:
-        ModelLoadError: the file is missing, the name unknown, or MuJoCo's
-            compiler rejected the model (its message is included).
+        ModelLoadError: one line naming the file and the problem: a missing
+            file, a folder, an unknown name, an unresolvable mesh, a bad option,
+            or MuJoCo's compiler's message.
     """
     import mujoco
 
+    dirs = package_dirs_option(package_dirs)
+    specs = actuator_specs(actuators)
+    if fuse_static is not None and not isinstance(fuse_static, bool):
+        raise ModelLoadError(f"fuse_static: expected True, False or None, got {fuse_static!r}")
     if isinstance(source, mujoco.MjModel):
+        given = [k for k, v in (("package_dirs", dirs), ("actuators", specs), ("fuse_static", fuse_static)) if v]
+        if given:
+            raise ModelLoadError(f"{', '.join(given)}: a compiled mujoco.MjModel cannot take model options;"
+                                 " pass the MJCF/URDF path or a mujoco.MjSpec")
         return source
     if isinstance(source, mujoco.MjSpec):
-        try:
-            return source.compile()
-        except Exception as e:  # mujoco raises ValueError with the compiler's message
-            raise ModelLoadError(f"MuJoCo could not compile the MjSpec: {e}") from e
-    if not isinstance(source, (str, os.PathLike)):
+        spec, label = source.copy(), "the MjSpec"
+    elif isinstance(source, (str, os.PathLike)):
+        path, label = _source_path(source), None
+        label = str(path)
+        if path.suffix.lower() == ".urdf" or _root_tag(path) == "robot":
+            spec = load_urdf_spec(path, dirs, bool(fuse_static))
+            fuse_static = None  # applied by the URDF loader
+        else:
+            try:
+                spec = mujoco.MjSpec.from_file(str(path))
+            except Exception as e:
+                raise ModelLoadError(f"MuJoCo could not compile {path}: {_one_line(e)}") from e
+    else:
         raise ModelLoadError(
             "model source must be a path to an MJCF/URDF file, a mujoco.MjSpec, a"
             f" mujoco.MjModel or a built-in model name ({', '.join(builtin_models())});"
             f" got {type(source).__name__}"
         )
-    text = os.fspath(source)
-    path = Path(text)
-    looks_like_path = path.suffix.lower() in (".xml", ".urdf", ".mjcf") or os.sep in text
-    if not looks_like_path:
-        path = builtin_model_path(text)
-    elif not path.is_file():
-        raise ModelLoadError(f"model file not found: {text}")
+    if fuse_static is not None:
+        spec.compiler.fusestatic = fuse_static
+    if specs:
+        add_actuators(spec, specs)
     try:
-        return mujoco.MjModel.from_xml_path(str(path))
-    except Exception as e:
-        raise ModelLoadError(f"MuJoCo could not compile {path}: {e}") from e
+        return spec.compile()
+    except Exception as e:  # mujoco raises ValueError with the compiler's (multi-line) message
+        raise ModelLoadError(f"MuJoCo could not compile {label}: {_one_line(e)}") from e
+
+
+def _one_line(e: BaseException) -> str:
+    """MuJoCo's multi-line messages ("XML Error: ...\nElement 'x', line 3") on one line."""
+    return " ".join(str(e).split())
+
+
+def _source_path(source: Union[str, os.PathLike]) -> Path:
+    """The file a path-like source names (built-in names included), checked to be a readable file."""
+    text = os.fspath(source)
+    path = Path(text).expanduser()
+    looks_like_path = path.suffix.lower() in (".xml", ".urdf", ".mjcf") or os.sep in text or path.exists()
+    if not looks_like_path:
+        return builtin_model_path(text)
+    if path.is_dir():
+        raise ModelLoadError(f"model path {text!r} is a folder; give the MJCF or URDF file inside it")
+    if not path.is_file():
+        raise ModelLoadError(f"model file not found: {text}")
+    if path.stat().st_size == 0:
+        raise ModelLoadError(f"model file {text!r} is empty")
+    return path
+
+
+def _root_tag(path: Path) -> Optional[str]:
+    """The root element's tag of an XML file, or None when it is not XML."""
+    try:
+        for _, elem in ET.iterparse(path, events=("start",)):
+            return elem.tag
+    except ET.ParseError:
+        return None
+    return None
 
 
 def model_info(m: "mujoco.MjModel") -> ModelInfo:
@@ -174,3 +236,6 @@ def model_info(m: "mujoco.MjModel") -> ModelInfo:
         key_qpos=np.array(m.key_qpos, dtype=np.float64).reshape(m.nkey, m.nq),
         base_body=int(base),
     )
+
+
+__all__ = ["ActuatorSpec", "builtin_models", "builtin_model_path", "compile_model", "describe_source", "model_info"]
