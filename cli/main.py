@@ -92,6 +92,61 @@ def _version_callback(value: bool) -> None:
         raise typer.Exit(0)
 
 
+# ----------------------------------------------------------------------
+# construction options and device, shared by run, parity and contract
+# ----------------------------------------------------------------------
+def _option_flags() -> dict[str, Any]:
+    """The typer parameters every building command takes (see :func:`_backend_options`)."""
+    return {
+        "option": typer.Option(
+            None, "--option", "-o", metavar="KEY=VALUE",
+            help="Construction option, repeatable; VALUE is JSON where it parses. ENGINE.KEY=VALUE goes into that"
+                 " engine's block (e.g. -o sapien.solver=tgs); blocks of other engines are ignored.",
+        ),
+        "nthread": typer.Option(None, "--nthread", help="At most this many CPU threads step the physics (0: all)."),
+        "solver_iterations": typer.Option(None, "--solver-iterations", help="Constraint-solver iterations."),
+        "timestep": typer.Option(None, "--timestep", help="Physics substep in seconds, replacing the model's."),
+        "package_dir": typer.Option(None, "--package-dir", metavar="PATH",
+                                    help="Where a URDF's package:// URIs resolve, repeatable."),
+        "device": typer.Option(None, "--device", help="Torch device: cpu, cuda, cuda:1 (default: the backend's)."),
+    }
+
+
+def _backend_options(option: Optional[list[str]], nthread: Optional[int], solver_iterations: Optional[int],
+                     timestep: Optional[float], package_dir: Optional[list[str]]) -> dict[str, Any]:
+    """The options dict from the flags; malformed text is a usage error (exit 2)."""
+    from simbackend.errors import SimBackendError
+    from simbackend.options import merge_cli_options, parse_cli_option
+
+    try:
+        options = merge_cli_options([parse_cli_option(text) for text in option or []])
+    except SimBackendError as e:
+        raise _fail(str(e), code=2)
+    for key, value in (("nthread", nthread), ("solver_iterations", solver_iterations), ("timestep", timestep)):
+        if value is not None:
+            options[key] = value
+    if package_dir:
+        options["package_dirs"] = list(package_dir)
+    return options
+
+
+def _check_device(device: Optional[str]) -> Optional[str]:
+    """Stop with exit 2 before building anything when ``device`` is malformed or absent (cuda without CUDA)."""
+    if device is None:
+        return None
+    from simbackend.devices import require_device
+    from simbackend.errors import SimBackendError
+
+    try:
+        require_device(device, argument="--device")
+    except SimBackendError as e:
+        raise _fail(str(e), code=2)
+    return device
+
+
+OPTION_FLAGS = _option_flags()
+
+
 @app.callback()
 def _root(
     version: bool = typer.Option(
@@ -249,10 +304,12 @@ def run(
     steps: int = typer.Option(500, "--steps", "-s", min=1, help="Number of step() calls."),
     nsteps: int = typer.Option(1, "--nsteps", "-k", min=1, help="Physics substeps per step() call (decimation)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the backend and of the random actions."),
-    nthread: Optional[int] = typer.Option(
-        None, "--nthread", min=0, help="Worker threads (backend option 'nthread'; 0: all CPUs)."
-    ),
-    device: Optional[str] = typer.Option(None, "--device", help="Torch device of the tensors (default: backend's)."),
+    option: Optional[list[str]] = OPTION_FLAGS["option"],
+    nthread: Optional[int] = OPTION_FLAGS["nthread"],
+    solver_iterations: Optional[int] = OPTION_FLAGS["solver_iterations"],
+    timestep: Optional[float] = OPTION_FLAGS["timestep"],
+    package_dir: Optional[list[str]] = OPTION_FLAGS["package_dir"],
+    device: Optional[str] = OPTION_FLAGS["device"],
     json_path: Optional[str] = typer.Option(None, "--json", help="Also write the figures to this JSON file."),
 ) -> None:
     """Step N envs S times with uniform random actions and report throughput.
@@ -268,9 +325,10 @@ def run(
     from simbackend.errors import SimBackendError
     from simbackend.registry import make_backend
 
-    options: dict[str, Any] = {}
-    if nthread is not None:
-        options["nthread"] = nthread
+    options = _backend_options(option, nthread, solver_iterations, timestep, package_dir)
+    _check_device(device)
+    if json_path:
+        _check_writable(json_path)
     t_build = time.perf_counter()
     try:
         backend = make_backend(sim, model, num_envs, device=device, seed=seed, **options)
@@ -384,6 +442,18 @@ def run(
         console.print(Text(f"figures written to {json_path}"))
 
 
+def _check_writable(path: str) -> None:
+    """Fail at once (exit 2) when ``path`` cannot be written, instead of after a long run."""
+    target = os.path.abspath(path)
+    parent = os.path.dirname(target) or "."
+    if os.path.isdir(target):
+        raise _fail(f"--json: {path} is a folder, not a file", code=2)
+    if not os.path.isdir(parent):
+        raise _fail(f"--json: the folder {parent} does not exist", code=2)
+    if not os.access(parent, os.W_OK) or (os.path.exists(target) and not os.access(target, os.W_OK)):
+        raise _fail(f"--json: {path} is not writable", code=2)
+
+
 # ----------------------------------------------------------------------
 # parity
 # ----------------------------------------------------------------------
@@ -445,11 +515,19 @@ def parity(
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the random configurations, states and controls."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (stdout) instead of a table."),
+    option: Optional[list[str]] = OPTION_FLAGS["option"],
+    nthread: Optional[int] = OPTION_FLAGS["nthread"],
+    solver_iterations: Optional[int] = OPTION_FLAGS["solver_iterations"],
+    timestep: Optional[float] = OPTION_FLAGS["timestep"],
+    package_dir: Optional[list[str]] = OPTION_FLAGS["package_dir"],
+    device: Optional[str] = OPTION_FLAGS["device"],
 ) -> None:
     """Compare backend --sim with the MuJoCo reference on one model, tier by tier.
 
     Prints each quantity's largest error, its tolerance, pass/FAIL, and for
-    rollouts the first substep where it left tolerance. Exit code: 0 when every
+    rollouts the first substep where it left tolerance. --device runs the backend
+    under test there (the reference stays on its default device); the options
+    reach both backends. Exit code: 0 when every
     tier passed, 1 when one failed (a model the backend cannot load included),
     2 for bad arguments (unknown backend or tier, a model the reference cannot load).
     """
@@ -458,8 +536,11 @@ def parity(
     from simbackend.errors import SimBackendError
     from simbackend.parity import run_parity
 
+    options = _backend_options(option, nthread, solver_iterations, timestep, package_dir)
+    _check_device(device)
     try:
-        report = run_parity(sim, model, reference=reference, tiers=tier, num_envs=num_envs, seed=seed)
+        report = run_parity(sim, model, reference=reference, tiers=tier, num_envs=num_envs, seed=seed,
+                            device=device, options=options)
     except (SimBackendError, ValueError, TypeError) as e:
         raise _fail(f"could not run parity for model {model!r}: {e}", code=2)
     if as_json:
@@ -494,14 +575,27 @@ def contract_suite_dir() -> str:
 @app.command(
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
 )
-def contract(ctx: typer.Context, sim: str = _sim_option()) -> None:
+def contract(
+    ctx: typer.Context,
+    sim: str = _sim_option(),
+    option: Optional[list[str]] = OPTION_FLAGS["option"],
+    device: Optional[str] = OPTION_FLAGS["device"],
+) -> None:
     """Run the conformance suite against backend --sim; extra arguments go to pytest.
 
-    Example: simbackend contract --sim mujoco -q -x -k "names or shapes"
+    --device and --option reach every backend the suite builds (pytest's
+    --device and --sim-option). Example: simbackend contract --sim sapien -o
+    sapien.solver=tgs -q -x -k "names or shapes"
     """
     import pytest
 
+    _backend_options(option, None, None, None, None)  # malformed text: exit 2 before pytest starts
+    _check_device(device)
     args = [contract_suite_dir(), "--sim", sim, "-p", "no:cacheprovider"]
+    if device is not None:
+        args += ["--device", device]
+    for text in option or []:
+        args += ["--sim-option", text]
     if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
         args += ["-p", "simbackend.contract_tests.plugin"]
     code = pytest.main([*args, *ctx.args])

@@ -1,7 +1,9 @@
 """pytest plugin of the conformance suite (entry point ``pytest11: simbackend``).
 
-Adds ``--sim NAME`` (the backend under test, default ``mujoco``), the fixtures
-the suite uses, and the hypothesis profiles:
+Adds ``--sim NAME`` (the backend under test, default ``mujoco``), ``--device``
+(where the backends are built; CUDA missing is a usage error) and
+``--sim-option KEY=VALUE`` (construction options for every backend built),
+the fixtures the suite uses, and the hypothesis profiles:
 
 * ``simbackend-ci`` (loaded unless ``--hypothesis-profile`` is given):
   derandomized, bounded example counts, no deadline, no example database, so a
@@ -47,6 +49,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=os.environ.get("SIMBACKEND_SIM", "mujoco"),
         help="registered backend the conformance suite runs against (default: mujoco)",
     )
+    group.addoption(
+        "--device",
+        action="store",
+        default=None,
+        dest="sim_device",
+        help="torch device of the backends the suite builds (cpu, cuda, cuda:1; default: the backend's)",
+    )
+    group.addoption(
+        "--sim-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="construction option for every backend the suite builds, repeatable (ENGINE.KEY=VALUE for an engine block)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -57,10 +73,42 @@ def pytest_configure(config: pytest.Config) -> None:
         chosen = None
     if not chosen:
         settings.load_profile(CI_PROFILE)
+    from simbackend.errors import SimBackendError
+
+    device = config.getoption("sim_device", None)
+    if device is not None:
+        from simbackend.devices import require_device
+
+        try:
+            require_device(device, argument="--device")
+        except SimBackendError as e:
+            raise pytest.UsageError(str(e)) from e
+    try:
+        _suite_options(config)
+    except SimBackendError as e:
+        raise pytest.UsageError(str(e)) from e
+
+
+def _suite_options(config: pytest.Config) -> dict[str, Any]:
+    """The ``--sim-option`` pairs as construction options."""
+    from simbackend.options import merge_cli_options, parse_cli_option
+
+    texts = config.getoption("--sim-option", None) or []
+    return merge_cli_options([parse_cli_option(t, "--sim-option") for t in texts], "--sim-option")
+
+
+def _merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """``extra`` over ``base``; engine blocks (dicts) merge key by key."""
+    out = dict(base)
+    for k, v in extra.items():
+        out[k] = {**out[k], **v} if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    return f"simbackend conformance: --sim {config.getoption('--sim')}"
+    extra = "".join(f" --sim-option {t}" for t in config.getoption("--sim-option", None) or [])
+    device = config.getoption("sim_device", None)
+    return f"simbackend conformance: --sim {config.getoption('--sim')}" + (f" --device {device}" if device else "") + extra
 
 
 @pytest.fixture(scope="session")
@@ -76,15 +124,28 @@ def sim_name(pytestconfig: pytest.Config) -> str:
     return name
 
 
+@pytest.fixture(scope="session")
+def sim_device(pytestconfig: pytest.Config) -> Any:
+    """The ``--device`` the suite builds backends on (``None``: the backend's default)."""
+    return pytestconfig.getoption("sim_device", None)
+
+
+@pytest.fixture(scope="session")
+def sim_options(pytestconfig: pytest.Config) -> dict[str, Any]:
+    """The ``--sim-option`` construction options given to every backend the suite builds."""
+    return _suite_options(pytestconfig)
+
+
 @pytest.fixture
-def make_sim(sim_name: str) -> Callable[..., Any]:
-    """Factory ``make_sim(model, num_envs=4, **options)`` for the backend under test; closes them at teardown."""
+def make_sim(sim_name: str, sim_device: Any, sim_options: dict[str, Any]) -> Callable[..., Any]:
+    """Factory ``make_sim(model, num_envs=4, **options)`` for the backend under test on ``--device``,
+    with ``--sim-option`` options (a test's own options merge over them); closes them at teardown."""
     from simbackend.registry import make_backend
 
     made: list[Any] = []
 
     def factory(model: Any, num_envs: int = 4, **options: Any) -> Any:
-        sim = make_backend(sim_name, model, num_envs, **options)
+        sim = make_backend(sim_name, model, num_envs, device=sim_device, **_merged(sim_options, options))
         made.append(sim)
         return sim
 
@@ -94,11 +155,11 @@ def make_sim(sim_name: str) -> Callable[..., Any]:
 
 
 @pytest.fixture(scope="session")
-def capabilities(sim_name: str) -> Any:
-    """The capabilities the backend under test declares."""
+def capabilities(sim_name: str, sim_device: Any, sim_options: dict[str, Any]) -> Any:
+    """The capabilities the backend under test declares (on ``--device``: they can depend on it)."""
     from simbackend.registry import make_backend
 
-    with make_backend(sim_name, "pendulum", 1) as sim:
+    with make_backend(sim_name, "pendulum", 1, device=sim_device, **sim_options) as sim:
         return sim.capabilities
 
 

@@ -176,7 +176,7 @@ def parse_options(
     return BackendOptions(nthread=nthread, solver_iterations=iters, timestep=timestep, model=model, engine=engine)
 
 
-def parse_cli_option(text: str) -> tuple[str, Any]:
+def parse_cli_option(text: str, argument: str = "--option") -> tuple[str, Any]:
     """``KEY=VALUE`` from the command line into ``(key, value)``.
 
     ``VALUE`` is read as JSON where it parses (``2``, ``1e-3``, ``true``,
@@ -187,11 +187,11 @@ def parse_cli_option(text: str) -> tuple[str, Any]:
     import json
 
     if "=" not in text:
-        raise InvalidArgumentError(f"--option: expected KEY=VALUE, got {text!r}")
+        raise InvalidArgumentError(f"{argument}: expected KEY=VALUE, got {text!r}")
     key, raw = text.split("=", 1)
     key = key.strip()
     if not key:
-        raise InvalidArgumentError(f"--option: empty key in {text!r}")
+        raise InvalidArgumentError(f"{argument}: empty key in {text!r}")
     try:
         value = json.loads(raw)
     except ValueError:
@@ -199,7 +199,7 @@ def parse_cli_option(text: str) -> tuple[str, Any]:
     return key, value
 
 
-def merge_cli_options(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def merge_cli_options(pairs: list[tuple[str, Any]], argument: str = "--option") -> dict[str, Any]:
     """Options dict from ``(key, value)`` pairs; ``engine.key`` pairs go into ``{engine: {key: value}}``."""
     out: dict[str, Any] = {}
     for key, value in pairs:
@@ -207,7 +207,7 @@ def merge_cli_options(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
             engine, sub = key.split(".", 1)
             block = out.setdefault(engine, {})
             if not isinstance(block, dict):
-                raise InvalidArgumentError(f"--option: {engine!r} given both as a value and as an engine block")
+                raise InvalidArgumentError(f"{argument}: {engine!r} given both as a value and as an engine block")
             block[sub] = value
         else:
             out[key] = value

@@ -301,6 +301,7 @@ def run_parity(
     num_envs: int = KIN_NUM_ENVS,
     seed: int = 0,
     device: Any = None,
+    options: Optional[dict] = None,
 ) -> ParityReport:
     """Compare backend ``sim`` with ``reference`` on ``model``, tier by tier.
 
@@ -313,7 +314,11 @@ def run_parity(
         num_envs: envs (random configurations) of the kinematics and jacobian tiers.
         seed: seed of the random configurations, initial states and controls,
             and of both backends.
-        device: torch device of both backends (``None``: each backend's default).
+        device: torch device of the backend under test (``None``: its default);
+            the reference runs on its default device (MuJoCo: the CPU).
+        options: construction options (:mod:`simbackend.options`) given to both
+            backends (per-engine blocks reach only their engine), so that model
+            options such as ``actuators`` build the same model on both.
 
     Returns:
         A :class:`ParityReport`; its rows say what held and what did not.
@@ -332,7 +337,7 @@ def run_parity(
     if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
         raise InvalidArgumentError(f"num_envs: expected an integer >= 1, got {num_envs!r}")
     report = ParityReport(sim, reference, _model_label(model), chosen, num_envs, int(seed))
-    ctx = _Context(sim, reference, model, seed=int(seed), device=device)
+    ctx = _Context(sim, reference, model, seed=int(seed), device=device, options=dict(options or {}))
 
     # the reference first: a model it cannot load is the caller's error, not a parity failure
     ref_probe = ctx.build(reference, 1)
@@ -365,11 +370,13 @@ def run_parity(
 class _Context:
     """What every tier needs: both backend names, the model, the seed."""
 
-    def __init__(self, sim: str, reference: str, model: Any, *, seed: int, device: Any):
+    def __init__(self, sim: str, reference: str, model: Any, *, seed: int, device: Any, options: dict):
         self.sim, self.reference, self.model, self.seed, self.device = sim, reference, model, seed, device
+        self.options = options
 
     def build(self, name: str, num_envs: int) -> Any:
-        return make_backend(name, self.model, num_envs, device=self.device, seed=self.seed)
+        device = self.device if name == self.sim else None
+        return make_backend(name, self.model, num_envs, device=device, seed=self.seed, **self.options)
 
     def pair(self, num_envs: int) -> tuple[Any, Any]:
         """(backend under test, reference), each with ``num_envs`` envs."""

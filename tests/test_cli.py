@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import time
 from dataclasses import fields
 from importlib import metadata
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from simbackend.capabilities import Capabilities
@@ -448,3 +450,66 @@ def test_contract_passes_arguments_and_exit_code_through(runner: CliRunner, monk
     assert args[0] == suite
     assert args[args.index("--sim") + 1] == "mujoco"
     assert args[-5:] == ["-q", "-x", "-k", "a or b", "--maxfail=2"]
+
+
+# ----------------------------------------------------------------------------
+# construction options and devices on the command line
+# ----------------------------------------------------------------------------
+
+def test_run_takes_common_and_engine_options(runner: CliRunner, tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    result = invoke(runner, "run", "--sim", "mujoco", "--model", "pendulum", "-n", "4", "-s", "3", "--nthread", "1",
+                    "--solver-iterations", "7", "--timestep", "0.004", "-o", "mujoco.integrator=rk4",
+                    "-o", "sapien.solver=tgs", "--json", str(out))
+    assert result.exit_code == 0, result.output
+    figures = json.loads(out.read_text())
+    assert figures["physics_dt"] == pytest.approx(0.004) and figures["nthread"] == 1
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["-o", "nthread"], "--option: expected KEY=VALUE"),
+    (["-o", "=3"], "empty key"),
+    (["-o", "no_such_option=1"], "no_such_option"),
+    (["-o", "mujoco.integrator=leapfrog"], "mujoco.integrator"),
+    (["--device", "cuda:7" if torch.cuda.is_available() else "cuda"], "CUDA"),
+    (["--device", "meta"], "--device"),
+])
+def test_run_rejects_bad_options_in_one_line(runner: CliRunner, args: list[str], fragment: str) -> None:
+    result = invoke(runner, "run", "--sim", "mujoco", "--model", "pendulum", "-n", "2", "-s", "2", *args)
+    assert result.exit_code in (1, 2) and fragment in result.output, result.output
+    error_lines = [line for line in result.output.splitlines() if line.startswith("error:")]
+    assert len(error_lines) == 1
+
+
+def test_run_checks_the_json_path_before_running(runner: CliRunner, tmp_path: Path) -> None:
+    """A --json path that cannot be written fails at once, not after the whole run."""
+    for bad in (tmp_path / "missing" / "out.json", tmp_path):
+        t0 = time.perf_counter()
+        result = invoke(runner, "run", "--sim", "mujoco", "--model", "arm7", "-n", "512", "-s", "100000",
+                        "--json", str(bad))
+        assert result.exit_code == 2, result.output
+        assert "--json" in result.output and "env-steps/s" not in result.output
+        assert time.perf_counter() - t0 < 20
+
+
+def test_parity_and_contract_take_device_and_options(runner: CliRunner) -> None:
+    if not torch.cuda.is_available():
+        for command in (["parity", "--sim", "mujoco", "--model", "pendulum"], ["contract", "--sim", "mujoco"]):
+            result = invoke(runner, *command, "--device", "cuda")
+            assert result.exit_code == 2 and "CUDA" in result.output, result.output
+    result = invoke(runner, "parity", "--sim", "mujoco", "--model", "pendulum", "--tier", "model",
+                    "-o", "solver_iterations=20", "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    result = invoke(runner, "contract", "--sim", "mujoco", "-o", "nthread", "-q")
+    assert result.exit_code == 2 and "KEY=VALUE" in result.output, result.output
+
+
+def test_contract_forwards_options_to_the_suite(tmp_path: Path) -> None:
+    """simbackend contract -o/--device reach the backends the suite builds (pytest --sim-option/--device)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "simbackend.cli.main", "contract", "--sim", "mujoco", "-o", "nthread=1",
+         "-o", "sapien.solver=tgs", "--device", "cpu", "-k", "test_model_query_values and pendulum"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, env={**os.environ, "MUJOCO_GL": "egl"},
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "--device cpu --sim-option nthread=1 --sim-option sapien.solver=tgs" in proc.stdout
