@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import importlib.util
+import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from simbackend.math import quat_angle_between as quat_distance  # noqa: F401 (re-exported for the suite)
 from simbackend.math import quat_mul
 from simbackend.math import quat_to_matrix as quat_to_mat
+from simbackend.sampling import random_configurations, random_unit_quat  # noqa: F401 (re-exported)
 
 #: a small chain with a ball joint (contract models are all hinge/slide/free otherwise)
 BALL_MJCF = """
@@ -54,41 +57,12 @@ def gymnasium_assets() -> Path | None:
     return path if path.is_dir() else None
 
 
-def random_unit_quat(rng: np.random.Generator, size: tuple[int, ...] = ()) -> np.ndarray:
-    """Uniformly random unit quaternions, wxyz, ``(*size, 4)``."""
-    q = rng.normal(size=(*size, 4))
-    return q / np.linalg.norm(q, axis=-1, keepdims=True)
-
-
 def random_qpos(sim: Any, rng: np.random.Generator, n: int | None = None, *, margin: float = 0.05) -> np.ndarray:
-    """``(n, nq)`` random configurations: dofs inside their ranges, random free/ball orientations.
-
-    Free joints keep the default position plus up to 0.1 m of offset. Unlimited
-    hinges are drawn from [-pi, pi].
-    """
-    n = sim.num_envs if n is None else n
-    info = sim.info
-    qpos = np.tile(to_np(sim.get_default_qpos()), (n, 1))
-    rng_lo_hi = info.joint_range[info.dof_joints].copy()
-    lo = np.where(np.isfinite(rng_lo_hi[:, 0]), rng_lo_hi[:, 0] + margin, -np.pi)
-    hi = np.where(np.isfinite(rng_lo_hi[:, 1]), rng_lo_hi[:, 1] - margin, np.pi)
-    hi = np.maximum(hi, lo)
-    qpos[:, info.dof_qpos_index] = rng.uniform(lo, hi, size=(n, lo.size))
-    for j, t in enumerate(info.joint_type):
-        adr = int(info.joint_qposadr[j])
-        if t == 0:  # free
-            qpos[:, adr : adr + 3] += rng.uniform(-0.1, 0.1, size=(n, 3))
-            qpos[:, adr + 3 : adr + 7] = random_unit_quat(rng, (n,))
-        elif t == 1:  # ball
-            qpos[:, adr : adr + 4] = random_unit_quat(rng, (n,))
-    return qpos
-
-
-def quat_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Rotation angle between quaternions, insensitive to sign, ``(...)``."""
-    a = a / np.linalg.norm(a, axis=-1, keepdims=True)
-    b = b / np.linalg.norm(b, axis=-1, keepdims=True)
-    return 2 * np.arccos(np.clip(np.abs((a * b).sum(-1)), 0.0, 1.0))
+    """``(n, nq)`` random configurations of ``sim``'s model (:func:`simbackend.sampling.random_configurations`):
+    dofs inside their ranges by ``margin``, unlimited dofs in [-pi, pi], random free/ball
+    orientations, free joints within 0.1 m of the default position."""
+    return random_configurations(sim.info, sim.num_envs if n is None else n, rng, margin=margin, free_offset=0.1,
+                                 unlimited_slide=math.pi)
 
 
 def angular_velocity_from_quats(q0: np.ndarray, q1: np.ndarray, dt: float) -> np.ndarray:

@@ -99,8 +99,12 @@ def quat_canonical(q: Array) -> Array:
 
 
 def quat_angle_between(a: Array, b: Array) -> Array:
-    """Rotation angle (radians) between unit quaternions, insensitive to sign, ``(...)``."""
-    d = abs((a * b).sum(-1))
-    if isinstance(d, torch.Tensor):
-        return 2.0 * torch.acos(d.clamp(max=1.0))
-    return 2.0 * np.arccos(np.minimum(d, 1.0))
+    """Rotation angle (radians) between quaternions ``(..., 4)``, insensitive to sign and to their norms.
+
+    Computed as ``2 atan2(|v|, |w|)`` of ``conj(a) b``, which keeps full
+    precision for tiny angles where ``acos`` of a dot product loses it.
+    """
+    r = quat_mul(quat_conj(quat_normalize(a)), quat_normalize(b))
+    if isinstance(r, torch.Tensor):
+        return 2.0 * torch.atan2(torch.linalg.vector_norm(r[..., 1:], dim=-1), r[..., 0].abs())
+    return 2.0 * np.arctan2(np.linalg.norm(r[..., 1:], axis=-1), np.abs(r[..., 0]))

@@ -64,3 +64,20 @@ def test_numpy_arrays_give_the_same_results_as_tensors():
         assert isinstance(out, np.ndarray), fn.__name__
         np.testing.assert_allclose(out, fn(*targs).numpy(), atol=1e-12, err_msg=fn.__name__)
     np.testing.assert_allclose(sm.cross(v, v[::-1]), np.cross(v, v[::-1]), atol=1e-12)
+
+
+def test_quat_angle_is_precise_for_tiny_angles_and_sign_blind():
+    rng = np.random.default_rng(0)
+    q = rng.normal(size=(5, 4))
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    angle = 3e-7
+    axis = np.array([0.0, 0.6, 0.8])
+    dq = np.concatenate(([np.cos(angle / 2)], np.sin(angle / 2) * axis))
+    rotated = sm.quat_mul(q, np.broadcast_to(dq, q.shape))
+    np.testing.assert_allclose(sm.quat_angle_between(q, rotated), angle, rtol=1e-6)
+    np.testing.assert_allclose(sm.quat_angle_between(q, -rotated), angle, rtol=1e-6)
+    np.testing.assert_allclose(sm.quat_angle_between(q, q), 0.0, atol=1e-12)
+    # the same on torch tensors, and on quaternions that are not unit norm
+    tq, tr = torch.as_tensor(q), torch.as_tensor(rotated)
+    torch.testing.assert_close(sm.quat_angle_between(3.0 * tq, tr), torch.full((5,), angle, dtype=torch.float64),
+                               rtol=1e-6, atol=0)

@@ -17,7 +17,7 @@ from simbackend import parity
 from simbackend.backends.mujoco import MuJoCoBackend
 from simbackend.errors import InvalidArgumentError, ModelLoadError
 from simbackend.models import builtin_model_path, builtin_models
-from simbackend.parity import ParityReport, ParityRow, quat_angle, run_parity
+from simbackend.parity import ParityReport, ParityRow, run_parity
 from simbackend.registry import register_backend, unregister_backend
 
 #: the kicked backend jumps its elbow by KICK rad after this many substeps
@@ -195,21 +195,6 @@ def test_report_is_strict_json_and_orders_failures():
     assert "dynamics/dof_pos[b]: max error 0.2 > 0.01 first at step 12" in report.summary()
     with pytest.raises(KeyError, match="servo"):
         report.tier_passed("servo")
-
-
-def test_quat_angle_is_precise_for_tiny_angles_and_sign_blind():
-    rng = np.random.default_rng(0)
-    q = rng.normal(size=(5, 4))
-    q /= np.linalg.norm(q, axis=1, keepdims=True)
-    angle = 3e-7
-    axis = np.array([0.0, 0.6, 0.8])
-    dq = np.concatenate(([np.cos(angle / 2)], np.sin(angle / 2) * axis))
-    from simbackend.math import quat_mul
-
-    rotated = quat_mul(q, np.broadcast_to(dq, q.shape))
-    np.testing.assert_allclose(quat_angle(q, rotated), angle, rtol=1e-6)
-    np.testing.assert_allclose(quat_angle(q, -rotated), angle, rtol=1e-6)
-    np.testing.assert_allclose(quat_angle(q, q), 0.0, atol=1e-12)
 
 
 def test_random_configurations_respect_ranges():

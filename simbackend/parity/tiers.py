@@ -1,296 +1,21 @@
-"""Parity suite: how far a backend is from the MuJoCo reference, tier by tier.
-
-:func:`run_parity` loads one model into the backend under test and into the
-reference (``"mujoco"``), drives both through the same inputs and measures the
-difference of each quantity against its own stated tolerance. It talks only to
-the contract (backends come from :func:`simbackend.registry.make_backend`), so
-it runs unchanged against any registered backend.
-
-Tiers (:data:`TIERS`), in order:
-
-* ``load``: the backend builds the model. A backend that rejects it
-  (``ModelLoadError``, ``UnsupportedFeatureError``, ...) gives one failed row
-  with its message, and no other tier runs.
-* ``model``: names and order of bodies, joints, sites, actuators and sensors;
-  sizes (nq, nv, nu, num_dof); and the physical model each engine holds
-  (:meth:`~simbackend.contract.SimBackend.model_fields`): masses, centres of
-  mass, inertia tensors, joint ranges, ctrl and force ranges, timestep, gravity.
-* ``kinematics``: body and site poses at :data:`KIN_NUM_ENVS` random
-  configurations, one per env, written with one ``set_state``.
-* ``jacobian``: world-frame site Jacobians (all qvel columns) at the same kind
-  of random configurations.
-* ``dynamics``: the same initial states and control sequences (zero, a
-  sinusoid, seeded random steps) rolled out for :data:`DYN_DURATION` of
-  simulated time; every dof's trajectory is compared substep by substep, and
-  the row names the **first** substep where it leaves tolerance.
-* ``servo``: position actuators commanded to a target offset from the first
-  keyframe (or ``qpos0``); final dof positions after :data:`SERVO_DURATION`.
-* ``contact``: free bodies released from their initial pose settle for
-  :data:`CONTACT_DURATION`; their resting heights are compared.
-
-Which tiers run by default depends on the model (:func:`default_tiers`): the
-static tiers (model, kinematics, jacobian) on every model, ``dynamics`` on the
-contact-free built-ins (pendulum, double_pendulum, cartpole), ``servo`` on
-``arm7`` and ``contact`` on ``box_drop``. Any tier can be asked for explicitly.
-
-Errors are measured in float64 from the contract's float32 outputs, so the
-tolerances sit well above float32 rounding (~1e-7 relative).
-"""
+"""The tier runners and :func:`run_parity` (see :mod:`simbackend.parity`)."""
 
 from __future__ import annotations
 
 import math
-import os
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence
 
 import numpy as np
 
 from simbackend.errors import InvalidArgumentError
-from simbackend.math import quat_conj, quat_mul
+from simbackend.math import quat_angle_between
+from simbackend.model_info import JOINT_FREE
 from simbackend.registry import make_backend
+from simbackend.sampling import random_configurations
 
-__all__ = [
-    "TIERS",
-    "STATIC_TIERS",
-    "MODEL_DEFAULT_TIERS",
-    "ParityRow",
-    "ParityReport",
-    "default_tiers",
-    "run_parity",
-    "random_configurations",
-    "dynamics_controls",
-    "quat_angle",
-]
-
-#: every tier, in the order they run and are reported (``load`` always runs first)
-TIERS = ("model", "kinematics", "jacobian", "dynamics", "servo", "contact")
-
-#: tiers that need no simulation, run on every model by default
-STATIC_TIERS = ("model", "kinematics", "jacobian")
-
-#: built-in model name (or file stem) -> tiers run by default; other models get :data:`STATIC_TIERS`
-MODEL_DEFAULT_TIERS = {
-    "pendulum": STATIC_TIERS + ("dynamics",),
-    "double_pendulum": STATIC_TIERS + ("dynamics",),
-    "cartpole": STATIC_TIERS + ("dynamics",),
-    "arm7": STATIC_TIERS + ("servo",),
-    "box_drop": STATIC_TIERS + ("contact",),
-}
-
-# ----------------------------------------------------------------------
-# tolerances and settings
-# ----------------------------------------------------------------------
-#: model tier: relative tolerance of masses, inertia tensors (relative to the
-#: body's largest inertia element), ctrl/force ranges and the timestep. An
-#: engine that stores float32 rounds at ~6e-8 relative; diagonalising and
-#: rotating an inertia tensor back in float32 costs a few times that.
-MODEL_RTOL = 1e-6
-#: model tier: scale below which :data:`MODEL_RTOL` becomes absolute (kg, kg m^2, ctrl and force units, s)
-MODEL_SCALE_FLOOR = {"body_mass": 1e-3, "body_inertia": 1e-6, "actuator_ctrl_range": 1.0,
-                     "actuator_force_range": 1.0, "timestep": 1e-3}
-#: model tier: absolute tolerance of centres of mass (m) and joint ranges (rad or m)
-MODEL_LENGTH_ATOL = 1e-6
-#: model tier: absolute tolerance of gravity (m/s^2; 9.81 in float32 is off by 4e-7)
-MODEL_GRAVITY_ATOL = 1e-5
-
-#: kinematics/jacobian: number of random configurations (one per env, one set_state)
-KIN_NUM_ENVS = 64
-#: kinematics: body and site positions, m
-KIN_POS_TOL = 1e-5
-#: kinematics: body and site orientations, rad (rotation angle between the two, sign-insensitive)
-KIN_ANGLE_TOL = 1e-5
-#: kinematics: range of hinge angles where a hinge is unlimited, rad (uniform in [-pi, pi])
-KIN_UNLIMITED_HINGE = math.pi
-#: kinematics: range of slide positions where a slide is unlimited, m
-KIN_UNLIMITED_SLIDE = 0.5
-#: jacobian: every element of jacp (m/rad or 1) and jacr (1)
-JAC_TOL = 1e-4
-
-#: dynamics: simulated time of each rollout, s
-DYN_DURATION = 1.0
-#: dynamics: dof positions along the rollout, rad or m
-DYN_POS_TOL = 1e-2
-#: dynamics: envs: 0 zero ctrl, 1 sinusoid, 2 seeded random steps
-DYN_NUM_ENVS = 3
-#: dynamics: initial dof offsets from qpos0 are uniform in +- this (rad or m), inside the ranges
-DYN_INITIAL_OFFSET = 0.5
-#: dynamics: sinusoid frequency (Hz) and amplitude (fraction of the half ctrl range)
-DYN_SINE_HZ = 1.0
-DYN_SINE_AMPLITUDE = 0.8
-#: dynamics: the random control is held for this long before a new draw, s
-DYN_RANDOM_HOLD = 0.05
-
-#: servo: simulated time until the position servos are steady, s
-SERVO_DURATION = 2.5
-#: servo: final dof positions, rad or m
-SERVO_TOL = 1e-3
-#: servo: target = start joint value + (+-) this offset (alternating sign by actuator), clipped to ctrl range
-SERVO_OFFSET = 0.2
-
-#: contact: settling time of the released free bodies, s
-CONTACT_DURATION = 1.0
-#: contact: resting height (z of the body frame origin), m
-CONTACT_HEIGHT_TOL = 2e-3
-
-_FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3
-
-
-# ----------------------------------------------------------------------
-# the report
-# ----------------------------------------------------------------------
-@dataclass(frozen=True)
-class ParityRow:
-    """One measured quantity.
-
-    Attributes:
-        tier: one of ``"load"`` or :data:`TIERS`.
-        quantity: what was compared, e.g. ``"body_pos"`` or ``"dof_pos[elbow]"``.
-        max_error: the largest error seen (units of the quantity; relative for
-            relative tolerances; a count for names and sizes), ``inf`` where
-            the two could not be compared, ``None`` where nothing was measured.
-        tolerance: the bound ``max_error`` must not exceed.
-        passed: whether it held (a skipped row counts as passed).
-        first_step: for rollouts, the first substep (1-based: after that many
-            substeps) where the error exceeded the tolerance; ``None`` otherwise.
-        detail: where the worst error is, both values, or why it failed or was skipped.
-        skipped: the tier does not apply to this model (``detail`` says why).
-    """
-
-    tier: str
-    quantity: str
-    max_error: Optional[float]
-    tolerance: Optional[float]
-    passed: bool
-    first_step: Optional[int] = None
-    detail: str = ""
-    skipped: bool = False
-
-    @property
-    def status(self) -> str:
-        """``"pass"``, ``"FAIL"`` or ``"skip"``."""
-        return "skip" if self.skipped else ("pass" if self.passed else "FAIL")
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict; non-finite errors become the strings ``"inf"``/``"nan"``."""
-        d = asdict(self)
-        d["max_error"] = _json_float(self.max_error)
-        d["tolerance"] = _json_float(self.tolerance)
-        d["status"] = self.status
-        return d
-
-
-@dataclass
-class ParityReport:
-    """All rows of one parity run of backend ``sim`` against ``reference`` on ``model``."""
-
-    sim: str
-    reference: str
-    model: str
-    tiers: tuple[str, ...]
-    num_envs: int
-    seed: int
-    rows: list[ParityRow] = field(default_factory=list)
-
-    @property
-    def passed(self) -> bool:
-        """Whether every row passed (skipped rows count as passed)."""
-        return all(r.passed for r in self.rows)
-
-    @property
-    def failures(self) -> list[ParityRow]:
-        """The failed rows, in report order."""
-        return [r for r in self.rows if not r.passed]
-
-    def tier_rows(self, tier: str) -> list[ParityRow]:
-        return [r for r in self.rows if r.tier == tier]
-
-    def tier_passed(self, tier: str) -> bool:
-        """Whether every row of ``tier`` passed; raises ``KeyError`` if the tier has no rows."""
-        rows = self.tier_rows(tier)
-        if not rows:
-            raise KeyError(f"tier {tier!r} did not run; ran: {sorted({r.tier for r in self.rows})}")
-        return all(r.passed for r in rows)
-
-    def row(self, tier: str, quantity: str) -> ParityRow:
-        """The row of ``quantity`` in ``tier``; ``KeyError`` listing the tier's quantities."""
-        for r in self.rows:
-            if r.tier == tier and r.quantity == quantity:
-                return r
-        raise KeyError(f"no row {quantity!r} in tier {tier!r}; it has: {[r.quantity for r in self.tier_rows(tier)]}")
-
-    def first_failure(self, tier: Optional[str] = None) -> Optional[ParityRow]:
-        """The failed row (of ``tier``, or of any tier) that failed earliest.
-
-        Rows with a ``first_step`` are ordered by it (ties in report order) and
-        come before failed rows without one; ``None`` if nothing failed.
-        """
-        failed = [r for r in self.failures if tier is None or r.tier == tier]
-        if not failed:
-            return None
-        stepped = [r for r in failed if r.first_step is not None]
-        if stepped:
-            return min(stepped, key=lambda r: r.first_step)
-        return failed[0]
-
-    def summary(self) -> str:
-        """One line per failed row (or ``"all passed"``), for logs and assertion messages."""
-        if self.passed:
-            return f"{self.sim} vs {self.reference} on {self.model}: all {len(self.rows)} rows passed"
-        lines = [f"{self.sim} vs {self.reference} on {self.model}: {len(self.failures)} failed rows"]
-        for r in self.failures:
-            step = f" first at step {r.first_step}" if r.first_step is not None else ""
-            lines.append(
-                f"  {r.tier}/{r.quantity}: max error {_fmt(r.max_error)} > {_fmt(r.tolerance)}{step}; {r.detail}"
-            )
-        return "\n".join(lines)
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict of the run and its rows."""
-        return {
-            "sim": self.sim,
-            "reference": self.reference,
-            "model": self.model,
-            "tiers": list(self.tiers),
-            "num_envs": self.num_envs,
-            "seed": self.seed,
-            "passed": self.passed,
-            "rows": [r.to_dict() for r in self.rows],
-        }
-
-
-def _json_float(x: Optional[float]) -> Any:
-    if x is None:
-        return None
-    x = float(x)
-    return x if math.isfinite(x) else str(x)
-
-
-def _fmt(x: Optional[float]) -> str:
-    return "-" if x is None else f"{x:.3g}"
-
-
-# ----------------------------------------------------------------------
-# entry point
-# ----------------------------------------------------------------------
-def _model_label(model: Any) -> str:
-    if isinstance(model, (str, os.PathLike)):
-        return os.fspath(model)
-    return type(model).__name__
-
-
-def _model_key(model: Any) -> Optional[str]:
-    """Built-in name or file stem of a model source (selects its default tiers)."""
-    if isinstance(model, (str, os.PathLike)):
-        return Path(os.fspath(model)).stem
-    return None
-
-
-def default_tiers(model: Any) -> tuple[str, ...]:
-    """The tiers :func:`run_parity` runs on ``model`` when none are asked for."""
-    return MODEL_DEFAULT_TIERS.get(_model_key(model) or "", STATIC_TIERS)
-
+from .report import ParityReport, ParityRow
+from .tolerances import *  # noqa: F403 (the constants the tiers apply)
+from .tolerances import _model_label, default_tiers
 
 def run_parity(
     sim: str,
@@ -408,18 +133,6 @@ def _abs_diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(same, 0.0, np.where(np.isnan(d), np.inf, d))
 
 
-def quat_angle(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Rotation angle (rad) between quaternions ``(..., 4)``, sign-insensitive.
-
-    Computed as ``2 atan2(|v|, |w|)`` of ``conj(a) b`` (after normalising), which
-    keeps full precision for tiny angles where ``acos`` of a dot product loses it.
-    """
-    a = a / np.linalg.norm(a, axis=-1, keepdims=True)
-    b = b / np.linalg.norm(b, axis=-1, keepdims=True)
-    r = quat_mul(quat_conj(a), b)
-    return 2.0 * np.arctan2(np.linalg.norm(r[..., 1:], axis=-1), np.abs(r[..., 0]))
-
-
 def _row_from_errors(
     tier: str,
     quantity: str,
@@ -529,35 +242,13 @@ def _field_rows(mine: dict, theirs: dict, names: dict[str, Sequence[str]]) -> li
 # ----------------------------------------------------------------------
 # kinematics and jacobian
 # ----------------------------------------------------------------------
-def random_configurations(info: Any, n: int, rng: np.random.Generator) -> np.ndarray:
-    """``(n, nq)`` random configurations of a model (``info``: its :class:`~simbackend.model_info.ModelInfo`).
-
-    Hinge and slide joints uniform in their ranges (``+-KIN_UNLIMITED_HINGE`` /
-    ``+-KIN_UNLIMITED_SLIDE`` where unlimited), random unit quaternions for free
-    and ball joints; free joint positions stay at ``qpos0``.
-    """
-    qpos = np.tile(np.asarray(info.qpos0, dtype=np.float64), (n, 1))
-    for j, t in enumerate(info.joint_type):
-        adr = int(info.joint_qposadr[j])
-        if t in (_FREE, _BALL):
-            q = rng.normal(size=(n, 4))
-            start = adr + 3 if t == _FREE else adr
-            qpos[:, start : start + 4] = q / np.linalg.norm(q, axis=1, keepdims=True)
-        else:
-            lo, hi = info.joint_range[j]
-            half = KIN_UNLIMITED_HINGE if t == _HINGE else KIN_UNLIMITED_SLIDE
-            lo = lo if np.isfinite(lo) else -half
-            hi = hi if np.isfinite(hi) else half
-            qpos[:, adr] = rng.uniform(lo, hi, size=n)
-    return qpos
-
-
 def _random_state_pair(ctx: _Context, tier: str, n: int) -> tuple[Any, Any]:
     sim, ref = ctx.pair(n)
     try:
         if (sim.nq, sim.nv) != (ref.nq, ref.nv):
             raise InvalidArgumentError(f"nq, nv {sim.nq}, {sim.nv} vs reference {ref.nq}, {ref.nv}: cannot compare")
-        qpos = random_configurations(ref.info, n, ctx.rng(tier))
+        qpos = random_configurations(ref.info, n, ctx.rng(tier), unlimited_hinge=KIN_UNLIMITED_HINGE,
+                                     unlimited_slide=KIN_UNLIMITED_SLIDE)
         ref.set_state(None, qpos)
         sim.set_state(None, qpos)
     except BaseException:
@@ -590,7 +281,7 @@ def _tier_kinematics(ctx: _Context, num_envs: int) -> list[ParityRow]:
 
             rows.append(_row_from_errors("kinematics", f"{what}_pos", np.linalg.norm(a - b, axis=-1),
                                          KIN_POS_TOL, where))
-            rows.append(_row_from_errors("kinematics", f"{what}_quat", quat_angle(qa, qb), KIN_ANGLE_TOL, where))
+            rows.append(_row_from_errors("kinematics", f"{what}_quat", quat_angle_between(qa, qb), KIN_ANGLE_TOL, where))
     return rows
 
 
@@ -765,7 +456,7 @@ def _tier_contact(ctx: _Context, num_envs: int) -> list[ParityRow]:
     sim, ref = ctx.pair(1)
     with sim, ref:
         info = ref.info
-        free = [j for j, t in enumerate(info.joint_type) if t == _FREE]
+        free = [j for j, t in enumerate(info.joint_type) if t == JOINT_FREE]
         if not free:
             return [ParityRow("contact", "rest_height", None, CONTACT_HEIGHT_TOL, True, skipped=True,
                               detail="the model has no free bodies")]

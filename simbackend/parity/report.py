@@ -1,0 +1,140 @@
+"""The parity report: one row per measured quantity, the report of a run, JSON and text."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional
+
+# ----------------------------------------------------------------------
+# the report
+# ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class ParityRow:
+    """One measured quantity.
+
+    Attributes:
+        tier: one of ``"load"`` or :data:`TIERS`.
+        quantity: what was compared, e.g. ``"body_pos"`` or ``"dof_pos[elbow]"``.
+        max_error: the largest error seen (units of the quantity; relative for
+            relative tolerances; a count for names and sizes), ``inf`` where
+            the two could not be compared, ``None`` where nothing was measured.
+        tolerance: the bound ``max_error`` must not exceed.
+        passed: whether it held (a skipped row counts as passed).
+        first_step: for rollouts, the first substep (1-based: after that many
+            substeps) where the error exceeded the tolerance; ``None`` otherwise.
+        detail: where the worst error is, both values, or why it failed or was skipped.
+        skipped: the tier does not apply to this model (``detail`` says why).
+    """
+
+    tier: str
+    quantity: str
+    max_error: Optional[float]
+    tolerance: Optional[float]
+    passed: bool
+    first_step: Optional[int] = None
+    detail: str = ""
+    skipped: bool = False
+
+    @property
+    def status(self) -> str:
+        """``"pass"``, ``"FAIL"`` or ``"skip"``."""
+        return "skip" if self.skipped else ("pass" if self.passed else "FAIL")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict; non-finite errors become the strings ``"inf"``/``"nan"``."""
+        d = asdict(self)
+        d["max_error"] = _json_float(self.max_error)
+        d["tolerance"] = _json_float(self.tolerance)
+        d["status"] = self.status
+        return d
+
+
+@dataclass
+class ParityReport:
+    """All rows of one parity run of backend ``sim`` against ``reference`` on ``model``."""
+
+    sim: str
+    reference: str
+    model: str
+    tiers: tuple[str, ...]
+    num_envs: int
+    seed: int
+    rows: list[ParityRow] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        """Whether every row passed (skipped rows count as passed)."""
+        return all(r.passed for r in self.rows)
+
+    @property
+    def failures(self) -> list[ParityRow]:
+        """The failed rows, in report order."""
+        return [r for r in self.rows if not r.passed]
+
+    def tier_rows(self, tier: str) -> list[ParityRow]:
+        return [r for r in self.rows if r.tier == tier]
+
+    def tier_passed(self, tier: str) -> bool:
+        """Whether every row of ``tier`` passed; raises ``KeyError`` if the tier has no rows."""
+        rows = self.tier_rows(tier)
+        if not rows:
+            raise KeyError(f"tier {tier!r} did not run; ran: {sorted({r.tier for r in self.rows})}")
+        return all(r.passed for r in rows)
+
+    def row(self, tier: str, quantity: str) -> ParityRow:
+        """The row of ``quantity`` in ``tier``; ``KeyError`` listing the tier's quantities."""
+        for r in self.rows:
+            if r.tier == tier and r.quantity == quantity:
+                return r
+        raise KeyError(f"no row {quantity!r} in tier {tier!r}; it has: {[r.quantity for r in self.tier_rows(tier)]}")
+
+    def first_failure(self, tier: Optional[str] = None) -> Optional[ParityRow]:
+        """The failed row (of ``tier``, or of any tier) that failed earliest.
+
+        Rows with a ``first_step`` are ordered by it (ties in report order) and
+        come before failed rows without one; ``None`` if nothing failed.
+        """
+        failed = [r for r in self.failures if tier is None or r.tier == tier]
+        if not failed:
+            return None
+        stepped = [r for r in failed if r.first_step is not None]
+        if stepped:
+            return min(stepped, key=lambda r: r.first_step)
+        return failed[0]
+
+    def summary(self) -> str:
+        """One line per failed row (or ``"all passed"``), for logs and assertion messages."""
+        if self.passed:
+            return f"{self.sim} vs {self.reference} on {self.model}: all {len(self.rows)} rows passed"
+        lines = [f"{self.sim} vs {self.reference} on {self.model}: {len(self.failures)} failed rows"]
+        for r in self.failures:
+            step = f" first at step {r.first_step}" if r.first_step is not None else ""
+            lines.append(
+                f"  {r.tier}/{r.quantity}: max error {_fmt(r.max_error)} > {_fmt(r.tolerance)}{step}; {r.detail}"
+            )
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict of the run and its rows."""
+        return {
+            "sim": self.sim,
+            "reference": self.reference,
+            "model": self.model,
+            "tiers": list(self.tiers),
+            "num_envs": self.num_envs,
+            "seed": self.seed,
+            "passed": self.passed,
+            "rows": [r.to_dict() for r in self.rows],
+        }
+
+
+def _json_float(x: Optional[float]) -> Any:
+    if x is None:
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else str(x)
+
+
+def _fmt(x: Optional[float]) -> str:
+    return "-" if x is None else f"{x:.3g}"
