@@ -312,7 +312,7 @@ def test_callback_that_closes_the_backend(make_sim: Callable[..., Any], require:
 # ----------------------------------------------------------------------------
 
 def test_long_step_is_interruptible(make_sim: Callable[..., Any]) -> None:
-    """Clause: step — Ctrl-C (KeyboardInterrupt) during a huge step stops it within a second, every env is back at its pre-call state, and the backend steps on like a twin that was never interrupted."""
+    """Clause: step — Ctrl-C (KeyboardInterrupt) during a huge step stops it within a second, every env is back at its pre-call state (to float32 rounding), and the backend steps on like a twin that was never interrupted."""
     sim, twin = _arm(make_sim), _arm(make_sim)
     ctrl = _ctrl(sim)
     for s in (sim, twin):
@@ -333,7 +333,12 @@ def test_long_step_is_interruptible(make_sim: Callable[..., Any]) -> None:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
     assert elapsed < 1.5, f"the interrupt took {elapsed:.2f} s to stop the step"
-    _unchanged(sim, before, "interrupted step")
+    # back at the pre-call state; to float32 rounding, since an engine may renormalise a restored free
+    # body's quaternion (PhysX's unpack moves it by up to one float32 ulp, 1.2e-7)
+    after = snapshot(sim)
+    for key, t in before.items():
+        np.testing.assert_allclose(to_np(after[key]), to_np(t), rtol=0, atol=1e-6,
+                                   err_msg=f"interrupted step: {key} is not back at its pre-call value")
     # the state is restored exactly; an engine's warm-start caches may not be (PhysX), so compare to solver precision
     for s in (sim, twin):
         s.step(ctrl, nsteps=3)

@@ -317,15 +317,15 @@ class MuJoCoBackend(SimBackend):
                     chunk = min(left, STEP_CHUNK)
                     failed |= self._advance(chunk, warned)
                     left -= chunk
+            diverged = failed | warned | diverged_rows(self._qpos, self._qvel)
+            if diverged.any():
+                ids = np.flatnonzero(diverged)
+                self._state[ids] = self._prev_state[ids]
         except BaseException:
-            # interrupted (Ctrl-C between chunks) or failed: every env back at its pre-call state
+            # interrupted (Ctrl-C between chunks, even while judging) or failed: every env back at its pre-call state
             self._state[...] = self._prev_state
             self._stale = True
             raise
-        diverged = failed | warned | diverged_rows(self._qpos, self._qvel)
-        if diverged.any():
-            ids = np.flatnonzero(diverged)
-            self._state[ids] = self._prev_state[ids]
         self._stale = True
         return diverged
 

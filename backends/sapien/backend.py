@@ -297,7 +297,11 @@ class SapienBackend(SimBackend):
             b = self._force_bodies
             forces = (b, self._force[:, b], self._torque[:, b])
         self._decoded = None
-        diverged = self.engine.step(drive, nsteps, forces, self._judge, hold)
+        try:
+            diverged = self.engine.step(drive, nsteps, forces, self._judge, hold)
+        except BaseException:
+            self._decoded = None  # the judge may have decoded the state the engine has just undone
+            raise
         if self._decoded is not None and np.asarray(diverged).any():
             self._decoded = None  # restored envs no longer hold the decoded state
         return diverged

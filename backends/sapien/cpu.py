@@ -241,21 +241,21 @@ class CpuPhysx(PhysxEngine):
                     self._apply_forces(forces)
                 for s in self.systems:
                     s.step()
-        except BaseException:
+            self._stale()
+            after = [s.pack() for s in self.systems]
+            states = np.frombuffer(b"".join(after), np.float32).reshape(-1, self.pack_size)
+            diverged = ~np.isfinite(states).all(1) | self._acceleration_failed() | np.asarray(judge(states), bool)
+            if hold is not None:
+                diverged |= np.asarray(hold, bool)
+            for n in np.flatnonzero(diverged):
+                self.systems[n].unpack(before[n])
+                after[n] = before[n]
+        except BaseException:  # interrupted (Ctrl-C) anywhere in the call: every scene back at its pre-call state
             for s, b in zip(self.systems, before):
                 s.unpack(b)
             self._packed = before
             self._stale()
             raise
-        self._stale()
-        after = [s.pack() for s in self.systems]
-        states = np.frombuffer(b"".join(after), np.float32).reshape(-1, self.pack_size)
-        diverged = ~np.isfinite(states).all(1) | self._acceleration_failed() | np.asarray(judge(states), bool)
-        if hold is not None:
-            diverged |= np.asarray(hold, bool)
-        for n in np.flatnonzero(diverged):
-            self.systems[n].unpack(before[n])
-            after[n] = before[n]
         if diverged.any():
             self._stale()
         self._packed = after
