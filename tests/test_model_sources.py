@@ -58,12 +58,19 @@ PACKAGE_URIS = {"base": "package://my_robot/meshes/base.stl", "fore": "package:/
 LINKS = ("base_link", "upper", "fore", "finger", "tool0")
 
 
-def _box_triangles(half: tuple[float, float, float]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    hx, hy, hz = half
-    v = np.array([[x, y, z] for x in (-hx, hx) for y in (-hy, hy) for z in (-hz, hz)])
-    faces = [(0, 1, 3), (0, 3, 2), (4, 6, 7), (4, 7, 5), (0, 4, 5), (0, 5, 1),
+#: the 12 outward triangles of a box whose 8 corners are ordered x, then y, then z (``_box_corners``)
+BOX_FACES = [(0, 1, 3), (0, 3, 2), (4, 6, 7), (4, 7, 5), (0, 4, 5), (0, 5, 1),
              (2, 3, 7), (2, 7, 6), (0, 2, 6), (0, 6, 4), (1, 5, 7), (1, 7, 3)]
-    return [(v[a], v[b], v[c]) for a, b, c in faces]
+
+
+def _box_corners(half: tuple[float, float, float], offset=(0.0, 0.0, 0.0)) -> np.ndarray:
+    hx, hy, hz = half
+    return np.array([[x, y, z] for x in (-hx, hx) for y in (-hy, hy) for z in (-hz, hz)]) + np.asarray(offset)
+
+
+def _box_triangles(half: tuple[float, float, float]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    v = _box_corners(half)
+    return [(v[a], v[b], v[c]) for a, b, c in BOX_FACES]
 
 
 def write_stl(path: Path, half: tuple[float, float, float]) -> None:
@@ -77,11 +84,9 @@ def write_stl(path: Path, half: tuple[float, float, float]) -> None:
 
 
 def write_obj(path: Path, half: tuple[float, float, float], offset: tuple[float, float, float]) -> None:
-    hx, hy, hz = half
-    verts = [(x + offset[0], y + offset[1], z + offset[2]) for x in (-hx, hx) for y in (-hy, hy) for z in (-hz, hz)]
-    faces = [(0, 1, 3), (0, 3, 2), (4, 6, 7), (4, 7, 5), (0, 4, 5), (0, 5, 1),
-             (2, 3, 7), (2, 7, 6), (0, 2, 6), (0, 6, 4), (1, 5, 7), (1, 7, 3)]
-    lines = [f"v {x} {y} {z}" for x, y, z in verts] + [f"f {a + 1} {b + 1} {c + 1}" for a, b, c in faces]
+    """A Wavefront OBJ box of half sizes ``half`` centred at ``offset``."""
+    lines = [f"v {x} {y} {z}" for x, y, z in _box_corners(half, offset)]
+    lines += [f"f {a + 1} {b + 1} {c + 1}" for a, b, c in BOX_FACES]
     path.write_text("\n".join(lines) + "\n")
 
 
