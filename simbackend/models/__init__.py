@@ -1,31 +1,74 @@
-"""Model sources: MJCF/URDF paths, ``mujoco.MjSpec`` objects and built-in names.
+"""Model sources and the model compiler every backend shares.
 
-This is the model compiler every backend shares. URDF files are read as
-robot descriptions ship them (:mod:`simbackend.models.urdf`: every link kept,
-``package://`` meshes resolved), and actuators can be added to a model that
-has none (:mod:`simbackend.models.actuators`). MuJoCo's compiler reads the
-assets (MJCF and URDF), so this module may import ``mujoco``; the rest of the
-engine-neutral core may not. Backends receive the compiled ``mujoco.MjModel``
-and the :class:`~simbackend.model_info.ModelInfo` derived from it.
+A model source is a path to an MJCF (``.xml``) or URDF (``.urdf``) file, a
+``mujoco.MjSpec`` (copied, never modified), a compiled ``mujoco.MjModel``
+(used as is), or the name of a built-in model (:func:`builtin_models`).
+:func:`compile_model` turns it into a ``mujoco.MjModel``; backends build
+from that model and the :class:`~simbackend.model_info.ModelInfo`
+:func:`model_info` derives from it. MuJoCo's compiler reads the files, so this
+package may import ``mujoco``; the rest of the engine-neutral core may not.
+
+Model options
+-------------
+Every backend passes its construction options ``package_dirs``,
+``actuators`` and ``fuse_static`` (:mod:`simbackend.options`) to
+:func:`compile_model`, which validates them. They apply to files, built-in
+names and ``MjSpec`` sources; a compiled ``MjModel`` takes none.
+
+``package_dirs`` (a path or a list of paths; default none)
+    Where the ``package://PKG/...`` mesh URIs of a URDF resolve, searched
+    before the URDF's own folder and its ancestors, ``ROS_PACKAGE_PATH`` and
+    ``AMENT_PREFIX_PATH``. Each entry is a package folder, or a folder holding
+    packages (a workspace's ``src``); a package is a folder whose
+    ``package.xml`` names it, or a folder of that name
+    (:mod:`simbackend.models.packages`). A URDF inside its package needs no
+    option. Ignored by MJCF sources, whose meshes MuJoCo resolves.
+
+``actuators`` (a list of :class:`ActuatorSpec` or dicts; default none)
+    Actuators added before compiling, so ``step`` can drive a robot that has
+    none, e.g. ``[{"joints": ".*", "kind": "position", "kp": 100, "kv": 5}]``:
+    position servos (``kp``, ``kv``; ctrl range the joint's, if limited), velocity
+    servos (``kv``) and motors, selected by a joint-name regular expression
+    or a list of names (:mod:`simbackend.models.actuators`).
+
+``fuse_static`` (``True``, ``False`` or ``None``; default ``None``)
+    Whether MuJoCo may fuse a body welded to its parent (no joint) into the
+    parent, so that it disappears from the body names. ``None`` keeps the
+    file's own setting; a URDF without one is not fused, so that every link
+    keeps its name and id (:mod:`simbackend.models.urdf`, which also lists the
+    other URDF import settings); MJCF's default is not to fuse.
+
+Errors are one line: :class:`~simbackend.errors.ArgumentTypeError` and
+:class:`~simbackend.errors.InvalidArgumentError` name the option and field
+(``actuators[1].kp: ...``); :class:`~simbackend.errors.ModelLoadError` names
+the file and the problem (a missing file, a folder, an empty or non-XML file,
+an unresolvable mesh, or MuJoCo's own message, with its element and line).
 """
 
 from __future__ import annotations
 
 import os
-import xml.etree.ElementTree as ET
+import re
 from pathlib import Path
 from typing import Any, Optional, Union
 
 import numpy as np
 
-from simbackend.errors import ModelLoadError, closest_names_hint
+from simbackend.errors import ArgumentTypeError, InvalidArgumentError, ModelLoadError, closest_names_hint
 from simbackend.model_info import ModelInfo
 from simbackend.models.actuators import ActuatorSpec, actuator_specs, add_actuators
-from simbackend.models.urdf import load_urdf_spec, package_dirs_option
+from simbackend.models.packages import package_dirs_option
+from simbackend.models.urdf import prepare_urdf_spec, urdf_error_hint
 
 ASSETS = Path(__file__).resolve().parent / "assets"
 
 ModelSource = Union[str, os.PathLike, "mujoco.MjSpec", "mujoco.MjModel"]  # noqa: F821
+
+#: root element of each model file format MuJoCo reads
+_FORMATS = {"mujoco": "MJCF", "robot": "URDF"}
+_SUFFIXES = (".xml", ".mjcf", ".urdf")
+#: an XML prolog (declaration, comments, DOCTYPE, processing instructions) and the root's start tag
+_ROOT_TAG = re.compile(r"(?:\s+|<\?.*?\?>|<!--.*?-->|<!DOCTYPE[^>]*>)*<([A-Za-z_][\w:.-]*)", re.DOTALL)
 
 
 def builtin_models() -> tuple[str, ...]:
@@ -56,101 +99,121 @@ def describe_source(source: ModelSource) -> str:
 
 def compile_model(source: ModelSource, *, package_dirs: Any = None, actuators: Any = None,
                   fuse_static: Optional[bool] = None) -> "mujoco.MjModel":
-    """Compile a model source into a ``mujoco.MjModel``.
+    """Compile a model source into a ``mujoco.MjModel`` (see the module docstring for the options).
 
     Args:
-        source: a path to an MJCF (``.xml``) or URDF (``.urdf``) file, a
-            ``mujoco.MjSpec`` (not modified), an already compiled
-            ``mujoco.MjModel`` (used as is), or the name of a built-in model
-            (:func:`builtin_models`).
-        package_dirs: where a URDF's ``package://PKG/...`` URIs resolve: a
-            path or paths, each a package folder or a folder holding packages
-            (searched before the file's ancestors and ``ROS_PACKAGE_PATH``;
-            see :mod:`simbackend.models.urdf`).
-        actuators: actuators to add (:mod:`simbackend.models.actuators`), e.g.
-            ``[{"joints": ".*", "kind": "position", "kp": 100, "kv": 10}]``.
-        fuse_static: let MuJoCo fuse bodies welded to their parent into it.
-            ``None`` (default): off for URDF, so every link keeps its name and
-            id, and the file's own setting for MJCF (off unless it says so).
+        source: a path to an MJCF or URDF file, a ``mujoco.MjSpec`` (not
+            modified), a compiled ``mujoco.MjModel`` (returned as is), or a
+            built-in model name. A file's format is its root element
+            (``<mujoco>`` or ``<robot>``), whatever its extension.
+        package_dirs: a path or a list of paths where a URDF's
+            ``package://PKG/...`` URIs resolve first.
+        actuators: a list of :class:`ActuatorSpec` or dicts: actuators to add.
+        fuse_static: fuse bodies welded to their parent (``True``), keep them
+            (``False``), or follow the file (``None``: URDF links are kept).
 
     Returns:
         The compiled model. A caller that needs its own copy must copy it.
 
     Raises:
-        ModelLoadError: one line naming the file and the problem: a missing
-            file, a folder, an unknown name, an unresolvable mesh, a bad option,
-            or MuJoCo's compiler's message.
+        ArgumentTypeError, InvalidArgumentError: a bad option, naming it.
+        ModelLoadError: a source that cannot be read or compiled, in one line
+            naming the file and the problem.
     """
     import mujoco
 
     dirs = package_dirs_option(package_dirs)
     specs = actuator_specs(actuators)
-    if fuse_static is not None and not isinstance(fuse_static, bool):
-        raise ModelLoadError(f"fuse_static: expected True, False or None, got {fuse_static!r}")
+    if fuse_static is not None and not isinstance(fuse_static, (bool, np.bool_)):
+        raise ArgumentTypeError(f"fuse_static: expected True, False or None, got {type(fuse_static).__name__}"
+                                f" {fuse_static!r}")
     if isinstance(source, mujoco.MjModel):
-        given = [k for k, v in (("package_dirs", dirs), ("actuators", specs), ("fuse_static", fuse_static)) if v]
+        given = [k for k, v in (("package_dirs", dirs), ("actuators", specs)) if v]
+        given += ["fuse_static"] if fuse_static is not None else []
         if given:
-            raise ModelLoadError(f"{', '.join(given)}: a compiled mujoco.MjModel cannot take model options;"
-                                 " pass the MJCF/URDF path or a mujoco.MjSpec")
+            raise InvalidArgumentError(f"{', '.join(given)}: a compiled mujoco.MjModel takes no model options;"
+                                 " pass the MJCF/URDF path or a mujoco.MjSpec instead")
         return source
+    urdf = False
     if isinstance(source, mujoco.MjSpec):
         spec, label = source.copy(), "the MjSpec"
     elif isinstance(source, (str, os.PathLike)):
-        path, label = _source_path(source), None
-        label = str(path)
-        if path.suffix.lower() == ".urdf" or _root_tag(path) == "robot":
-            spec = load_urdf_spec(path, dirs, bool(fuse_static))
-            fuse_static = None  # applied by the URDF loader
-        else:
-            try:
-                spec = mujoco.MjSpec.from_file(str(path))
-            except Exception as e:
-                raise ModelLoadError(f"MuJoCo could not compile {path}: {_one_line(e)}") from e
+        path = _source_path(source)
+        label, urdf = str(path), _file_format(path) == "URDF"
+        try:
+            spec = mujoco.MjSpec.from_file(str(path))
+        except Exception as e:  # mujoco raises ValueError with the parser's (multi-line) message
+            raise ModelLoadError(f"MuJoCo could not compile {label}: {_one_line(e)}") from e
+        if urdf:
+            prepare_urdf_spec(spec, path, dirs, fuse_static)
     else:
         raise ModelLoadError(
             "model source must be a path to an MJCF/URDF file, a mujoco.MjSpec, a"
             f" mujoco.MjModel or a built-in model name ({', '.join(builtin_models())});"
             f" got {type(source).__name__}"
         )
-    if fuse_static is not None:
-        spec.compiler.fusestatic = fuse_static
-    if specs:
-        add_actuators(spec, specs)
+    if fuse_static is not None and not urdf:
+        spec.compiler.fusestatic = bool(fuse_static)
+    add_actuators(spec, specs)
     try:
         return spec.compile()
     except Exception as e:  # mujoco raises ValueError with the compiler's (multi-line) message
-        raise ModelLoadError(f"MuJoCo could not compile {label}: {_one_line(e)}") from e
+        msg = _one_line(e)
+        raise ModelLoadError(f"MuJoCo could not compile {label}: {msg}{urdf_error_hint(msg) if urdf else ''}") from e
 
 
 def _one_line(e: BaseException) -> str:
-    """MuJoCo's multi-line messages ("XML Error: ...\nElement 'x', line 3") on one line."""
+    """MuJoCo's multi-line message (``"XML Error: ...\\nElement 'x', line 3\\n"``) on one line."""
     return " ".join(str(e).split())
 
 
 def _source_path(source: Union[str, os.PathLike]) -> Path:
-    """The file a path-like source names (built-in names included), checked to be a readable file."""
+    """The readable, non-empty file a path-like source names (a built-in name gives its asset)."""
     text = os.fspath(source)
     path = Path(text).expanduser()
-    looks_like_path = path.suffix.lower() in (".xml", ".urdf", ".mjcf") or os.sep in text or path.exists()
-    if not looks_like_path:
+    if not path.is_file() and text in builtin_models():
         return builtin_model_path(text)
     if path.is_dir():
-        raise ModelLoadError(f"model path {text!r} is a folder; give the MJCF or URDF file inside it")
+        try:
+            inside = sorted(p.name for p in path.iterdir() if p.suffix.lower() in _SUFFIXES)[:5]
+        except OSError:
+            inside = []
+        listed = f" (it holds {', '.join(inside)})" if inside else " (it holds no .xml or .urdf file)"
+        raise ModelLoadError(f"model path {text!r} is a folder; give the MJCF or URDF file inside it{listed}")
+    if not path.exists():
+        if path.suffix or os.sep in text or (os.altsep and os.altsep in text):
+            raise ModelLoadError(f"model file not found: {text}")
+        raise ModelLoadError(f"{text!r} is neither a model file nor a built-in model name"
+                             f"{closest_names_hint(text, builtin_models())}")
     if not path.is_file():
-        raise ModelLoadError(f"model file not found: {text}")
+        raise ModelLoadError(f"model path {text!r} is not a regular file")
     if path.stat().st_size == 0:
         raise ModelLoadError(f"model file {text!r} is empty")
     return path
 
 
-def _root_tag(path: Path) -> Optional[str]:
-    """The root element's tag of an XML file, or None when it is not XML."""
+def _file_format(path: Path) -> str:
+    """``"MJCF"`` or ``"URDF"``, from the file's root element; raises :class:`ModelLoadError` for anything else.
+
+    Only the prolog and the root's start tag are parsed here; MuJoCo's parser
+    reports any later error, with its line.
+    """
     try:
-        for _, elem in ET.iterparse(path, events=("start",)):
-            return elem.tag
-    except ET.ParseError:
-        return None
-    return None
+        text = path.read_bytes().decode("utf-8", errors="replace").lstrip("\ufeff")
+    except OSError as e:
+        raise ModelLoadError(f"cannot read model file {path}: {e.strerror or e}") from None
+    root = _ROOT_TAG.match(text)
+    if root is None:
+        suffix = path.suffix.lower()
+        kind = "" if suffix in _SUFFIXES else f" (unknown file type {suffix or 'without extension'!r})"
+        raise ModelLoadError(f"{path}: not an XML file{kind}; expected MJCF (.xml) or URDF (.urdf)")
+    tag = root.group(1).rpartition(":")[2]
+    if "<xacro:" in text:
+        raise ModelLoadError(f"{path}: a xacro file (it has <xacro:...> elements); expand it to URDF first:"
+                             f" xacro {path.name} > robot.urdf")
+    if tag not in _FORMATS:
+        raise ModelLoadError(f"{path}: root element <{tag}> is neither MJCF (<mujoco>) nor URDF (<robot>)")
+    return _FORMATS[tag]
 
 
 def model_info(m: "mujoco.MjModel") -> ModelInfo:

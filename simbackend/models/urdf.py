@@ -1,146 +1,185 @@
-"""URDF files as real robot descriptions ship them: ``package://`` meshes, every link kept.
+"""URDF files as real robot descriptions ship them: every link kept, ``package://`` meshes found.
 
-MuJoCo's compiler reads URDF, but with defaults that lose what a robot
-description names and cannot follow the ROS conventions its meshes use:
+MuJoCo parses the URDF (:func:`prepare_urdf_spec` receives its
+``mujoco.MjSpec``); this module changes the import defaults that lose or
+invent what the description says, and resolves mesh files, which MuJoCo
+cannot do for ROS URIs:
 
-* ``fusestatic``: MuJoCo fuses every link fixed to its parent into the parent,
-  so ``base_link``, ``tool0`` or a sensor frame disappear from the body names.
-  Here links are kept (``fuse_static=False``) unless the caller asks.
-* ``package://PKG/path`` mesh URIs (ROS) are not resolved by MuJoCo. Here PKG
-  is searched for (:func:`resolve_uri`), ``file://`` URIs are made paths, and
-  relative paths are taken relative to the URDF file.
-* ``strippath``: MuJoCo keeps only a mesh's file name, so meshes in
-  subdirectories are not found. Here the resolved absolute paths are kept.
-
-The other URDF defaults stay MuJoCo's: visual-only geometry is discarded
-(``discardvisual``), and inertias are used as written (no
-``balanceinertia``: a physically impossible inertia is reported, not
-silently changed).
+* **Static links are kept** (``fuse_static``, MuJoCo's ``fusestatic``).
+  MuJoCo fuses every link welded to its parent by a ``fixed`` joint into the
+  parent, so ``base_link``, ``tool0`` or a camera frame vanish from the body
+  names. Here every link is a body with its URDF name and parent, unless
+  ``fuse_static=True`` or the file's own ``<mujoco><compiler
+  fusestatic="true"/></mujoco>`` asks for fusing.
+* **No invented mass** (MuJoCo's ``inertiafromgeom``). The URDF spec gives a
+  link without ``<inertial>`` zero mass; MuJoCo would compute one from its
+  collision geometry at 1000 kg/m^3. Here such a link keeps zero mass (fine
+  for a link welded to another; a moving one is reported, with the fix),
+  unless the file's ``<mujoco><compiler inertiafromgeom=.../>`` says otherwise.
+* **Inertias as written** (``balanceinertia`` stays off, MuJoCo's default):
+  an inertia violating the triangle inequality is reported, naming the link,
+  not silently changed.
+* **Visual geometry discarded** (``discardvisual`` stays on, MuJoCo's
+  default): visual meshes are often COLLADA (``.dae``), which MuJoCo cannot
+  read, and add nothing to the physics. ``<mujoco><compiler
+  discardvisual="false"/></mujoco>`` in the file keeps them (their meshes are
+  then resolved like collision meshes).
+* **Mesh files resolved** (:func:`resolve_uri`): ``package://PKG/path`` (PKG
+  found as :mod:`simbackend.models.packages` describes), ``file:///abs/path``,
+  absolute paths, and relative paths, taken relative to the URDF's folder (and
+  the file's ``meshdir``, if it sets one). A missing file is an error naming
+  the URI, the URDF and where it looked. MuJoCo reads binary STL, OBJ and MSH;
+  ASCII STL files, common in older descriptions, are converted here.
 """
 
 from __future__ import annotations
 
-import os
+import re
+import struct
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Iterable, Optional, Sequence, Union
+from typing import Optional, Sequence
+from urllib.parse import unquote
+
+import numpy as np
 
 from simbackend.errors import ModelLoadError
-
-PathLike = Union[str, os.PathLike]
-
-
-def package_dirs_option(package_dirs: Union[None, PathLike, Sequence[PathLike]]) -> tuple[Path, ...]:
-    """Validate the ``package_dirs`` option: a path or a sequence of paths (each must be a directory)."""
-    if package_dirs is None:
-        return ()
-    items = [package_dirs] if isinstance(package_dirs, (str, os.PathLike)) else package_dirs
-    if not isinstance(items, (list, tuple)):
-        raise ModelLoadError(f"package_dirs: expected a path or a list of paths, got {type(package_dirs).__name__}")
-    out = []
-    for i, item in enumerate(items):
-        if not isinstance(item, (str, os.PathLike)):
-            raise ModelLoadError(f"package_dirs[{i}]: expected a path, got {type(item).__name__}")
-        path = Path(item).expanduser()
-        if not path.is_dir():
-            raise ModelLoadError(f"package_dirs[{i}]: {str(item)!r} is not a directory")
-        out.append(path.resolve())
-    return tuple(out)
+from simbackend.models.packages import describe_search, find_package
 
 
-def _package_name(directory: Path) -> Optional[str]:
-    """The ``<name>`` in ``directory/package.xml``, if there is one."""
-    manifest = directory / "package.xml"
-    if not manifest.is_file():
-        return None
-    try:
-        name = ET.parse(manifest).getroot().findtext("name")
-    except ET.ParseError:
-        return None
-    return name.strip() if name else None
+def prepare_urdf_spec(spec: "mujoco.MjSpec", path: Path, package_dirs: Sequence[Path],  # noqa: F821
+                      fuse_static: Optional[bool]) -> None:
+    """Apply this module's import settings to ``spec``, MuJoCo's parse of URDF file ``path`` (edited in place).
 
-
-def _find_package(name: str, roots: Iterable[Path]) -> Optional[Path]:
-    """A directory that is package ``name``: named ``name``, or whose package.xml says so."""
-    for root in roots:
-        if root.name == name or _package_name(root) == name:
-            return root
-        candidate = root / name
-        if candidate.is_dir():
-            return candidate
-        if root.is_dir():
-            for child in sorted(root.iterdir()):
-                if child.is_dir() and _package_name(child) == name:
-                    return child
-    return None
-
-
-def search_roots(urdf: Path, package_dirs: Sequence[Path]) -> list[Path]:
-    """Where ``package://`` packages are looked for, in order: the given ``package_dirs``,
-    the URDF file's ancestor directories (nearest first), then ``ROS_PACKAGE_PATH``."""
-    roots = list(package_dirs)
-    roots += list(urdf.resolve().parents)
-    roots += [Path(p) for p in os.environ.get("ROS_PACKAGE_PATH", "").split(os.pathsep) if p]
-    return roots
-
-
-def resolve_uri(uri: str, urdf: Path, package_dirs: Sequence[Path]) -> Path:
-    """An absolute path for a mesh ``filename`` of ``urdf``.
-
-    ``package://PKG/rest`` resolves against package PKG (:func:`search_roots`),
-    ``file:///abs`` to ``/abs``, and a relative path against the URDF's folder.
+    Args:
+        spec: the spec ``mujoco.MjSpec.from_file(path)`` returned.
+        path: the URDF file.
+        package_dirs: the validated ``package_dirs`` option.
+        fuse_static: ``True``/``False`` to fuse links welded to their parent or
+            not; ``None``: the file's own ``fusestatic`` setting, else ``False``.
 
     Raises:
-        ModelLoadError: one line naming the URI, the file and where it searched.
+        ModelLoadError: a mesh URI that cannot be resolved or read.
     """
-    if uri.startswith("package://"):
-        rest = uri[len("package://"):]
+    import mujoco
+
+    written = _compiler_attributes(path)
+    if fuse_static is None:
+        fuse_static = written.get("fusestatic", "false") == "true"
+    spec.compiler.fusestatic = bool(fuse_static)
+    if "inertiafromgeom" not in written:
+        spec.compiler.inertiafromgeom = mujoco.mjtInertiaFromGeom.mjINERTIAFROMGEOM_FALSE
+    base = path.parent / spec.compiler.meshdir
+    packages: dict[str, Optional[Path]] = {}
+    converted = {}
+    for mesh in spec.meshes:
+        file = resolve_uri(mesh.file, path, package_dirs, base=base, packages=packages)
+        mesh.file = str(file)
+        binary = ascii_stl_as_binary(file)
+        if binary is not None:
+            converted[str(file)] = binary
+    if converted:
+        spec.assets = {**spec.assets, **converted}  # MuJoCo reads these bytes instead of the files
+
+
+def resolve_uri(uri: str, urdf: Path, package_dirs: Sequence[Path], *, base: Optional[Path] = None,
+                packages: Optional[dict[str, Optional[Path]]] = None) -> Path:
+    """The absolute path of mesh ``filename`` ``uri`` written in URDF file ``urdf``.
+
+    Args:
+        uri: ``package://PKG/rest``, ``file:///abs`` (percent-escapes decoded),
+            an absolute path, or a path relative to ``base``.
+        urdf: the URDF file (packages are searched from its folder up).
+        package_dirs: the validated ``package_dirs`` option.
+        base: the folder relative paths start from; default the URDF's folder.
+        packages: a cache ``{PKG: folder or None}`` shared across the URIs of one file.
+
+    Raises:
+        ModelLoadError: one line naming the URI, the URDF file and where it
+            looked (an unknown package, a missing file, an unsupported scheme).
+    """
+    scheme, sep, rest = uri.partition("://")
+    if not sep or scheme == "file":
+        path = Path(unquote(rest) if sep else uri)
+        path = path if path.is_absolute() else (base or urdf.parent) / path
+    elif scheme == "package":
         name, _, sub = rest.partition("/")
-        roots = search_roots(urdf, package_dirs)
-        package = _find_package(name, roots)
-        if package is None:
-            shown = ", ".join(str(r) for r in roots[:6]) + (", ..." if len(roots) > 6 else "")
+        cache = {} if packages is None else packages
+        if name not in cache:
+            cache[name] = find_package(name, urdf, package_dirs)
+        if cache[name] is None:
             raise ModelLoadError(
-                f"{urdf}: cannot resolve {uri!r}: no package {name!r} in package_dirs, the file's ancestors or"
-                f" ROS_PACKAGE_PATH (searched {shown}); pass package_dirs=[...] naming its parent folder"
+                f"{urdf}: cannot resolve mesh {uri!r}: no package {name!r} (a folder whose package.xml names"
+                f" it, or a folder so named) in: {describe_search(urdf, package_dirs)}."
+                " Pass package_dirs=[the package folder, or the folder holding it]"
             )
-        path = package / sub
-    elif uri.startswith("file://"):
-        path = Path(uri[len("file://"):])
+        path = cache[name] / sub
     else:
-        path = Path(uri)
-        if not path.is_absolute():
-            path = urdf.parent / path
+        raise ModelLoadError(f"{urdf}: mesh {uri!r}: unsupported URI scheme {scheme + '://'!r}"
+                             " (package://, file:// or a path)")
     if not path.is_file():
-        raise ModelLoadError(f"{urdf}: mesh {uri!r} resolves to {path}, which does not exist")
+        raise ModelLoadError(f"{urdf}: mesh {uri!r} resolves to {path}, which does not exist{_case_hint(path)}")
     return path.resolve()
 
 
-def load_urdf_spec(path: Path, package_dirs: Sequence[Path], fuse_static: bool) -> "mujoco.MjSpec":  # noqa: F821
-    """Parse ``path`` into a ``mujoco.MjSpec`` with mesh URIs resolved and links kept (see module doc)."""
-    import mujoco
+def urdf_error_hint(message: str) -> str:
+    """A fix for the MuJoCo compiler errors URDF files typically hit (``""`` when none applies)."""
+    if "mass and inertia of moving bodies" in message:
+        return ("; a URDF link without <inertial> has no mass: give the moving link an <inertial>, or add"
+                " <mujoco><compiler inertiafromgeom=\"true\"/></mujoco> to the URDF to compute one from its"
+                " collision geometry")
+    if "A + B >= C" in message:
+        return ("; fix the link's <inertia>, or add <mujoco><compiler balanceinertia=\"true\"/></mujoco>"
+                " to the URDF to let MuJoCo correct it")
+    return ""
 
+
+def ascii_stl_as_binary(path: Path) -> Optional[bytes]:
+    """The binary STL equivalent of ASCII STL file ``path``; None for any other file.
+
+    A file starting with ``solid`` whose size is not that of a binary STL with
+    the triangle count in its header is ASCII (binary headers may start with
+    ``solid`` too). The binary copy has zero normals (MuJoCo computes its own).
+
+    Raises:
+        ModelLoadError: an ASCII STL whose vertices do not form whole triangles.
+    """
+    if path.suffix.lower() != ".stl":
+        return None
+    with open(path, "rb") as f:
+        head = f.read(84)
+    size = path.stat().st_size
+    if len(head) == 84 and size == 84 + 50 * struct.unpack("<I", head[80:84])[0]:
+        return None
+    if not head.lstrip().lower().startswith(b"solid"):
+        return None
+    verts = re.findall(r"\bvertex\s+(\S+)\s+(\S+)\s+(\S+)", path.read_text(errors="replace"), flags=re.IGNORECASE)
     try:
-        tree = ET.parse(path)
-    except ET.ParseError as e:
-        raise ModelLoadError(f"{path}: not valid XML ({e})") from e
-    root = tree.getroot()
-    if root.tag != "robot":
-        raise ModelLoadError(f"{path}: a URDF's root element is <robot>, got <{root.tag}>")
-    for mesh in root.iter("mesh"):
-        uri = mesh.get("filename")
-        if uri:
-            mesh.set("filename", str(resolve_uri(uri, path, package_dirs)))
-    ext = root.find("mujoco")
-    if ext is None:
-        ext = ET.SubElement(root, "mujoco")
-    compiler = ext.find("compiler")
-    if compiler is None:
-        compiler = ET.SubElement(ext, "compiler")
-    compiler.set("strippath", "false")
-    compiler.set("fusestatic", "true" if fuse_static else "false")
-    text = ET.tostring(root, encoding="unicode")
+        tris = np.asarray(verts, dtype=np.float64).astype("<f4").reshape(-1, 3, 3)
+    except ValueError:
+        raise ModelLoadError(f"{path}: ASCII STL with {len(verts)} vertices (not whole triangles) or a"
+                             " vertex that is not three numbers") from None
+    if not len(tris):
+        raise ModelLoadError(f"{path}: ASCII STL without triangles")
+    rec = np.zeros(len(tris), dtype=[("normal", "<f4", 3), ("verts", "<f4", (3, 3)), ("attr", "<u2")])
+    rec["verts"] = tris
+    return bytes(80) + struct.pack("<I", len(tris)) + rec.tobytes()
+
+
+def _compiler_attributes(path: Path) -> dict[str, str]:
+    """The attributes of the file's ``<robot><mujoco><compiler>`` element, lower-cased values."""
     try:
-        return mujoco.MjSpec.from_string(text)
-    except Exception as e:
-        raise ModelLoadError(f"MuJoCo could not compile {path}: {' '.join(str(e).split())}") from e
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError):  # MuJoCo parsed it already; nothing written is readable here
+        return {}
+    compiler = root.find("mujoco/compiler")
+    return {} if compiler is None else {k: v.strip().lower() for k, v in compiler.attrib.items()}
+
+
+def _case_hint(path: Path) -> str:
+    """``' (a file link.STL exists: names are case-sensitive)'`` when only the letter case differs."""
+    try:
+        same = [p.name for p in path.parent.iterdir() if p.name.lower() == path.name.lower()]
+    except OSError:
+        return ""
+    return f" (there is {same[0]!r} in that folder: file names are case-sensitive)" if same else ""
