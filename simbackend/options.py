@@ -17,8 +17,8 @@ option                    value                        meaning
                                                        URDF resolve (see :mod:`simbackend.models`)
 ``actuators``             sequence of specs            actuators added to the model before it is
                                                        compiled (a URDF has none)
-``fuse_static``           bool (default False)         let MuJoCo fuse bodies welded to their parent
-                                                       (off: every link keeps its name and id)
+``fuse_static``           True, False or None (None)   let MuJoCo fuse bodies welded to their parent;
+                                                       None follows the file (a URDF's links are kept)
 ``<engine name>``         dict                         options of that engine only; blocks named
                                                        after other registered engines are ignored
 ========================  ===========================  ===========================================
