@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import typer
@@ -82,7 +83,8 @@ def _sim_option() -> Any:
 
 
 def _fail(message: str, code: int = 1) -> "typer.Exit":
-    err_console.print(Text("error: ", style="bold red") + Text(message))
+    """Print ``error: message`` on stderr as one line (the terminal wraps it, not rich) and return the exit."""
+    err_console.print(Text("error: ", style="bold red") + Text(" ".join(message.split())), soft_wrap=True)
     return typer.Exit(code)
 
 
@@ -95,56 +97,101 @@ def _version_callback(value: bool) -> None:
 # ----------------------------------------------------------------------
 # construction options and device, shared by run, parity and contract
 # ----------------------------------------------------------------------
-def _option_flags() -> dict[str, Any]:
-    """The typer parameters every building command takes (see :func:`_backend_options`)."""
-    return {
-        "option": typer.Option(
-            None, "--option", "-o", metavar="KEY=VALUE",
-            help="Construction option, repeatable; VALUE is JSON where it parses. ENGINE.KEY=VALUE goes into that"
-                 " engine's block (e.g. -o sapien.solver=tgs); blocks of other engines are ignored.",
-        ),
-        "nthread": typer.Option(None, "--nthread", help="At most this many CPU threads step the physics (0: all)."),
-        "solver_iterations": typer.Option(None, "--solver-iterations", help="Constraint-solver iterations."),
-        "timestep": typer.Option(None, "--timestep", help="Physics substep in seconds, replacing the model's."),
-        "package_dir": typer.Option(None, "--package-dir", metavar="PATH",
-                                    help="Where a URDF's package:// URIs resolve, repeatable."),
-        "device": typer.Option(None, "--device", help="Torch device: cpu, cuda, cuda:1 (default: the backend's)."),
-    }
+@dataclass(frozen=True)
+class BuildFlags:
+    """What a command's construction flags say, checked.
+
+    Attributes:
+        options: keyword options for ``make_backend(..., **options)``
+            (:mod:`simbackend.options`): the ``--option`` pairs, then the
+            convenience flags over them.
+        device: the ``--device`` text (``None``: each backend's default).
+        texts: the same options as ``KEY=VALUE`` texts, in order (for
+            ``pytest --sim-option``; a later text overrides an earlier one).
+    """
+
+    options: dict[str, Any]
+    device: Optional[str]
+    texts: tuple[str, ...]
 
 
-def _backend_options(option: Optional[list[str]], nthread: Optional[int], solver_iterations: Optional[int],
-                     timestep: Optional[float], package_dir: Optional[list[str]]) -> dict[str, Any]:
-    """The options dict from the flags; malformed text is a usage error (exit 2)."""
+#: the construction flags: (parameter, annotation, typer option); see :func:`_with_build_flags`
+_BUILD_FLAGS: tuple[tuple[str, Any, Any], ...] = (
+    ("option", Optional[list[str]], typer.Option(
+        None, "--option", "-o", metavar="KEY=VALUE",
+        help="Construction option of the backend, repeatable. VALUE is read as JSON where it parses (2, 1e-3,"
+             " true, '[\"a\", \"b\"]'), else as text. ENGINE.KEY=VALUE sets a key of that engine's block"
+             " (e.g. -o sapien.solver=tgs); blocks of other engines are ignored. The flags below override the"
+             " same key given here.")),
+    ("nthread", Optional[int], typer.Option(
+        None, "--nthread", metavar="N", help="At most N CPU threads step the physics (0: as many as the engine uses).")),
+    ("solver_iterations", Optional[int], typer.Option(
+        None, "--solver-iterations", metavar="N", help="Constraint-solver iterations (default: the model's).")),
+    ("timestep", Optional[float], typer.Option(
+        None, "--timestep", metavar="SECONDS", help="Physics substep, replacing the model's timestep.")),
+    ("package_dir", Optional[list[str]], typer.Option(
+        None, "--package-dir", metavar="PATH", help="Folder where a URDF's package:// URIs resolve, repeatable.")),
+    ("device", Optional[str], typer.Option(
+        None, "--device", metavar="DEVICE",
+        help="Torch device of the backend: cpu, cuda or cuda:N (default: the backend's own). Asking for CUDA on a"
+             " machine without it stops at once.")),
+)
+
+
+def _with_build_flags(command: Any) -> Any:
+    """Give ``command`` the construction flags (``-o``, ``--nthread``, ..., ``--device``).
+
+    ``command`` declares a parameter ``build: BuildFlags`` instead of the
+    flags; the wrapper typer sees has the flags in its place, checks them
+    before the command body runs (malformed option text, or a device this
+    machine lacks: one-line error, exit 2) and passes the result as ``build``.
+    """
+    import functools
+    import inspect
+    import typing
+
+    hints = typing.get_type_hints(command)
+    own = [p.replace(annotation=hints.get(p.name, p.annotation))
+           for p in inspect.signature(command).parameters.values() if p.name != "build"]
+    flags = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default, annotation=annotation)
+             for name, annotation, default in _BUILD_FLAGS]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> Any:
+        given = {name: kwargs.pop(name) for name, _, _ in _BUILD_FLAGS}
+        return command(**kwargs, build=_build_flags(**given))
+
+    del wrapper.__wrapped__  # typer must read the signature below, not the command's
+    wrapper.__signature__ = inspect.Signature(own + flags)
+    wrapper.__annotations__ = {p.name: p.annotation for p in own + flags}
+    return wrapper
+
+
+def _build_flags(option: Optional[list[str]], nthread: Optional[int], solver_iterations: Optional[int],
+                 timestep: Optional[float], package_dir: Optional[list[str]], device: Optional[str]) -> BuildFlags:
+    """Check the construction flags; malformed option text or an absent device is a usage error (exit 2)."""
+    import json
+
     from simbackend.errors import SimBackendError
     from simbackend.options import merge_cli_options, parse_cli_option
 
-    try:
-        options = merge_cli_options([parse_cli_option(text) for text in option or []])
-    except SimBackendError as e:
-        raise _fail(str(e), code=2)
-    for key, value in (("nthread", nthread), ("solver_iterations", solver_iterations), ("timestep", timestep)):
+    texts = list(option or [])
+    for key, value in (("nthread", nthread), ("solver_iterations", solver_iterations), ("timestep", timestep),
+                       ("package_dirs", list(package_dir) if package_dir else None)):
         if value is not None:
-            options[key] = value
-    if package_dir:
-        options["package_dirs"] = list(package_dir)
-    return options
-
-
-def _check_device(device: Optional[str]) -> Optional[str]:
-    """Stop with exit 2 before building anything when ``device`` is malformed or absent (cuda without CUDA)."""
-    if device is None:
-        return None
-    from simbackend.devices import require_device
-    from simbackend.errors import SimBackendError
-
+            texts.append(f"{key}={json.dumps(value)}")
     try:
-        require_device(device, argument="--device")
+        options = merge_cli_options([parse_cli_option(text) for text in texts])
     except SimBackendError as e:
         raise _fail(str(e), code=2)
-    return device
+    if device is not None:
+        from simbackend.devices import require_device
 
-
-OPTION_FLAGS = _option_flags()
+        try:
+            require_device(device, argument="--device")
+        except SimBackendError as e:
+            raise _fail(str(e), code=2)
+    return BuildFlags(options, device, tuple(texts))
 
 
 @app.callback()
@@ -189,7 +236,12 @@ def _probe_capabilities(name: str) -> tuple[Optional[list[tuple[str, str]]], str
     except Exception as e:  # a broken backend is reported, not fatal
         return None, f"failed to load: {type(e).__name__}: {e}"
     try:
-        return sim.capabilities.as_rows(), "ok"
+        caps = sim.capabilities
+        rows = caps.as_rows()
+        if "max_envs" not in dict(rows):  # capabilities from before the field: say what they allow
+            limit = getattr(caps, "max_envs", None)
+            rows.append(("max_envs", "unlimited" if limit is None else str(limit)))
+        return rows, "ok"
     except Exception as e:
         return None, f"capabilities failed: {type(e).__name__}: {e}"
     finally:
@@ -220,7 +272,11 @@ def info(
     ),
     full: bool = typer.Option(False, "--full", help="List long capability values (e.g. sensor types) in full."),
 ) -> None:
-    """Registered backends, engine and torch versions, devices, and capabilities."""
+    """Registered backends, engine and torch versions, devices, and capabilities.
+
+    The capability table builds every backend on the pendulum model; max_envs
+    is the largest batch a backend takes ("unlimited": only memory limits it).
+    """
     import platform
 
     names = available_backends()
@@ -297,6 +353,7 @@ def _fmt_vec(values: Any) -> str:
 
 
 @app.command()
+@_with_build_flags
 def run(
     sim: str = _sim_option(),
     model: str = typer.Option(..., "--model", "-m", help="Built-in model name or path to an MJCF/URDF file."),
@@ -304,18 +361,19 @@ def run(
     steps: int = typer.Option(500, "--steps", "-s", min=1, help="Number of step() calls."),
     nsteps: int = typer.Option(1, "--nsteps", "-k", min=1, help="Physics substeps per step() call (decimation)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the backend and of the random actions."),
-    option: Optional[list[str]] = OPTION_FLAGS["option"],
-    nthread: Optional[int] = OPTION_FLAGS["nthread"],
-    solver_iterations: Optional[int] = OPTION_FLAGS["solver_iterations"],
-    timestep: Optional[float] = OPTION_FLAGS["timestep"],
-    package_dir: Optional[list[str]] = OPTION_FLAGS["package_dir"],
-    device: Optional[str] = OPTION_FLAGS["device"],
-    json_path: Optional[str] = typer.Option(None, "--json", help="Also write the figures to this JSON file."),
+    json_path: Optional[str] = typer.Option(
+        None, "--json", metavar="PATH", help="Also write the figures to this JSON file (checked before the run)."
+    ),
+    *,
+    build: BuildFlags,
 ) -> None:
     """Step N envs S times with uniform random actions and report throughput.
 
     Actions are drawn uniformly within each actuator's ctrl range ([-1, 1] where
-    the range is unlimited) from a torch generator seeded with --seed.
+    the range is unlimited) from a torch generator seeded with --seed. The
+    construction flags (-o, --nthread, ..., --device) build the backend.
+    Malformed flags, a device this machine lacks or a --json path that cannot
+    be written stop with exit 2 before anything is built.
     """
     import json
 
@@ -325,13 +383,11 @@ def run(
     from simbackend.errors import SimBackendError
     from simbackend.registry import make_backend
 
-    options = _backend_options(option, nthread, solver_iterations, timestep, package_dir)
-    _check_device(device)
     if json_path:
         _check_writable(json_path)
     t_build = time.perf_counter()
     try:
-        backend = make_backend(sim, model, num_envs, device=device, seed=seed, **options)
+        backend = make_backend(sim, model, num_envs, device=build.device, seed=seed, **build.options)
     except (SimBackendError, ValueError, TypeError, RuntimeError) as e:
         raise _fail(f"could not build backend {sim!r} for model {model!r}: {e}")
     build_s = time.perf_counter() - t_build
@@ -498,6 +554,7 @@ def _parity_table(report: Any) -> Table:
 
 
 @app.command()
+@_with_build_flags
 def parity(
     sim: str = _sim_option(),
     model: str = typer.Option(
@@ -515,32 +572,28 @@ def parity(
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the random configurations, states and controls."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (stdout) instead of a table."),
-    option: Optional[list[str]] = OPTION_FLAGS["option"],
-    nthread: Optional[int] = OPTION_FLAGS["nthread"],
-    solver_iterations: Optional[int] = OPTION_FLAGS["solver_iterations"],
-    timestep: Optional[float] = OPTION_FLAGS["timestep"],
-    package_dir: Optional[list[str]] = OPTION_FLAGS["package_dir"],
-    device: Optional[str] = OPTION_FLAGS["device"],
+    *,
+    build: BuildFlags,
 ) -> None:
     """Compare backend --sim with the MuJoCo reference on one model, tier by tier.
 
     Prints each quantity's largest error, its tolerance, pass/FAIL, and for
-    rollouts the first substep where it left tolerance. --device runs the backend
-    under test there (the reference stays on its default device); the options
-    reach both backends. Exit code: 0 when every
-    tier passed, 1 when one failed (a model the backend cannot load included),
-    2 for bad arguments (unknown backend or tier, a model the reference cannot load).
+    rollouts the first substep where it left tolerance. The construction flags
+    (-o, --nthread, ...) build both backends, so that both hold the same model;
+    --device moves only the backend under test (the reference stays on its
+    default device, the CPU for MuJoCo). Exit code: 0 when every tier passed, 1
+    when one failed (a model the backend cannot load included), 2 for bad
+    arguments (unknown backend or tier, malformed flags, a device this machine
+    lacks, a model the reference cannot load).
     """
     import json
 
     from simbackend.errors import SimBackendError
     from simbackend.parity import run_parity
 
-    options = _backend_options(option, nthread, solver_iterations, timestep, package_dir)
-    _check_device(device)
     try:
         report = run_parity(sim, model, reference=reference, tiers=tier, num_envs=num_envs, seed=seed,
-                            device=device, options=options)
+                            device=build.device, options=build.options)
     except (SimBackendError, ValueError, TypeError) as e:
         raise _fail(f"could not run parity for model {model!r}: {e}", code=2)
     if as_json:
@@ -575,26 +628,26 @@ def contract_suite_dir() -> str:
 @app.command(
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
 )
+@_with_build_flags
 def contract(
     ctx: typer.Context,
     sim: str = _sim_option(),
-    option: Optional[list[str]] = OPTION_FLAGS["option"],
-    device: Optional[str] = OPTION_FLAGS["device"],
+    *,
+    build: BuildFlags,
 ) -> None:
     """Run the conformance suite against backend --sim; extra arguments go to pytest.
 
-    --device and --option reach every backend the suite builds (pytest's
-    --device and --sim-option). Example: simbackend contract --sim sapien -o
-    sapien.solver=tgs -q -x -k "names or shapes"
+    The construction flags (-o, --nthread, --solver-iterations, --timestep,
+    --package-dir) and --device reach every backend the suite builds (they
+    become pytest's --sim-option and --device). Example: simbackend contract
+    --sim sapien -o sapien.solver=tgs --nthread 2 -q -x -k "names or shapes"
     """
     import pytest
 
-    _backend_options(option, None, None, None, None)  # malformed text: exit 2 before pytest starts
-    _check_device(device)
     args = [contract_suite_dir(), "--sim", sim, "-p", "no:cacheprovider"]
-    if device is not None:
-        args += ["--device", device]
-    for text in option or []:
+    if build.device is not None:
+        args += ["--device", build.device]
+    for text in build.texts:
         args += ["--sim-option", text]
     if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
         args += ["-p", "simbackend.contract_tests.plugin"]

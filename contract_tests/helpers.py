@@ -13,6 +13,7 @@ import torch
 from simbackend.math import quat_angle_between as quat_distance  # noqa: F401 (re-exported for the suite)
 from simbackend.math import quat_mul
 from simbackend.math import quat_to_matrix as quat_to_mat
+from simbackend.model_info import JOINT_BALL, JOINT_FREE
 from simbackend.sampling import random_configurations, random_unit_quat  # noqa: F401 (re-exported)
 
 #: a small chain with a ball joint (contract models are all hinge/slide/free otherwise)
@@ -81,10 +82,10 @@ def integrate_qpos(sim: Any, qpos: np.ndarray, qvel: np.ndarray, h: float) -> np
     out = qpos.copy()
     for j, t in enumerate(info.joint_type):
         qa, va = int(info.joint_qposadr[j]), int(info.joint_dofadr[j])
-        if t == 0:
+        if t == JOINT_FREE:
             out[..., qa : qa + 3] += h * qvel[..., va : va + 3]
             out[..., qa + 3 : qa + 7] = _quat_integrate_local(qpos[..., qa + 3 : qa + 7], qvel[..., va + 3 : va + 6], h)
-        elif t == 1:
+        elif t == JOINT_BALL:
             out[..., qa : qa + 4] = _quat_integrate_local(qpos[..., qa : qa + 4], qvel[..., va : va + 3], h)
         else:
             out[..., qa] += h * qvel[..., va]

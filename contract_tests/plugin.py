@@ -54,6 +54,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store",
         default=None,
         dest="sim_device",
+        metavar="DEVICE",
         help="torch device of the backends the suite builds (cpu, cuda, cuda:1; default: the backend's)",
     )
     group.addoption(
@@ -61,7 +62,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="construction option for every backend the suite builds, repeatable (ENGINE.KEY=VALUE for an engine block)",
+        help="construction option for every backend the suite builds, repeatable; VALUE is JSON where it parses,"
+            " ENGINE.KEY=VALUE goes into that engine's block (a test's own options override these)",
     )
 
 

@@ -321,6 +321,35 @@ def test_info_without_capabilities(runner: CliRunner) -> None:
     assert "divergence_detection" not in result.output
 
 
+def test_info_shows_max_envs(runner: CliRunner) -> None:
+    """The capability table shows each backend's max_envs, None as "unlimited"."""
+    from dataclasses import replace
+
+    from simbackend.backends.mujoco import MuJoCoBackend
+
+    class Capped(MuJoCoBackend):
+        @property
+        def capabilities(self) -> Capabilities:
+            return replace(super().capabilities, max_envs=640)
+
+    class Older(MuJoCoBackend):  # capabilities from before the max_envs field
+        @property
+        def capabilities(self) -> Any:
+            rows = [row for row in super().capabilities.as_rows() if row[0] != "max_envs"]
+            return type("OldCapabilities", (), {"as_rows": lambda self: list(rows)})()
+
+    register_backend("cli-capped", Capped)
+    register_backend("cli-older", Older)
+    try:
+        result = invoke(runner, "info")
+    finally:
+        unregister_backend("cli-capped")
+        unregister_backend("cli-older")
+    assert result.exit_code == 0, result.output
+    # columns in name order: cli-capped, cli-older, mujoco
+    assert "max_envs 640 unlimited unlimited" in _flat(result.output), _flat(result.output)
+
+
 def test_info_survives_a_backend_that_fails_to_load(runner: CliRunner) -> None:
     def explode(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("engine exploded on purpose")
@@ -456,6 +485,20 @@ def test_contract_passes_arguments_and_exit_code_through(runner: CliRunner, monk
 # construction options and devices on the command line
 # ----------------------------------------------------------------------------
 
+@pytest.fixture
+def never_built() -> list[dict[str, Any]]:
+    """Backend "cli-never": records each construction attempt (the list returned), then fails it at once."""
+    calls: list[dict[str, Any]] = []
+
+    def factory(model: Any, num_envs: int, **kwargs: Any) -> Any:
+        calls.append(dict(kwargs))
+        raise RuntimeError("cli-never was built")
+
+    register_backend("cli-never", factory)
+    yield calls
+    unregister_backend("cli-never")
+
+
 def test_run_takes_common_and_engine_options(runner: CliRunner, tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     result = invoke(runner, "run", "--sim", "mujoco", "--model", "pendulum", "-n", "4", "-s", "3", "--nthread", "1",
@@ -466,42 +509,146 @@ def test_run_takes_common_and_engine_options(runner: CliRunner, tmp_path: Path) 
     assert figures["physics_dt"] == pytest.approx(0.004) and figures["nthread"] == 1
 
 
+#: a CUDA device this machine does not have: "cuda" without CUDA, else one index past the last GPU
+ABSENT_CUDA = f"cuda:{torch.cuda.device_count()}" if torch.cuda.is_available() else "cuda"
+
+
+@pytest.fixture
+def built(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """Backend "cli-built": MuJoCo that records each construction's device and options (the list returned)."""
+    from simbackend.backends.mujoco import MuJoCoBackend
+
+    calls: list[dict[str, Any]] = []
+
+    def factory(model: Any, num_envs: int, **kwargs: Any) -> Any:
+        calls.append(dict(kwargs))
+        return MuJoCoBackend(model, num_envs, **kwargs)
+
+    register_backend("cli-built", factory)
+    yield calls
+    unregister_backend("cli-built")
+
+
+def test_run_takes_common_and_engine_options(runner: CliRunner, tmp_path: Path, built: list) -> None:
+    out = tmp_path / "run.json"
+    result = invoke(runner, "run", "--sim", "cli-built", "--model", "pendulum", "-n", "4", "-s", "3", "--nthread", "1",
+                    "--solver-iterations", "7", "--timestep", "0.004", "-o", "mujoco.integrator=rk4",
+                    "-o", "sapien.solver=tgs", "-o", "nthread=3", "--device", "cpu", "--json", str(out))
+    assert result.exit_code == 0, result.output
+    figures = json.loads(out.read_text())
+    assert figures["physics_dt"] == pytest.approx(0.004) and figures["nthread"] == 1
+    # one construction; --nthread overrides -o nthread=3; ENGINE.KEY goes into that engine's block
+    assert built == [{"device": "cpu", "seed": 0, "nthread": 1, "solver_iterations": 7, "timestep": 0.004,
+                      "mujoco": {"integrator": "rk4"}, "sapien": {"solver": "tgs"}}]
+
+
+def test_package_dir_becomes_the_package_dirs_option(runner: CliRunner, tmp_path: Path, built: list) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    result = invoke(runner, "run", "--sim", "cli-built", "--model", "pendulum", "-n", "1", "-s", "1",
+                    "--package-dir", str(a), "--package-dir", str(b))
+    assert result.exit_code == 0, result.output
+    assert built[0]["package_dirs"] == [str(a), str(b)]
+
+
 @pytest.mark.parametrize("args, fragment", [
-    (["-o", "nthread"], "--option: expected KEY=VALUE"),
-    (["-o", "=3"], "empty key"),
-    (["-o", "no_such_option=1"], "no_such_option"),
-    (["-o", "mujoco.integrator=leapfrog"], "mujoco.integrator"),
-    (["--device", "cuda:7" if torch.cuda.is_available() else "cuda"], "CUDA"),
-    (["--device", "meta"], "--device"),
+    (["-o", "nthread"], "--option: expected KEY=VALUE, got 'nthread'"),
+    (["-o", "=3"], "--option: empty key"),
+    (["-o", "nthread=1", "-o", "nthread.x=2"], "'nthread' given both as a value and as an engine block"),
+    (["--device", ABSENT_CUDA], "torch sees"),
+    (["--device", "meta"], "--device: expected one of ['cpu', 'cuda'], got 'meta'"),
+    (["--device", "foo"], "--device: 'foo' is not a device"),
 ])
-def test_run_rejects_bad_options_in_one_line(runner: CliRunner, args: list[str], fragment: str) -> None:
-    result = invoke(runner, "run", "--sim", "mujoco", "--model", "pendulum", "-n", "2", "-s", "2", *args)
-    assert result.exit_code in (1, 2) and fragment in result.output, result.output
-    error_lines = [line for line in result.output.splitlines() if line.startswith("error:")]
-    assert len(error_lines) == 1
+def test_bad_flags_stop_before_anything_is_built(runner: CliRunner, never_built: list, args: list[str],
+                                                 fragment: str) -> None:
+    """Malformed option text or a device this machine lacks: a one-line error, exit 2, no backend built."""
+    for command in (["run", "-n", "2", "-s", "2"], ["parity", "--reference", "cli-never"]):
+        result = invoke(runner, *command, "--sim", "cli-never", "--model", "pendulum", *args)
+        assert result.exit_code == 2, result.output
+        assert isinstance(result.exception, SystemExit), result.exception  # no traceback
+        lines = [line for line in result.output.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith("error: ") and fragment in lines[0], result.output
+        assert never_built == []
 
 
-def test_run_checks_the_json_path_before_running(runner: CliRunner, tmp_path: Path) -> None:
-    """A --json path that cannot be written fails at once, not after the whole run."""
-    for bad in (tmp_path / "missing" / "out.json", tmp_path):
+def test_device_cuda_without_cuda_says_so(runner: CliRunner) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    result = invoke(runner, "run", "--sim", "mujoco", "--model", "pendulum", "--device", "cuda")
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("error: --device: device 'cuda' requested, but torch sees no CUDA device")
+
+
+def test_unknown_option_is_one_line(runner: CliRunner) -> None:
+    """An option no backend knows is reported by the backend, in one line naming it (exit 1)."""
+    result = invoke(runner, "run", "--sim", "mujoco", "--model", "pendulum", "-n", "2", "-s", "2",
+                    "-o", "no_such_option=1")
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit), result.exception
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1, result.output
+    assert lines[0].startswith("error: could not build backend 'mujoco'") and "no_such_option" in lines[0]
+
+
+def test_run_checks_the_json_path_before_running(runner: CliRunner, tmp_path: Path, never_built: list) -> None:
+    """A --json path that cannot be written fails at once, not after the whole run: nothing is even built."""
+    (tmp_path / "a_file").write_text("")
+    for bad, why in ((tmp_path / "missing" / "out.json", "does not exist"), (tmp_path, "is a folder"),
+                     (tmp_path / "a_file" / "out.json", "does not exist")):
         t0 = time.perf_counter()
-        result = invoke(runner, "run", "--sim", "mujoco", "--model", "arm7", "-n", "512", "-s", "100000",
+        result = invoke(runner, "run", "--sim", "cli-never", "--model", "arm7", "-n", "512", "-s", "100000000",
                         "--json", str(bad))
         assert result.exit_code == 2, result.output
-        assert "--json" in result.output and "env-steps/s" not in result.output
-        assert time.perf_counter() - t0 < 20
+        assert result.output.startswith("error: --json: ") and why in result.output, result.output
+        assert never_built == [] and "env-steps/s" not in result.output
+        assert time.perf_counter() - t0 < 10
 
 
-def test_parity_and_contract_take_device_and_options(runner: CliRunner) -> None:
-    if not torch.cuda.is_available():
-        for command in (["parity", "--sim", "mujoco", "--model", "pendulum"], ["contract", "--sim", "mujoco"]):
-            result = invoke(runner, *command, "--device", "cuda")
-            assert result.exit_code == 2 and "CUDA" in result.output, result.output
-    result = invoke(runner, "parity", "--sim", "mujoco", "--model", "pendulum", "--tier", "model",
-                    "-o", "solver_iterations=20", "--device", "cpu")
+def test_run_checks_the_json_folder_is_writable(runner: CliRunner, tmp_path: Path, never_built: list,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    real_access = os.access
+    # a folder this user may not write to (chmod alone does not stop root, who runs some CI)
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: Path(path) != locked and real_access(path, mode, **kw))
+    result = invoke(runner, "run", "--sim", "cli-never", "--model", "pendulum", "--json", str(locked / "o.json"))
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith(f"error: --json: {locked / 'o.json'} is not writable"), result.output
+    assert never_built == []
+
+
+def test_parity_takes_device_and_options(runner: CliRunner, built: list) -> None:
+    """The options build both backends; --device only the backend under test."""
+    result = invoke(runner, "parity", "--sim", "cli-built", "--reference", "cli-built", "--model", "pendulum",
+                    "--tier", "model", "-o", "solver_iterations=20", "--nthread", "1", "--device", "cpu")
     assert result.exit_code == 0, result.output
-    result = invoke(runner, "contract", "--sim", "mujoco", "-o", "nthread", "-q")
-    assert result.exit_code == 2 and "KEY=VALUE" in result.output, result.output
+    devices = {c["device"] for c in built}
+    assert devices == {"cpu", None}, built  # the reference on its default device
+    assert all(c["solver_iterations"] == 20 and c["nthread"] == 1 for c in built), built
+
+
+def test_contract_forwards_flags_to_pytest(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[list[str]] = []
+    monkeypatch.setattr(pytest, "main", lambda args, *a, **k: calls.append(list(args)) or 0)
+    result = invoke(runner, "contract", "--sim", "mujoco", "-o", "sapien.solver=tgs", "--nthread", "2",
+                    "--timestep", "0.001", "--solver-iterations", "9", "--package-dir", "/p", "--device", "cpu",
+                    "-q", "-k", "names")
+    assert result.exit_code == 0, result.output
+    args = calls[0]
+    forwarded = [args[i + 1] for i, a in enumerate(args) if a == "--sim-option"]
+    assert forwarded == ["sapien.solver=tgs", "nthread=2", "solver_iterations=9", "timestep=0.001",
+                         'package_dirs=["/p"]']
+    assert args[args.index("--device") + 1] == "cpu"
+    assert args[-3:] == ["-q", "-k", "names"]
+
+
+def test_contract_stops_on_bad_flags_before_pytest(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[list[str]] = []
+    monkeypatch.setattr(pytest, "main", lambda args, *a, **k: calls.append(list(args)) or 0)
+    for args, fragment in ((["-o", "nthread"], "KEY=VALUE"), (["--device", ABSENT_CUDA], "torch sees")):
+        result = invoke(runner, "contract", "--sim", "mujoco", *args, "-q")
+        assert result.exit_code == 2 and fragment in result.output, result.output
+    assert calls == []
 
 
 def test_contract_forwards_options_to_the_suite(tmp_path: Path) -> None:
@@ -513,3 +660,84 @@ def test_contract_forwards_options_to_the_suite(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "--device cpu --sim-option nthread=1 --sim-option sapien.solver=tgs" in proc.stdout
+
+
+# ----------------------------------------------------------------------------
+# the pytest plugin: --device, --sim-option, sim_device
+# ----------------------------------------------------------------------------
+PLUGIN_CONFTEST = """
+from simbackend.backends.mujoco import MuJoCoBackend
+from simbackend.registry import register_backend
+
+BUILT = []
+
+
+def recording(model, num_envs, **kwargs):
+    BUILT.append(kwargs)
+    return MuJoCoBackend(model, num_envs, **kwargs)
+
+
+register_backend("probe-recording", recording)
+"""
+
+PLUGIN_PROBE = """
+import mujoco
+import pytest
+
+from conftest import BUILT
+
+
+def test_probe(make_sim, sim_device, sim_options, capabilities):
+    assert sim_device == "cpu"
+    assert sim_options == {"nthread": 1, "timestep": 0.004, "mujoco": {"integrator": "rk4"}}
+    assert BUILT == [{"device": "cpu", "seed": 0, **sim_options}]  # the capabilities fixture's backend
+    sim = make_sim("pendulum", 2)
+    assert BUILT[-1] == {"device": "cpu", "seed": 0, **sim_options}
+    assert (sim.nthread, sim.physics_dt) == (1, pytest.approx(0.004))
+    own = make_sim("pendulum", 1, timestep=0.002, mujoco={"solver": "cg"})  # a test's own options merge over them
+    assert BUILT[-1] == {"device": "cpu", "seed": 0, "nthread": 1, "timestep": 0.002,
+                         "mujoco": {"integrator": "rk4", "solver": "cg"}}
+    assert own.physics_dt == pytest.approx(0.002)
+    assert own.model.opt.integrator == mujoco.mjtIntegrator.mjINT_RK4
+    assert own.model.opt.solver == mujoco.mjtSolver.mjSOL_CG
+"""
+
+
+def _pytest(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([PYTHON, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=cwd,
+                          env=_env(MUJOCO_GL="egl"), capture_output=True, text=True, timeout=300)
+
+
+def test_plugin_builds_backends_with_sim_options_and_device(tmp_path: Path) -> None:
+    """make_sim and the capabilities fixture build on --device with the --sim-option options (checked inside)."""
+    (tmp_path / "conftest.py").write_text(PLUGIN_CONFTEST)
+    (tmp_path / "test_probe.py").write_text(PLUGIN_PROBE)
+    proc = _pytest("test_probe.py", "--sim", "probe-recording", "--device", "cpu", "--sim-option", "nthread=1",
+                   "--sim-option", "timestep=0.004", "--sim-option", "mujoco.integrator=rk4", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "1 passed" in proc.stdout
+    assert "simbackend conformance: --sim probe-recording --device cpu --sim-option nthread=1" in proc.stdout
+
+
+def test_plugin_runs_the_suite_with_sim_options(tmp_path: Path) -> None:
+    import importlib.util
+
+    suite = Path(list(importlib.util.find_spec("simbackend.contract_tests").submodule_search_locations)[0])
+    proc = _pytest(str(suite / "test_model_and_names.py"), "-q", "-k", "test_name_tables_and_ids and pendulum",
+                   "--sim", "mujoco", "--sim-option", "nthread=1", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert re.search(r"\b[1-9]\d* passed", proc.stdout) and " failed" not in proc.stdout, proc.stdout[-2000:]
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--device", ABSENT_CUDA], "--device: device '%s' requested, but torch sees" % ABSENT_CUDA),
+    (["--device", "foo"], "--device: 'foo' is not a device"),
+    (["--sim-option", "nthread"], "--sim-option: expected KEY=VALUE, got 'nthread'"),
+])
+def test_plugin_rejects_bad_device_and_options_as_usage_errors(tmp_path: Path, args: list[str],
+                                                              fragment: str) -> None:
+    (tmp_path / "test_never.py").write_text("def test_never():\n    raise AssertionError('ran')\n")
+    proc = _pytest("test_never.py", "--sim", "mujoco", *args, cwd=tmp_path)
+    assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]  # pytest's usage error
+    assert f"ERROR: {fragment}" in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr

@@ -47,19 +47,16 @@ from __future__ import annotations
 
 from simbackend.sampling import random_configurations
 
+from . import tolerances
 from .report import ParityReport, ParityRow
 from .tiers import dynamics_controls, run_parity
-from .tolerances import *  # noqa: F403 (the tolerances and settings are part of the API)
-from .tolerances import MODEL_DEFAULT_TIERS, STATIC_TIERS, TIERS, default_tiers
+from .tolerances import *  # noqa: F403 (the tiers, tolerances and settings are part of the API)
 
 __all__ = [
-    "TIERS",
-    "STATIC_TIERS",
-    "MODEL_DEFAULT_TIERS",
     "ParityRow",
     "ParityReport",
-    "default_tiers",
     "run_parity",
     "random_configurations",
     "dynamics_controls",
+    *tolerances.__all__,
 ]

@@ -15,7 +15,8 @@ from simbackend.sampling import random_configurations
 
 from .report import ParityReport, ParityRow
 from .tolerances import *  # noqa: F403 (the constants the tiers apply)
-from .tolerances import _model_label, default_tiers
+from .tolerances import _model_label
+
 
 def run_parity(
     sim: str,
@@ -65,10 +66,9 @@ def run_parity(
     ctx = _Context(sim, reference, model, seed=int(seed), device=device, options=dict(options or {}))
 
     # the reference first: a model it cannot load is the caller's error, not a parity failure
-    ref_probe = ctx.build(reference, 1)
-    ref_probe.close()
+    ctx.build_reference(1).close()
     try:
-        probe = ctx.build(sim, 1)
+        probe = ctx.build_sim(1)
     except Exception as e:  # any failure to build is reported as the load row
         report.rows.append(ParityRow("load", "build", None, None, False, detail=f"{type(e).__name__}: {e}"))
         return report
@@ -93,21 +93,25 @@ def run_parity(
 
 
 class _Context:
-    """What every tier needs: both backend names, the model, the seed."""
+    """What every tier needs: both backend names, the model, the seed, the device and options."""
 
     def __init__(self, sim: str, reference: str, model: Any, *, seed: int, device: Any, options: dict):
         self.sim, self.reference, self.model, self.seed, self.device = sim, reference, model, seed, device
         self.options = options
 
-    def build(self, name: str, num_envs: int) -> Any:
-        device = self.device if name == self.sim else None
-        return make_backend(name, self.model, num_envs, device=device, seed=self.seed, **self.options)
+    def build_sim(self, num_envs: int) -> Any:
+        """The backend under test, on the requested device."""
+        return make_backend(self.sim, self.model, num_envs, device=self.device, seed=self.seed, **self.options)
+
+    def build_reference(self, num_envs: int) -> Any:
+        """The reference, on its default device (even when it is the same backend as the one under test)."""
+        return make_backend(self.reference, self.model, num_envs, seed=self.seed, **self.options)
 
     def pair(self, num_envs: int) -> tuple[Any, Any]:
         """(backend under test, reference), each with ``num_envs`` envs."""
-        ref = self.build(self.reference, num_envs)
+        ref = self.build_reference(num_envs)
         try:
-            return self.build(self.sim, num_envs), ref
+            return self.build_sim(num_envs), ref
         except BaseException:
             ref.close()
             raise

@@ -7,6 +7,15 @@ import os
 from pathlib import Path
 from typing import Any, Optional
 
+__all__ = [
+    "TIERS", "STATIC_TIERS", "MODEL_DEFAULT_TIERS", "default_tiers",
+    "MODEL_RTOL", "MODEL_SCALE_FLOOR", "MODEL_LENGTH_ATOL", "MODEL_GRAVITY_ATOL",
+    "KIN_NUM_ENVS", "KIN_POS_TOL", "KIN_ANGLE_TOL", "KIN_UNLIMITED_HINGE", "KIN_UNLIMITED_SLIDE", "JAC_TOL",
+    "DYN_DURATION", "DYN_POS_TOL", "DYN_NUM_ENVS", "DYN_INITIAL_OFFSET", "DYN_SINE_HZ", "DYN_SINE_AMPLITUDE",
+    "DYN_RANDOM_HOLD",
+    "SERVO_DURATION", "SERVO_TOL", "SERVO_OFFSET",
+    "CONTACT_DURATION", "CONTACT_HEIGHT_TOL",
+]
 #: every tier, in the order they run and are reported (``load`` always runs first)
 TIERS = ("model", "kinematics", "jacobian", "dynamics", "servo", "contact")
 
@@ -76,7 +85,6 @@ SERVO_OFFSET = 0.2
 CONTACT_DURATION = 1.0
 #: contact: resting height (z of the body frame origin), m
 CONTACT_HEIGHT_TOL = 2e-3
-
 
 
 def _model_label(model: Any) -> str:

@@ -208,3 +208,25 @@ def test_random_configurations_respect_ranges():
     quat = qpos[:, info.quat_qpos_index[0] : info.quat_qpos_index[0] + 4]
     np.testing.assert_allclose(np.linalg.norm(quat, axis=1), 1.0)
     np.testing.assert_allclose(qpos[:, 7:10], np.broadcast_to(info.qpos0[7:10], (200, 3)))  # the cube stays put
+
+
+def test_device_goes_to_the_backend_under_test_and_options_to_both():
+    """run_parity(device=, options=): the options build both backends (the same model on each); the
+    device only the backend under test, also when the reference is the same backend."""
+    built = []
+
+    def recording(model, num_envs, **kwargs):
+        built.append(kwargs)
+        return MuJoCoBackend(model, num_envs, **kwargs)
+
+    register_backend("parity-recording", recording)
+    try:
+        report = run_parity("parity-recording", "pendulum", reference="parity-recording", tiers=["model"],
+                            device="cpu", options={"timestep": 0.004, "mujoco": {"solver": "cg"}})
+    finally:
+        unregister_backend("parity-recording")
+    assert report.passed, report.summary()
+    assert report.row("model", "timestep").detail == "identical (1 values)"
+    assert len(built) == 4  # a probe and the model tier's pair, each for both
+    assert sorted(str(k["device"]) for k in built) == ["None", "None", "cpu", "cpu"]
+    assert all(k["timestep"] == 0.004 and k["mujoco"] == {"solver": "cg"} for k in built), built
