@@ -84,10 +84,10 @@ class BareLoop:
         self.joints = [[eng.comps[n][a][l].joint for a, l in plan.joint_link[pos_j]] for n in range(self.n)]
 
         # qpos columns of each articulation's PhysX dofs, in PhysX's dof order
-        cols = {a: np.zeros(int(d), np.int64) for a, d in enumerate(eng.art_dofs) if d}
-        scalar = [j for j in range(len(info.joint_names)) if eng.joint_dof[j] >= 0]
+        cols = {a: np.zeros(int(d), np.int64) for a, d in enumerate(eng.cols.art_dofs) if d}
+        scalar = [j for j in range(len(info.joint_names)) if eng.cols.joint_dof[j] >= 0]
         for j in scalar:
-            cols[int(plan.joint_link[j, 0])][eng.joint_dof[j]] = info.joint_qposadr[j]
+            cols[int(plan.joint_link[j, 0])][eng.cols.joint_dof[j]] = info.joint_qposadr[j]
         self.scalar_cols = np.asarray(info.joint_qposadr[scalar], np.int64)
         self.offset = np.asarray(plan.joint_offset[scalar], np.float32)
         self.has_offset = bool(self.offset.any())

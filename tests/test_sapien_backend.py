@@ -168,16 +168,21 @@ def test_options() -> None:
         make_backend("sapien", "pendulum", 1, sapien={"spacing": -1.0})
 
 
-def test_no_joints_model_loads(tmp_path: Path) -> None:
-    """A model whose every body is welded to the world loads and steps (it failed with an IndexError)."""
+@pytest.mark.parametrize("bodies,positions", [
+    ('<body name="a" pos="0 0 1"><geom type="box" size=".1 .1 .1"/></body>'
+     '<body name="b" pos="1 0 1"><geom type="sphere" size=".1"/></body>', [[0, 0, 1], [1, 0, 1]]),
+    ("", []),                                                     # world geoms only: no articulation at all
+])
+def test_no_joints_model_loads(tmp_path: Path, bodies: str, positions: list) -> None:
+    """A model whose every body is welded to the world loads, steps and reads (it failed with an IndexError)."""
     path = tmp_path / "static.xml"
-    path.write_text('<mujoco><worldbody><body name="a" pos="0 0 1"><geom type="box" size=".1 .1 .1"/></body>'
-                    '<body name="b" pos="1 0 1"><geom type="sphere" size=".1"/></body></worldbody></mujoco>')
+    path.write_text(f'<mujoco><worldbody><geom type="plane" size="1 1 .1"/>{bodies}</worldbody></mujoco>')
     with make_backend("sapien", str(path), 2) as sim:
         assert sim.nq == 0 and sim.nv == 0
         assert not sim.step(None)["diverged"].any()
-        np.testing.assert_allclose(sim.get_body_pos_w(sim.get_body_ids(["a", "b"])).numpy(),
-                                   [[[0, 0, 1], [1, 0, 1]]] * 2, atol=1e-6)
+        sim.set_state(None, np.zeros((2, 0)))
+        np.testing.assert_allclose(sim.get_body_pos_w().numpy(), [[[0, 0, 0]] + positions] * 2, atol=1e-6)
+        np.testing.assert_allclose(sim.get_body_quat_w().numpy()[..., 0], 1.0, atol=1e-6)
 
 
 def test_notes_name_the_solver_in_use() -> None:
@@ -187,45 +192,79 @@ def test_notes_name_the_solver_in_use() -> None:
             assert solver.upper() in text and ({"pgs", "tgs"} - {solver}).pop().upper() + ")" not in text
 
 
-def test_force_physx_cannot_integrate_is_divergence() -> None:
-    """PhysX zeroes the velocities of a step it cannot integrate (1e30 N): its qacc reports it, the env is restored."""
-    with make_backend("sapien", "cartpole", 2) as sim:
+@pytest.mark.parametrize("sim_name", ["sapien", "mujoco"])
+def test_force_physx_cannot_integrate_is_divergence(sim_name: str) -> None:
+    """PhysX zeroes the velocities of a step it cannot integrate (1e30 N): its qacc reports it, the env
+    is restored; MuJoCo gives the same mask and state."""
+    with make_backend(sim_name, "cartpole", 2) as sim:
         sim.set_state(None, np.full((2, 2), 0.1), np.full((2, 2), 0.2))
         f = np.zeros((2, 1, 3))
         f[1, 0] = [1e30, 0, 0]
-        sim.apply_body_force([2], f)
-        assert sim.step(np.zeros((2, 1)))["diverged"].tolist() == [False, True]
-        np.testing.assert_allclose(sim.get_qvel().numpy()[1], [0.2, 0.2], rtol=1e-6)
+        for _ in range(2):  # twice: the second call starts from the restored state, not the failed one
+            sim.apply_body_force([2], f)
+            assert sim.step(np.zeros((2, 1)))["diverged"].tolist() == [False, True]
+            np.testing.assert_allclose(sim.get_qpos().numpy()[1], [0.1, 0.1], rtol=1e-6)
+            np.testing.assert_allclose(sim.get_qvel().numpy()[1], [0.2, 0.2], rtol=1e-6)
 
 
-def test_interrupted_step_restores_every_scene(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A KeyboardInterrupt from inside PhysX's stepping loop leaves every env at its pre-call state, consistently."""
+@pytest.mark.parametrize("sim_name", ["sapien", "mujoco"])
+def test_enormous_motor_ctrl_is_divergence(sim_name: str, tmp_path: Path) -> None:
+    """A motor without a ctrl range given 1e30: diverged and restored on both engines, the other env steps."""
+    body = ARM + '<body name="c" pos="0 2 1"><joint name="s1" type="slide" axis="1 0 0"/><geom size=".1"/></body>'
+    acts = ('<actuator><motor name="m1" joint="j1" ctrllimited="false"/>'
+            '<motor name="m2" joint="s1" ctrllimited="false"/></actuator>')
+    with make_backend(sim_name, _mjcf(tmp_path, body, acts), 2) as sim:
+        sim.set_state(None, np.full((2, 3), 0.1), np.full((2, 3), 0.2))
+        ctrl = np.zeros((2, 2))
+        ctrl[1, 0] = 1e30
+        assert sim.step(ctrl)["diverged"].tolist() == [False, True]
+        q, v = sim.get_qpos().numpy(), sim.get_qvel().numpy()
+        np.testing.assert_allclose(q[1], 0.1, rtol=1e-6)
+        np.testing.assert_allclose(v[1], 0.2, rtol=1e-6)
+        assert np.abs(q[0] - 0.1).max() > 1e-4, "env 0 must have stepped"
+
+
+class _Interrupting:
+    """Wraps a PhysX system; its ``step`` raises KeyboardInterrupt at the ``at``-th call (counted in ``calls``)."""
+
+    def __init__(self, system, calls: dict, at: int):
+        self.system, self.calls, self.at = system, calls, at
+
+    def __getattr__(self, name):
+        return getattr(self.system, name)
+
+    def step(self):
+        self.calls["n"] += 1
+        if self.calls["n"] == self.at:
+            raise KeyboardInterrupt
+        self.system.step()
+
+
+@pytest.mark.parametrize("where", ["scene step", "verdict"])
+def test_interrupted_step_restores_every_scene(where: str) -> None:
+    """A KeyboardInterrupt inside PhysX's stepping loop, or while the step is judged after its
+    substeps, leaves every env at its pre-call state, and the next step continues consistently."""
     with make_backend("sapien", "arm7", 3) as sim, make_backend("sapien", "arm7", 3) as twin:
-        ctrl = np.zeros((3, sim.num_actuators))
+        ctrl = np.full((3, sim.num_actuators), 0.3)
         for s in (sim, twin):
             s.step(ctrl, nsteps=2)
-        q0 = sim.get_qpos().clone()
-        victim = sim.engine.systems[2]
-        calls = {"n": 0}
-
-        class Stepper:
-            def __init__(self, system):
-                self.system = system
-
-            def __getattr__(self, name):
-                return getattr(self.system, name)
-
-            def step(self):
-                calls["n"] += 1
-                if calls["n"] == 5:
-                    raise KeyboardInterrupt
-                self.system.step()
-
-        sim.engine.systems[2] = Stepper(victim)
+        q0, v0 = sim.get_qpos().clone(), sim.get_qvel().clone()
+        e = sim.engine
+        victim = e.systems[1]
+        if where == "scene step":
+            calls = {"n": 0}
+            e.systems[1] = _Interrupting(victim, calls, at=5)
+        else:
+            def interrupted():
+                raise KeyboardInterrupt
+            e._qacc = interrupted
         with pytest.raises(KeyboardInterrupt):
             sim.step(ctrl, nsteps=10)
-        sim.engine.systems[2] = victim
-        assert torch.equal(sim.get_qpos(), q0)
+        e.systems[1] = victim
+        e.__dict__.pop("_qacc", None)
+        assert torch.equal(sim.get_qpos(), q0) and torch.equal(sim.get_qvel(), v0)
+        torch.testing.assert_close(torch.from_numpy(sim.layout.state_from_pack(e._serialised())[0]), q0.double(),
+                                   rtol=0, atol=1e-6)   # PhysX itself holds the pre-call state
         # the state is restored exactly; PhysX's contact warm-start caches are not part of its
         # serialised state, so the continuation agrees to solver precision, not bit for bit
         for s in (sim, twin):
@@ -289,7 +328,7 @@ def test_layout_with_gpu_rows_and_offsets_matches_cpu(model: str) -> None:
     env_of_old_row = np.repeat(np.arange(n), e.num_arts)
     g_data[perm, :, :3] += torch.as_tensor(origins[env_of_old_row])[:, None]
     site_pose = np.concatenate([sim.model.site_pos, sim.model.site_quat], 1)
-    lay = Layout(sim.plan, perm[e.rows], e.link_col, e.dof_col, origins, site_pose, torch.device("cpu"))
+    lay = Layout(sim.plan, perm[e.rows], e.cols, origins, site_pose, torch.device("cpu"))
     ref = sim.layout
     bodies = np.arange(sim.info.nbody)
     free = ref.free_body
@@ -302,29 +341,75 @@ def test_layout_with_gpu_rows_and_offsets_matches_cpu(model: str) -> None:
             torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
     ids = np.array([2, 0])
     qt, vt = torch.as_tensor(q[ids]), torch.as_tensor(v[ids])
-    packed, ref_packed = lay.pack_state(ids, qt, vt, e.max_dof), ref.pack_state(ids, qt, vt, e.max_dof)
-    np.testing.assert_array_equal(packed["rows"], perm[ref_packed["rows"]])
+    packed, ref_packed = lay.pack_state(ids, qt, vt), ref.pack_state(ids, qt, vt)
+    np.testing.assert_array_equal(packed["rows"].numpy(), perm[ref_packed["rows"].numpy()])
     shift = np.repeat(origins[ids], e.num_arts, axis=0)
     np.testing.assert_allclose(packed["root_pose"][:, :3].numpy() - shift, ref_packed["root_pose"][:, :3].numpy(),
                                atol=1e-12)
     np.testing.assert_allclose(packed["qpos"].numpy(), ref_packed["qpos"].numpy())
 
 
-def test_gpu_restore_index_touches_only_restored_rows() -> None:
-    """The fixed-length restore index (GPU path, run here on CPU tensors): restored envs' rows name
-    themselves, every other entry repeats a restored row, or row 0's own when none is restored."""
-    rows = torch.tensor([[5, 2], [0, 3], [4, 1]])                 # (N=3, A=2) rows in GPU order
-    all_rows = rows.reshape(-1)
-    env_of_row = torch.zeros(6, dtype=torch.long)
-    env_of_row[all_rows] = torch.arange(3).repeat_interleave(2)
-    idx = sgpu.restore_index(torch.tensor([False, True, False]), env_of_row, all_rows)
-    assert idx.dtype == torch.int32 and idx.shape == (6,)
-    assert set(idx.tolist()) == {0, 3}                            # env 1's rows only
-    assert idx.tolist()[2:4] == [0, 3]                            # in their own slots
-    idx = sgpu.restore_index(torch.tensor([True, False, True]), env_of_row, all_rows)
-    assert set(idx.tolist()) == {5, 2, 4, 1}
-    idx = sgpu.restore_index(torch.zeros(3, dtype=torch.bool), env_of_row, all_rows)
-    assert set(idx.tolist()) == {int(all_rows[0])}                # a rewrite of one row's own values
+def _gpu_rows() -> tuple[torch.Tensor, torch.Tensor, int]:
+    """GPU-style rows: N=3 envs of A=2 articulations in a permuted order, the spare sub-scene's in between."""
+    rows = torch.tensor([[5, 2], [0, 7], [4, 1]])                 # (N, A)
+    return rows, torch.tensor([6, 3]), 8                          # spare rows (A,), R
+
+
+def test_gpu_restore_index_touches_only_restored_envs() -> None:
+    """The fixed-length restore index (GPU path, on CPU tensors): restored envs' rows in their own
+    slots, every other entry the spare's row of the same articulation, then the spare's rows."""
+    rows, spare, _ = _gpu_rows()
+    idx = sgpu.restore_index(torch.tensor([False, True, False]), rows, spare)
+    assert idx.dtype == torch.int32 and idx.tolist() == [6, 3, 0, 7, 6, 3, 6, 3]
+    idx = sgpu.restore_index(torch.tensor([True, False, True]), rows, spare)
+    assert idx.tolist() == [5, 2, 6, 3, 4, 1, 6, 3]
+    idx = sgpu.restore_index(torch.zeros(3, dtype=torch.bool), rows, spare)
+    assert set(idx.tolist()) == {6, 3}                            # no env's row is written
+
+
+def test_gpu_row_restorer_writes_back_only_restored_rows() -> None:
+    """The GPU path's restore (on CPU tensors): after a 'step' changes every buffer row, restoring
+    env 1 writes its pre-call values into its rows (and the spare's) and leaves every other row."""
+    rows, spare, R = _gpu_rows()
+    D = 3
+    qpos, qvel, links = torch.randn(R, D), torch.randn(R, D), torch.randn(R, 4, 13)
+    r = sgpu.RowRestorer((qpos, qvel, links[:, 0]), rows, spare)
+    r.save()
+    pre = (qpos.clone(), qvel.clone(), links.clone())
+    for buf in (qpos, qvel, links):                               # the step moves every row
+        buf += 1.0
+    stepped = (qpos.clone(), qvel.clone(), links.clone())
+    index = r.restore(torch.tensor([False, True, False]))
+    assert index is r.index and index.tolist() == [6, 3, 0, 7, 6, 3, 6, 3]
+    back = torch.zeros(R, dtype=torch.bool)
+    back[[0, 7, 6, 3]] = True                                     # env 1's rows and the spare's
+    for now, p, st in zip((qpos, qvel, links[:, 0]), pre, stepped):
+        p, st = (p if p.dim() == 2 else p[:, 0]), (st if st.dim() == 2 else st[:, 0])
+        torch.testing.assert_close(now[back], p[back], rtol=0, atol=0)
+        torch.testing.assert_close(now[~back], st[~back], rtol=0, atol=0)
+    torch.testing.assert_close(links[:, 1:], stepped[2][:, 1:], rtol=0, atol=0)   # only root link data
+    # nothing restored: only the spare's rows go back
+    r.save()
+    for buf in (qpos, qvel, links):
+        buf += 1.0
+    r.restore(torch.zeros(3, dtype=torch.bool))
+    assert torch.equal(qpos[[6, 3]], r.pre[0][[6, 3]]) and not torch.equal(qpos[[0, 7]], r.pre[0][[0, 7]])
+
+
+def test_physx_failures_numpy_and_torch_agree() -> None:
+    """One rule for both paths: an env fails when one of its rows has |qacc| dt > MAX_QVEL or NaN."""
+    from simbackend.backends.sapien.engine import physx_failures
+    from simbackend.divergence import MAX_QVEL
+
+    dt = 0.01
+    qacc = np.zeros((6, 2), np.float32)
+    qacc[1, 0] = 1.01 * MAX_QVEL / dt          # row 1: env 2 (rows below)
+    qacc[4, 1] = np.nan                        # row 4: env 0
+    qacc[3, 0] = 0.99 * MAX_QVEL / dt          # under the bound
+    rows = np.array([[4, 0], [3, 5], [2, 1]])
+    got = physx_failures(qacc, rows, dt)
+    assert got.tolist() == [True, False, True]
+    assert physx_failures(torch.from_numpy(qacc), torch.from_numpy(rows), dt).tolist() == got.tolist()
 
 
 def test_model_fields_read_back_from_physx() -> None:
@@ -341,7 +426,8 @@ def test_cpu_scene_limit_is_a_clear_error() -> None:
     """SAPIEN 3.0.3 aborts the interpreter when it frees more than ~1000 CPU scenes: refuse up front."""
     from simbackend.backends.sapien.cpu import MAX_CPU_SCENES
 
-    with make_backend("sapien", "pendulum", 2):
+    with make_backend("sapien", "pendulum", 2) as sim:
+        assert sim.capabilities.max_envs == MAX_CPU_SCENES
         with pytest.raises(InvalidArgumentError, match="device='cuda'"):
             make_backend("sapien", "pendulum", MAX_CPU_SCENES - 1)
     make_backend("sapien", "pendulum", 2).close()  # closed scenes count no more
@@ -362,8 +448,8 @@ def test_divergence_judged_on_the_serialised_state_equals_the_getters(model: str
         rng = np.random.default_rng(1)
         sim.set_state(None, random_qpos(sim, rng), rng.normal(size=(3, sim.nv)))
         sim.step(np.zeros((3, sim.num_actuators)) if sim.num_actuators else None, nsteps=2)
-        e = sim.engine
-        states = np.frombuffer(b"".join(s.pack() for s in e.systems), np.float32).reshape(3, -1)
-        q, v = sim.layout.state_from_pack(states, e.pack_starts, e.art_dofs)
+        q, v = sim.layout.state_from_pack(sim.engine._serialised())
+        sim._decoded = None   # the getters then read the links and joints, not the serialised states
         np.testing.assert_allclose(q, sim.get_qpos().numpy(), atol=1e-6)
         np.testing.assert_allclose(v, sim.get_qvel().numpy(), atol=1e-5)
+

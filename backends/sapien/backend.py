@@ -46,7 +46,7 @@ from simbackend.math import cross, quat_apply_inverse, quat_conj, quat_mul
 from simbackend.models import compile_model, model_info
 from simbackend.options import EngineOption, check_choice, check_int, optional
 
-from .layout import Layout
+from .layout import Layout, to_tensor
 from .plan import build_plan, sensor_frames
 
 _SENSOR_TYPES = frozenset(CORE_SENSOR_TYPES)
@@ -70,7 +70,7 @@ def _capabilities(gpu: bool) -> Capabilities:
         sensor_types=_SENSOR_TYPES,
         body_forces=not gpu,
         rendering=False,
-        max_envs=None if gpu else MAX_CPU_SCENES,
+        max_envs=None if gpu else MAX_CPU_SCENES,  # CPU: one scene per env, SAPIEN's cap (see .cpu)
     )
 
 
@@ -80,8 +80,9 @@ class SapienBackend(SimBackend):
     Args:
         model: MJCF/URDF path, ``mujoco.MjSpec``, ``mujoco.MjModel`` or built-in name.
         num_envs: number of simulations N.
-        device: ``"cpu"`` (default: CPU PhysX, one scene per env) or ``"cuda"``
-            (GPU PhysX, one sub-scene per env).
+        device: ``"cpu"`` (default: CPU PhysX, one scene per env, at most
+            ``capabilities.max_envs`` per process) or ``"cuda"`` (GPU PhysX,
+            one sub-scene per env).
         seed: seed of the backend's random streams.
         **options: the common options (:mod:`simbackend.options`):
             ``solver_iterations`` (PhysX position iterations, default 32),
@@ -140,8 +141,10 @@ class SapienBackend(SimBackend):
         self._decoded: Optional[tuple[np.ndarray, np.ndarray]] = None
         e = self.engine
         site_pose = np.concatenate([np.asarray(m.site_pos, np.float64), np.asarray(m.site_quat, np.float64)], 1)
-        self.layout = Layout(plan, e.rows, e.link_col, e.dof_col, e.origins, site_pose, device)
-        self._sensor_frames = sensor_frames(m)
+        self.layout = Layout(plan, e.rows, e.cols, e.origins, site_pose, device)
+        #: sensor id -> (obj body, obj local pose (1, 7), ref body, ref local pose (1, 7), cutoff, objid)
+        self._sensor_frames = {k: (ob, to_tensor(ol, device)[None], rb, to_tensor(rl, device)[None], cutoff, objid)
+                               for k, (ob, ol, rb, rl, cutoff, objid) in sensor_frames(m).items()}
         if self._gpu:  # place every env at qpos0 through the CUDA buffers (links start at their entity poses)
             ids = np.arange(self.num_envs)
             q0 = torch.as_tensor(np.tile(np.asarray(info.qpos0, np.float64), (self.num_envs, 1)), device=device)
@@ -161,7 +164,7 @@ class SapienBackend(SimBackend):
     # model fields
     # ------------------------------------------------------------------
     def get_body_mass(self) -> torch.Tensor:
-        mass = self.engine.body_masses(self.plan)
+        mass = self.engine.body_masses()
         return self._out(np.broadcast_to(mass, (self.num_envs, mass.size)))
 
     def get_gravity(self) -> torch.Tensor:
@@ -169,7 +172,7 @@ class SapienBackend(SimBackend):
 
     def model_fields(self) -> dict[str, np.ndarray]:
         """What PhysX holds, read back from the first env's links (see the contract)."""
-        return self.engine.model_fields(self.plan, self.model)
+        return self.engine.model_fields(self.model)
 
     # ------------------------------------------------------------------
     # state
@@ -223,7 +226,7 @@ class SapienBackend(SimBackend):
 
     def _site_frames(self, ids: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         bodies = self.layout.site_body[ids]
-        return self.layout.frames(self._links(bodies), self.layout.site_local[torch.as_tensor(ids, device=self._device)])
+        return self.layout.frames(self._links(bodies), self.layout.site_local[self.layout.ids(ids)])
 
     def _site_pos_w(self, ids: np.ndarray) -> torch.Tensor:
         return self._out(self._site_frames(ids)[0])
@@ -240,12 +243,12 @@ class SapienBackend(SimBackend):
     # ------------------------------------------------------------------
     # sensors: computed from the state with MuJoCo's meaning
     # ------------------------------------------------------------------
-    def _frame_state(self, body: int, local: np.ndarray) -> tuple[torch.Tensor, ...]:
-        """(pos, quat, lin vel of the frame's point, ang vel) ``(N, ·)`` of a frame fixed on ``body``."""
+    def _frame_state(self, body: int, local: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """(pos, quat, lin vel of the frame's point, ang vel) ``(N, ·)`` of a frame fixed on ``body``
+        at ``local`` ``(1, 7)`` (pos + wxyz in the body frame)."""
         ids = np.array([body])
         link = self._links(ids)
-        loc = torch.as_tensor(local, dtype=torch.float64, device=self._device)[None]
-        pos, quat = self.layout.frames(link, loc)
+        pos, quat = self.layout.frames(link, local)
         v0, w = (t[:, 0] for t in self._body_vel_w(ids))
         v = v0 + cross(w, pos[:, 0] - link[:, 0, :3])
         return pos[:, 0], quat[:, 0], v, w
@@ -287,7 +290,7 @@ class SapienBackend(SimBackend):
     # ------------------------------------------------------------------
     def _set_state(self, env_ids: np.ndarray, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
         self._decoded = None
-        packed = self.layout.pack_state(env_ids, qpos, qvel, self.engine.max_dof)
+        packed = self.layout.pack_state(env_ids, qpos, qvel)
         self.engine.write_state(env_ids, packed)
 
     def _step(self, ctrl: torch.Tensor, nsteps: int, hold: Optional[torch.Tensor] = None) -> Any:
@@ -310,7 +313,7 @@ class SapienBackend(SimBackend):
         """``(N,)`` envs the contract's divergence rule flags: from the serialised CPU states
         ``(N, pack_size)`` when given (no link read again), else from the PhysX buffers."""
         if states is not None:
-            self._decoded = self.layout.state_from_pack(states, self.engine.pack_starts, self.engine.art_dofs)
+            self._decoded = self.layout.state_from_pack(states)
             return diverged_rows(*self._decoded)
         return diverged_rows(*self._state64())
 

@@ -1,12 +1,14 @@
 """The PhysX engine interface the backend drives, and what both paths share.
 
-:class:`PhysxEngine` is the protocol between :class:`~.backend.SapienBackend`
+:class:`PhysxEngine` is the interface between :class:`~.backend.SapienBackend`
 and a physics path: :class:`~.cpu.CpuPhysx` (one CPU scene per env) and
 :class:`~.gpu.GpuPhysx` (one GPU system, a sub-scene per env). Both hold the
 state in PhysX's GPU buffer layout (:mod:`.layout`): link data ``(R, L, 13)``
-and joint coordinates ``(R, D)``, rows indexed by ``rows[env, articulation]``.
-The base class also builds the index tables read from the built
-articulations, reads the model back, and sets the scene configuration.
+and joint coordinates ``(R, D)``, rows ``rows[env, articulation]``, columns
+given by :class:`~.layout.Columns`. The base class owns the step sequence
+(save, drive, substeps, verdict, restore) and the divergence verdict, so both
+paths judge and restore alike; the paths implement the pieces. It also reads
+the model back from the first env and sets the scene configuration.
 """
 
 from __future__ import annotations
@@ -18,12 +20,17 @@ from typing import Any, Callable, Iterator, Optional
 import numpy as np
 from sapien import physx
 
+from simbackend.divergence import MAX_QVEL
 from simbackend.math import quat_to_matrix
 from simbackend.model_info import JOINT_HINGE, JOINT_SLIDE
 
+from .layout import Columns
 from .plan import Plan
 
 _FLT_MAX = float(np.finfo(np.float32).max)
+#: ``judge(states)``: the contract's divergence rule ``(N,)`` on the reached state; ``states`` is
+#: the ``(N, pack_size)`` serialised CPU states (decoded without reading links again) or None
+Judge = Callable[[Optional[np.ndarray]], Any]
 
 
 @contextlib.contextmanager
@@ -42,99 +49,159 @@ def scene_config(gravity: np.ndarray, tgs: bool) -> Iterator[None]:
         physx.set_scene_config(old)
 
 
-class PhysxEngine(abc.ABC):
-    """One physics path. Subclasses build the scenes, then set:
+def physx_failures(qacc: Any, rows: Any, timestep: float) -> Any:
+    """``(N,)`` bool: envs whose last substep PhysX could not integrate.
 
-    * ``rows`` ``(N, A)``: buffer row of env n's articulation a;
+    PhysX answers a force it cannot integrate (1e30 N, say) by zeroing the
+    articulation's velocities and leaving its positions: a finite state that no
+    threshold on qpos/qvel sees. Its joint accelerations keep the failure: a
+    non-finite ``qacc``, or ``|qacc| dt > MAX_QVEL`` (one substep would take a
+    velocity past the contract's bound), is PhysX's report of a failed step, as
+    MuJoCo's bad-qacc warning is MuJoCo's.
+
+    Args:
+        qacc: ``(R, D)`` joint accelerations per buffer row (padding zeros),
+            numpy or torch.
+        rows: ``(N, A)`` buffer rows of each env's articulations (same kind and device).
+        timestep: one substep, s.
+
+    Returns:
+        numpy for numpy input, a tensor on ``qacc``'s device for torch (no host read).
+    """
+    bad_row = (~(abs(qacc) * timestep <= MAX_QVEL)).any(1)     # NaN compares false: caught
+    return bad_row[rows].any(1)
+
+
+class PhysxEngine(abc.ABC):
+    """One physics path over ``num_envs`` envs of one plan.
+
+    Subclasses build the scenes, then set:
+
+    * ``rows`` ``(N, A)`` host int64: buffer row of env n's articulation a;
     * ``origins`` ``(N, 3)``: each env's origin in the physics scene;
-    * ``systems``, ``comps`` (per env, per articulation, the link components
-      in plan order), via :meth:`_index_from` the column tables.
+    * ``cols``: the :class:`~.layout.Columns` read from the built articulations;
+    * ``systems``, ``arts[n][a]``, ``comps[n][a][l]`` (link components in plan order).
+
+    and implement the reads, :meth:`write_state`, :meth:`close` and the pieces
+    of :meth:`step` (:meth:`_save`, :meth:`_write_ctrl`, :meth:`_substep`,
+    :meth:`_serialised`, :meth:`_qacc`, :meth:`_restore`, :meth:`_restore_all`).
+    Masks are numpy on the CPU path and device bool tensors on the GPU path.
     """
 
     systems: list
+    arts: list
     comps: list
     rows: np.ndarray
     origins: np.ndarray
+    cols: Columns
 
     def __init__(self, plan: Plan, num_envs: int):
         self.plan = plan
         self.num_envs = num_envs
         self.num_arts = len(plan.articulations)
 
-    def _index_from(self, arts: list, comps: list) -> None:
-        """Columns of links and dofs as PhysX numbers them, from one env's built articulations."""
-        p = self.plan
-        A = self.num_arts
-        self.max_links = max((len(a.links) for a in p.articulations), default=0)
-        self.link_col = np.full((A, max(self.max_links, 1)), -1, np.int64)
-        self.dof_col = np.full((A, max(self.max_links, 1)), -1, np.int64)
-        self.art_dofs = np.zeros(A, np.int64)
-        for a, (art, links) in enumerate(zip(arts, comps)):
-            active = [j.name for j in art.active_joints]
-            self.art_dofs[a] = len(active)
-            for l, comp in enumerate(links):
-                self.link_col[a, l] = comp.index
-                if comp.joint.name in active and p.articulations[a].links[l].joint >= 0:
-                    self.dof_col[a, l] = active.index(comp.joint.name)
-        self.max_dof = int(self.art_dofs.max(initial=0))
-        self.floating = np.array([not art.fixed_root for art in p.articulations], bool)
-        njnt = len(p.info.joint_names)
-        self.joint_dof = np.full(njnt, -1, np.int64)
-        for j in range(njnt):
-            a, l = p.joint_link[j]
-            if a >= 0:
-                self.joint_dof[j] = self.dof_col[a, l]
-        # PhysX's serialised scene state (PhysxCpuSystem.pack), per articulation in build order:
-        # root pose (quat wxyz 4, pos 3), root centre-of-mass velocity (linear 3, angular 3, world),
-        # qpos (d), qvel (d), drive targets (2d), float32
-        sizes = 13 + 4 * self.art_dofs
-        self.pack_size = int(sizes.sum())
-        #: first column of each articulation in a serialised state
-        self.pack_starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-        motor = np.flatnonzero(p.motor_gear.any(0))
-        self.motor_joints = {a: motor[p.joint_link[motor, 0] == a] for a in range(A)}
-
     # ------------------------------------------------------------------
-    # the protocol
+    # reads
     # ------------------------------------------------------------------
     @abc.abstractmethod
     def link_data(self, body_ids: Optional[np.ndarray], arts: Optional[np.ndarray] = None,
                   velocities: bool = False) -> Any:
-        """The ``(R, L, 13)`` link buffer, current for the links of ``body_ids`` (or every link of
-        ``arts``): pose (pos 3, wxyz 4, scene frame) and, if ``velocities``, centre-of-mass linear
-        and angular velocity (world). Paths may refresh more than asked."""
+        """The ``(R, L, 13)`` link buffer (torch), current for the links of ``body_ids`` (host ids,
+        or None) and every link of articulations ``arts``: pose (pos 3 in the scene frame, wxyz 4)
+        and, if ``velocities``, centre-of-mass linear and angular velocity (world). A path may
+        refresh more than asked."""
 
     @abc.abstractmethod
     def art_qpos(self) -> Any:
-        """The ``(R, D)`` PhysX joint positions, current."""
+        """The ``(R, D)`` PhysX joint positions (torch), current."""
 
     @abc.abstractmethod
     def art_qvel(self) -> Any:
-        """The ``(R, D)`` PhysX joint velocities, current."""
+        """The ``(R, D)`` PhysX joint velocities (torch), current."""
 
+    # ------------------------------------------------------------------
+    # writes
+    # ------------------------------------------------------------------
     @abc.abstractmethod
     def write_state(self, env_ids: np.ndarray, packed: dict) -> None:
-        """Write :meth:`.layout.Layout.pack_state` rows for sorted ``env_ids``; buffers become current."""
-
-    @abc.abstractmethod
-    def step(self, drive: dict, nsteps: int, forces: Optional[tuple], judge: Callable[[Any], Any],
-             hold: Optional[Any] = None) -> Any:
-        """Apply ``drive`` (:meth:`.layout.Layout.pack_ctrl`) and ``forces`` ``(bodies, (N, B, 3) force,
-        torque)`` for ``nsteps`` substeps; then ``judge(states)`` (the contract's divergence rule on
-        the reached state, ``(N,)``; ``states``: the serialised ``(N, pack_size)`` states where the
-        path has them, else None) plus PhysX's own failures mark diverged envs, which, with the
-        ``hold`` envs, get back their pre-call state. Returns diverged and not held ``(N,)``.
-        Any exception leaves every env in its pre-call state."""
+        """Write the state of sorted host ``env_ids`` from :meth:`.layout.Layout.pack_state`'s rows
+        (``qpos``/``qvel`` ``(n*A, D)``, ``root_pose (n*A, 7)``, ``root_vel (n*A, 6)``, ``rows (n*A,)``);
+        every buffer reads the new state afterwards. The CPU path also clears their contact and
+        broad-phase caches (fresh scenes), so that a replay from the same state is bit-identical."""
 
     @abc.abstractmethod
     def close(self) -> None:
         """Release the scenes."""
 
-    def _set_drives(self, env_ids=None) -> None:
-        """Drive stiffness, damping and force limit of every driven joint (see :class:`.plan.Plan`)."""
+    # ------------------------------------------------------------------
+    # the step, the same sequence on both paths
+    # ------------------------------------------------------------------
+    def step(self, drive: dict, nsteps: int, forces: Optional[tuple], judge: Judge,
+             hold: Optional[Any] = None) -> Any:
+        """Advance every env ``nsteps`` substeps; return the ``(N,)`` diverged mask (held envs excluded).
+
+        Args:
+            drive: :meth:`.layout.Layout.pack_ctrl`'s ``target``/``vel_target``/``force`` ``(N, njnt)``.
+            nsteps: substeps.
+            forces: ``None`` or ``(bodies (B,) host ids, force (N, B, 3), torque (N, B, 3))``, world
+                frame at body origins, applied in every substep.
+            judge: the contract's divergence rule on the reached state (see :data:`Judge`).
+            hold: ``None`` or ``(N,)`` bool (GPU): envs to leave in their pre-call state.
+
+        Diverged envs (``judge`` or :func:`physx_failures`) and held envs get back
+        their pre-call state. On any exception, ``KeyboardInterrupt`` included,
+        every env gets back its pre-call state before it propagates.
+        """
+        self._save()
+        try:
+            self._write_ctrl(drive)
+            for _ in range(nsteps):
+                self._substep(forces)
+            diverged = judge(self._serialised()) | physx_failures(self._qacc(), self._rows_index, self.plan.timestep)
+            self._restore(diverged if hold is None else diverged | hold)
+        except BaseException:  # interrupted (Ctrl-C) or failed anywhere in the call
+            self._restore_all()
+            raise
+        return diverged if hold is None else diverged & ~hold
+
+    @property
+    def _rows_index(self) -> Any:
+        """``rows`` as :func:`physx_failures` indexes the path's ``_qacc()`` with it."""
+        return self.rows
+
+    @abc.abstractmethod
+    def _save(self) -> None:
+        """Keep every env's pre-call state."""
+
+    @abc.abstractmethod
+    def _write_ctrl(self, drive: dict) -> None:
+        """Set drive targets and joint forces from ``drive`` (see :meth:`step`)."""
+
+    @abc.abstractmethod
+    def _substep(self, forces: Optional[tuple]) -> None:
+        """Apply ``forces`` (see :meth:`step`) and advance every env one substep."""
+
+    def _serialised(self) -> Optional[np.ndarray]:
+        """The ``(N, pack_size)`` serialised states reached, where the path has them (CPU), else None."""
+        return None
+
+    @abc.abstractmethod
+    def _qacc(self) -> Any:
+        """``(R, D)`` joint accelerations of the last substep (numpy on CPU, device tensor on GPU)."""
+
+    @abc.abstractmethod
+    def _restore(self, envs: Any) -> None:
+        """Put envs ``envs`` ``(N,)`` bool back in their pre-call state; buffers stay consistent."""
+
+    @abc.abstractmethod
+    def _restore_all(self) -> None:
+        """Put every env back in its pre-call state (after an exception)."""
+
+    def _set_drives(self, env_comps: Optional[list] = None) -> None:
+        """Drive stiffness, damping and force limit of every driven joint (see :class:`.plan.Plan`),
+        in the envs whose link components ``env_comps`` lists (default: every env)."""
         p = self.plan
-        for n in range(self.num_envs) if env_ids is None else env_ids:
-            comps = self.comps[n]
+        for comps in self.comps if env_comps is None else env_comps:
             for j in p.drive_joints:
                 a, l = p.joint_link[j]
                 comps[a][l].joint.set_drive_properties(float(p.stiffness[j]), float(p.damping[j]),
@@ -144,16 +211,20 @@ class PhysxEngine(abc.ABC):
     # model read-back (first env)
     # ------------------------------------------------------------------
     def body_comps(self) -> list:
-        """Link component of every body (None for the world), first env."""
+        """``(nbody,)`` link component of every body in the first env (None for the world)."""
         return [None if a < 0 else self.comps[0][a][l] for a, l in self.plan.body_link]
 
-    def body_masses(self, plan: Plan) -> np.ndarray:
+    def body_masses(self) -> np.ndarray:
+        """``(nbody,)`` link masses PhysX holds, kg (0 for the world)."""
         return np.array([0.0 if c is None else float(c.mass) for c in self.body_comps()])
 
     def gravity(self) -> np.ndarray:
+        """``(3,)`` the scenes' gravity, m/s^2."""
         return np.asarray(self.systems[0].config.gravity, np.float64)
 
-    def model_fields(self, plan: Plan, m) -> dict[str, np.ndarray]:
+    def model_fields(self, m: Any) -> dict[str, np.ndarray]:
+        """The contract's ``model_fields`` read from the first env's PhysX objects (``m``: the compiled MjModel)."""
+        plan = self.plan
         info = plan.info
         comps = self.body_comps()
         nbody, njnt, nu = info.nbody, len(info.joint_names), info.nu

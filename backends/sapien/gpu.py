@@ -8,7 +8,9 @@ when a getter needs a buffer. The buffers are zero-copy torch views
 ``articulation.gpu_index``, columns ``link.index`` / the dof index, as the
 shared :class:`~.layout.Layout` expects. Positions are read back relative to
 each env's sub-scene origin. ``step`` does not synchronise with the host: the
-divergence mask is computed and acted on on the device.
+divergence mask is computed and acted on on the device (pre-call state in
+preallocated buffers, masked writes, a fixed-length restore index aimed at a
+spare sub-scene: :func:`restore_index`).
 
 Not available on the GPU path (declared in the capabilities): body forces.
 """
@@ -18,17 +20,17 @@ from __future__ import annotations
 import math
 import platform
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
 import sapien
 import torch
 from sapien import physx
 
-from simbackend.divergence import MAX_QVEL
 from simbackend.errors import SimBackendError
 
 from .engine import PhysxEngine, scene_config
+from .layout import Columns
 from .plan import Plan
 from .scene import MaterialCache, build_scene
 
@@ -65,27 +67,81 @@ def grid_origins(num_envs: int, spacing: float) -> np.ndarray:
     return np.stack([(n % side) * spacing, (n // side) * spacing, np.zeros(num_envs)], 1).astype(np.float64)
 
 
-def restore_index(envs: torch.Tensor, env_of_row: torch.Tensor, all_rows: torch.Tensor) -> torch.Tensor:
-    """``(R,)`` int32 rows for ``gpu_apply_*`` that re-apply only the rows of ``envs`` ``(N,)`` (bool), sync-free.
+def restore_index(envs: torch.Tensor, env_rows: torch.Tensor, spare_rows: torch.Tensor) -> torch.Tensor:
+    """``(N*A + A,)`` int32 row index for ``gpu_apply_*`` that re-applies the rows of ``envs`` and no other env's.
 
-    ``gpu_apply_*`` takes an index whose length the host must know, and how
-    many envs diverged is only known on the device. So the index has one entry
-    per row: rows of restored envs name themselves; every other entry names
-    the first restored row (a duplicate write of the same values) or, when no
-    env is restored, the first row, whose buffers hold its current state (a
-    write of the values it already has).
+    ``gpu_apply_*`` takes an index whose length the host must know, while which
+    envs diverged is known only on the device. So the index has a fixed length:
+    entry ``n*A + a`` is env n's row of articulation a when ``envs[n]``, else
+    the row of articulation a in the spare sub-scene (built for this, simulated
+    by no env); the last A entries are the spare's rows themselves. Envs that
+    are not restored are never written, and the spare is rewritten with its own
+    pre-call state every call (it never drifts). No host synchronisation.
 
     Args:
         envs: ``(N,)`` bool, envs to restore.
-        env_of_row: ``(R_total,)`` env of each buffer row.
-        all_rows: ``(R,)`` the rows of every env's articulations.
+        env_rows: ``(N, A)`` buffer rows of each env's articulations.
+        spare_rows: ``(A,)`` buffer rows of the spare sub-scene's articulations.
     """
-    flag = envs[env_of_row[all_rows]]                                   # (R,)
-    first = all_rows[torch.argmax(flag.to(torch.int32))]                # a restored row, or row 0's
-    return torch.where(flag, all_rows, first).to(torch.int32)
+    picked = torch.where(envs[:, None], env_rows, spare_rows[None])      # (N, A)
+    return torch.cat([picked.reshape(-1), spare_rows]).to(torch.int32)
+
+
+class RowRestorer:
+    """The GPU path's restore of diverged envs, sync-free: pre-call copies of the state buffers,
+    masked writes, and the fixed-length row index of :func:`restore_index`.
+
+    Pure torch on any device (the tests run it on CPU tensors).
+
+    Args:
+        buffers: the ``(R, ...)`` state buffers that ``gpu_apply_*`` reads: joint
+            positions and velocities ``(R, D)``, root link data ``(R, 13)`` (views allowed).
+        rows: ``(N, A)`` buffer rows of each env's articulations.
+        spare_rows: ``(A,)`` buffer rows of the spare sub-scene.
+    """
+
+    def __init__(self, buffers: Sequence[torch.Tensor], rows: torch.Tensor, spare_rows: torch.Tensor):
+        N, A = rows.shape
+        dev = rows.device
+        self.buffers = tuple(buffers)
+        self.pre = tuple(torch.empty_like(b) for b in self.buffers)
+        self.rows, self.spare_rows = rows, spare_rows
+        #: env of every buffer row; the spare's rows (and any no env owns) count as env N
+        self.env_of_row = torch.full((self.buffers[0].shape[0],), N, dtype=torch.long, device=dev)
+        self.env_of_row[rows.reshape(-1)] = torch.arange(N, device=dev).repeat_interleave(A)
+        #: ``(N + 1,)`` envs restored by the current call; entry N, the spare, always
+        self.restored = torch.ones(N + 1, dtype=torch.bool, device=dev)
+        #: ``(N*A + A,)`` int32, filled in place each call (PhysX reads this memory)
+        self.index = torch.zeros(N * A + A, dtype=torch.int32, device=dev)
+
+    def save(self) -> None:
+        """Copy the buffers (current: the caller fetched them) as the pre-call state."""
+        for pre, buf in zip(self.pre, self.buffers):
+            pre.copy_(buf)
+
+    def restore(self, envs: torch.Tensor) -> torch.Tensor:
+        """Write the pre-call state into the rows of ``envs`` ``(N,)`` bool and the spare's; return
+        :attr:`index`, the rows for ``gpu_apply_*``. Rows of other envs keep the buffers' values."""
+        self.restored[:-1].copy_(envs)
+        rows = self.restored[self.env_of_row]                                 # (R,)
+        for buf, pre in zip(self.buffers, self.pre):
+            buf.copy_(torch.where(rows.view(-1, *([1] * (buf.dim() - 1))), pre, buf))
+        self.index.copy_(restore_index(envs, self.rows, self.spare_rows))
+        return self.index
 
 
 class GpuPhysx(PhysxEngine):
+    """One ``PhysxGpuSystem``: env n in sub-scene n (origin ``origins[n]``), plus one spare sub-scene.
+
+    Args:
+        plan: the build plan.
+        num_envs: N.
+        iterations: PhysX (position, velocity) solver iterations.
+        tgs: TGS instead of PGS.
+        device: the CUDA device.
+        spacing: distance between sub-scene origins, m (None: :func:`default_spacing`).
+    """
+
     def __init__(self, plan: Plan, num_envs: int, iterations: tuple[int, int], tgs: bool,
                  device: torch.device, spacing: Optional[float]):
         super().__init__(plan, num_envs)
@@ -96,17 +152,20 @@ class GpuPhysx(PhysxEngine):
             self.system = physx.PhysxGpuSystem(f"cuda:{device.index or 0}")
         self.systems = [self.system]
         self.system.timestep = plan.timestep
-        self.origins = grid_origins(num_envs, spacing or default_spacing(plan))
+        grid = grid_origins(num_envs + 1, spacing or default_spacing(plan))   # slot N: the spare
+        self.origins = grid[:num_envs]
         materials = MaterialCache()
         self.scenes, self.arts, self.comps = [], [], []
-        for n in range(num_envs):
+        for n in range(num_envs + 1):
             scene = sapien.Scene([self.system])
-            self.system.set_scene_offset(scene, self.origins[n].astype(np.float32))
+            self.system.set_scene_offset(scene, grid[n].astype(np.float32))
             arts, comps = build_scene(plan, scene, materials, iterations, place=False)
             self.scenes.append(scene)
             self.arts.append(arts)
             self.comps.append(comps)
-        self._index_from(self.arts[0], self.comps[0])
+        # the spare sub-scene: no env's, the target of restore_index's unused entries
+        self._spare = (self.scenes.pop(), self.arts.pop(), self.comps.pop())
+        self.cols = Columns.read(plan, self.arts[0], self.comps[0])
         self._set_drives()
         self.system.gpu_init()
         self.rows = np.array([[a.gpu_index for a in arts] for arts in self.arts], np.int64).reshape(num_envs, -1)
@@ -117,21 +176,19 @@ class GpuPhysx(PhysxEngine):
         self._target_q = s.cuda_articulation_target_qpos.torch()
         self._target_v = s.cuda_articulation_target_qvel.torch()
         self._qf = s.cuda_articulation_qf.torch()
-        self._qacc = s.cuda_articulation_qacc.torch()
+        self._qacc_buf = s.cuda_articulation_qacc.torch()
         dev = self._qpos.device
-        self._all_rows = torch.as_tensor(self.rows.reshape(-1), dtype=torch.long, device=dev)
-        # the restore index: filled in place each call, wrapped once (PhysX reads the tensor's memory)
-        self._index_rows = self._all_rows.to(torch.int32).contiguous()
-        self._index_array = sapien.pysapien.CudaArray(self._index_rows)
-        self._pre = (torch.empty_like(self._qpos), torch.empty_like(self._qvel), torch.empty_like(self._links[:, 0]))
+        self._rows_t = torch.as_tensor(self.rows, device=dev)                                          # (N, A)
+        spare_rows = torch.as_tensor([a.gpu_index for a in self._spare[1]], dtype=torch.long, device=dev)
+        self._restorer = RowRestorer((self._qpos, self._qvel, self._links[:, 0]), self._rows_t, spare_rows)
+        self._index_array = sapien.pysapien.CudaArray(self._restorer.index)   # wrapped once, refilled in place
         self._keep: list = []  # index buffers PhysX may still be reading (freed two calls later)
-        self._env_of_row = torch.zeros(self._links.shape[0], dtype=torch.long, device=dev)
-        self._env_of_row[self._all_rows] = torch.arange(num_envs, device=dev).repeat_interleave(self.num_arts)
+        # hinge/slide joints: their rows (N, nsj) and dof columns (nsj,), for the drive buffers
         sj = np.flatnonzero(plan.joint_link[:, 0] >= 0)
-        sj = sj[self.joint_dof[sj] >= 0]
-        self._sj = sj
-        self._sj_rows = torch.as_tensor(self.rows[:, plan.joint_link[sj, 0]], device=dev)   # (N, nsj)
-        self._sj_cols = torch.as_tensor(self.joint_dof[sj], device=dev)                     # (nsj,)
+        sj = sj[self.cols.joint_dof[sj] >= 0]
+        self._sj = torch.as_tensor(sj, dtype=torch.long, device=dev)
+        self._sj_rows = torch.as_tensor(self.rows[:, plan.joint_link[sj, 0]], device=dev)
+        self._sj_cols = torch.as_tensor(self.cols.joint_dof[sj], device=dev)[None].expand_as(self._sj_rows)
         self._fresh = {"pose": False, "vel": False, "qpos": False, "qvel": False}
         self.system.gpu_update_articulation_kinematics()
 
@@ -166,24 +223,20 @@ class GpuPhysx(PhysxEngine):
     # ------------------------------------------------------------------
     # writes
     # ------------------------------------------------------------------
-    def _index(self, rows: np.ndarray):
-        t = torch.as_tensor(rows, dtype=torch.int32, device=self._qpos.device).contiguous()
-        return t, sapien.pysapien.CudaArray(t)
-
     def write_state(self, env_ids: np.ndarray, packed: dict) -> None:
-        dev = self._qpos.device
-        rows = torch.as_tensor(packed["rows"], dtype=torch.long, device=dev)
-        d = self.max_dof
-        if d:
-            self._qpos[rows] = torch.as_tensor(packed["qpos"][:, :d], dtype=self._qpos.dtype, device=dev)
-            self._qvel[rows] = torch.as_tensor(packed["qvel"][:, :d], dtype=self._qvel.dtype, device=dev)
-        self._links[rows, 0, :7] = torch.as_tensor(packed["root_pose"], dtype=self._links.dtype, device=dev)
-        self._links[rows, 0, 7:13] = torch.as_tensor(packed["root_vel"], dtype=self._links.dtype, device=dev)
-        owner, index = self._index(packed["rows"])
+        rows = packed["rows"]
+        d = self._qpos.shape[1]
+        if self.cols.has_dofs:
+            self._qpos[rows] = packed["qpos"][:, :d].to(self._qpos.dtype)
+            self._qvel[rows] = packed["qvel"][:, :d].to(self._qvel.dtype)
+        self._links[rows, 0, :7] = packed["root_pose"].to(self._links.dtype)
+        self._links[rows, 0, 7:13] = packed["root_vel"].to(self._links.dtype)
+        owner = rows.to(torch.int32).contiguous()
+        index = sapien.pysapien.CudaArray(owner)
         s = self.system
         s.gpu_apply_articulation_root_pose(index)
         s.gpu_apply_articulation_root_velocity(index)
-        if d:
+        if self.cols.has_dofs:
             s.gpu_apply_articulation_qpos(index)
             s.gpu_apply_articulation_qvel(index)
         s.gpu_update_articulation_kinematics()
@@ -191,79 +244,59 @@ class GpuPhysx(PhysxEngine):
         self._keep = (self._keep + [owner])[-2:]
         self._stale()
 
+    # ------------------------------------------------------------------
+    # the pieces of PhysxEngine.step: no host synchronisation
+    # ------------------------------------------------------------------
+    @property
+    def _rows_index(self) -> torch.Tensor:
+        return self._rows_t
+
+    def _save(self) -> None:
+        """Copy the pre-call state (joint coordinates, root link data) into preallocated buffers."""
+        self.link_data(velocities=True)
+        self.art_qpos(), self.art_qvel()
+        self._restorer.save()
+
     def _write_ctrl(self, drive: dict) -> None:
-        if not self._sj.size:
+        if not self._sj.numel():
             return
-        dev = self._qpos.device
-        cols = self._sj_cols[None].expand_as(self._sj_rows)
         for key, buf in (("target", self._target_q), ("vel_target", self._target_v), ("force", self._qf)):
-            vals = torch.as_tensor(drive[key][:, self._sj], dtype=buf.dtype, device=dev)
-            buf[self._sj_rows, cols] = vals
+            buf[self._sj_rows, self._sj_cols] = drive[key][:, self._sj].to(buf.dtype)
         s = self.system
         s.gpu_apply_articulation_target_position()
         s.gpu_apply_articulation_target_velocity()
         s.gpu_apply_articulation_qf()
 
-    def step(self, drive: dict, nsteps: int, forces, judge, hold=None) -> torch.Tensor:
-        """Advance every sub-scene; restore the diverged (and held) envs on the device; return the mask.
-
-        No host synchronisation: the pre-call state is copied into preallocated
-        buffers, the verdict (``judge()``, the contract's rule, plus non-finite
-        PhysX rows) stays on the device, the restore is a masked ``torch.where``
-        of the affected rows, and the ``gpu_apply_*`` calls take a fixed-length
-        index (:meth:`_restore_rows`).
-        """
+    def _substep(self, forces: Optional[tuple]) -> None:
         if forces is not None:
             raise SimBackendError("body forces are not available on the GPU path")
-        self.link_data(velocities=True)
-        pre_q, pre_v, pre_root = self._pre
-        pre_q.copy_(self.art_qpos())
-        pre_v.copy_(self.art_qvel())
-        pre_root.copy_(self._links[:, 0])
-        try:
-            self._write_ctrl(drive)
-            for _ in range(nsteps):
-                self.system.step()
-        except BaseException:
-            self._restore(torch.ones(self.num_envs, dtype=torch.bool, device=pre_q.device))
-            raise
+        self.system.step()
         self._stale()
-        q, v, links = self.art_qpos(), self.art_qvel(), self.link_data(velocities=True)
-        root = links[:, 0]
+
+    def _qacc(self) -> torch.Tensor:
         self.system.gpu_fetch_articulation_qacc()
-        # PhysX zeroes the velocities of a step it cannot integrate; its qacc keeps the failure (see cpu.py)
-        acc_bad = ~(self._qacc.abs() * self.plan.timestep <= MAX_QVEL).all(1)
-        per_row = ~(torch.isfinite(q).all(1) & torch.isfinite(v).all(1) & torch.isfinite(root).all(1)) | acc_bad
-        failed = torch.zeros(self.num_envs, dtype=torch.int32, device=q.device)
-        failed.index_add_(0, self._env_of_row[self._all_rows], per_row[self._all_rows].to(torch.int32))
-        bad = (failed > 0) | judge(None)
-        self._restore(bad if hold is None else bad | hold)
-        return bad if hold is None else bad & ~hold
+        return self._qacc_buf
 
     def _restore(self, envs: torch.Tensor) -> None:
-        """Write the pre-call state back into the rows of ``envs`` ``(N,)`` (device bool), sync-free."""
-        pre_q, pre_v, pre_root = self._pre
-        q, v, root = self._qpos, self._qvel, self._links[:, 0]
-        row = envs[self._env_of_row][:, None]
-        q.copy_(torch.where(row, pre_q, q))
-        v.copy_(torch.where(row, pre_v, v))
-        root.copy_(torch.where(row, pre_root, root))
-        index = self._restore_rows(envs)
-        s = self.system
+        """Masked device writes of the pre-call state into the rows of ``envs`` ``(N,)`` (and the
+        spare's), then ``gpu_apply_*`` with :func:`restore_index`: no host synchronisation."""
+        self.art_qpos(), self.art_qvel()                  # the other rows' joint coordinates: current
+        self._restorer.restore(envs)
+        s, index = self.system, self._index_array
         s.gpu_apply_articulation_root_pose(index)
         s.gpu_apply_articulation_root_velocity(index)
-        if self.max_dof:
+        if self.cols.has_dofs:
             s.gpu_apply_articulation_qpos(index)
             s.gpu_apply_articulation_qvel(index)
         s.gpu_update_articulation_kinematics()
-        self._fresh["pose"] = self._fresh["vel"] = False
+        self._fresh["pose"] = self._fresh["vel"] = False   # non-root links moved; qpos/qvel buffers are current
 
-    def _restore_rows(self, envs: torch.Tensor):
-        """The CUDA index array of rows to re-apply for ``envs`` (see :func:`restore_index`), filled in place."""
-        self._index_rows.copy_(restore_index(envs, self._env_of_row, self._all_rows))
-        return self._index_array
+    def _restore_all(self) -> None:
+        self._restore(torch.ones(self.num_envs, dtype=torch.bool, device=self._qpos.device))
 
     def close(self) -> None:
+        self._keep.clear()
+        self._spare = None
         self.scenes.clear()
         self.arts.clear()
         self.comps.clear()
