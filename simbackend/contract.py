@@ -85,6 +85,7 @@ from simbackend.errors import (
 from simbackend.math import quat_apply_inverse, quat_conj, quat_mul
 from simbackend.model_info import JOINT_BALL, JOINT_FREE, JOINT_TYPE_NAMES, ModelInfo
 from simbackend.options import BackendOptions, EngineOption, parse_options
+from simbackend.randomization.apply import RandomizationMixin
 
 Names = Union[str, Sequence[str]]
 Ids = Any  # int, sequence of ints, numpy array or torch tensor
@@ -184,7 +185,7 @@ class _DeferredFaults:
         raise err
 
 
-class SimBackend(abc.ABC):
+class SimBackend(RandomizationMixin, abc.ABC):
     """A batch of ``num_envs`` simulations of one model behind one engine.
 
     Construction (``make_backend`` or the class): ``Backend(model, num_envs, *,
@@ -227,6 +228,7 @@ class SimBackend(abc.ABC):
         self._force: Optional[torch.Tensor] = None
         self._torque: Optional[torch.Tensor] = None
         self._force_bodies = np.zeros(0, np.int64)
+        self._dr_init_state()
 
     # ------------------------------------------------------------------
     # construction helpers for subclasses
@@ -359,17 +361,12 @@ class SimBackend(abc.ABC):
         k = self._resolve("keyframe", name)
         return self._out(self._info.key_qpos[k])
 
-    def get_actuator_gains(self) -> ActuatorGains:
-        """Servo gains ``(kp (nu,), kv (nu,))``; see :class:`ActuatorGains`."""
+    def get_model_actuator_gains(self) -> ActuatorGains:
+        """The model's servo gains ``(kp (nu,), kv (nu,))``; see :class:`ActuatorGains`.
+
+        Per-env values (after domain randomization): :meth:`get_env_actuator_gains`.
+        """
         return ActuatorGains(self._out(self._info.actuator_kp), self._out(self._info.actuator_kv))
-
-    def get_body_mass(self) -> torch.Tensor:
-        """``(N, nbody)`` mass of every body in every env, kg (world body 0)."""
-        return self._out(np.broadcast_to(self._info.body_mass, (self.num_envs, self._info.nbody)))
-
-    def get_gravity(self) -> torch.Tensor:
-        """``(N, 3)`` gravity vector of every env, world frame, m/s^2."""
-        return self._out(np.broadcast_to(self._info.gravity, (self.num_envs, 3)))
 
     def model_fields(self) -> dict[str, np.ndarray]:
         """The physical model as the engine holds it, read back from the engine.
@@ -576,7 +573,7 @@ class SimBackend(abc.ABC):
     # ------------------------------------------------------------------
     # mutation
     # ------------------------------------------------------------------
-    def set_state(self, env_ids: Ids, qpos: Any, qvel: Any = None) -> None:
+    def set_state(self, env_ids: Ids, qpos: Any, qvel: Any = None, *, randomization: Any = None) -> None:
         """Write the state of some envs; getters reflect it at once, without a step.
 
         Args:
@@ -585,6 +582,9 @@ class SimBackend(abc.ABC):
             qpos: ``(n, nq)`` positions, row i for ``env_ids[i]``. Free and ball
                 joint quaternions are normalised; a zero quaternion is rejected.
             qvel: ``(n, nv)`` velocities, or ``None`` for zero.
+            randomization: a :class:`~simbackend.randomization.RandomizationPlan`
+                whose ``reset`` terms are drawn for the named envs and applied
+                together with the state (velocity pushes add to ``qvel``).
 
         Raises:
             NonFiniteError: NaN or inf in a row (naming the env ids).
@@ -617,6 +617,9 @@ class SimBackend(abc.ABC):
             rows = torch.as_tensor(ids, device=dev)
             qpos = torch.where(held[:, None], self.get_qpos()[rows].to(dt), qpos)
             qvel = torch.where(held[:, None], self.get_qvel()[rows].to(dt), qvel)
+        if randomization is not None:  # drawn and checked before anything is written
+            prepared = self._dr_prepare(randomization, "reset", ids, True)
+            qpos, qvel = self._dr_commit(prepared, qpos, qvel)
         self._set_state(ids, qpos.contiguous(), qvel.contiguous())
         if self._faults is not None:
             self._faults.publish()
@@ -654,7 +657,9 @@ class SimBackend(abc.ABC):
         nsteps = V.positive_int(nsteps, "nsteps")
         ctrl, hold = self._check_ctrl(ctrl, "ctrl")
         fn = self._pre_step
+        held_forces = self._dr_add_held_forces()
         self._in_step = True
+        completed = False
         try:
             if fn is None:
                 diverged = self._mask(self._step(ctrl, nsteps, hold))
@@ -672,9 +677,16 @@ class SimBackend(abc.ABC):
                     both = hold if sub_hold is None else (sub_hold if hold is None else hold | sub_hold)
                     diverged |= self._mask(self._step(sub, 1, both))
                     physics += time.perf_counter() - ts
+            completed = True
         finally:
             self._in_step = False
+            if not completed and held_forces is not None:  # pending forces stay pending, without the held ones
+                bodies, f, t = held_forces
+                cols = torch.as_tensor(bodies, device=self._device)
+                self._force[:, cols] -= f
+                self._torque[:, cols] -= t
         self._clear_body_forces()
+        self._dr_age_held_forces(nsteps * self.physics_dt)
         if self._faults is not None:
             self._faults.publish()
         return {

@@ -90,9 +90,10 @@ class ValueRangeError(_RowsError):
     would flag at once; every real input rejects magnitudes beyond float32.
     """
 
-    def __init__(self, argument: str, env_ids: Sequence[int], limit: float, what: str = "values"):
+    def __init__(self, argument: str, env_ids: Sequence[int], limit: float, what: str = "values",
+                 problem: str | None = None):
         self.limit = limit
-        super().__init__(argument, env_ids, f"{what} with magnitude above {limit:.3g}")
+        super().__init__(argument, env_ids, problem or f"{what} with magnitude above {limit:.3g}")
 
 
 class BackendClosedError(SimBackendError, RuntimeError):

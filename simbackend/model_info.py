@@ -27,7 +27,7 @@ class ModelInfo:
     Read-only: its arrays are not writeable (copy one to change it).
 
     Sizes: ``nbody`` bodies (world body first), ``njnt`` joints, ``nsite``
-    sites, ``nu`` actuators, ``nsensor`` sensors, ``nq``/``nv`` generalized
+    sites, ``ngeom`` geoms, ``nu`` actuators, ``nsensor`` sensors, ``nq``/``nv`` generalized
     coordinates/velocities in MuJoCo's layout.
     """
 
@@ -44,12 +44,25 @@ class ModelInfo:
     body_parent: np.ndarray              # (nbody,) parent body id, world is its own parent
     body_root: np.ndarray                # (nbody,) root body of each body's kinematic tree
     body_mass: np.ndarray                # (nbody,)
+    body_com: np.ndarray                 # (nbody, 3) centre of mass in the body frame (MuJoCo's body_ipos)
+    body_inertia: np.ndarray             # (nbody, 3) principal moments about the centre of mass
+    body_iquat: np.ndarray               # (nbody, 4) orientation of the principal axes in the body frame, wxyz
     joint_type: np.ndarray               # (njnt,)
     joint_body: np.ndarray               # (njnt,)
     joint_qposadr: np.ndarray            # (njnt,)
     joint_dofadr: np.ndarray             # (njnt,)
     joint_range: np.ndarray              # (njnt, 2), [-inf, inf] where unlimited
     site_body: np.ndarray                # (nsite,)
+    geom_names: tuple[str, ...]
+    geom_body: np.ndarray                # (ngeom,) owning body
+    geom_type: tuple[str, ...]           # (ngeom,) lower-case MuJoCo geom type (plane, box, sphere, ...)
+    geom_size: np.ndarray                # (ngeom, 3) MuJoCo's size parameters
+    geom_contype: np.ndarray             # (ngeom,) contact type bit mask
+    geom_conaffinity: np.ndarray         # (ngeom,) contact affinity bit mask
+    geom_friction: np.ndarray            # (ngeom, 3) sliding, torsional, rolling
+    dof_damping: np.ndarray              # (nv,) per qvel column
+    dof_armature: np.ndarray             # (nv,)
+    dof_frictionloss: np.ndarray         # (nv,)
     actuator_kind: tuple[str, ...]       # (nu,) one of ACTUATOR_KINDS
     actuator_joint: np.ndarray           # (nu,) joint id, -1 if not a joint transmission
     actuator_ctrl_range: np.ndarray      # (nu, 2), [-inf, inf] where unlimited
@@ -73,6 +86,10 @@ class ModelInfo:
     @property
     def nbody(self) -> int:
         return len(self.body_names)
+
+    @property
+    def ngeom(self) -> int:
+        return len(self.geom_names)
 
     @property
     def nu(self) -> int:

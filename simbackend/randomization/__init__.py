@@ -1,0 +1,22 @@
+"""Domain randomization through the contract: engine-neutral plans, reproducible draws.
+
+* :mod:`.plan`: :class:`RandomizationPlan`, :class:`Term`, :class:`Distribution`
+  (dataclasses, JSON round trip) and the term kinds (:data:`TERM_KINDS`).
+* :mod:`.sampling`: the counter-based draws (values depend on seed, term,
+  env id and draw count only).
+* :mod:`.apply`: how a backend applies a plan (part of ``SimBackend``) and
+  the per-env model fields backends implement (:data:`FIELDS`).
+* :mod:`.schedule`: :class:`IntervalScheduler` for the interval phase.
+
+Phases: ``init`` (``apply_init_randomization``), ``reset``
+(``set_state(..., randomization=plan)``), ``interval``
+(``apply_interval_randomization``).
+"""
+
+from .apply import CORE_TERMS, FIELDS, core_dr_support
+from .plan import FRICTION_COMPONENTS, OPERATIONS, PHASES, TERM_KINDS, Distribution, RandomizationPlan, Term, TermKind
+from .sampling import draw, uniforms
+from .schedule import IntervalScheduler
+
+__all__ = ["CORE_TERMS", "FIELDS", "FRICTION_COMPONENTS", "OPERATIONS", "PHASES", "TERM_KINDS", "Distribution",
+           "IntervalScheduler", "RandomizationPlan", "Term", "TermKind", "core_dr_support", "draw", "uniforms"]
