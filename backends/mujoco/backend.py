@@ -59,8 +59,17 @@ STEP_CHUNK = 64
 _INTEGRATORS = {"euler": "mjINT_EULER", "rk4": "mjINT_RK4", "implicit": "mjINT_IMPLICIT",
                 "implicitfast": "mjINT_IMPLICITFAST"}
 _SOLVERS = {"pgs": "mjSOL_PGS", "cg": "mjSOL_CG", "newton": "mjSOL_NEWTON"}
+#: the contract's per-env model fields -> MuJoCo's model fields (actuator gains: gainprm/biasprm)
+_DR_FIELDS = {"body_mass": "body_mass", "body_com": "body_ipos", "body_inertia": "body_inertia",
+              "geom_friction": "geom_friction", "dof_damping": "dof_damping", "dof_armature": "dof_armature",
+              "dof_frictionloss": "dof_frictionloss", "gravity": "opt.gravity"}
+#: fields whose derived constants mj_setConst computes
+_SETCONST_FIELDS = frozenset({"body_mass", "body_com", "body_inertia", "dof_armature"})
+_DR_TERMS = ("body_mass", "body_com", "body_inertia", "geom_friction", "actuator_kp", "actuator_kv",
+             "joint_damping", "joint_armature", "joint_frictionloss", "gravity")
 _CAPABILITIES = Capabilities(
     gpu=False,
+    domain_randomization=frozenset(f"{t}:{p}" for t in _DR_TERMS for p in ("init", "reset", "interval")),
     actuator_kinds=frozenset({"motor", "position", "velocity", "other"}),
     sensor_types=_ALL_SENSOR_TYPES,
     rendering=False,
@@ -242,13 +251,49 @@ class MuJoCoBackend(SimBackend):
         adr, dim = int(self._info.sensor_adr[sensor_id]), int(self._info.sensor_dim[sensor_id])
         return self._out(self._field("sensordata")[:, adr : adr + dim])
 
-    def get_body_mass(self) -> torch.Tensor:
-        per_env = self.batch.expanded("body_mass")
-        return super().get_body_mass() if per_env is None else self._out(per_env)
+    # -- domain randomization: per-env model fields through Batch.expand --------
+    def _write_env_params(self, env_ids: np.ndarray, values: dict[str, np.ndarray]) -> None:
+        b, info = self.batch, self._info
+        for name, rows in values.items():
+            if name in ("actuator_kp", "actuator_kv"):
+                gain, bias = b.expand("actuator_gainprm"), b.expand("actuator_biasprm")
+                for a, kind in enumerate(info.actuator_kind):
+                    if name == "actuator_kp" and kind == "position":
+                        gain[env_ids, a, 0] = rows[:, a]
+                        bias[env_ids, a, 1] = -rows[:, a]
+                    elif name == "actuator_kv" and kind == "position":
+                        bias[env_ids, a, 2] = -rows[:, a]
+                    elif name == "actuator_kv" and kind == "velocity":
+                        gain[env_ids, a, 0] = rows[:, a]
+                        bias[env_ids, a, 2] = -rows[:, a]
+            else:
+                b.expand(_DR_FIELDS[name])[env_ids] = rows
+        if "body_com" in values:
+            # a body compiled as "simple" has its centre of mass at its frame; one that moves off it no longer is
+            moved = np.flatnonzero((values["body_com"] != self._info.body_com).any(axis=(0, 2)))
+            if moved.size:
+                b.expand("body_simple")[np.ix_(env_ids, moved)] = 0
+                b.expand("body_sameframe")[np.ix_(env_ids, moved)] = 0
+        if _SETCONST_FIELDS.intersection(values):
+            # derived constants (body_subtreemass, dof_invweight0, ...) follow the new inertias
+            b.set_const(env_ids)
+        self._stale = True
 
-    def get_gravity(self) -> torch.Tensor:
-        per_env = self.batch.expanded("opt.gravity")
-        return super().get_gravity() if per_env is None else self._out(per_env)
+    def _read_env_params(self, name: str) -> np.ndarray:
+        b = self.batch
+        if name in ("actuator_kp", "actuator_kv"):
+            gain, bias = b.expanded("actuator_gainprm"), b.expanded("actuator_biasprm")
+            if gain is None:
+                return super()._read_env_params(name)
+            out = np.zeros((self.num_envs, self._info.nu))
+            for a, kind in enumerate(self._info.actuator_kind):
+                if name == "actuator_kp" and kind == "position":
+                    out[:, a] = gain[:, a, 0]
+                elif name == "actuator_kv" and kind in ("position", "velocity"):
+                    out[:, a] = -bias[:, a, 2]
+            return out
+        per_env = b.expanded(_DR_FIELDS[name])
+        return super()._read_env_params(name) if per_env is None else per_env
 
     def model_fields(self) -> dict[str, np.ndarray]:
         """The compiled model's physical fields (see :meth:`SimBackend.model_fields`)."""
