@@ -137,7 +137,7 @@ def test_speed_threshold_is_the_contracts(make_sim: Callable[..., Any], require:
     info = sim.step(None)
     assert not to_np(info["diverged"]).any(), "a speed below the contract's threshold was flagged"
     box = int(sim.get_body_ids("box")[0])
-    mass = float(to_np(sim.get_body_mass())[0, box])
+    mass = float(to_np(sim.get_env_body_mass())[0, box])
     before = _state(sim)
     f = np.zeros((2, 1, 3))
     f[1, 0, 0] = mass * 0.05 * MAX_QVEL / sim.physics_dt  # +5 % of the threshold in one substep

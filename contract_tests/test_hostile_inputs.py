@@ -360,7 +360,7 @@ def test_every_public_method_raises_after_close(make_sim: Callable[..., Any]) ->
     methods = [m for m in dir(sim) if not m.startswith("_") and m not in ("close", "closed")
                and callable(getattr(type(sim), m, None)) and not isinstance(getattr(type(sim), m), property)
                and m not in ("parse_options", "resolve_device")]
-    assert "get_qpos" in methods and "get_body_mass" in methods and "model_fields" in methods
+    assert "get_qpos" in methods and "get_env_body_mass" in methods and "model_fields" in methods
     for m in methods:
         with pytest.raises(BackendClosedError):
             getattr(sim, m)()

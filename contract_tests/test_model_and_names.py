@@ -107,10 +107,10 @@ def getter_table(sim: Any, capabilities: Any) -> dict[str, tuple[Callable[[], An
         "get_actuator_ctrl_range": (sim.get_actuator_ctrl_range, (nu, 2), f32),
         "get_joint_range": (sim.get_joint_range, (nd, 2), f32),
         "get_default_qpos": (sim.get_default_qpos, (nq,), f32),
-        "get_actuator_gains.kp": (lambda: sim.get_actuator_gains().kp, (nu,), f32),
-        "get_actuator_gains.kv": (lambda: sim.get_actuator_gains().kv, (nu,), f32),
-        "get_body_mass": (sim.get_body_mass, (N, nb), f32),
-        "get_gravity": (sim.get_gravity, (N, 3), f32),
+        "get_model_actuator_gains.kp": (lambda: sim.get_model_actuator_gains().kp, (nu,), f32),
+        "get_model_actuator_gains.kv": (lambda: sim.get_model_actuator_gains().kv, (nu,), f32),
+        "get_env_body_mass": (sim.get_env_body_mass, (N, nb), f32),
+        "get_env_gravity": (sim.get_env_gravity, (N, 3), f32),
         # name -> id queries
         "get_body_ids": (lambda: sim.get_body_ids(list(sim.body_names)), (nb,), i64),
         "get_joint_ids": (lambda: sim.get_joint_ids(list(sim.joint_names)), (len(sim.joint_names),), i64),
@@ -290,13 +290,13 @@ def test_model_query_values(sim: Any, model: str, capabilities: Any) -> None:
     q0 = to_np(sim.get_default_qpos())
     for start in sim.info.quat_qpos_index:
         assert abs(np.linalg.norm(q0[start : start + 4]) - 1) < 1e-6
-    gravity = to_np(sim.get_gravity())
+    gravity = to_np(sim.get_env_gravity())
     if not model.startswith("gym:"):
         np.testing.assert_allclose(gravity, np.tile([0, 0, -analytic.GRAVITY], (sim.num_envs, 1)), atol=1e-6)
     assert gravity[:, 2].max() < 0 and np.abs(gravity[:, :2]).max() < 1e-6
-    mass = to_np(sim.get_body_mass())
+    mass = to_np(sim.get_env_body_mass())
     assert (mass[:, 0] == 0).all() and (mass[:, 1:] >= 0).all() and mass[:, 1:].sum(axis=1).min() > 0
-    gains = sim.get_actuator_gains()
+    gains = sim.get_model_actuator_gains()
     kp, kv = to_np(gains.kp), to_np(gains.kv)
     assert (kp >= 0).all() and (kv >= 0).all()
     kinds = sim.info.actuator_kind
@@ -317,7 +317,7 @@ def test_builtin_model_specifics(make_sim: Callable[..., Any], capabilities: Any
     assert arm.nq == 14 and arm.nv == 13 and arm.num_dof == 7
     np.testing.assert_allclose(to_np(arm.get_actuator_ctrl_range()), analytic.ARM7_JOINT_RANGES, atol=1e-6)
     np.testing.assert_allclose(to_np(arm.get_joint_range()), analytic.ARM7_JOINT_RANGES, atol=1e-6)
-    np.testing.assert_allclose(to_np(arm.get_actuator_gains().kp), analytic.ARM7_KP, rtol=1e-6)
+    np.testing.assert_allclose(to_np(arm.get_model_actuator_gains().kp), analytic.ARM7_KP, rtol=1e-6)
     cube_adr = int(arm.info.joint_qposadr[int(arm.get_joint_ids("cube_free")[0])])
     np.testing.assert_allclose(to_np(arm.get_default_qpos())[cube_adr : cube_adr + 7],
                                np.r_[analytic.ARM7_CUBE_POS, 1, 0, 0, 0], atol=1e-6)

@@ -29,7 +29,7 @@ FLIGHT_POS = np.array([2.0, 2.0, 3.0])
 
 
 def _gravity(sim: Any) -> np.ndarray:
-    return to_np(sim.get_gravity())[0]
+    return to_np(sim.get_env_gravity())[0]
 
 
 def _body_id(sim: Any, name: str) -> int:
@@ -237,12 +237,12 @@ def test_ctrl_acts_in_the_same_substep(make_sim: Callable[..., Any]) -> None:
 
     The pendulum hangs at rest at the bottom, where gravity exerts no torque;
     one substep with motor command u must give qvel = dt * u * gear / (m L^2)
-    (gear 1 and L from the built-in pendulum, m from get_body_mass), in
+    (gear 1 and L from the built-in pendulum, m from get_env_body_mass), in
     proportion to u. With a one-substep delay qvel would still be exactly 0.
     """
     sim = make_sim("pendulum", 3)
     dt = sim.physics_dt
-    m = float(sim.get_body_mass()[0, _body_id(sim, "pendulum")])
+    m = float(sim.get_env_body_mass()[0, _body_id(sim, "pendulum")])
     inertia = m * analytic.PENDULUM_LENGTH**2
     u = np.array([[0.5], [1.0], [-2.0]])
     _pendulum_at(sim, 0.0)
@@ -355,7 +355,7 @@ def test_body_force_gives_f_over_m(make_sim: Callable[..., Any], require: Callab
     require("body_forces")
     sim, ctrl, cube = _cube_setup(make_sim)
     n, k, dt = sim.num_envs, 5, sim.physics_dt
-    m = to_np(sim.get_body_mass())[:, cube]
+    m = to_np(sim.get_env_body_mass())[:, cube]
     g = _gravity(sim)
     force = np.array([[0.3, -0.15, 0.6], [-1.0, 0.5, 2.0], [0.0, 0.0, 1.4715]])[:n, None, :]
     v0 = to_np(sim.get_body_lin_vel_w(cube))[:, 0]
@@ -378,7 +378,7 @@ def test_body_torque_gives_angular_acceleration(make_sim: Callable[..., Any], re
     require("body_forces")
     sim, ctrl, cube = _cube_setup(make_sim, seed=1)
     n, k, dt = sim.num_envs, 4, sim.physics_dt
-    m = to_np(sim.get_body_mass())[:, cube]
+    m = to_np(sim.get_env_body_mass())[:, cube]
     inertia = m * (2 * analytic.ARM7_CUBE_HALF_SIZE) ** 2 / 6
     g = _gravity(sim)
     torque = np.array([[1e-3, 0.0, 0.0], [0.0, -2e-3, 1e-3], [5e-4, 5e-4, -5e-4]])[:n, None, :]
@@ -406,7 +406,7 @@ def test_body_force_acts_at_frame_origin(make_sim: Callable[..., Any], require: 
     sim = make_sim("pendulum", 3)
     body = _body_id(sim, "pendulum")
     k, dt = 5, sim.physics_dt
-    m = float(sim.get_body_mass()[0, body])
+    m = float(sim.get_env_body_mass()[0, body])
     inertia = m * analytic.PENDULUM_LENGTH**2
     _pendulum_at(sim, 0.0)
     force = np.array([[2.0, 0.0, 0.0], [-3.0, 0.0, 0.0], [1.0, 0.5, -4.0]])[:, None, :]

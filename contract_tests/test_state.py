@@ -45,7 +45,7 @@ def env_getters(sim: Any, capabilities: Any) -> dict[str, Callable[[], torch.Ten
         "body_pos_b": sim.get_body_pos_b, "body_quat_b": sim.get_body_quat_b,
         "body_lin_vel_b": sim.get_body_lin_vel_b, "body_ang_vel_b": sim.get_body_ang_vel_b,
         "site_pos_w": sim.get_site_pos_w, "site_quat_w": sim.get_site_quat_w,
-        "body_mass": sim.get_body_mass, "gravity": sim.get_gravity,
+        "body_mass": sim.get_env_body_mass, "gravity": sim.get_env_gravity,
     }
     for sid, name in enumerate(sim.sensor_names):
         if sim.info.sensor_type[sid] in capabilities.sensor_types:

@@ -143,6 +143,27 @@ class NoQuaternionNormalisation(MuJoCoBackend):
         return qpos, zero
 
 
+class RandomizedMassOnlyOnPaper(MuJoCoBackend):
+    """Randomized body masses are recorded and read back, but the engine keeps simulating the model's."""
+
+    name = "broken-dr-mass-on-paper"
+    CAUGHT_BY = ("test_randomization.py::test_heavier_body_accelerates_less",)
+
+    def _write_env_params(self, env_ids, values):
+        values = dict(values)
+        self._paper_mass = getattr(self, "_paper_mass", None)
+        if "body_mass" in values:
+            if self._paper_mass is None:
+                self._paper_mass = np.tile(self._info.body_mass, (self.num_envs, 1))
+            self._paper_mass[env_ids] = values.pop("body_mass")
+        super()._write_env_params(env_ids, values)
+
+    def _read_env_params(self, name):
+        if name == "body_mass" and getattr(self, "_paper_mass", None) is not None:
+            return self._paper_mass
+        return super()._read_env_params(name)
+
+
 BROKEN = [
     XyzwQuaternions,
     ComVelocity,
@@ -154,6 +175,7 @@ BROKEN = [
     ForceAtCentreOfMass,
     StickyForces,
     NoQuaternionNormalisation,
+    RandomizedMassOnlyOnPaper,
 ]
 
 

@@ -165,7 +165,7 @@ def _exercise(sim: SimBackend) -> None:
     sim.step(ctrl, nsteps=2)
     sim.set_pre_step_control(None)
     for getter in ("get_qpos", "get_qvel", "get_dof_pos", "get_dof_vel", "get_base_pos", "get_base_quat",
-                   "get_base_lin_vel", "get_base_ang_vel", "get_body_mass", "get_gravity"):
+                   "get_base_lin_vel", "get_base_ang_vel", "get_env_body_mass", "get_env_gravity"):
         getattr(sim, getter)()
     for getter in ("get_body_pos_w", "get_body_quat_w", "get_body_lin_vel_w", "get_body_ang_vel_w",
                    "get_body_pos_b", "get_body_quat_b", "get_body_lin_vel_b", "get_body_ang_vel_b"):

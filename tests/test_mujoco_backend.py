@@ -105,13 +105,13 @@ def test_options_are_validated():
 
 
 def test_per_env_model_fields_show_in_mass_and_gravity():
-    """get_body_mass/get_gravity report per-env values once the batch expands those fields."""
+    """get_env_body_mass/get_env_gravity report per-env values once the batch expands those fields."""
     with make_backend("mujoco", "pendulum", 3) as sim:
-        np.testing.assert_allclose(sim.get_body_mass()[:, 1].numpy(), 1.0)
+        np.testing.assert_allclose(sim.get_env_body_mass()[:, 1].numpy(), 1.0)
         sim.batch.expand("body_mass")[1, 1] = 2.5
         sim.batch.expand("opt.gravity")[2] = (0, 0, -1.62)
-        np.testing.assert_allclose(sim.get_body_mass()[:, 1].numpy(), [1.0, 2.5, 1.0])
-        np.testing.assert_allclose(sim.get_gravity()[2].numpy(), [0, 0, -1.62], rtol=1e-6)
+        np.testing.assert_allclose(sim.get_env_body_mass()[:, 1].numpy(), [1.0, 2.5, 1.0])
+        np.testing.assert_allclose(sim.get_env_gravity()[2].numpy(), [0, 0, -1.62], rtol=1e-6)
 
 
 def test_mujoco_autoreset_is_off_on_the_backend_copy_only():

@@ -48,6 +48,7 @@ from simbackend.options import EngineOption, check_choice, check_int, optional
 
 from .layout import Layout, to_tensor
 from .plan import build_plan, sensor_frames
+from .randomize import CPU_TERMS, EnvParams
 
 _SENSOR_TYPES = frozenset(CORE_SENSOR_TYPES)
 #: PhysX position iterations when ``solver_iterations`` is not given
@@ -69,6 +70,10 @@ def _capabilities(gpu: bool) -> Capabilities:
         actuator_kinds=frozenset({"motor", "position", "velocity"}),
         sensor_types=_SENSOR_TYPES,
         body_forces=not gpu,
+        # CPU: every env its own scene, so every per-env value its own PhysX object (.randomize);
+        # GPU: SAPIEN fixes masses, materials and drives at gpu_init (declared absent, never ignored)
+        domain_randomization=frozenset() if gpu else frozenset(
+            f"{t}:{p}" for t in CPU_TERMS for p in ("init", "reset", "interval")),
         rendering=False,
         max_envs=None if gpu else MAX_CPU_SCENES,  # CPU: one scene per env, SAPIEN's cap (see .cpu)
     )
@@ -145,6 +150,7 @@ class SapienBackend(SimBackend):
         #: sensor id -> (obj body, obj local pose (1, 7), ref body, ref local pose (1, 7), cutoff, objid)
         self._sensor_frames = {k: (ob, to_tensor(ol, device)[None], rb, to_tensor(rl, device)[None], cutoff, objid)
                                for k, (ob, ol, rb, rl, cutoff, objid) in sensor_frames(m).items()}
+        self._params = None if self._gpu else EnvParams(self)
         if self._gpu:  # place every env at qpos0 through the CUDA buffers (links start at their entity poses)
             ids = np.arange(self.num_envs)
             q0 = torch.as_tensor(np.tile(np.asarray(info.qpos0, np.float64), (self.num_envs, 1)), device=device)
@@ -163,12 +169,22 @@ class SapienBackend(SimBackend):
     # ------------------------------------------------------------------
     # model fields
     # ------------------------------------------------------------------
-    def get_body_mass(self) -> torch.Tensor:
-        mass = self.engine.body_masses()
-        return self._out(np.broadcast_to(mass, (self.num_envs, mass.size)))
+    def _read_env_params(self, name: str) -> np.ndarray:
+        """What PhysX holds: the first env's objects until a field is randomized, then every env's."""
+        read = None if self._params is None else self._params.read(name)
+        if read is not None:
+            return read
+        if name == "body_mass":
+            return np.broadcast_to(self.engine.body_masses(), (self.num_envs, self._info.nbody))
+        if name == "gravity":
+            return np.broadcast_to(self.engine.gravity(), (self.num_envs, 3))
+        return super()._read_env_params(name)
 
-    def get_gravity(self) -> torch.Tensor:
-        return self._out(np.broadcast_to(self.engine.gravity(), (self.num_envs, 3)))
+    def _write_env_params(self, env_ids: np.ndarray, values: dict[str, np.ndarray]) -> None:
+        if self._params is None:
+            raise UnsupportedFeatureError(self.name, "domain randomization on the GPU")
+        self._decoded = None
+        self._params.write(env_ids, values)
 
     def model_fields(self) -> dict[str, np.ndarray]:
         """What PhysX holds, read back from the first env's links (see the contract)."""

@@ -73,6 +73,9 @@ class CpuPhysx(PhysxEngine):
         self._finalizer = weakref.finalize(self, _release, num_envs)
         self._materials = MaterialCache()
         self._iterations, self._tgs = iterations, tgs
+        #: (N, 3) per-env gravity once randomized; ``on_rebuild(env_ids)`` re-applies randomized parameters
+        self.env_gravity: Optional[np.ndarray] = None
+        self.on_rebuild = None
         self.systems, self.scenes, self.arts, self.comps = [], [], [], []
         with scene_config(plan.gravity, tgs):
             for _ in range(num_envs):
@@ -132,14 +135,37 @@ class CpuPhysx(PhysxEngine):
                                [comps[jl[j, 0]][jl[j, 1]].joint for j in self._vel_j])
 
     def _rebuild(self, env_ids: np.ndarray) -> None:
-        """Fresh scenes for ``env_ids`` (see the module docstring)."""
-        with scene_config(self.plan.gravity, self._tgs):
-            for n in env_ids:
+        """Fresh scenes for ``env_ids`` (see the module docstring), with each env's gravity and
+        randomized parameters (``on_rebuild``)."""
+        for n in env_ids:
+            g = self.plan.gravity if self.env_gravity is None else self.env_gravity[n]
+            with scene_config(g, self._tgs):
                 self.systems[n], self.scenes[n], self.arts[n], self.comps[n] = self._build_env()
-                self._packed[n] = None
-        self._set_drives([self.comps[n] for n in env_ids])
+            self._packed[n] = None
+        self._set_drives(env_ids)
         for n in env_ids:
             self._cache_joints(n)
+        if self.on_rebuild is not None:
+            self.on_rebuild(env_ids)
+
+    def regravitate(self, env_ids: np.ndarray, gravity: np.ndarray) -> None:
+        """Give envs ``env_ids`` gravity ``gravity[n]`` ``(N, 3)``: PhysX fixes it when a scene is
+        made, so they get new scenes carrying their state over (PhysX's serialisation)."""
+        self.env_gravity = np.array(gravity, np.float64)
+        states = [self.systems[n].pack() for n in env_ids]
+        self._rebuild(env_ids)
+        for n, packed in zip(env_ids, states):
+            self.systems[n].unpack(packed)
+        self._stale()
+
+    def static_shapes(self, n: int) -> list:
+        """Env ``n``'s collision shapes of the static world actor, in plan order."""
+        for e in self.scenes[n].entities:
+            if e.name == "world":
+                for c in e.components:
+                    if isinstance(c, physx.PhysxRigidStaticComponent):
+                        return list(c.collision_shapes)
+        return []
 
     # ------------------------------------------------------------------
     # reads

@@ -197,15 +197,28 @@ class PhysxEngine(abc.ABC):
     def _restore_all(self) -> None:
         """Put every env back in its pre-call state (after an exception)."""
 
-    def _set_drives(self, env_comps: Optional[list] = None) -> None:
-        """Drive stiffness, damping and force limit of every driven joint (see :class:`.plan.Plan`),
-        in the envs whose link components ``env_comps`` lists (default: every env)."""
+    #: per-env drive tables ``stiffness``/``damping`` ``(N, njnt)`` once gains or damping are randomized
+    env_drives: Optional[dict] = None
+
+    def _set_drives(self, env_ids: Optional[Any] = None) -> None:
+        """Drive stiffness, damping and force limit of every driven joint (see :class:`.plan.Plan`;
+        per env once randomized) in envs ``env_ids`` (default: every env)."""
         p = self.plan
-        for comps in self.comps if env_comps is None else env_comps:
-            for j in p.drive_joints:
+        per_env = self.env_drives
+        joints = p.drive_joints if per_env is None else np.flatnonzero(
+            (per_env["stiffness"] > 0).any(0) | (per_env["damping"] > 0).any(0) | (p.stiffness > 0) | (p.damping > 0))
+        for n in range(self.num_envs) if env_ids is None else env_ids:
+            comps = self.comps[n]
+            k = p.stiffness if per_env is None else per_env["stiffness"][n]
+            d = p.damping if per_env is None else per_env["damping"][n]
+            for j in joints:
                 a, l = p.joint_link[j]
-                comps[a][l].joint.set_drive_properties(float(p.stiffness[j]), float(p.damping[j]),
+                comps[a][l].joint.set_drive_properties(float(k[j]), float(d[j]),
                                                        float(min(p.force_limit[j], 3.0e38)), "force")
+
+    def set_drives_of(self, env_ids: Any) -> None:
+        """Apply the (per-env) drive tables to envs ``env_ids`` (domain randomization)."""
+        self._set_drives(env_ids)
 
     # ------------------------------------------------------------------
     # model read-back (first env)

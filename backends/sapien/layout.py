@@ -312,10 +312,22 @@ class Layout:
             clip, where = torch.clamp, torch.where
         u = clip(u, c["lo"], c["hi"])
         k, d = c["stiffness"], c["damping"]
-        target = where(k > 0, (c["pos_bias"] + u @ c["pos_gain"]) / where(k > 0, k, 1.0), 0.0)
-        vel_target = where(d > 0, (u @ c["vel_gain"]) / where(d > 0, d, 1.0), 0.0)
+
+        def gain(table: Any) -> Any:  # (nu, njnt) model tables, or (N, nu, njnt) per env
+            return u @ table if table.ndim == 2 else (u[:, None, :] @ table)[:, 0]
+
+        target = where(k > 0, (c["pos_bias"] + gain(c["pos_gain"])) / where(k > 0, k, 1.0), 0.0)
+        vel_target = where(d > 0, gain(c["vel_gain"]) / where(d > 0, d, 1.0), 0.0)
         motor = clip(u * c["motor_gain"], c["force_lo"], c["force_hi"])
         return {"target": target, "vel_target": vel_target, "force": motor @ c["motor_gear"]}
+
+    def set_env_drives(self, drives: dict) -> None:
+        """Per-env drive tables (domain randomization): ``stiffness``/``damping``/``pos_bias``
+        ``(N, njnt)``, ``pos_gain``/``vel_gain`` ``(N, nu, njnt)``."""
+        tables = dict(self._ctrl_arrays())
+        tables.update({k: np.asarray(v, np.float64) for k, v in drives.items()})
+        self._ctrl_numpy = tables
+        self._ctrl_tables = None
 
     def _ctrl_arrays(self) -> dict:
         """The plan's ctrl -> drive tables (numpy), built once."""
