@@ -20,6 +20,15 @@ Sections (``--only NAME`` runs one):
                on gymnasium's ant.xml (N = 64, nsteps = 5); target >= 2.5x.
 * ``memory``   resident memory per env at N = 4096 (arm7), from two fresh
                subprocesses; target <= 1 MB.
+* ``dr_init``  ``apply_init_randomization`` of a 6-term plan (masses with
+               inertias, geom friction, kp, kv, joint damping, gravity) at
+               N = 1024 arm7; target <= 50 ms.
+* ``dr_step``  step throughput with every per-env model field randomized
+               (mass, centre of mass, inertia, friction, kp, kv, damping,
+               armature, frictionloss, gravity; each scaled or offset) vs
+               none (N = 1024 arm7, nsteps = 4); target >= 0.95x. Informational:
+               frictionloss added where arm7 has none (new constraint rows:
+               a physics cost, not the mechanism's).
 
 Usage::
 
@@ -540,12 +549,81 @@ def print_tables(result: dict) -> None:
                          _variant_rows, _figure_rows)
 
 
+# ----------------------------------------------------------------------------
+# sections 6 and 7: domain randomization
+# ----------------------------------------------------------------------------
+def _dr_plan(every_field: bool, add_frictionloss: bool = False):
+    from simbackend.randomization import Distribution as D
+    from simbackend.randomization import RandomizationPlan, Term
+
+    scale = D.uniform(0.8, 1.2)
+    terms = [Term("body_mass", scale, scale_inertia=True), Term("geom_friction", scale),
+             Term("actuator_kp", scale), Term("actuator_kv", scale), Term("joint_damping", D.uniform(0.5, 2.0)),
+             Term("gravity", D.uniform(-0.2, 0.2))]
+    if every_field:
+        terms += [Term("body_com", D.uniform(-0.005, 0.005)), Term("joint_armature", D.uniform(0.9, 1.1)),
+                  Term("joint_frictionloss", D.uniform(0.0, 0.01) if add_frictionloss else scale,
+                       operation="add" if add_frictionloss else "scale")]
+    return RandomizationPlan(tuple(terms), seed=11)
+
+
+def bench_dr_init(s: Settings) -> dict:
+    n, nthread = s.n_arm, _default_nthread()
+    sim = _arm_at_home(n, nthread=nthread)
+    plan = _dr_plan(every_field=False)
+    samples, iters = interleaved({"init": lambda i: sim.apply_init_randomization(plan)}, s)
+    sim.close()
+    ms = median(samples["init"]) * 1e3
+    return {"params": {"model": ARM, "num_envs": n, "terms": len(plan.terms), "plan": plan.to_dict()},
+            "variants": {"init": variant(samples["init"], n, "envs/s", iters,
+                                         f"apply_init_randomization({len(plan.terms)} terms)")},
+            "figures": [figure(f"init plan, {len(plan.terms)} terms, N = {n}", ms, 50.0, "<=", "ms",
+                               (min(samples["init"]) * 1e3, max(samples["init"]) * 1e3))]}
+
+
+def bench_dr_step(s: Settings) -> dict:
+    n, nthread, k = s.n_arm, _default_nthread(), 4
+    ctrls = arm_ctrls(n, seed=5)
+    plain = _arm_at_home(n, nthread=nthread)
+    randomized = _arm_at_home(n, nthread=nthread)
+    plan = _dr_plan(every_field=True)
+    randomized.apply_init_randomization(plan)
+    # informational: frictionloss where arm7 has none adds dry-friction constraint rows, a physics cost
+    frictional = _arm_at_home(n, nthread=nthread)
+    frictional.apply_init_randomization(_dr_plan(every_field=True, add_frictionloss=True))
+
+    def call(sim: Any) -> Call:
+        def step(i: int) -> None:
+            sim.step(ctrls[i % len(ctrls)], nsteps=k)
+            sim.get_qpos()
+        return step
+
+    samples, iters = interleaved({"randomized": call(randomized), "plain": call(plain),
+                                  "added_frictionloss": call(frictional)}, s)
+    for sim in (plain, randomized, frictional):
+        sim.close()
+    ratio = paired_ratio(samples["plain"], samples["randomized"])  # throughput randomized / plain (s per call)
+    work, unit = n * k, "env-substeps/s"
+    return {"params": {"model": ARM, "num_envs": n, "nthread": nthread, "nsteps": k, "terms": len(plan.terms)},
+            "variants": {"plain": variant(samples["plain"], work, unit, iters, "step(ctrl, 4) + get_qpos, no DR"),
+                         "randomized": variant(samples["randomized"], work, unit, iters,
+                                               f"same, every model field per env ({len(plan.terms)} terms)"),
+                         "added_frictionloss": variant(samples["added_frictionloss"], work, unit, iters,
+                                                       "same, frictionloss added where the model has none (info)")},
+            "ratio_randomized_vs_plain": ratio,
+            "ratio_added_frictionloss_vs_plain": paired_ratio(samples["plain"], samples["added_frictionloss"]),
+            "figures": [figure("step with every field randomized / none", ratio["median"], 0.95, ">=", "x",
+                               (ratio["min"], ratio["max"]))]}
+
+
 BENCHES: dict[str, Callable[[Settings], dict]] = {
     "step": bench_step,
     "jacobian": bench_jacobian,
     "threads": bench_threads,
     "ant": bench_ant,
     "memory": bench_memory,
+    "dr_init": bench_dr_init,
+    "dr_step": bench_dr_step,
 }
 
 

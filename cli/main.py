@@ -228,7 +228,8 @@ def _provider(name: str) -> str:
 
 
 def _probe_capabilities(name: str) -> tuple[Optional[list[tuple[str, str]]], str]:
-    """(capability rows, status) of backend ``name`` built on the probe model with one env."""
+    """(capability rows, status) of backend ``name`` built on the probe model with one env; the
+    domain-randomization terms come as rows ``dr:<term>`` listing their phases."""
     from simbackend.registry import make_backend
 
     try:
@@ -237,10 +238,16 @@ def _probe_capabilities(name: str) -> tuple[Optional[list[tuple[str, str]]], str
         return None, f"failed to load: {type(e).__name__}: {e}"
     try:
         caps = sim.capabilities
-        rows = caps.as_rows()
+        rows = [(k, "by phase in the dr: rows" if k == "domain_randomization" else v) for k, v in caps.as_rows()]
         if "max_envs" not in dict(rows):  # capabilities from before the field: say what they allow
             limit = getattr(caps, "max_envs", None)
             rows.append(("max_envs", "unlimited" if limit is None else str(limit)))
+        from simbackend.randomization import PHASES, TERM_KINDS
+
+        dr = sim.get_dr_capabilities() if hasattr(sim, "get_dr_capabilities") else {}
+        for term in TERM_KINDS:
+            phases = [p for p in PHASES if p in dr.get(term, ())]
+            rows.append((f"dr:{term}", ", ".join(phases) if phases else "-"))
         return rows, "ok"
     except Exception as e:
         return None, f"capabilities failed: {type(e).__name__}: {e}"
@@ -275,7 +282,9 @@ def info(
     """Registered backends, engine and torch versions, devices, and capabilities.
 
     The capability table builds every backend on the pendulum model; max_envs
-    is the largest batch a backend takes ("unlimited": only memory limits it).
+    is the largest batch a backend takes ("unlimited": only memory limits it);
+    the dr:<term> rows list the phases in which each domain-randomization term
+    applies ("-": not on this backend and device).
     """
     import platform
 
@@ -364,6 +373,11 @@ def run(
     json_path: Optional[str] = typer.Option(
         None, "--json", metavar="PATH", help="Also write the figures to this JSON file (checked before the run)."
     ),
+    dr_path: Optional[str] = typer.Option(
+        None, "--dr", metavar="PLAN.json",
+        help="Domain-randomization plan: init terms before the run, reset terms with a reset of every env to"
+             " its default pose, interval terms on their interval_s schedule.",
+    ),
     *,
     build: BuildFlags,
 ) -> None:
@@ -385,6 +399,16 @@ def run(
 
     if json_path:
         _check_writable(json_path)
+    plan = None
+    if dr_path:
+        from simbackend.randomization import IntervalScheduler, RandomizationPlan
+
+        try:
+            plan = RandomizationPlan.load(dr_path)
+            if plan.phase_terms("interval"):
+                IntervalScheduler(plan, num_envs)  # checks every interval term has its schedule
+        except (SimBackendError, ValueError, TypeError) as e:
+            raise _fail(f"--dr: {e}", code=2)
     t_build = time.perf_counter()
     try:
         backend = make_backend(sim, model, num_envs, device=build.device, seed=seed, **build.options)
@@ -393,6 +417,20 @@ def run(
     build_s = time.perf_counter() - t_build
 
     with backend:
+        scheduler, dr_figures = None, None
+        if plan is not None:
+            try:
+                t_dr = time.perf_counter()
+                backend.apply_init_randomization(plan)
+                if plan.phase_terms("reset"):
+                    backend.set_state(None, backend.get_env_default_qpos(), None, randomization=plan)
+                init_s = time.perf_counter() - t_dr
+                scheduler = IntervalScheduler(plan, num_envs) if plan.phase_terms("interval") else None
+            except (SimBackendError, ValueError, TypeError) as e:
+                raise _fail(f"--dr: {e}")
+            dr_figures = {"plan": dr_path, "terms": len(plan.terms), "init_s": init_s, "interval_applications": 0}
+            console.print(Text(f"domain randomization: {len(plan.terms)} terms from {dr_path},"
+                               f" init and reset applied in {init_s * 1e3:.1f} ms"))
         dev = backend.device
         nu = backend.num_actuators
         ctrl_range = backend.get_actuator_ctrl_range().to(dev)
@@ -439,6 +477,9 @@ def run(
                 else:
                     ctrl = None
                 out = backend.step(ctrl, nsteps=nsteps)
+                if scheduler is not None:
+                    fired = scheduler.advance(backend, nsteps * backend.physics_dt)
+                    dr_figures["interval_applications"] += sum(len(ids) for ids in fired.values())
                 timing = out.get("timing", {})
                 physics_s += float(timing.get("physics", 0.0))
                 step_total_s += float(timing.get("total", 0.0))
@@ -468,6 +509,7 @@ def run(
         "substeps_per_s": env_steps * nsteps / wall_s,
         "physics_s": physics_s,
         "step_total_s": step_total_s,
+        "domain_randomization": dr_figures,
         "physics_share": physics_s / wall_s if wall_s > 0 else 0.0,
         "diverged_env_steps": diverged,
         "base_pos_env0": [float(v) for v in base_pos],
@@ -514,7 +556,7 @@ def _check_writable(path: str) -> None:
 # parity
 # ----------------------------------------------------------------------
 #: tier names of ``simbackend.parity.TIERS`` (listed here so that --help needs no import; a test keeps them equal)
-PARITY_TIERS = ("model", "kinematics", "jacobian", "dynamics", "servo", "contact")
+PARITY_TIERS = ("model", "kinematics", "jacobian", "dynamics", "servo", "contact", "randomized")
 
 
 def _check_tiers(values: Optional[list[str]]) -> Optional[list[str]]:

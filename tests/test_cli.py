@@ -35,8 +35,7 @@ RUN_JSON_KEYS = {
     "sim", "model", "num_envs", "steps", "nsteps", "seed", "device", "nthread", "physics_dt",
     "build_s", "wall_s", "env_steps", "env_steps_per_s", "substeps_per_s", "physics_s",
     "step_total_s", "physics_share", "diverged_env_steps", "base_pos_env0", "dof_pos_env0",
-    "mean_abs_qvel",
-}
+    "mean_abs_qvel", "domain_randomization"}
 
 
 def _flat(text: str) -> str:
@@ -499,7 +498,7 @@ def never_built() -> list[dict[str, Any]]:
     unregister_backend("cli-never")
 
 
-def test_run_takes_common_and_engine_options(runner: CliRunner, tmp_path: Path) -> None:
+def test_run_takes_common_and_engine_options_on_mujoco(runner: CliRunner, tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     result = invoke(runner, "run", "--sim", "mujoco", "--model", "pendulum", "-n", "4", "-s", "3", "--nthread", "1",
                     "--solver-iterations", "7", "--timestep", "0.004", "-o", "mujoco.integrator=rk4",
@@ -741,3 +740,72 @@ def test_plugin_rejects_bad_device_and_options_as_usage_errors(tmp_path: Path, a
     assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]  # pytest's usage error
     assert f"ERROR: {fragment}" in proc.stderr, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
+
+
+# ----------------------------------------------------------------------
+# domain randomization
+# ----------------------------------------------------------------------
+DR_PLAN = {"seed": 4, "terms": [
+    {"kind": "body_mass", "distribution": {"kind": "uniform", "low": 0.5, "high": 1.5}, "scale_inertia": True},
+    {"kind": "joint_default_pos", "phase": "reset", "distribution": {"kind": "uniform", "low": -0.1, "high": 0.1}},
+    {"kind": "body_velocity_delta", "phase": "interval", "targets": ["cube"], "interval_s": [0.01, 0.02],
+     "distribution": {"kind": "uniform", "low": -0.1, "high": 0.1}},
+]}
+
+
+def test_run_applies_a_dr_plan(runner: CliRunner, tmp_path: Path) -> None:
+    """run --dr: init and reset terms before the run, interval terms on their schedule; the same plan and
+    seed give the same run."""
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps(DR_PLAN))
+    figures = []
+    for k in range(2):
+        out = tmp_path / f"run{k}.json"
+        result = invoke(runner, "run", "--sim", "mujoco", "--model", "arm7", "-n", "4", "-s", "10", "-k", "4",
+                        "--dr", str(plan), "--json", str(out))
+        assert result.exit_code == 0, result.output
+        assert "domain randomization: 3 terms" in result.output
+        figures.append(json.loads(out.read_text()))
+    dr = figures[0]["domain_randomization"]
+    assert dr["terms"] == 3 and dr["init_s"] > 0 and dr["interval_applications"] >= 4 * 2
+    assert figures[0]["dof_pos_env0"] == figures[1]["dof_pos_env0"]
+    plain = tmp_path / "plain.json"
+    assert invoke(runner, "run", "--sim", "mujoco", "--model", "arm7", "-n", "4", "-s", "10", "-k", "4",
+                  "--json", str(plain)).exit_code == 0
+    data = json.loads(plain.read_text())
+    assert data["domain_randomization"] is None and data["dof_pos_env0"] != figures[0]["dof_pos_env0"]
+
+
+@pytest.mark.parametrize("text, why", [
+    ("{not json", "not valid JSON"),
+    ('{"terms": [{"kind": "mass", "distribution": {"kind": "fixed", "value": 1}}]}', "unknown kind 'mass'"),
+    ('{"terms": [{"kind": "gravity", "phase": "interval", "distribution": {"kind": "fixed", "value": 0}}]}',
+     "interval_s"),
+])
+def test_run_rejects_a_bad_dr_plan_before_building(runner: CliRunner, tmp_path: Path, never_built: list,
+                                                   text: str, why: str) -> None:
+    plan = tmp_path / "plan.json"
+    plan.write_text(text)
+    result = invoke(runner, "run", "--sim", "cli-never", "--model", "arm7", "-n", "4", "-s", "3", "--dr", str(plan))
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("error: --dr: ") and why in result.output, result.output
+    assert never_built == []
+
+
+def test_run_dr_plan_the_model_cannot_take_is_a_clean_error(runner: CliRunner, tmp_path: Path) -> None:
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"terms": [{"kind": "body_mass", "targets": ["no_such_body"],'
+                    ' "distribution": {"kind": "fixed", "value": 1}}]}')
+    result = invoke(runner, "run", "--sim", "mujoco", "--model", "arm7", "-n", "2", "-s", "3", "--dr", str(plan))
+    assert result.exit_code == 1 and "no_such_body" in result.output, result.output
+
+
+def test_info_lists_dr_terms_by_phase(runner: CliRunner) -> None:
+    result = invoke(runner, "info")
+    assert result.exit_code == 0, result.output
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
+            for line in result.output.splitlines() if line.startswith("│ dr:")}
+    assert rows["dr:body_mass"][0] == "init, reset, interval"
+    assert rows["dr:body_velocity_delta"][0] == "init, reset, interval"
+    assert len(rows) == 13
+

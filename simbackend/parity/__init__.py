@@ -27,11 +27,17 @@ Tiers (:data:`TIERS`), in order:
   keyframe (or ``qpos0``); final dof positions after :data:`SERVO_DURATION`.
 * ``contact``: free bodies released from their initial pose settle for
   :data:`CONTACT_DURATION`; their resting heights are compared.
+* ``randomized``: one domain-randomization plan (body masses with their
+  inertias, actuator kp and kv, scaled by up to :data:`DR_SCALE`, seed
+  :data:`DR_SEED`) applied to :data:`DR_NUM_ENVS` envs of both engines: the
+  per-env values each engine holds must agree (:data:`MODEL_RTOL`), then the
+  randomized models are rolled out as in ``servo`` (position actuators) or
+  ``dynamics`` (zero ctrl) at those tiers' tolerances.
 
 Which tiers run by default depends on the model (:func:`default_tiers`): the
 static tiers (model, kinematics, jacobian) on every model, ``dynamics`` on the
 contact-free built-ins (pendulum, double_pendulum, cartpole), ``servo`` on
-``arm7`` and ``contact`` on ``box_drop``. Any tier can be asked for explicitly.
+``arm7`` (``randomized`` on these four) and ``contact`` on ``box_drop``. Any tier can be asked for explicitly.
 
 The package: :mod:`.tolerances` (tiers, tolerances, default tiers per model),
 :mod:`.report` (rows and reports), :mod:`.tiers` (the runners). Random

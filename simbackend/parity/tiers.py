@@ -82,6 +82,7 @@ def run_parity(
         "dynamics": _tier_dynamics,
         "servo": _tier_servo,
         "contact": _tier_contact,
+        "randomized": _tier_randomized,
     }
     for tier in chosen:
         try:
@@ -489,4 +490,74 @@ def _tier_contact(ctx: _Context, num_envs: int) -> list[ParityRow]:
         if any(diverged):
             who = "backend" if diverged[0] else "reference"
             rows.append(ParityRow("contact", "diverged", math.inf, 0.0, False, detail=f"the {who} diverged"))
+    return rows
+
+
+def _tier_randomized(ctx: _Context, num_envs: int) -> list[ParityRow]:
+    from simbackend.randomization import Distribution, RandomizationPlan, Term
+
+    n = DR_NUM_ENVS
+    sim, ref = ctx.pair(n)
+    with sim, ref:
+        info = ref.info
+        if ref.num_dof == 0:
+            return [ParityRow("randomized", "dof_pos", None, DYN_POS_TOL, True, skipped=True,
+                              detail="the model has no hinge or slide joints")]
+        scale = Distribution.uniform(1.0 - DR_SCALE, 1.0 + DR_SCALE)
+        terms = [Term("body_mass", scale, scale_inertia=True)]
+        position = [a for a, k in enumerate(info.actuator_kind) if k == "position" and info.actuator_joint[a] >= 0]
+        if position:
+            terms += [Term("actuator_kp", scale), Term("actuator_kv", scale)]
+        plan = RandomizationPlan(tuple(terms), seed=DR_SEED)
+        dropped = sim.apply_init_randomization(plan, strict=False)
+        ref.apply_init_randomization(plan)
+        rows = []
+        if dropped:
+            rows.append(ParityRow("randomized", "terms", math.inf, 0.0, False,
+                                  detail=f"the backend does not apply {dropped}"))
+        pairs = [("body_mass", sim.get_env_body_mass, ref.get_env_body_mass, MODEL_SCALE_FLOOR["body_mass"]),
+                 ("body_inertia", sim.get_env_body_inertia, ref.get_env_body_inertia, MODEL_SCALE_FLOOR["body_inertia"])]
+        if position:
+            pairs += [("actuator_kp", lambda: sim.get_env_actuator_gains().kp, lambda: ref.get_env_actuator_gains().kp, 1.0),
+                      ("actuator_kv", lambda: sim.get_env_actuator_gains().kv, lambda: ref.get_env_actuator_gains().kv, 1.0)]
+        for name, mine, theirs, floor in pairs:
+            a, b = _np(mine()), _np(theirs())
+            err = _abs_diff(a, b) / np.maximum(np.abs(b), floor)
+            rows.append(_row_from_errors("randomized", f"env_{name}", err, MODEL_RTOL,
+                                         lambda idx: f"env {idx[0]}, element {idx[1:]} (seed {DR_SEED})"))
+        qpos, label = _start_qpos(ref)
+        qpos = np.tile(qpos, (n, 1))
+        lo, hi = _ctrl_bounds(ref)
+        ctrl = np.clip(np.zeros((n, ref.num_actuators)), lo, hi)
+        if position:
+            for i, a in enumerate(position):
+                joint = int(info.actuator_joint[a])
+                value = qpos[0, int(info.joint_qposadr[joint])] + SERVO_OFFSET * (1 if i % 2 == 0 else -1)
+                ctrl[:, a] = np.clip(value, lo[a], hi[a])
+            duration, tol, what = SERVO_DURATION, SERVO_TOL, "final_dof_pos"
+        else:
+            offsets = ctx.rng("randomized").uniform(-DYN_INITIAL_OFFSET, DYN_INITIAL_OFFSET, size=(n, ref.num_dof))
+            rlo, rhi = _np(ref.get_joint_range()).T
+            margin = 0.05 * np.where(np.isfinite(rhi - rlo), rhi - rlo, 0.0)
+            start = qpos[:, info.dof_qpos_index] + offsets
+            qpos[:, info.dof_qpos_index] = np.clip(start, rlo + margin, rhi - margin)
+            duration, tol, what = DYN_DURATION, DYN_POS_TOL, "dof_pos"
+        for backend in (ref, sim):
+            backend.set_state(None, qpos)
+        nsteps = int(round(duration / ref.physics_dt))
+        worst = np.zeros((n, ref.num_dof))
+        chunk = nsteps if position else 1  # the passive rollout is compared at every substep
+        for _ in range(0, nsteps, chunk):
+            diverged = [bool(b.step(ctrl if ref.num_actuators else None, nsteps=chunk)["diverged"].any())
+                        for b in (sim, ref)]
+            if any(diverged):
+                who = "backend" if diverged[0] else "reference"
+                rows.append(ParityRow("randomized", "diverged", math.inf, 0.0, False, detail=f"the {who} diverged"))
+                return rows
+            worst = np.maximum(worst, np.abs(_np(sim.get_dof_pos()) - _np(ref.get_dof_pos())))
+        for d, joint in enumerate(ref.dof_names):
+            e = worst[:, d]
+            rows.append(ParityRow("randomized", f"{what}[{joint}]", float(e.max()), tol, bool(e.max() <= tol),
+                                  detail=f"worst of {n} randomized envs (env {int(np.argmax(e))}) over"
+                                         f" {duration:g} s from {label}"))
     return rows

@@ -15,19 +15,20 @@ __all__ = [
     "DYN_RANDOM_HOLD",
     "SERVO_DURATION", "SERVO_TOL", "SERVO_OFFSET",
     "CONTACT_DURATION", "CONTACT_HEIGHT_TOL",
+    "DR_NUM_ENVS", "DR_SCALE", "DR_SEED",
 ]
 #: every tier, in the order they run and are reported (``load`` always runs first)
-TIERS = ("model", "kinematics", "jacobian", "dynamics", "servo", "contact")
+TIERS = ("model", "kinematics", "jacobian", "dynamics", "servo", "contact", "randomized")
 
 #: tiers that need no simulation, run on every model by default
 STATIC_TIERS = ("model", "kinematics", "jacobian")
 
 #: built-in model name (or file stem) -> tiers run by default; other models get :data:`STATIC_TIERS`
 MODEL_DEFAULT_TIERS = {
-    "pendulum": STATIC_TIERS + ("dynamics",),
-    "double_pendulum": STATIC_TIERS + ("dynamics",),
-    "cartpole": STATIC_TIERS + ("dynamics",),
-    "arm7": STATIC_TIERS + ("servo",),
+    "pendulum": STATIC_TIERS + ("dynamics", "randomized"),
+    "double_pendulum": STATIC_TIERS + ("dynamics", "randomized"),
+    "cartpole": STATIC_TIERS + ("dynamics", "randomized"),
+    "arm7": STATIC_TIERS + ("servo", "randomized"),
     "box_drop": STATIC_TIERS + ("contact",),
 }
 
@@ -85,6 +86,13 @@ SERVO_OFFSET = 0.2
 CONTACT_DURATION = 1.0
 #: contact: resting height (z of the body frame origin), m
 CONTACT_HEIGHT_TOL = 2e-3
+
+#: randomized: envs, each with its own draw of the plan
+DR_NUM_ENVS = 4
+#: randomized: body masses (with their inertias) and actuator kp/kv are scaled uniformly in 1 +- this
+DR_SCALE = 0.3
+#: randomized: the plan's seed
+DR_SEED = 2026
 
 
 def _model_label(model: Any) -> str:

@@ -169,8 +169,8 @@ def test_arguments_are_validated():
 
 
 def test_default_tiers():
-    assert parity.default_tiers("pendulum") == ("model", "kinematics", "jacobian", "dynamics")
-    assert parity.default_tiers("arm7")[-1] == "servo"
+    assert parity.default_tiers("pendulum") == ("model", "kinematics", "jacobian", "dynamics", "randomized")
+    assert parity.default_tiers("arm7")[-2:] == ("servo", "randomized")
     assert parity.default_tiers("box_drop")[-1] == "contact"
     assert parity.default_tiers(builtin_model_path("box_drop")) == parity.default_tiers("box_drop")
     assert parity.default_tiers("quadruped") == parity.STATIC_TIERS
@@ -230,3 +230,21 @@ def test_device_goes_to_the_backend_under_test_and_options_to_both():
     assert len(built) == 4  # a probe and the model tier's pair, each for both
     assert sorted(str(k["device"]) for k in built) == ["None", "None", "cpu", "cpu"]
     assert all(k["timestep"] == 0.004 and k["mujoco"] == {"solver": "cg"} for k in built), built
+
+
+def test_randomized_tier_sees_a_backend_that_randomizes_on_paper_only():
+    """The randomized tier compares the randomized dynamics, not only the values each engine reports."""
+    from broken_backends import RandomizedMassOnlyOnPaper
+    from simbackend.registry import register_backend, unregister_backend
+
+    register_backend(RandomizedMassOnlyOnPaper.name, RandomizedMassOnlyOnPaper, replace=True)
+    try:
+        report = run_parity(RandomizedMassOnlyOnPaper.name, "cartpole", tiers=["randomized"])
+        honest = run_parity("mujoco", "cartpole", tiers=["randomized"])
+    finally:
+        unregister_backend(RandomizedMassOnlyOnPaper.name)
+    rows = {r.quantity: r for r in report.rows if r.tier == "randomized"}
+    assert rows["env_body_mass"].passed  # it reports the randomized masses...
+    assert not all(r.passed for q, r in rows.items() if q.startswith("dof_pos"))  # ...but does not simulate them
+    assert all(r.passed for r in honest.rows) and any(r.quantity == "dof_pos[hinge]" for r in honest.rows)
+
