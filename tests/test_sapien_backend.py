@@ -453,3 +453,27 @@ def test_divergence_judged_on_the_serialised_state_equals_the_getters(model: str
         np.testing.assert_allclose(q, sim.get_qpos().numpy(), atol=1e-6)
         np.testing.assert_allclose(v, sim.get_qvel().numpy(), atol=1e-5)
 
+
+
+def test_randomized_friction_combines_by_average(tmp_path) -> None:
+    """PhysX averages two materials' friction where MuJoCo takes the maximum (README, "Domain
+    randomization"): a box launched on a low-friction floor slides as each engine's rule says."""
+    from simbackend.contract_tests.test_randomization import DR_MJCF
+    from simbackend.randomization import Distribution, RandomizationPlan, Term
+
+    path = tmp_path / "dr.xml"
+    path.write_text(DR_MJCF)
+    box_mu, floor_mu, v0, g = 0.6, 0.1, 2.0, 9.81
+    plan = RandomizationPlan((Term("geom_friction", Distribution.fixed(box_mu), operation="set",
+                                   targets=("box_geom",)),))
+    slid = {}
+    for name in ("mujoco", "sapien"):
+        with make_backend(name, path, 1) as sim:
+            sim.apply_init_randomization(plan)
+            qvel = sim.get_qvel().numpy()
+            qvel[0, sim.info.joint_dofadr[sim.info.joint_names.index("box_free")]] = v0
+            sim.set_state(None, sim.get_qpos(), qvel)
+            sim.step(torch.zeros(1, sim.num_actuators), nsteps=1000)
+            slid[name] = float(sim.get_body_pos_w(sim.get_body_ids("box"))[0, 0, 0])
+    np.testing.assert_allclose(slid["mujoco"], v0 ** 2 / (2 * max(box_mu, floor_mu) * g), rtol=0.01)
+    np.testing.assert_allclose(slid["sapien"], v0 ** 2 / (2 * (box_mu + floor_mu) / 2 * g), rtol=0.01)
