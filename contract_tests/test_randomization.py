@@ -364,6 +364,25 @@ def test_velocity_push_needs_a_free_body(make_sim: Any, dr_model: Path) -> None:
     _assert_unchanged(sim, state, params)
 
 
+def test_velocity_push_bad_input_changes_nothing(make_sim: Any, dr_model: Path) -> None:
+    """Clause: a push with NaN, a wrong shape, or one that would take qvel past the divergence bound is
+    rejected naming the problem, and changes nothing."""
+    from simbackend.errors import InputShapeError, NonFiniteError
+
+    sim = make_sim(dr_model, 2)
+    ball = sim.get_body_ids("ball")
+    state, params = snapshot(sim), _all_params(sim)
+    bad = np.zeros((2, 1, 6))
+    bad[1, 0, 2] = np.nan
+    with pytest.raises(NonFiniteError, match=r"delta.*\[1\]"):
+        sim.apply_body_velocity_delta(ball, bad)
+    with pytest.raises(InputShapeError, match="delta"):
+        sim.apply_body_velocity_delta(ball, np.zeros((2, 6)))
+    with pytest.raises(ValueRangeError):
+        sim.apply_body_velocity_delta(ball, np.full((2, 1, 6), 2e5))
+    _assert_unchanged(sim, state, params)
+
+
 def test_held_body_force_acts_for_its_duration(make_sim: Any, dr_model: Path) -> None:
     """Clause: a body_force term holds its force over the steps of its duration, then stops."""
     sim = make_sim(dr_model, 2)

@@ -35,6 +35,7 @@ from simbackend.errors import (
     ArgumentTypeError,
     IndexRangeError,
     InvalidArgumentError,
+    NonFiniteError,
     UnknownNameError,
     UnsupportedFeatureError,
     ValueRangeError,
@@ -155,7 +156,7 @@ class RandomizationMixin:
         d = V.real_tensor(delta, "delta", (ids.size, bodies.size, 6), device=torch.device("cpu"),
                           dtype=torch.float64).numpy()
         if not np.isfinite(d).all():
-            raise InvalidArgumentError("delta: NaN or inf; nothing was changed")
+            raise NonFiniteError("delta", ids[~np.isfinite(d).all(axis=(1, 2))])
         if not ids.size or not bodies.size:
             return
         order = np.argsort(ids, kind="stable")
