@@ -36,7 +36,11 @@ class Capabilities:
         rendering: offscreen rendering is available.
         contact_forces: per-contact force readout.
         snapshot_restore: full simulator snapshot and restore.
-        domain_randomization: DR terms the backend applies (none until the DR issue lands).
+        ray_casting: rays against the collision geoms of every env
+            (``create_height_scanner``).
+        domain_randomization: ``"<term>:<phase>"`` domain-randomization entries the engine
+            applies (:mod:`simbackend.randomization`; ``get_dr_capabilities()`` adds the
+            contract's own terms).
         max_envs: the most envs one backend instance (or one process, where the
             engine's limit is per process) can hold; ``None`` for no limit
             beyond memory.
@@ -56,6 +60,7 @@ class Capabilities:
     rendering: bool = False
     contact_forces: bool = False
     snapshot_restore: bool = False
+    ray_casting: bool = False
     domain_randomization: frozenset[str] = field(default_factory=frozenset)
     max_envs: Optional[int] = None
 

@@ -86,6 +86,7 @@ from simbackend.math import quat_apply_inverse, quat_conj, quat_mul
 from simbackend.model_info import JOINT_BALL, JOINT_FREE, JOINT_TYPE_NAMES, ModelInfo
 from simbackend.options import BackendOptions, EngineOption, parse_options
 from simbackend.randomization.apply import RandomizationMixin
+from simbackend.readout import ReadoutMixin
 
 Names = Union[str, Sequence[str]]
 Ids = Any  # int, sequence of ints, numpy array or torch tensor
@@ -185,7 +186,7 @@ class _DeferredFaults:
         raise err
 
 
-class SimBackend(RandomizationMixin, abc.ABC):
+class SimBackend(ReadoutMixin, RandomizationMixin, abc.ABC):
     """A batch of ``num_envs`` simulations of one model behind one engine.
 
     Construction (``make_backend`` or the class): ``Backend(model, num_envs, *,
@@ -218,6 +219,7 @@ class SimBackend(RandomizationMixin, abc.ABC):
             "site": {n: i for i, n in enumerate(info.site_names)},
             "actuator": {n: i for i, n in enumerate(info.actuator_names)},
             "sensor": {n: i for i, n in enumerate(info.sensor_names)},
+            "geom": {n: i for i, n in enumerate(info.geom_names)},
             "keyframe": {n: i for i, n in enumerate(info.keyframe_names)},
         }
         self._dof_column = {int(j): c for c, j in enumerate(info.dof_joints)}

@@ -70,6 +70,7 @@ def _capabilities(gpu: bool) -> Capabilities:
         actuator_kinds=frozenset({"motor", "position", "velocity"}),
         sensor_types=_SENSOR_TYPES,
         body_forces=not gpu,
+        ray_casting=not gpu,  # CPU: PhysX scene queries per scene (.raycast)
         # CPU: every env its own scene, so every per-env value its own PhysX object (.randomize);
         # GPU: SAPIEN fixes masses, materials and drives at gpu_init (declared absent, never ignored)
         domain_randomization=frozenset() if gpu else frozenset(
@@ -332,6 +333,11 @@ class SapienBackend(SimBackend):
             self._decoded = self.layout.state_from_pack(states)
             return diverged_rows(*self._decoded)
         return diverged_rows(*self._state64())
+
+    def _ray_cast(self, origins: torch.Tensor, directions: torch.Tensor, exclude_body: int) -> np.ndarray:
+        from .raycast import ray_cast
+
+        return ray_cast(self.engine, self.plan, origins.cpu().numpy(), directions.cpu().numpy(), exclude_body)
 
     def _close(self) -> None:
         self.engine.close()
