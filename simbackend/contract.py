@@ -451,6 +451,7 @@ class SimBackend(ReadoutMixin, RandomizationMixin, abc.ABC):
 
         A hinge or slide joint has 1 column, a ball joint 3, a free joint 6
         (linear velocity in the world frame, then body-local angular velocity).
+        The one way to find a joint's qvel columns (of ``get_qvel``, ``set_state``'s qvel, ``get_zero_qvel``).
         """
         return self._id_tensor(self._joint_columns(names, velocity=True))
 

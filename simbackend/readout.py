@@ -11,6 +11,7 @@ Everything here is written against the contract's hooks; an engine adds only
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
@@ -102,7 +103,7 @@ class HeightScanner:
     def _cast(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         self.sim._check_open()
         origins, dirs = self._rays()
-        dist = self.sim._ray_cast(origins, dirs, self.body if self.exclude_body else -1)
+        dist = self.sim._ray_cast(origins, dirs, self.body if self.exclude_body and self.body > 0 else -1)
         dist = torch.as_tensor(dist, dtype=origins.dtype, device=origins.device)
         dist = torch.where((dist < 0) | (dist > self.max_distance), torch.full_like(dist, self.max_distance), dist)
         return origins, dirs, dist
@@ -175,67 +176,107 @@ class ReadoutMixin:
         return self._id_tensor(np.flatnonzero(inside))
 
     def get_zero_qvel(self) -> torch.Tensor:
-        """``(N, nv)`` zeros: the initial velocity of every env (``set_state``'s default)."""
+        """``(N, nv)`` zeros: the initial velocity of every env (``set_state``'s default).
+
+        Its columns are qvel's; :meth:`get_joint_qvel_indices` is the way to find a joint's columns.
+        """
         self._check_open()
         return torch.zeros((self.num_envs, self.nv), dtype=torch.float32, device=self._device)
 
     # ------------------------------------------------------------------
     # combined readouts
     # ------------------------------------------------------------------
-    def _rows_out(self, parts: Sequence[torch.Tensor], env_ids: Any, out: Any, argument: str = "out") -> torch.Tensor:
-        """``parts`` ``(N, ..., k_i)`` concatenated on the last axis, rows ``env_ids``, into ``out`` if given."""
-        rows = None if env_ids is None else torch.as_tensor(
-            V.env_ids(env_ids, self.num_envs, host_ids=self._host_ids), device=self._device)
-        pieces = [p if rows is None else p[rows] for p in parts]
-        shape = pieces[0].shape[:-1] + (sum(p.shape[-1] for p in pieces),)
+    def _rows_and_out(self, lead: tuple, width: int, env_ids: Any, out: Any,
+                      argument: str = "out") -> tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
+        """Validated rows (``None``: all envs, else a device index tensor) and ``out`` for a result
+        ``(n, *lead, width)``; raises before anything is read or written."""
+        rows = None
+        n = self.num_envs
+        if env_ids is not None:
+            host = V.env_ids(env_ids, self.num_envs, host_ids=self._host_ids)
+            rows, n = torch.as_tensor(host, device=self._device), int(host.size)
         if out is None:
-            return torch.cat(pieces, dim=-1).to(torch.float32)
+            return rows, None
+        shape = (n, *lead, width)
         if not isinstance(out, torch.Tensor):
             raise ArgumentTypeError(f"{argument}: expected a torch.Tensor, got {type(out).__name__}")
         if out.dtype != torch.float32:
             raise InputDTypeError(f"{argument}: expected float32, got {out.dtype}")
-        if out.device != self._device:
-            raise InvalidArgumentError(f"{argument}: expected a tensor on {self._device}, got {out.device}")
-        if tuple(out.shape) != tuple(shape):
-            raise InputShapeError(argument, tuple(shape), tuple(out.shape))
+        want = self._device
+        if want.type == "cuda" and want.index is None:
+            want = torch.device("cuda", torch.cuda.current_device())
+        if out.device != want:
+            raise InvalidArgumentError(f"{argument}: expected a tensor on {self._device}, got one on {out.device}")
+        if tuple(out.shape) != shape:
+            raise InputShapeError(argument, shape, tuple(out.shape))
         if not out.is_contiguous():
-            raise InvalidArgumentError(f"{argument}: must be contiguous")
-        torch.cat(pieces, dim=-1, out=out) if all(p.dtype == torch.float32 for p in pieces) else \
-            out.copy_(torch.cat(pieces, dim=-1))
+            raise InvalidArgumentError(f"{argument}: must be contiguous (strides {tuple(out.stride())})")
+        if out.requires_grad:
+            raise InvalidArgumentError(f"{argument}: must not require grad (it is written in place)")
+        return rows, out
+
+    def _fill(self, parts: Sequence[torch.Tensor], rows: Optional[torch.Tensor],
+              out: Optional[torch.Tensor]) -> torch.Tensor:
+        """``parts`` ``(N, ..., k_i)`` side by side on the last axis, rows ``rows``, into ``out`` if given."""
+        if out is None:
+            pieces = [p if rows is None else p[rows] for p in parts]
+            return torch.cat(pieces, dim=-1).to(torch.float32)
+        col = 0
+        for p in parts:  # each part straight into its columns: no concatenated copy
+            k = p.shape[-1]
+            out[..., col : col + k].copy_(p if rows is None else p[rows])
+            col += k
         return out
 
     def get_body_pose_w(self, body_ids: Any = None, env_ids: Any = None, out: Any = None) -> torch.Tensor:
         """``(n, B, 7)`` body frame position (3) and orientation (wxyz, 4), world frame.
 
+        Each row equals the rows of :meth:`get_body_pos_w` and :meth:`get_body_quat_w`
+        side by side, bit for bit.
+
         Args:
             body_ids: bodies (``None``: all).
-            env_ids: env rows in the order given (ids or a bool mask; ``None``: all).
-            out: a float32 tensor of the result's shape on the backend's device,
-                written in place and returned (nothing is allocated for the result).
+            env_ids: env rows in the order given (ids or a ``(N,)`` bool mask; ``None``: all).
+            out: a contiguous float32 tensor of exactly the result's shape on the backend's
+                device, written in place and returned (nothing is allocated for the result);
+                a wrong one raises, naming ``out``, before anything is written.
         """
         ids = self._body_index(body_ids)
-        return self._rows_out([self._body_pos_w(ids), self._body_quat_w(ids)], env_ids, out)
+        rows, out = self._rows_and_out((ids.size,), 7, env_ids, out)
+        return self._fill([self._body_pos_w(ids), self._body_quat_w(ids)], rows, out)
 
     def get_body_vel_w(self, body_ids: Any = None, env_ids: Any = None, out: Any = None) -> torch.Tensor:
-        """``(n, B, 6)`` linear velocity of each body frame's origin (3) and angular velocity (3), world."""
+        """``(n, B, 6)`` linear velocity of each body frame's origin (3) and angular velocity (3), world
+        frame: :meth:`get_body_lin_vel_w` and :meth:`get_body_ang_vel_w` side by side (arguments as
+        :meth:`get_body_pose_w`)."""
         ids = self._body_index(body_ids)
-        return self._rows_out([self._body_lin_vel_w(ids), self._body_ang_vel_w(ids)], env_ids, out)
+        rows, out = self._rows_and_out((ids.size,), 6, env_ids, out)
+        return self._fill([self._body_lin_vel_w(ids), self._body_ang_vel_w(ids)], rows, out)
 
     def get_body_state_w(self, body_ids: Any = None, env_ids: Any = None, out: Any = None) -> torch.Tensor:
         """``(n, B, 13)`` pose (7) then velocities (6), as :meth:`get_body_pose_w` and :meth:`get_body_vel_w`."""
         ids = self._body_index(body_ids)
-        return self._rows_out([self._body_pos_w(ids), self._body_quat_w(ids), self._body_lin_vel_w(ids),
-                               self._body_ang_vel_w(ids)], env_ids, out)
+        rows, out = self._rows_and_out((ids.size,), 13, env_ids, out)
+        return self._fill([self._body_pos_w(ids), self._body_quat_w(ids), self._body_lin_vel_w(ids),
+                           self._body_ang_vel_w(ids)], rows, out)
 
     def get_sensors(self, names: Any, env_ids: Any = None, out: Any = None) -> torch.Tensor:
         """``(n, sum of dims)`` the named sensors' readings concatenated in the order named
-        (each as :meth:`get_sensor_data` gives it), rows ``env_ids``, into ``out`` if given."""
+        (each as :meth:`get_sensor_data` gives it, bit for bit), rows ``env_ids``, into ``out``
+        if given (see :meth:`get_body_pose_w`). A sensor type the backend does not serve raises
+        ``UnsupportedFeatureError`` as :meth:`get_sensor_data` does."""
         if isinstance(names, str):
             names = [names]
         if not isinstance(names, (list, tuple)) or not names:
             raise ArgumentTypeError("names: expected a sensor name or a non-empty sequence of names")
-        parts = [self.get_sensor_data(n) for n in names]
-        return self._rows_out(parts, env_ids, out)
+        sids = [self._resolve("sensor", n) for n in names]
+        for sid, n in zip(sids, names):
+            stype = self._info.sensor_type[sid]
+            if stype not in self.capabilities.sensor_types:
+                raise UnsupportedFeatureError(self.name, f"sensor type {stype}", f"sensor {n!r}")
+        width = int(sum(int(self._info.sensor_dim[sid]) for sid in sids))
+        rows, out = self._rows_and_out((), width, env_ids, out)
+        return self._fill([self.get_sensor_data(n) for n in names], rows, out)
 
     # ------------------------------------------------------------------
     # height scanner
@@ -254,12 +295,19 @@ class ReadoutMixin:
                 keep the world direction: the usual terrain scan), ``full``
                 (points and rays turn with the body) or ``world`` (points only
                 translate with the body).
-            max_distance: longest ray, m; a miss reads this distance.
-            exclude_body: ignore the body's own geoms.
+            max_distance: longest ray, m; a miss, or a hit farther away, reads this distance.
+            exclude_body: ignore the body's own geoms (never the world body's:
+                a scanner on the world body sees the terrain).
 
         Queries (``distances``, ``heights``, ``hit_points``) see the collision
-        geoms (``contype`` or ``conaffinity`` non-zero) of every env at the
-        current state.
+        geoms (``contype`` or ``conaffinity`` non-zero; visual-only geoms are
+        transparent, whatever their colour) of every env at the current state,
+        with the same rules on every engine: a ray reports the first point at
+        distance >= 0 where it crosses a geom's surface (one starting inside a
+        geom reports where it leaves it); planes are unbounded, as in
+        collision, and one-sided (a ray hits one only from its front, moving
+        towards it). Raises ``UnsupportedFeatureError`` where
+        ``capabilities.ray_casting`` is false.
         """
         self._check_open()
         if not getattr(self.capabilities, "ray_casting", False):
@@ -282,15 +330,19 @@ class ReadoutMixin:
             raise InvalidArgumentError(f"direction: expected a non-zero finite vector, got {d.tolist()}")
         if alignment not in SCANNER_ALIGNMENTS:
             raise InvalidArgumentError(f"alignment: expected one of {list(SCANNER_ALIGNMENTS)}, got {alignment!r}")
-        if isinstance(max_distance, bool) or not isinstance(max_distance, (int, float)) or not (
-                np.isfinite(max_distance) and max_distance > 0):
+        if isinstance(max_distance, (bool, np.bool_)) or not isinstance(max_distance, numbers.Real) or not (
+                np.isfinite(float(max_distance)) and max_distance > 0):
             raise InvalidArgumentError(f"max_distance: expected a positive finite number, got {max_distance!r}")
-        if not isinstance(exclude_body, bool):
+        if not isinstance(exclude_body, (bool, np.bool_)):
             raise ArgumentTypeError(f"exclude_body: expected a bool, got {type(exclude_body).__name__}")
-        return HeightScanner(self, int(b), off, d / norm, alignment, float(max_distance), exclude_body)
+        return HeightScanner(self, int(b), off, d / norm, alignment, float(max_distance), bool(exclude_body))
 
     def _ray_cast(self, origins: torch.Tensor, directions: torch.Tensor, exclude_body: int) -> Any:
         """``(N, R)`` distance along unit ``directions`` ``(N, R, 3)`` from ``origins`` ``(N, R, 3)``
         (:attr:`hook_dtype` on the device) to the first collision geom of each env, ignoring body
-        ``exclude_body`` (-1: none); -1 for a miss. Backends declaring ``ray_casting`` implement it."""
+        ``exclude_body`` (-1: none; never 0, the world); -1 for a miss; a numpy array or a tensor.
+        The rules are :meth:`create_height_scanner`'s (first surface crossing at distance >= 0,
+        unbounded one-sided planes, visual-only geoms transparent), at the current state (no step
+        may be needed to bring the engine's query structures up to date). Backends declaring
+        ``ray_casting`` implement it."""
         raise UnsupportedFeatureError(self.name, "ray_casting")

@@ -56,8 +56,6 @@ _ALL_SENSOR_TYPES = frozenset(
 )
 #: substeps per call into the batch: a long ``step`` checks for Ctrl-C between chunks
 STEP_CHUNK = 64
-#: casts per scanner query: rays pass through at most this many visual-only geoms
-_RAY_PASSES = 8
 _INTEGRATORS = {"euler": "mjINT_EULER", "rk4": "mjINT_RK4", "implicit": "mjINT_IMPLICIT",
                 "implicitfast": "mjINT_IMPLICITFAST"}
 _SOLVERS = {"pgs": "mjSOL_PGS", "cg": "mjSOL_CG", "newton": "mjSOL_NEWTON"}
@@ -138,7 +136,6 @@ class MuJoCoBackend(SimBackend):
         self._ctrl_lo, self._ctrl_hi = self._info.actuator_ctrl_range.T.copy()
         self._site_quat_local = np.array(self.model.site_quat, dtype=np.float64)
         self._site_body = np.array(self.model.site_bodyid, dtype=np.int64)
-        self._collides = (self._info.geom_contype != 0) | (self._info.geom_conaffinity != 0)
         b.reset(stage=int(mujoco.mjtStage.mjSTAGE_NONE))  # derived fields are computed when first read
 
     # -- capabilities ----------------------------------------------------
@@ -322,25 +319,12 @@ class MuJoCoBackend(SimBackend):
         }
 
     def _ray_cast(self, origins: torch.Tensor, directions: torch.Tensor, exclude_body: int) -> np.ndarray:
-        """``Batch.ray`` from the state rows; a hit on a geom that cannot collide (contype and
-        conaffinity 0: visual only) is passed through, as PhysX, which never has those, would."""
-        pnt = origins.cpu().numpy().astype(np.float64)
-        vec = directions.cpu().numpy().astype(np.float64)
-        total = np.zeros(pnt.shape[:2])
-        result = np.full(pnt.shape[:2], -1.0)
-        todo = np.ones(pnt.shape[:2], bool)
-        for _ in range(_RAY_PASSES):
-            dist, geom = self.batch.ray(pnt, vec, bodyexclude=exclude_body)
-            hit = todo & (geom >= 0)
-            solid = hit & self._collides[np.maximum(geom, 0)]
-            result[solid] = total[solid] + dist[solid]
-            todo &= hit & ~solid  # missed: done (-1); hit a visual geom: go on from just past it
-            if not todo.any():
-                break
-            step = np.where(todo, dist + 1e-6, 0.0)
-            pnt = pnt + vec * step[..., None]
-            total += step
-        return result
+        """``Batch.ray`` from the state rows, corrected to see exactly the collision geoms (see .rays)."""
+        from .rays import RayGeoms
+
+        geoms = self.__dict__.get("_ray_geoms") or self.__dict__.setdefault("_ray_geoms", RayGeoms(self.model, self.batch))
+        return geoms.cast(self.batch, origins.cpu().numpy().astype(np.float64),
+                          directions.cpu().numpy().astype(np.float64), exclude_body)
 
     def _site_jacobian_w(self, site_id: int, cols: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         point = self._field("site_xpos")[:, site_id]

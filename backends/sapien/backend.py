@@ -70,7 +70,7 @@ def _capabilities(gpu: bool) -> Capabilities:
         actuator_kinds=frozenset({"motor", "position", "velocity"}),
         sensor_types=_SENSOR_TYPES,
         body_forces=not gpu,
-        ray_casting=not gpu,  # CPU: PhysX scene queries per scene (.raycast)
+        ray_casting=not gpu,  # CPU: rays against the plan's shapes at the links' current poses (.raycast)
         # CPU: every env its own scene, so every per-env value its own PhysX object (.randomize);
         # GPU: SAPIEN fixes masses, materials and drives at gpu_init (declared absent, never ignored)
         domain_randomization=frozenset() if gpu else frozenset(
@@ -334,10 +334,12 @@ class SapienBackend(SimBackend):
             return diverged_rows(*self._decoded)
         return diverged_rows(*self._state64())
 
-    def _ray_cast(self, origins: torch.Tensor, directions: torch.Tensor, exclude_body: int) -> np.ndarray:
-        from .raycast import ray_cast
+    def _ray_cast(self, origins: torch.Tensor, directions: torch.Tensor, exclude_body: int) -> torch.Tensor:
+        from .raycast import RayCaster  # rays against the shapes at the links' current poses (see .raycast)
 
-        return ray_cast(self.engine, self.plan, origins.cpu().numpy(), directions.cpu().numpy(), exclude_body)
+        caster = self.__dict__.get("_ray_caster") or self.__dict__.setdefault("_ray_caster", RayCaster(self.plan, self.engine))
+        ids = caster.bodies
+        return caster.cast(origins, directions, exclude_body, self._body_pos_w(ids), self._body_quat_w(ids))
 
     def _close(self) -> None:
         self.engine.close()
