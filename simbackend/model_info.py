@@ -9,7 +9,10 @@ Joint types use MuJoCo's numbering: 0 free, 1 ball, 2 slide, 3 hinge.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+import functools
+import hashlib
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 import numpy as np
 
@@ -74,6 +77,9 @@ class ModelInfo:
     qpos0: np.ndarray                    # (nq,)
     key_qpos: np.ndarray                 # (nkey, nq)
     base_body: int                       # root body of the first kinematic tree (0 if none)
+    #: the compiled ``mujoco.MjModel`` this description was derived from (every backend builds from
+    #: it; the playback renderer draws it), or ``None``; not part of the fingerprint
+    compiled: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         # the description is shared by every getter and every layout table: nobody may write into it
@@ -81,6 +87,24 @@ class ModelInfo:
             v = getattr(self, f.name)
             if isinstance(v, np.ndarray):
                 v.flags.writeable = False
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """A 16-hex-digit digest of every field but :attr:`compiled`: equal for the same compiled
+        model (and timestep) on every backend, different when a name, a size, a layout or a
+        physical parameter differs. Snapshots and recordings carry it to refuse another model."""
+        h = hashlib.blake2b(digest_size=8)
+        for f in fields(self):
+            if f.name == "compiled":
+                continue
+            v = getattr(self, f.name)
+            h.update(f.name.encode())
+            if isinstance(v, np.ndarray):
+                h.update(str(v.dtype).encode() + str(v.shape).encode())
+                h.update(np.ascontiguousarray(v).tobytes())
+            else:
+                h.update(repr(v).encode())
+        return h.hexdigest()
 
     # ---- derived layouts -------------------------------------------------
     @property

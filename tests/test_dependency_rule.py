@@ -34,8 +34,11 @@ PACKAGE_ROOTS = {
 #: folders that must talk only to the contract
 CHECKED = ("simbackend", "contract_tests", "cli")
 
-#: the model compiler may import mujoco (MuJoCo's compiler reads every asset)
-ENGINE_ALLOWED = ("simbackend/models/",)
+#: the model compiler may import mujoco (MuJoCo's compiler reads every asset), and the playback
+#: renderer (MuJoCo's renderer draws the compiled model that every backend shares)
+ENGINE_ALLOWED = ("simbackend/models/", "simbackend/playback/render.py")
+#: of those, the modules that import nothing but mujoco
+MUJOCO_ONLY = ("simbackend/playback/render.py",)
 
 
 def _module_name(path: Path) -> str:
@@ -107,7 +110,7 @@ def imports_of(path: Path) -> list[tuple[int, str]]:
 def _forbidden(module: str, rel: str) -> bool:
     top = module.split(".")[0]
     if top in ENGINES:
-        return not rel.startswith(ENGINE_ALLOWED)
+        return not rel.startswith(ENGINE_ALLOWED) or (rel.startswith(MUJOCO_ONLY) and top != "mujoco")
     return module == "simbackend.backends" or module.startswith("simbackend.backends.")
 
 
@@ -188,8 +191,8 @@ def test_no_engine_import_outside_backends() -> None:
 def test_contract_side_modules_load_no_engine() -> None:
     """Importing every module of the core, the suite and the CLI loads no engine.
 
-    Backends and the model compiler are left out; a test module that skips
-    itself at import (``pytest.importorskip``) is fine.
+    Backends, the model compiler and the playback renderer are left out; a
+    test module that skips itself at import (``pytest.importorskip``) is fine.
     """
     code = textwrap.dedent(
         """
@@ -200,7 +203,7 @@ def test_contract_side_modules_load_no_engine() -> None:
         for root in ("simbackend", "simbackend.contract_tests", "simbackend.cli"):
             names.append(root)
             for info in pkgutil.walk_packages(importlib.import_module(root).__path__, root + "."):
-                if not info.name.startswith(("simbackend.backends", "simbackend.models")):
+                if not info.name.startswith(("simbackend.backends", "simbackend.models", "simbackend.playback.render")):
                     names.append(info.name)
         names = sorted(set(names))
         errors, culprits = [], []
@@ -278,3 +281,21 @@ def test_pyproject_maps_every_package_into_simbackend() -> None:
     assert config["project"]["entry-points"]["pytest11"]["simbackend"].startswith("simbackend.contract_tests.")
     for target in config["project"]["entry-points"]["simbackend.backends"].values():
         assert target.startswith("simbackend.backends.")
+
+
+def test_pyproject_lists_every_package_folder() -> None:
+    """Every folder with an ``__init__.py`` under a mapped root is listed, so a wheel (not only an
+    editable install, which finds subpackages on its own) ships it."""
+    tomllib = pytest.importorskip("tomllib", reason="tomllib needs Python 3.11")
+    setuptools_cfg = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(setuptools_cfg["packages"])
+    roots = {"simbackend": "simbackend", **{pkg: folder for pkg, folder in setuptools_cfg["package-dir"].items()}}
+    missing = []
+    for pkg, folder in roots.items():
+        for init in (REPO / folder).rglob("__init__.py"):
+            rel = init.parent.relative_to(REPO / folder)
+            name = ".".join([pkg, *rel.parts])
+            if "__pycache__" not in rel.parts and not any(name.startswith(r + ".") and r != pkg for r in roots)\
+                    and name not in listed:
+                missing.append(name)
+    assert not missing, f"pyproject.toml [tool.setuptools] packages misses {sorted(set(missing))}"

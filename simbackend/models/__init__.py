@@ -311,6 +311,7 @@ def model_info(m: "mujoco.MjModel") -> ModelInfo:
         qpos0=np.array(m.qpos0, dtype=np.float64),
         key_qpos=np.array(m.key_qpos, dtype=np.float64).reshape(m.nkey, m.nq),
         base_body=int(base),
+        compiled=m,
     )
 
 
