@@ -110,3 +110,54 @@ def snapshot(sim: Any) -> dict[str, torch.Tensor]:
         "body_quat_w": sim.get_body_quat_w().clone(),
         "site_pos_w": sim.get_site_pos_w().clone(),
     }
+
+
+#: a free box on a low-friction floor, a servoed slider, a pendulum, a motor-driven slider, a free ball in the air
+DR_MJCF = """
+<mujoco model="dr_bench">
+  <compiler angle="radian"/>
+  <option timestep="0.002" gravity="0 0 -9.81"/>
+  <worldbody>
+    <geom name="floor" type="plane" size="20 20 0.1" friction="0.1 0.005 0.0001"/>
+    <body name="box" pos="0 0 0.1">
+      <freejoint name="box_free"/>
+      <inertial pos="0 0 0" mass="1" diaginertia="0.00667 0.00667 0.00667"/>
+      <geom name="box_geom" type="box" size="0.1 0.1 0.1" friction="0.3 0.005 0.0001"/>
+    </body>
+    <body name="slider" pos="0 5 1">
+      <joint name="slide" type="slide" axis="1 0 0"/>
+      <inertial pos="0 0 0" mass="1" diaginertia="0.01 0.01 0.01"/>
+      <geom name="slider_geom" type="sphere" size="0.05" contype="0" conaffinity="0"/>
+    </body>
+    <body name="pendulum" pos="0 -5 2">
+      <joint name="hinge" type="hinge" axis="0 1 0" damping="0.05"/>
+      <inertial pos="0 0 -0.5" mass="1" diaginertia="0.001 0.001 0.001"/>
+      <geom name="rod" type="capsule" fromto="0 0 0 0 0 -0.5" size="0.02" contype="0" conaffinity="0"/>
+    </body>
+    <body name="cart" pos="5 0 1">
+      <joint name="rail" type="slide" axis="1 0 0"/>
+      <inertial pos="0 0 0" mass="1" diaginertia="0.01 0.01 0.01"/>
+      <geom name="cart_geom" type="sphere" size="0.05" contype="0" conaffinity="0"/>
+    </body>
+    <body name="ball" pos="-5 0 5">
+      <freejoint name="ball_free"/>
+      <inertial pos="0 0 0" mass="0.5" diaginertia="0.002 0.002 0.002"/>
+      <geom name="ball_geom" type="sphere" size="0.1" contype="0" conaffinity="0"/>
+    </body>
+  </worldbody>
+  <actuator>
+    <position name="servo" joint="slide" kp="20" kv="9"/>
+    <motor name="push" joint="rail" gear="1"/>
+  </actuator>
+</mujoco>
+"""
+
+
+def env_params(sim: Any) -> dict[str, np.ndarray]:
+    """Every per-env model parameter and the per-env default pose, float64 numpy (domain randomization)."""
+    gains = sim.get_env_actuator_gains()
+    return {"mass": to_np(sim.get_env_body_mass()), "com": to_np(sim.get_env_body_com()),
+            "inertia": to_np(sim.get_env_body_inertia()), "friction": to_np(sim.get_env_geom_friction()),
+            "kp": to_np(gains.kp), "kv": to_np(gains.kv), "damping": to_np(sim.get_env_joint_damping()),
+            "armature": to_np(sim.get_env_joint_armature()), "frictionloss": to_np(sim.get_env_joint_frictionloss()),
+            "gravity": to_np(sim.get_env_gravity()), "default_qpos": to_np(sim.get_env_default_qpos())}

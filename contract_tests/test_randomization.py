@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from simbackend.contract_tests.helpers import to_np
+from simbackend.contract_tests.helpers import DR_MJCF, env_params, to_np
 from simbackend.errors import (
     EnvIdError,
     InvalidArgumentError,
@@ -24,47 +24,6 @@ from simbackend.errors import (
     ValueRangeError,
 )
 from simbackend.randomization import PHASES, Distribution, RandomizationPlan, Term
-
-#: a free box on a low-friction floor, a servoed slider, a pendulum, a motor-driven slider, a free ball in the air
-DR_MJCF = """
-<mujoco model="dr_bench">
-  <compiler angle="radian"/>
-  <option timestep="0.002" gravity="0 0 -9.81"/>
-  <worldbody>
-    <geom name="floor" type="plane" size="20 20 0.1" friction="0.1 0.005 0.0001"/>
-    <body name="box" pos="0 0 0.1">
-      <freejoint name="box_free"/>
-      <inertial pos="0 0 0" mass="1" diaginertia="0.00667 0.00667 0.00667"/>
-      <geom name="box_geom" type="box" size="0.1 0.1 0.1" friction="0.3 0.005 0.0001"/>
-    </body>
-    <body name="slider" pos="0 5 1">
-      <joint name="slide" type="slide" axis="1 0 0"/>
-      <inertial pos="0 0 0" mass="1" diaginertia="0.01 0.01 0.01"/>
-      <geom name="slider_geom" type="sphere" size="0.05" contype="0" conaffinity="0"/>
-    </body>
-    <body name="pendulum" pos="0 -5 2">
-      <joint name="hinge" type="hinge" axis="0 1 0" damping="0.05"/>
-      <inertial pos="0 0 -0.5" mass="1" diaginertia="0.001 0.001 0.001"/>
-      <geom name="rod" type="capsule" fromto="0 0 0 0 0 -0.5" size="0.02" contype="0" conaffinity="0"/>
-    </body>
-    <body name="cart" pos="5 0 1">
-      <joint name="rail" type="slide" axis="1 0 0"/>
-      <inertial pos="0 0 0" mass="1" diaginertia="0.01 0.01 0.01"/>
-      <geom name="cart_geom" type="sphere" size="0.05" contype="0" conaffinity="0"/>
-    </body>
-    <body name="ball" pos="-5 0 5">
-      <freejoint name="ball_free"/>
-      <inertial pos="0 0 0" mass="0.5" diaginertia="0.002 0.002 0.002"/>
-      <geom name="ball_geom" type="sphere" size="0.1" contype="0" conaffinity="0"/>
-    </body>
-  </worldbody>
-  <actuator>
-    <position name="servo" joint="slide" kp="20" kv="9"/>
-    <motor name="push" joint="rail" gear="1"/>
-  </actuator>
-</mujoco>
-"""
-
 
 @pytest.fixture
 def dr_model(tmp_path: Path) -> Path:
@@ -118,22 +77,13 @@ def _apply(sim: Any, plan: RandomizationPlan, phase: str, env_ids: list[int]) ->
         sim.apply_interval_randomization(plan, env_ids)
 
 
-def _all_params(sim: Any) -> dict[str, np.ndarray]:
-    gains = sim.get_env_actuator_gains()
-    return {"mass": to_np(sim.get_env_body_mass()), "com": to_np(sim.get_env_body_com()),
-            "inertia": to_np(sim.get_env_body_inertia()), "friction": to_np(sim.get_env_geom_friction()),
-            "kp": to_np(gains.kp), "kv": to_np(gains.kv), "damping": to_np(sim.get_env_joint_damping()),
-            "armature": to_np(sim.get_env_joint_armature()), "frictionloss": to_np(sim.get_env_joint_frictionloss()),
-            "gravity": to_np(sim.get_env_gravity()), "default_qpos": to_np(sim.get_env_default_qpos())}
-
-
 def snapshot(sim: Any) -> dict[str, torch.Tensor]:
     """The state (qpos, qvel): derived getters follow from it, and their own clauses are tested elsewhere."""
     return {"qpos": sim.get_qpos().clone(), "qvel": sim.get_qvel().clone()}
 
 
 def _assert_unchanged(sim: Any, before_state: dict, before_params: dict, rows: Any = slice(None)) -> None:
-    after_state, after_params = snapshot(sim), _all_params(sim)
+    after_state, after_params = snapshot(sim), env_params(sim)
     for k, v in before_state.items():
         assert torch.equal(after_state[k][rows], v[rows]), f"state {k} changed"
     for k, v in before_params.items():
@@ -169,7 +119,7 @@ def test_unsupported_term_raises_or_is_dropped(make_sim: Any, dr_model: Path) ->
     kind = missing[0]
     plan = RandomizationPlan((Term("joint_default_pos", Distribution.fixed(0.1), targets=("slide",)),
                               _set_plan(kind, "init").terms[0]))
-    state, params = snapshot(sim), _all_params(sim)
+    state, params = snapshot(sim), env_params(sim)
     with pytest.raises(UnsupportedFeatureError, match=f"{kind}.*init") as e:
         sim.apply_init_randomization(plan)
     assert sim.name in str(e.value)
@@ -192,7 +142,7 @@ def test_value_reads_back_for_the_named_envs_only(make_sim: Any, dr_model: Path,
     sim.step(torch.zeros(4, sim.num_actuators), nsteps=3)
     _, value, read = READERS[kind]
     model = read(sim).copy()
-    state, params = snapshot(sim), _all_params(sim)
+    state, params = snapshot(sim), env_params(sim)
     named = [0, 1, 2, 3] if phase == "init" else [3, 1]
     _apply(sim, _set_plan(kind, phase), phase, named)
     got = read(sim)
@@ -358,7 +308,7 @@ def test_velocity_push_changes_velocity_by_the_delta(make_sim: Any, dr_model: Pa
 def test_velocity_push_needs_a_free_body(make_sim: Any, dr_model: Path) -> None:
     """Clause: a velocity change of a body without a free joint is rejected, naming it, and changes nothing."""
     sim = make_sim(dr_model, 2)
-    state, params = snapshot(sim), _all_params(sim)
+    state, params = snapshot(sim), env_params(sim)
     with pytest.raises(Exception, match="cart.*free joint"):
         sim.apply_body_velocity_delta(sim.get_body_ids("cart"), np.zeros((2, 1, 6)))
     _assert_unchanged(sim, state, params)
@@ -371,7 +321,7 @@ def test_velocity_push_bad_input_changes_nothing(make_sim: Any, dr_model: Path) 
 
     sim = make_sim(dr_model, 2)
     ball = sim.get_body_ids("ball")
-    state, params = snapshot(sim), _all_params(sim)
+    state, params = snapshot(sim), env_params(sim)
     bad = np.zeros((2, 1, 6))
     bad[1, 0, 2] = np.nan
     with pytest.raises(NonFiniteError, match=r"delta.*\[1\]"):
@@ -461,9 +411,9 @@ def test_env_values_do_not_depend_on_num_envs(make_sim: Any, dr_model: Path) -> 
     plan = RandomizationPlan(tuple(terms), seed=123)
     small.apply_init_randomization(plan)
     large.apply_init_randomization(plan, strict=False)
-    for k, (a, b) in enumerate(zip(_all_params(small).values(), _all_params(large).values())):
+    for k, (a, b) in enumerate(zip(env_params(small).values(), env_params(large).values())):
         np.testing.assert_array_equal(a[3], b[3])
-    np.testing.assert_array_equal(_all_params(small)["default_qpos"][:4], _all_params(large)["default_qpos"][:4])
+    np.testing.assert_array_equal(env_params(small)["default_qpos"][:4], env_params(large)["default_qpos"][:4])
     if "interval" in caps.get("body_mass", ()):
         box = small.info.body_names.index("box")
         small.apply_interval_randomization(plan, [3])
@@ -506,7 +456,7 @@ def test_bad_plan_is_rejected_before_anything_changes(make_sim: Any, dr_model: P
     ok = Term("joint_default_pos", Distribution.fixed(0.2), targets=("slide",))  # would apply first if not validated
     plan = RandomizationPlan((ok, term))
     sim.step(_ctrl(sim), nsteps=2)
-    state, params = snapshot(sim), _all_params(sim)
+    state, params = snapshot(sim), env_params(sim)
     with pytest.raises(error, match=match):
         sim.apply_init_randomization(plan)
     _assert_unchanged(sim, state, params)
@@ -522,7 +472,7 @@ def test_bad_env_ids_and_arguments_change_nothing(make_sim: Any, dr_model: Path)
     """Clause: out-of-range env ids, a non-plan argument and an unknown term name raise, changing nothing."""
     sim = make_sim(dr_model, 3)
     plan = RandomizationPlan((Term("joint_default_pos", Distribution.fixed(0.2), phase="interval", targets=("slide",)),))
-    state, params = snapshot(sim), _all_params(sim)
+    state, params = snapshot(sim), env_params(sim)
     with pytest.raises(EnvIdError):
         sim.apply_interval_randomization(plan, [0, 3])
     with pytest.raises(TypeError, match="RandomizationPlan"):

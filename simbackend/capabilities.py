@@ -35,7 +35,11 @@ class Capabilities:
         keyframes: ``get_keyframe_qpos`` reads model keyframes.
         rendering: offscreen rendering is available.
         contact_forces: per-contact force readout.
-        snapshot_restore: full simulator snapshot and restore.
+        snapshot_restore: full simulator snapshot and restore (``get_physics_state`` /
+            ``set_physics_state``).
+        snapshot_exact: a restored snapshot continues bit for bit as the original
+            did (otherwise the engine keeps caches a snapshot cannot hold, and the
+            continuation agrees to the tolerance the backend documents).
         ray_casting: rays against the collision geoms of every env
             (``create_height_scanner``).
         domain_randomization: ``"<term>:<phase>"`` domain-randomization entries the engine
@@ -60,6 +64,7 @@ class Capabilities:
     rendering: bool = False
     contact_forces: bool = False
     snapshot_restore: bool = False
+    snapshot_exact: bool = False
     ray_casting: bool = False
     domain_randomization: frozenset[str] = field(default_factory=frozenset)
     max_envs: Optional[int] = None

@@ -87,6 +87,7 @@ from simbackend.model_info import JOINT_BALL, JOINT_FREE, JOINT_TYPE_NAMES, Mode
 from simbackend.options import BackendOptions, EngineOption, parse_options
 from simbackend.randomization.apply import RandomizationMixin
 from simbackend.readout import ReadoutMixin
+from simbackend.snapshot import SnapshotMixin
 
 Names = Union[str, Sequence[str]]
 Ids = Any  # int, sequence of ints, numpy array or torch tensor
@@ -186,7 +187,7 @@ class _DeferredFaults:
         raise err
 
 
-class SimBackend(ReadoutMixin, RandomizationMixin, abc.ABC):
+class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, abc.ABC):
     """A batch of ``num_envs`` simulations of one model behind one engine.
 
     Construction (``make_backend`` or the class): ``Backend(model, num_envs, *,
@@ -231,6 +232,7 @@ class SimBackend(ReadoutMixin, RandomizationMixin, abc.ABC):
         self._torque: Optional[torch.Tensor] = None
         self._force_bodies = np.zeros(0, np.int64)
         self._dr_init_state()
+        self._snapshot_init()
 
     # ------------------------------------------------------------------
     # construction helpers for subclasses
@@ -667,6 +669,7 @@ class SimBackend(ReadoutMixin, RandomizationMixin, abc.ABC):
             if fn is None:
                 diverged = self._mask(self._step(ctrl, nsteps, hold))
                 physics = time.perf_counter() - t0
+                self._after_substeps(ctrl, nsteps, diverged, hold)
             else:
                 diverged = torch.zeros(self.num_envs, dtype=torch.bool, device=self._device)
                 physics = 0.0
@@ -678,8 +681,10 @@ class SimBackend(ReadoutMixin, RandomizationMixin, abc.ABC):
                     sub, sub_hold = self._check_ctrl(out, "pre-step control output")
                     ts = time.perf_counter()
                     both = hold if sub_hold is None else (sub_hold if hold is None else hold | sub_hold)
-                    diverged |= self._mask(self._step(sub, 1, both))
+                    sub_diverged = self._mask(self._step(sub, 1, both))
                     physics += time.perf_counter() - ts
+                    self._after_substeps(sub, 1, sub_diverged, both)
+                    diverged |= sub_diverged
             completed = True
         finally:
             self._in_step = False
@@ -696,6 +701,14 @@ class SimBackend(ReadoutMixin, RandomizationMixin, abc.ABC):
             "diverged": diverged,
             "timing": {"physics": physics, "total": time.perf_counter() - t0},
         }
+
+    def _after_substeps(self, ctrl: torch.Tensor, nsteps: int, diverged: torch.Tensor,
+                        hold: Optional[torch.Tensor]) -> None:
+        """Time and the last applied controls after ``nsteps`` substeps taken with ``ctrl``
+        (diverged and held envs kept their state, and so their time)."""
+        stayed = diverged if hold is None else diverged | hold
+        self._advance_time(nsteps * self.physics_dt, stayed)
+        self._last_ctrl = ctrl.clone()  # the caller may reuse the tensor it passed
 
     def set_pre_step_control(self, fn: Optional[PreStepControl]) -> None:
         """Call ``fn(backend, ctrl)`` before every substep; ``None`` removes it.

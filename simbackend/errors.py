@@ -31,6 +31,8 @@ __all__ = [
     "UnknownBackendError",
     "UnsupportedFeatureError",
     "ModelLoadError",
+    "RenderingError",
+    "SnapshotMismatchError",
     "closest_names_hint",
 ]
 
@@ -158,6 +160,20 @@ class UnsupportedFeatureError(SimBackendError, NotImplementedError):
 
 class ModelLoadError(SimBackendError, ValueError):
     """A model source that cannot be read, compiled or represented by a backend."""
+
+
+class SnapshotMismatchError(SimBackendError, ValueError):
+    """A snapshot (or recording) made by another backend, from another model, or in another
+    layout version than the one it is given to; the message says which and how to move a
+    state between engines instead (qpos/qvel or the named state)."""
+
+
+class RenderingError(SimBackendError, RuntimeError):
+    """Pictures cannot be made here: no usable OpenGL context (``simbackend.playback.render``).
+
+    The message says why and what to do (usually: set ``MUJOCO_GL=egl`` in the
+    environment before mujoco or simbackend is imported).
+    """
 
 
 def closest_names_hint(name: str, known: Iterable[str], n: int = 3) -> str:

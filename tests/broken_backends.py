@@ -164,6 +164,17 @@ class RandomizedMassOnlyOnPaper(MuJoCoBackend):
         return super()._read_env_params(name)
 
 
+class SnapshotWithoutWarmStart(MuJoCoBackend):
+    """A restored snapshot loses the solver's warm start (as set_state rightly clears it)."""
+
+    name = "broken-snapshot-warm-start"
+    CAUGHT_BY = ("test_snapshot.py::test_restored_snapshot_reproduces_the_trajectory",)
+
+    def _set_physics_state(self, env_ids, rows):
+        super()._set_physics_state(env_ids, rows)
+        self._warmstart[env_ids] = 0.0
+
+
 BROKEN = [
     XyzwQuaternions,
     ComVelocity,
@@ -176,6 +187,7 @@ BROKEN = [
     StickyForces,
     NoQuaternionNormalisation,
     RandomizedMassOnlyOnPaper,
+    SnapshotWithoutWarmStart,
 ]
 
 

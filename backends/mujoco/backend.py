@@ -74,6 +74,8 @@ _CAPABILITIES = Capabilities(
     sensor_types=_ALL_SENSOR_TYPES,
     rendering=False,
     ray_casting=True,
+    snapshot_restore=True,
+    snapshot_exact=True,
 )
 
 
@@ -336,6 +338,30 @@ class MuJoCoBackend(SimBackend):
         self._qpos[env_ids] = qpos.cpu().numpy()
         self._qvel[env_ids] = qvel.cpu().numpy()
         self._warmstart[env_ids] = 0.0
+        if self._derived and not self._stale:
+            self._forward(env_ids)  # the other envs' derived fields are current: keep them
+
+    # -- snapshots: the batch's integration state rows ---------------------------
+    def _physics_state_width(self) -> int:
+        return int(self.batch.nstate)
+
+    def _state_columns(self, name: str) -> slice:
+        """Columns of state field ``name`` (``qpos``, ``qvel``, ...) in an integration state row."""
+        view = {"qpos": self._qpos, "qvel": self._qvel}[name]
+        start = (view.ctypes.data - self._state.ctypes.data) // self._state.itemsize
+        return slice(start, start + view.shape[1])
+
+    def _get_physics_state(self, env_ids: np.ndarray) -> np.ndarray:
+        """Every field MuJoCo integrates (mjSTATE_INTEGRATION: time, qpos, qvel, act, warm start,
+        ctrl, applied forces, mocap, ...), as the batch holds them."""
+        return self._state[env_ids].copy()
+
+    def _check_physics_state(self, env_ids: np.ndarray, rows: torch.Tensor) -> None:
+        r = rows.cpu().numpy()
+        self._check_snapshot_state(env_ids, r[:, self._state_columns("qpos")], r[:, self._state_columns("qvel")])
+
+    def _set_physics_state(self, env_ids: np.ndarray, rows: torch.Tensor) -> None:
+        self._state[env_ids] = rows.cpu().numpy()
         if self._derived and not self._stale:
             self._forward(env_ids)  # the other envs' derived fields are current: keep them
 

@@ -76,6 +76,10 @@ def _capabilities(gpu: bool) -> Capabilities:
         domain_randomization=frozenset() if gpu else frozenset(
             f"{t}:{p}" for t in CPU_TERMS for p in ("init", "reset", "interval")),
         rendering=False,
+        # CPU: PhysX's own serialisation of each env's scene, restored into a fresh scene (.cpu); PhysX
+        # does not serialise its contact caches, so the continuation agrees to float32 rounding, not bit for bit
+        snapshot_restore=not gpu,
+        snapshot_exact=False,
         max_envs=None if gpu else MAX_CPU_SCENES,  # CPU: one scene per env, SAPIEN's cap (see .cpu)
     )
 
@@ -333,6 +337,30 @@ class SapienBackend(SimBackend):
             self._decoded = self.layout.state_from_pack(states)
             return diverged_rows(*self._decoded)
         return diverged_rows(*self._state64())
+
+    # ------------------------------------------------------------------
+    # snapshots (CPU): PhysX's own serialisation of each env's scene
+    # ------------------------------------------------------------------
+    def _physics_state_width(self) -> int:
+        if self._gpu:
+            raise UnsupportedFeatureError(self.name, "snapshot_restore", "on the GPU")
+        return int(self.engine.cols.pack_size)
+
+    def _get_physics_state(self, env_ids: np.ndarray) -> np.ndarray:
+        return self.engine.serialised(env_ids).astype(np.float64)
+
+    def _check_physics_state(self, env_ids: np.ndarray, rows: torch.Tensor) -> None:
+        packed = rows.cpu().numpy()
+        if (np.abs(packed) > np.finfo(np.float32).max).any():
+            from simbackend.errors import ValueRangeError
+
+            raise ValueRangeError("state", env_ids[(np.abs(packed) > np.finfo(np.float32).max).any(1)],
+                                  float(np.finfo(np.float32).max))
+        self._check_snapshot_state(env_ids, *self.layout.state_from_pack(packed.astype(np.float32)))
+
+    def _set_physics_state(self, env_ids: np.ndarray, rows: torch.Tensor) -> None:
+        self._decoded = None
+        self.engine.restore_serialised(env_ids, rows.cpu().numpy().astype(np.float32))
 
     def _ray_cast(self, origins: torch.Tensor, directions: torch.Tensor, exclude_body: int) -> torch.Tensor:
         from .raycast import RayCaster  # rays against the shapes at the links' current poses (see .raycast)

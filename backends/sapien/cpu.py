@@ -158,6 +158,21 @@ class CpuPhysx(PhysxEngine):
             self.systems[n].unpack(packed)
         self._stale()
 
+    def serialised(self, env_ids: np.ndarray) -> np.ndarray:
+        """``(n, pack_size)`` float32: PhysX's own serialisation of envs ``env_ids``' scenes."""
+        states = [self._packed[n] if self._packed[n] is not None else self.systems[n].pack() for n in env_ids]
+        return np.frombuffer(b"".join(states), np.float32).reshape(len(env_ids), self.cols.pack_size).copy()
+
+    def restore_serialised(self, env_ids: np.ndarray, states: np.ndarray) -> None:
+        """Fresh scenes for sorted ``env_ids`` (no contact or broad-phase cache from before), holding
+        the serialised states ``(n, pack_size)`` float32 of :meth:`serialised`."""
+        self._rebuild(env_ids)
+        for n, row in zip(env_ids, states):
+            packed = np.ascontiguousarray(row, np.float32).tobytes()
+            self.systems[n].unpack(packed)
+            self._packed[n] = packed
+        self._stale()
+
     def static_shapes(self, n: int) -> list:
         """Env ``n``'s collision shapes of the static world actor, in plan order."""
         for e in self.scenes[n].entities:
