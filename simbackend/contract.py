@@ -59,6 +59,7 @@ naming them. CPU backends raise at once.
 from __future__ import annotations
 
 import abc
+import contextlib
 import inspect
 import time
 from typing import Any, Callable, ClassVar, Mapping, NamedTuple, Optional, Sequence, Union
@@ -233,6 +234,8 @@ class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, abc.ABC):
         self._force_bodies = np.zeros(0, np.int64)
         self._dr_init_state()
         self._snapshot_init()
+        self._observers: list = []
+        self._silenced = False
 
     # ------------------------------------------------------------------
     # construction helpers for subclasses
@@ -628,6 +631,7 @@ class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, abc.ABC):
         self._set_state(ids, qpos.contiguous(), qvel.contiguous())
         if self._faults is not None:
             self._faults.publish()
+        self._notify_write(ids, "set_state")
 
     def step(self, ctrl: Any = None, nsteps: int = 1) -> dict:
         """Advance every env by ``nsteps`` substeps with the same ``ctrl``.
@@ -697,10 +701,14 @@ class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, abc.ABC):
         self._dr_age_held_forces(nsteps * self.physics_dt)
         if self._faults is not None:
             self._faults.publish()
-        return {
+        info = {
             "diverged": diverged,
             "timing": {"physics": physics, "total": time.perf_counter() - t0},
         }
+        if self._observers:
+            for observer in tuple(self._observers):
+                observer.on_step(self, nsteps, info)
+        return info
 
     def _after_substeps(self, ctrl: torch.Tensor, nsteps: int, diverged: torch.Tensor,
                         hold: Optional[torch.Tensor]) -> None:
@@ -765,6 +773,51 @@ class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, abc.ABC):
             self._faults.publish()
         if ids.size:
             self._apply_body_force(ids, force, torque)
+
+    def add_observer(self, observer: Any) -> None:
+        """Call ``observer`` after every successful ``step`` and state or parameter write.
+
+        ``observer.on_step(backend, nsteps, info)`` runs at the end of every
+        ``step`` (``info`` is what ``step`` returns); ``observer.on_write(backend,
+        env_ids, what)`` after every call that changed some envs' state or
+        parameters between steps (``what``: ``set_state``, ``set_physics_state``,
+        ``set_named_state``, ``apply_init_randomization``,
+        ``apply_interval_randomization``, ``apply_body_velocity_delta``;
+        ``env_ids`` a sorted int64 host array). A recorder
+        (:class:`simbackend.playback.recording.Recorder`) is one. Observers run
+        in the order added; an exception from one propagates from the call,
+        whose own work is already done.
+        """
+        self._check_open()
+        if not (callable(getattr(observer, "on_step", None)) and callable(getattr(observer, "on_write", None))):
+            raise ArgumentTypeError(f"observer: expected an object with on_step and on_write methods,"
+                                    f" got {type(observer).__name__}")
+        if any(o is observer for o in self._observers):
+            raise InvalidArgumentError("observer: already added")
+        self._observers.append(observer)
+
+    def remove_observer(self, observer: Any) -> None:
+        """Stop calling ``observer`` (added by :meth:`add_observer`)."""
+        for k, o in enumerate(self._observers):
+            if o is observer:
+                del self._observers[k]
+                return
+        raise InvalidArgumentError("observer: not added to this backend")
+
+    def _notify_write(self, env_ids: np.ndarray, what: str) -> None:
+        if self._observers and not self._silenced and np.asarray(env_ids).size:
+            ids = np.sort(np.asarray(env_ids, np.int64))
+            for observer in tuple(self._observers):
+                observer.on_write(self, ids, what)
+
+    @contextlib.contextmanager
+    def _quiet(self) -> Any:
+        """Suppress write notifications inside (a call made of other public calls notifies once)."""
+        self._silenced, before = True, self._silenced
+        try:
+            yield
+        finally:
+            self._silenced = before
 
     def synchronize(self) -> None:
         """Wait for the device and raise any input error a GPU backend deferred (no-op on CPU backends)."""

@@ -224,7 +224,7 @@ class SnapshotMixin:
         for name, (cols, shape) in L.fields.items():
             table = self._dr_values.get(name)
             values = (np.broadcast_to(self._dr_model_value(name), (n,) + shape) if table is None else table[ids])
-            out[:, cols] = torch.as_tensor(np.ascontiguousarray(values).reshape(n, -1), device=dev)
+            out[:, cols] = torch.as_tensor(np.array(values).reshape(n, -1), device=dev)
         out[:, L.engine] = torch.as_tensor(self._get_physics_state(ids), dtype=torch.float64).to(dev)
         return out
 
@@ -286,6 +286,7 @@ class SnapshotMixin:
         self._time[dev_ids] = time.to(dev)
         self._last_ctrl[dev_ids] = rows[:, L.ctrl].to(device=dev, dtype=self.hook_dtype)
         self._set_physics_state(ids, engine_rows)
+        self._notify_write(ids, "set_physics_state")
 
     def _snapshot_header(self, width: int) -> torch.Tensor:
         """``(6,)`` float64: the header of this backend's snapshot rows."""
@@ -451,11 +452,13 @@ class SnapshotMixin:
             order = np.argsort(ids, kind="stable")
             values = {k: v.detach().cpu().numpy().astype(np.float64)[order] for k, v in state.params.items()}
             prepared = self._snapshot_params(ids[order], values, "state.params")
-        self.set_state(ids, qpos, qvel)  # validates the state before writing anything
+        with self._quiet():  # one notification, for the whole import
+            self.set_state(ids, qpos, qvel)  # validates the state before writing anything
         self._dr_commit(prepared)
         dev_ids = torch.as_tensor(ids, device=self._device)
         self._time[dev_ids] = time.to(self._device)
         self._last_ctrl[dev_ids] = ctrl.to(device=self._device, dtype=self.hook_dtype)
+        self._notify_write(np.sort(ids), "set_named_state")
 
     # ------------------------------------------------------------------
     # backend hooks

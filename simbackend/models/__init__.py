@@ -315,4 +315,25 @@ def model_info(m: "mujoco.MjModel") -> ModelInfo:
     )
 
 
-__all__ = ["ActuatorSpec", "builtin_models", "builtin_model_path", "compile_model", "describe_source", "model_info"]
+def model_to_bytes(m: "mujoco.MjModel") -> bytes:
+    """The compiled model as MuJoCo's binary format (MJB): meshes, textures and options included,
+    so a recording can rebuild the model without the files it came from."""
+    import mujoco
+
+    buf = np.zeros(mujoco.mj_sizeModel(m), np.uint8)
+    mujoco.mj_saveModel(m, None, buf)
+    return buf.tobytes()
+
+
+def model_from_bytes(data: bytes) -> "mujoco.MjModel":
+    """The compiled model of :func:`model_to_bytes`' output; a one-line ``ModelLoadError`` if it is not one."""
+    import mujoco
+
+    try:
+        return mujoco.MjModel.from_binary_path("model.mjb", {"model.mjb": bytes(data)})
+    except Exception as e:  # MuJoCo raises ValueError and others for a bad buffer
+        raise ModelLoadError(f"the stored model is not a MuJoCo binary model (MJB): {' '.join(str(e).split())}") from None
+
+
+__all__ = ["ActuatorSpec", "builtin_models", "builtin_model_path", "compile_model", "describe_source", "model_info",
+           "model_from_bytes", "model_to_bytes"]

@@ -119,6 +119,7 @@ class RandomizationMixin:
         self._enter_mutation("apply_init_randomization")
         prepared = self._dr_prepare(plan, "init", np.arange(self.num_envs), strict)
         self._dr_commit(prepared)
+        self._notify_write(prepared.ids, "apply_init_randomization")
         return prepared.dropped
 
     def apply_interval_randomization(self, plan: RandomizationPlan, env_ids: Any = None, *,
@@ -139,6 +140,7 @@ class RandomizationMixin:
         ids = np.unique(V.env_ids(env_ids, self.num_envs, host_ids=self._host_ids))
         prepared = self._dr_prepare(plan, "interval", ids, strict, only=terms)
         self._dr_commit(prepared)
+        self._notify_write(ids, "apply_interval_randomization")
         return prepared.dropped
 
     def apply_body_velocity_delta(self, body_ids: Any, delta: Any, env_ids: Any = None) -> None:
@@ -163,6 +165,7 @@ class RandomizationMixin:
         p = _Prepared(ids=ids[order])
         p.lin_ang_delta = [(adr, d[order, k, :3], d[order, k, 3:]) for k, adr in enumerate(adrs)]
         self._dr_commit(p)
+        self._notify_write(p.ids, "apply_body_velocity_delta")
 
     # per-env model values --------------------------------------------------
     def get_env_body_mass(self) -> torch.Tensor:
