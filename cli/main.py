@@ -11,6 +11,10 @@ Commands:
 * ``simbackend parity --sim NAME --model MODEL [--tier T ...] [--json]``:
   compare a backend with the MuJoCo reference, tier by tier.
 * ``simbackend models``: the built-in models.
+* ``simbackend record --sim NAME --model MODEL --out RUN.h5 ...``: run with random
+  or zero controls and record chosen envs (:mod:`simbackend.cli.play`).
+* ``simbackend play RUN.h5 [--sim NAME] [--dynamic] --out VIDEO.mp4``: replay a
+  recording on any backend, into a video or a sim-to-sim divergence report.
 
 Importing this module (and ``simbackend --help``) loads neither torch nor any
 engine: backends are listed from their entry points without being imported,
@@ -378,6 +382,14 @@ def run(
         help="Domain-randomization plan: init terms before the run, reset terms with a reset of every env to"
              " its default pose, interval terms on their interval_s schedule.",
     ),
+    video_path: Optional[str] = typer.Option(
+        None, "--video", metavar="OUT.mp4",
+        help="Also write an mp4 of the first envs (up to 4, tiled) through MuJoCo's renderer (no GPU needed);"
+             " frames are captured outside the timed figures' hot loop only in wall time, so expect lower"
+             " throughput figures with it.",
+    ),
+    video_every: int = typer.Option(1, "--video-every", min=1, help="Capture a frame every this many steps."),
+    video_fps: int = typer.Option(30, "--video-fps", min=1, help="Frames per second of the video."),
     *,
     build: BuildFlags,
 ) -> None:
@@ -391,7 +403,6 @@ def run(
     """
     import json
 
-    import torch
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from simbackend.errors import SimBackendError
@@ -399,16 +410,9 @@ def run(
 
     if json_path:
         _check_writable(json_path)
-    plan = None
-    if dr_path:
-        from simbackend.randomization import IntervalScheduler, RandomizationPlan
-
-        try:
-            plan = RandomizationPlan.load(dr_path)
-            if plan.phase_terms("interval"):
-                IntervalScheduler(plan, num_envs)  # checks every interval term has its schedule
-        except (SimBackendError, ValueError, TypeError) as e:
-            raise _fail(f"--dr: {e}", code=2)
+    if video_path:
+        _check_output(video_path, "--video", (".mp4",))
+    plan = _load_plan(dr_path, num_envs)
     t_build = time.perf_counter()
     try:
         backend = make_backend(sim, model, num_envs, device=build.device, seed=seed, **build.options)
@@ -417,29 +421,11 @@ def run(
     build_s = time.perf_counter() - t_build
 
     with backend:
-        scheduler, dr_figures = None, None
-        if plan is not None:
-            try:
-                t_dr = time.perf_counter()
-                backend.apply_init_randomization(plan)
-                if plan.phase_terms("reset"):
-                    backend.set_state(None, backend.get_env_default_qpos(), None, randomization=plan)
-                init_s = time.perf_counter() - t_dr
-                scheduler = IntervalScheduler(plan, num_envs) if plan.phase_terms("interval") else None
-            except (SimBackendError, ValueError, TypeError) as e:
-                raise _fail(f"--dr: {e}")
-            dr_figures = {"plan": dr_path, "terms": len(plan.terms), "init_s": init_s, "interval_applications": 0}
-            console.print(Text(f"domain randomization: {len(plan.terms)} terms from {dr_path},"
-                               f" init and reset applied in {init_s * 1e3:.1f} ms"))
+        scheduler, dr_figures = _start_plan(backend, plan, dr_path)
         dev = backend.device
         nu = backend.num_actuators
-        ctrl_range = backend.get_actuator_ctrl_range().to(dev)
-        low, high = ctrl_range[:, 0].clone(), ctrl_range[:, 1].clone()
-        unlimited = ~(torch.isfinite(low) & torch.isfinite(high))
-        low[unlimited], high[unlimited] = -1.0, 1.0
-        span = high - low
-        gen = torch.Generator(device=dev)
-        gen.manual_seed(seed)
+        controls = RandomControls(backend, seed)
+        frames = VideoCapture(backend, video_path, video_every, video_fps, steps) if video_path else None
 
         threads = getattr(backend, "nthread", None)
         console.print(
@@ -471,12 +457,7 @@ def run(
         with progress:
             task = progress.add_task("step", total=steps)
             for _ in range(steps):
-                if nu:
-                    u = torch.rand((num_envs, nu), generator=gen, device=dev)
-                    ctrl = low + span * u
-                else:
-                    ctrl = None
-                out = backend.step(ctrl, nsteps=nsteps)
+                out = backend.step(controls(), nsteps=nsteps)
                 if scheduler is not None:
                     fired = scheduler.advance(backend, nsteps * backend.physics_dt)
                     dr_figures["interval_applications"] += sum(len(ids) for ids in fired.values())
@@ -485,7 +466,11 @@ def run(
                 step_total_s += float(timing.get("total", 0.0))
                 diverged += int(out["diverged"].sum())
                 progress.advance(task)
+                if frames is not None:
+                    frames.capture()
         wall_s = time.perf_counter() - t0
+        if frames is not None:
+            console.print(Text(f"{frames.close()} frames written to {video_path}"))
 
         base_pos = backend.get_base_pos()[0].cpu()
         dof_pos = backend.get_dof_pos()[0, :4].cpu()
@@ -538,6 +523,105 @@ def run(
         except OSError as e:
             raise _fail(f"could not write {json_path}: {e}")
         console.print(Text(f"figures written to {json_path}"))
+
+
+def _load_plan(dr_path: Optional[str], num_envs: int) -> Any:
+    """The ``--dr`` plan, checked before anything is built (exit 2), or None."""
+    if not dr_path:
+        return None
+    from simbackend.errors import SimBackendError
+    from simbackend.randomization import IntervalScheduler, RandomizationPlan
+
+    try:
+        plan = RandomizationPlan.load(dr_path)
+        if plan.phase_terms("interval"):
+            IntervalScheduler(plan, num_envs)  # checks every interval term has its schedule
+    except (SimBackendError, ValueError, TypeError) as e:
+        raise _fail(f"--dr: {e}", code=2)
+    return plan
+
+
+def _start_plan(backend: Any, plan: Any, dr_path: Optional[str]) -> tuple[Any, Optional[dict]]:
+    """Apply a plan's init terms and a reset of every env with its reset terms; the interval
+    scheduler (or None) and the figures to report."""
+    if plan is None:
+        return None, None
+    from simbackend.errors import SimBackendError
+    from simbackend.randomization import IntervalScheduler
+
+    try:
+        t_dr = time.perf_counter()
+        backend.apply_init_randomization(plan)
+        if plan.phase_terms("reset"):
+            backend.set_state(None, backend.get_env_default_qpos(), None, randomization=plan)
+        init_s = time.perf_counter() - t_dr
+        scheduler = IntervalScheduler(plan, backend.num_envs) if plan.phase_terms("interval") else None
+    except (SimBackendError, ValueError, TypeError) as e:
+        raise _fail(f"--dr: {e}")
+    console.print(Text(f"domain randomization: {len(plan.terms)} terms from {dr_path},"
+                       f" init and reset applied in {init_s * 1e3:.1f} ms"))
+    return scheduler, {"plan": dr_path, "terms": len(plan.terms), "init_s": init_s, "interval_applications": 0}
+
+
+class RandomControls:
+    """Uniform random controls within each actuator's ctrl range ([-1, 1] where unlimited), from a
+    torch generator seeded with ``seed``; ``zero=True`` gives zeros. Calling it gives the next ``(N, nu)``
+    (``None`` for a model without actuators)."""
+
+    def __init__(self, backend: Any, seed: int, zero: bool = False):
+        import torch
+
+        dev = backend.device
+        self.shape = (backend.num_envs, backend.num_actuators)
+        ctrl_range = backend.get_actuator_ctrl_range().to(dev)
+        low, high = ctrl_range[:, 0].clone(), ctrl_range[:, 1].clone()
+        unlimited = ~(torch.isfinite(low) & torch.isfinite(high))
+        low[unlimited], high[unlimited] = -1.0, 1.0
+        self.low, self.span, self.zero = low, high - low, zero
+        self.gen = torch.Generator(device=dev)
+        self.gen.manual_seed(seed)
+
+    def __call__(self) -> Any:
+        import torch
+
+        if not self.shape[1]:
+            return None
+        if self.zero:
+            return torch.zeros(self.shape, device=self.low.device)
+        return self.low + self.span * torch.rand(self.shape, generator=self.gen, device=self.low.device)
+
+
+class VideoCapture:
+    """Frames of the first envs of ``backend`` (up to 4, tiled in one scene) streamed to an mp4,
+    one every ``every`` calls of :meth:`capture`."""
+
+    def __init__(self, backend: Any, path: str, every: int, fps: int, steps: int, max_envs: int = 4):
+        from simbackend.playback.video import VideoWriter
+
+        self.backend, self.every, self.calls = backend, every, 0
+        self.envs = list(range(min(backend.num_envs, max_envs)))
+        self.writer = VideoWriter(path, fps=fps, progress=False, total=steps // every)
+
+    def capture(self) -> None:
+        if self.calls % self.every == 0:
+            tile = len(self.envs) > 1
+            image = self.backend.render(self.envs, tile=tile)
+            self.writer.append(image if tile else image[0])
+        self.calls += 1
+
+    def close(self) -> int:
+        return self.writer.close()
+
+
+def _check_output(path: str, flag: str, suffixes: tuple[str, ...]) -> None:
+    """Fail at once (exit 2) for an output file with the wrong suffix or in a missing folder."""
+    from simbackend.errors import SimBackendError
+    from simbackend.playback.recording import check_output_path
+
+    try:
+        check_output_path(path, flag, suffixes)
+    except SimBackendError as e:
+        raise _fail(str(e), code=2)
 
 
 def _check_writable(path: str) -> None:
@@ -695,6 +779,9 @@ def contract(
         args += ["-p", "simbackend.contract_tests.plugin"]
     code = pytest.main([*args, *ctx.args])
     raise typer.Exit(int(code))
+
+
+from . import play as _play  # noqa: E402,F401 - registers `record` and `play` on the app
 
 
 def main() -> None:

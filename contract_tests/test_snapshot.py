@@ -33,7 +33,7 @@ from simbackend.errors import (
     ValueRangeError,
 )
 from simbackend.randomization import Distribution, RandomizationPlan, Term
-from simbackend.snapshot import HEADER_WIDTH, describe_snapshot
+from simbackend.snapshot import describe_snapshot
 from simbackend.state import NamedState
 
 #: largest |qpos| and |qvel| differences between a restored snapshot's continuation and the

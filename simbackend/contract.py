@@ -88,6 +88,7 @@ from simbackend.model_info import JOINT_BALL, JOINT_FREE, JOINT_TYPE_NAMES, Mode
 from simbackend.options import BackendOptions, EngineOption, parse_options
 from simbackend.randomization.apply import RandomizationMixin
 from simbackend.readout import ReadoutMixin
+from simbackend.playback.api import PlaybackMixin
 from simbackend.snapshot import SnapshotMixin
 
 Names = Union[str, Sequence[str]]
@@ -188,7 +189,7 @@ class _DeferredFaults:
         raise err
 
 
-class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, abc.ABC):
+class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, PlaybackMixin, abc.ABC):
     """A batch of ``num_envs`` simulations of one model behind one engine.
 
     Construction (``make_backend`` or the class): ``Backend(model, num_envs, *,
@@ -832,7 +833,10 @@ class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, abc.ABC):
             return
         self._closed = True
         try:
-            self._close()
+            try:
+                self._close_playback()
+            finally:
+                self._close()
         finally:
             self.__class__ = _closed_class(type(self))
 

@@ -338,6 +338,11 @@ class SapienBackend(SimBackend):
             return diverged_rows(*self._decoded)
         return diverged_rows(*self._state64())
 
+    def _play_renderers_absent(self) -> dict[str, str]:
+        """SAPIEN's own renderer is not used: pictures come from MuJoCo's renderer (the core's)."""
+        return {"sapien": "SAPIEN's renderer needs a Vulkan GPU and is not wired to this backend;"
+                          " MuJoCo's renderer draws its state on any machine"}
+
     # ------------------------------------------------------------------
     # snapshots (CPU): PhysX's own serialisation of each env's scene
     # ------------------------------------------------------------------

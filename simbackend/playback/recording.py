@@ -146,7 +146,7 @@ class Recorder:
         if info.compiled is None:
             raise InvalidArgumentError(f"sim: backend {sim.name!r} holds no compiled model to store in the recording")
         self.sim, self.env_ids = sim, ids
-        self._rows = torch.as_tensor(ids, device=sim.device)
+        self._host_rows = torch.as_tensor(ids)
         k, nq, nv, nu, nb = ids.size, info.nq, info.nv, info.nu, info.nbody - 1
         self._snap = bool(sim.capabilities.snapshot_restore)
         S = sim.snapshot_layout.width if self._snap else 0
@@ -207,7 +207,7 @@ class Recorder:
     # ------------------------------------------------------------------
     def on_step(self, sim: Any, nsteps: int, info: dict) -> None:
         """A ``step`` ended: append the recorded envs' new row."""
-        self._append_row(nsteps, info["diverged"][self._rows])
+        self._append_row(nsteps, info["diverged"].cpu()[self._host_rows])
 
     def on_write(self, sim: Any, env_ids: np.ndarray, what: str) -> None:
         """Some envs changed between steps: a write row, and an event per recorded env touched."""
@@ -242,16 +242,17 @@ class Recorder:
     def _append_row(self, nsteps: int, diverged: torch.Tensor) -> None:
         if self.closed:
             return
-        sim, rows = self.sim, self._rows
+        sim, ids = self.sim, self.env_ids
         if self._nrow_buf == self.chunk_rows:
             self._flush_rows()
         i = self._nrow_buf
         b = self._row_buf
         b["nsteps"][i] = nsteps
-        b["time"][i] = sim.get_time()[rows].cpu().numpy()
-        b["qpos"][i] = sim.get_qpos()[rows].cpu().numpy()
-        b["qvel"][i] = sim.get_qvel()[rows].cpu().numpy()
-        b["ctrl"][i] = sim.get_ctrl()[rows].cpu().numpy()
+        # whole getters, then the recorded rows on the host (numpy indexing is the cheap part here)
+        b["time"][i] = sim.get_time().cpu().numpy()[ids]
+        b["qpos"][i] = sim.get_qpos().cpu().numpy()[ids]
+        b["qvel"][i] = sim.get_qvel().cpu().numpy()[ids]
+        b["ctrl"][i] = sim.get_ctrl().cpu().numpy()[ids]
         b["diverged"][i] = diverged.cpu().numpy()
         self._nrow_buf += 1
         self.rows_written += 1

@@ -48,10 +48,13 @@ Conventions
   (a grid of ``ceil(sqrt(n))`` columns along +x and rows along +y, ``spacing``
   metres apart, the first env unshifted). Each env's geoms are added to one
   scene (``mjv_updateScene`` for the first, ``mjv_addGeoms`` for the others,
-  their positions then shifted). Planes of the world body (the floor) are
-  drawn once, centred under the grid and enlarged to cover it; every other
+  their positions then shifted). The floor (planes of the world body facing
+  up) is drawn once: the first env's floor, repeated edge to edge at its own
+  size until it covers every env's cell (an infinite plane once); every other
   geom, static ones (a table, a height field) included, is drawn for every env.
-  The default spacing is ``1.1 * model.stat.extent``.
+  The first env's lights light every env (spot and point lights are made
+  directional, so that envs far from the first are lit as it is). The default
+  spacing is ``1.1 * model.stat.extent``.
 
 Headless OpenGL
 ---------------
@@ -82,7 +85,7 @@ import numbers
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Optional, Sequence, Union
+from typing import Any, Optional, Sequence
 
 
 def _prefer_headless_gl() -> None:
@@ -115,6 +118,7 @@ from simbackend.errors import (  # noqa: E402
 __all__ = [
     "FreeCamera",
     "Renderer",
+    "FREE",
     "MODES",
     "SEGMENTATION_KINDS",
     "MAX_IMAGE_SIDE",
@@ -124,6 +128,8 @@ __all__ = [
     "check_segmentation",
     "check_spacing",
     "default_spacing",
+    "gl_context_class",
+    "gl_unavailable_reason",
     "resolve_camera",
     "tile_offsets",
 ]
@@ -145,6 +151,9 @@ _GEOM_NONE = int(mujoco.mjtGeom.mjGEOM_NONE)
 _SEGMENT = int(mujoco.mjtRndFlag.mjRND_SEGMENT)
 _IDCOLOR = int(mujoco.mjtRndFlag.mjRND_IDCOLOR)
 _CAT_ALL = int(mujoco.mjtCatBit.mjCAT_ALL)
+_LIGHT_SPOT = int(mujoco.mjtLightType.mjLIGHT_SPOT)
+_LIGHT_POINT = int(mujoco.mjtLightType.mjLIGHT_POINT)
+_LIGHT_DIRECTIONAL = int(mujoco.mjtLightType.mjLIGHT_DIRECTIONAL)
 
 
 # ----------------------------------------------------------------------
@@ -236,6 +245,14 @@ def _vec3(x: Any, argument: str) -> tuple[float, float, float]:
     if not np.isfinite(a).all():
         raise InvalidArgumentError(f"{argument}: expected finite values, got {a.tolist()}")
     return (float(a[0]), float(a[1]), float(a[2]))
+
+
+def _int_in(value: Any, argument: str, low: int, high: int) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise ArgumentTypeError(f"{argument}: expected an integer, got {type(value).__name__} {value!r}")
+    if not low <= int(value) <= high:
+        raise InvalidArgumentError(f"{argument}: expected an integer in [{low}, {high}], got {int(value)}")
+    return int(value)
 
 
 def check_image_size(value: Any, argument: str) -> int:
@@ -352,7 +369,7 @@ class FreeCamera:
             center = center + (offsets.min(0) + offsets.max(0)) / 2
             half_diagonal = float(np.linalg.norm(offsets.max(0) - offsets.min(0))) / 2
             fovy = math.radians(float(model.vis.global_.fovy))
-            distance += 1.1 * half_diagonal / math.tan(fovy / 2)
+            distance = max(distance, 0.9 * (half_diagonal + 0.5 * float(model.stat.extent)) / math.tan(fovy / 2))
         g = model.vis.global_
         return cls(tuple(center), max(distance, 1e-3), float(g.azimuth), float(np.clip(g.elevation, -90, 90)))
 
@@ -447,31 +464,56 @@ class Renderer:
 
     Args:
         model: the compiled ``mujoco.MjModel`` (``backend.info.compiled``); it is
-            read, never changed.
+            read and left as it was (see the note below).
         width, height: image size, pixels (at most :data:`MAX_IMAGE_SIDE`; the
             framebuffer is enlarged past the model's ``offwidth``/``offheight``
             as needed, see the module docstring).
+        shadow_size: side of the shadow map, pixels (at most the model's
+            ``<visual><quality shadowsize>``, 4096 by default); ``None``: the
+            model's. The default 1024 is plenty for images of a few hundred
+            pixels and five times faster than 4096 without a GPU (software
+            rasterisation renders the shadow map on every frame).
+        samples: multisampling (anti-aliasing) samples per pixel of the rgb image;
+            ``None``: the model's ``<visual><quality offsamples>`` (4 by
+            default); 0 turns it off (about twice as fast without a GPU).
+            Depth and segmentation are never multisampled.
         max_geom: initial capacity of the scene in geoms (it grows for tiled views).
+
+    Note: the model's ``vis.quality.shadowsize``/``offsamples`` (visual settings no
+    engine reads) are set to ``shadow_size``/``samples`` while the GL context is
+    created and restored right after; nothing else writes to the model.
 
     Raises:
         RenderingError: no OpenGL context can be created here (the message says why).
     """
 
-    def __init__(self, model: Any, width: int = 320, height: int = 240, *, max_geom: int = 2000):
+    def __init__(self, model: Any, width: int = 320, height: int = 240, *, shadow_size: Optional[int] = 1024,
+                 samples: Optional[int] = None, max_geom: int = 2000):
         self._gl: Any = None
         self._con: Any = None
         self._model = _check_model(model)
         self._width = check_image_size(width, "width")
         self._height = check_image_size(height, "height")
+        m = model
+        quality = m.vis.quality
+        if shadow_size is not None:
+            shadow_size = min(_int_in(shadow_size, "shadow_size", 1, 16384), int(quality.shadowsize))
+        else:
+            shadow_size = int(quality.shadowsize)
+        samples = int(quality.offsamples) if samples is None else _int_in(samples, "samples", 0, 16)
         max_geom = V.positive_int(max_geom, "max_geom")
         cls = gl_context_class()
-        m = model
         try:
             fb_w = max(self._width, int(m.vis.global_.offwidth))
             fb_h = max(self._height, int(m.vis.global_.offheight))
             self._gl = cls(fb_w, fb_h)
             self._gl.make_current()
-            self._con = mujoco.MjrContext(m, int(mujoco.mjtFontScale.mjFONTSCALE_100))
+            saved = (int(quality.shadowsize), int(quality.offsamples))
+            try:
+                quality.shadowsize, quality.offsamples = shadow_size, samples
+                self._con = mujoco.MjrContext(m, int(mujoco.mjtFontScale.mjFONTSCALE_100))
+            finally:
+                quality.shadowsize, quality.offsamples = saved
             if self._con.offWidth < self._width or self._con.offHeight < self._height:
                 mujoco.mjr_resizeOffscreen(max(self._width, self._con.offWidth),
                                            max(self._height, self._con.offHeight), self._con)
@@ -479,9 +521,12 @@ class Renderer:
             self._con.readDepthMap = mujoco.mjtDepthMap.mjDEPTH_ZERONEAR
         except Exception as e:  # noqa: BLE001 - a GL failure of any kind: say what to do
             self.close()
+            if "egl" in (getattr(cls, "__module__", "") or "") or _mujoco_gl_at_import() == "egl":
+                hint = "EGL is not usable here: install an EGL driver (Mesa's libegl1, or the GPU's)"
+            else:
+                hint = "on a machine without a display set MUJOCO_GL=egl before importing mujoco or simbackend"
             raise RenderingError(f"rendering: could not create an OpenGL context ({type(e).__name__}:"
-                                 f" {' '.join(str(e).split())}); on a machine without a display set"
-                                 " MUJOCO_GL=egl before importing mujoco or simbackend") from e
+                                 f" {' '.join(str(e).split())}); {hint}") from e
         if self._con.offWidth < self._width or self._con.offHeight < self._height:
             got = (self._con.offWidth, self._con.offHeight)
             self.close()
@@ -498,9 +543,8 @@ class Renderer:
         self._pixels = np.empty((self._height, self._width, 3), np.uint8)
         self._depth = np.empty((self._height, self._width), np.float32)
         self._geom_body = np.asarray(m.geom_bodyid, dtype=np.int32)
-        # planes of the world body (the floor): drawn once in a tiled view
-        self._world_flat = (np.asarray(m.geom_bodyid) == 0) & (np.asarray(m.geom_type) == _GEOM_PLANE)
-        self._body_names = _body_names(m)
+        # planes of the world body: those facing up (the floor) are drawn once in a tiled view
+        self._world_plane = (np.asarray(m.geom_bodyid) == 0) & (np.asarray(m.geom_type) == _GEOM_PLANE)
 
     # ------------------------------------------------------------------
     @property
@@ -582,7 +626,8 @@ class Renderer:
         """One picture of several states side by side in one scene (the envs of ``qpos`` on a grid).
 
         Env ``k`` (row ``k`` of ``qpos``) is shifted by ``tile_offsets(n, spacing)[k]``;
-        planes of the world body are drawn once, enlarged to cover the grid. ``camera="free"`` frames the whole grid
+        the floor is drawn once, repeated to cover the grid; lights become directional
+        (see the module docstring). ``camera="free"`` frames the whole grid
         (:meth:`FreeCamera.framing`); a model camera or a :class:`FreeCamera`
         is placed as in the first env's state (a ``track_body`` follows the
         first env's body).
@@ -666,7 +711,7 @@ class Renderer:
             depth = out["depth"].reshape(n, hw)
             ok = np.isfinite(depth)
             # world point = origin + depth * ray, rays scaled to unit z-depth (orthographic: origins vary)
-            pts = out["origins"] + depth[..., None] * out["rays"]
+            pts = out["origins"] + np.where(ok, depth, 0.0)[..., None] * out["rays"]
             xyz[:, sl] = np.where(ok[..., None], pts, 0.0)
             rgb[:, sl] = out["rgb"].reshape(n, hw, 3)
             seg[:, sl] = out["segmentation"].reshape(n, hw)
@@ -868,36 +913,83 @@ class Renderer:
         return np.broadcast_to(pos, lateral.shape), lateral - back
 
     def _build_tiled_scene(self, q: np.ndarray, cam: _Camera, offsets: np.ndarray) -> None:
-        """The scene of every env of ``q`` shifted by ``offsets``; world planes drawn once, enlarged."""
-        m, scn = self._model, self._scene
+        """The scene of every env of ``q``, env ``k`` shifted by ``offsets[k]``; the floor drawn once, tiled."""
+        m = self._model
         n = q.shape[0]
         while True:
+            scn = self._scene
             self._set_state(q[0])
             self._update_scene(cam)
-            per_env = max(scn.ngeom, 1)
-            need = per_env * n + 16
+            floors = [j for j in range(scn.ngeom) if self._is_floor(scn.geoms[j])]
+            tiles = {j: self._floor_tiles(scn.geoms[j], offsets) for j in floors}
+            need = scn.ngeom * n + sum(len(t) for t in tiles.values()) + 16
             if need > scn.maxgeom:
-                self._scene = scn = mujoco.MjvScene(m, maxgeom=int(2 ** math.ceil(math.log2(need))))
+                self._scene = mujoco.MjvScene(m, maxgeom=int(2 ** math.ceil(math.log2(need))))
                 continue
-            flat = [g for g in scn.geoms[: scn.ngeom] if g.objtype == _OBJ_GEOM and self._world_flat[g.objid]]
-            center = (offsets.min(0) + offsets.max(0)) / 2
-            half_diagonal = float(np.linalg.norm(offsets.max(0) - offsets.min(0))) / 2
-            for g in flat:
-                g.pos[:] = np.asarray(g.pos) + center
-                for a in (0, 1):
-                    if g.size[a] > 0:  # size 0: an infinite plane, drawn across the view already
-                        g.size[a] = g.size[a] + half_diagonal
             for k in range(1, n):
                 start = scn.ngeom
                 self._set_state(q[k])
                 mujoco.mjv_addGeoms(m, self._data, self._option, self._perturb, _CAT_ALL, scn)
                 shift = offsets[k]
                 for g in scn.geoms[start: scn.ngeom]:
-                    if g.objtype == _OBJ_GEOM and self._world_flat[g.objid]:
-                        g.type = _GEOM_NONE  # the floor is drawn once, from the first env
+                    if self._is_floor(g):
+                        g.type = _GEOM_NONE  # the floor is drawn once, from the first env (tiled below)
                     else:
                         g.pos[:] = np.asarray(g.pos) + shift
+            for j, positions in tiles.items():
+                for pos in positions:
+                    if scn.ngeom >= scn.maxgeom:
+                        break
+                    dst = scn.geoms[scn.ngeom]
+                    _copy_geom(dst, scn.geoms[j])
+                    dst.pos[:] = pos
+                    dst.segid = scn.ngeom
+                    scn.ngeom = scn.ngeom + 1
             if scn.ngeom < scn.maxgeom:
-                return
+                break
             # the scene filled up (more decor than expected): grow it and build again
-            self._scene = scn = mujoco.MjvScene(m, maxgeom=2 * scn.maxgeom)
+            self._scene = mujoco.MjvScene(m, maxgeom=2 * scn.maxgeom)
+        # the first env's lights light every env: spot and point lights become directional ones
+        for light in scn.lights[: scn.nlight]:
+            if not light.headlight and light.type in (_LIGHT_SPOT, _LIGHT_POINT):
+                light.type = _LIGHT_DIRECTIONAL
+
+    def _is_floor(self, g: Any) -> bool:
+        """A plane of the world body facing up or down (its normal, the local z axis, along world z)."""
+        if g.objtype != _OBJ_GEOM or g.type == _GEOM_NONE or not self._world_plane[g.objid]:
+            return False
+        return abs(float(g.mat[2, 2] if np.ndim(g.mat) == 2 else g.mat[8])) > 0.999
+
+    @staticmethod
+    def _floor_tiles(g: Any, offsets: np.ndarray) -> list[np.ndarray]:
+        """Centres of the extra copies of floor ``g`` (edge to edge, in its own frame) that, with
+        ``g``, cover the floor of every env shifted by ``offsets``; none for an infinite plane."""
+        hx, hy = float(g.size[0]), float(g.size[1])
+        if hx <= 0 or hy <= 0:
+            return []
+        mat = np.asarray(g.mat, np.float64).reshape(3, 3)
+        ax, ay = mat[:, 0], mat[:, 1]
+        px, py = offsets @ ax, offsets @ ay
+        i_range = range(math.floor(px.min() / (2 * hx) + 1e-9), math.ceil(px.max() / (2 * hx) - 1e-9) + 1)
+        j_range = range(math.floor(py.min() / (2 * hy) + 1e-9), math.ceil(py.max() / (2 * hy) - 1e-9) + 1)
+        pos = np.asarray(g.pos, np.float64)
+        return [pos + 2 * hx * i * ax + 2 * hy * j * ay for i in i_range for j in j_range if (i, j) != (0, 0)]
+
+
+_GEOM_FIELDS: Optional[tuple[str, ...]] = None
+
+
+def _copy_geom(dst: Any, src: Any) -> None:
+    """Copy every field of scene geom ``src`` into scene geom ``dst``."""
+    global _GEOM_FIELDS
+    if _GEOM_FIELDS is None:
+        _GEOM_FIELDS = tuple(a for a in dir(src) if not a.startswith("_") and not callable(getattr(src, a)))
+    for name in _GEOM_FIELDS:
+        value = getattr(src, name)
+        if isinstance(value, np.ndarray):
+            getattr(dst, name)[...] = value
+        else:
+            try:
+                setattr(dst, name, value)
+            except AttributeError:  # a read-only field
+                pass
