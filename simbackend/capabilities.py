@@ -33,7 +33,8 @@ class Capabilities:
             ``num_envs`` and thread count.
         divergence_detection: ``step`` reports diverged envs and keeps their last finite state.
         keyframes: ``get_keyframe_qpos`` reads model keyframes.
-        rendering: offscreen rendering is available.
+        rendering: pictures of the state (``render``, ``get_camera_images``,
+            ``get_point_cloud``); ``get_play_capabilities()`` names the renderers.
         contact_forces: per-contact force readout.
         snapshot_restore: full simulator snapshot and restore (``get_physics_state`` /
             ``set_physics_state``).

@@ -174,8 +174,12 @@ class SnapshotMixin:
         return bounds[0], bounds[1]
 
     def _snapshot_init(self) -> None:
-        self._time = torch.zeros(self.num_envs, dtype=torch.float64, device=self._device)
-        self._last_ctrl = torch.zeros((self.num_envs, self._info.nu), dtype=self.hook_dtype, device=self._device)
+        try:
+            self._time = torch.zeros(self.num_envs, dtype=torch.float64, device=self._device)
+            self._last_ctrl = torch.zeros((self.num_envs, self._info.nu), dtype=self.hook_dtype, device=self._device)
+        except (RuntimeError, MemoryError) as e:  # torch reports an impossible allocation as a RuntimeError
+            raise InvalidArgumentError(f"num_envs: {self.num_envs} envs cannot be allocated"
+                                       f" ({' '.join(str(e).split())[:160]})") from None
         self._snap_layout: Optional[SnapshotLayout] = None
 
     def _advance_time(self, seconds: float, diverged: torch.Tensor) -> None:

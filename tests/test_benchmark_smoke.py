@@ -166,3 +166,22 @@ def test_sapien_gpu_section_runs_or_says_why_not(sapien_run):
         assert "CUDA" in sec["skipped"] and "cases" not in sec
         assert "skipped" in proc.stdout
     assert sec["figures"] == []
+
+
+PLAYBACK_SCRIPT = BENCHMARKS / "bench_playback.py"
+
+
+def test_playback_record_section_compares_step_with_and_without_a_recorder(tmp_path):
+    out = tmp_path / "playback.json"
+    proc = _run("--quick", "--only", "record", "--out", str(out), script=PLAYBACK_SCRIPT)
+    assert proc.returncode == 0, f"bench_playback.py failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    data = json.loads(out.read_text())
+    section = data["sections"]["record"]
+    assert section["params"]["recorded"] == [0, 1, 2, 3] and section["params"]["rows_written"] > 1
+    for case in section["cases"].values():
+        _check_variants(case["variants"], data["settings"]["rounds"])
+        assert set(case["variants"]) == {"plain", "recorded"}
+    names = [f["name"] for f in section["figures"]]
+    assert len(names) == 2 and all("recording overhead" in n for n in names)
+    assert all(f["op"] == "<=" and f["target"] == 0.05 for f in section["figures"])
+    assert "recording overhead" in proc.stdout

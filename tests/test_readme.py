@@ -54,12 +54,15 @@ def test_readme_names_the_commands_the_makefile_has():
     assert "make test" in (README.parent / ".ci" / "run").read_text()
 
 
-def test_every_readme_python_block_runs() -> None:
+def test_every_readme_python_block_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The other self-contained Python blocks (those that start with their imports: domain randomization,
-    readouts) run as written; fragments such as the URDF call name files a reader has."""
+    readouts, playback) run as written, in an empty folder (they may write files there); fragments such as
+    the URDF call name files a reader has."""
+    monkeypatch.chdir(tmp_path)
     blocks = [b for b in re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)[1:]
               if b.startswith(("import ", "from "))]
-    assert len(blocks) >= 2
+    assert len(blocks) >= 3
     for code in blocks:
         exec(compile(code, str(README), "exec"), {})  # noqa: S102 (our own README)
+    assert (tmp_path / "run.h5").is_file() and (tmp_path / "run.mp4").stat().st_size > 1000  # the playback block
 

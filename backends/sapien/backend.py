@@ -75,7 +75,7 @@ def _capabilities(gpu: bool) -> Capabilities:
         # GPU: SAPIEN fixes masses, materials and drives at gpu_init (declared absent, never ignored)
         domain_randomization=frozenset() if gpu else frozenset(
             f"{t}:{p}" for t in CPU_TERMS for p in ("init", "reset", "interval")),
-        rendering=False,
+        rendering=True,  # MuJoCo's renderer draws the compiled model (simbackend.playback); SAPIEN's is not used
         # CPU: PhysX's own serialisation of each env's scene, restored into a fresh scene (.cpu); PhysX
         # does not serialise its contact caches, so the continuation agrees to float32 rounding, not bit for bit
         snapshot_restore=not gpu,
