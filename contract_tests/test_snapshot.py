@@ -120,9 +120,12 @@ def test_ctrl_is_the_last_applied_clamped(make_sim: Any) -> None:
     assert torch.equal(sim.get_ctrl(), torch.stack([hi, lo]).to(sim.device))
     ctrl[:] = 0.0
     assert torch.equal(sim.get_ctrl(), torch.stack([hi, lo]).to(sim.device))
+    assert torch.equal(sim.get_ctrl([1]), sim.get_ctrl()[[1]]) and torch.equal(sim.get_time([1, 0]), sim.get_time()[[1, 0]])
     sim.set_pre_step_control(lambda s, c: c * 0.0 + lo.to(c.device) * 0.5)
     sim.step(torch.zeros(2, sim.num_actuators))
     assert torch.equal(sim.get_ctrl(), (lo * 0.5).expand(2, -1).to(sim.device))
+    with pytest.raises(EnvIdError):
+        sim.get_ctrl([2])
 
 
 # ----------------------------------------------------------------------------

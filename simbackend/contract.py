@@ -715,7 +715,7 @@ class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, PlaybackMixin,
                         hold: Optional[torch.Tensor]) -> None:
         """Time and the last applied controls after ``nsteps`` substeps taken with ``ctrl``
         (diverged and held envs kept their state, and so their time)."""
-        stayed = diverged if hold is None else diverged | hold
+        stayed = diverged if hold is None else diverged | hold  # hold: GPU backends only
         self._advance_time(nsteps * self.physics_dt, stayed)
         self._last_ctrl = ctrl.clone()  # the caller may reuse the tensor it passed
 

@@ -43,6 +43,7 @@ after the snapshot was taken).
 
 from __future__ import annotations
 
+import weakref
 import zlib
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Optional
@@ -147,8 +148,8 @@ class SnapshotMixin:
     # ------------------------------------------------------------------
     # time and controls
     # ------------------------------------------------------------------
-    def get_time(self) -> torch.Tensor:
-        """``(N,)`` float64 simulated time of every env, s.
+    def get_time(self, env_ids: Any = None) -> torch.Tensor:
+        """``(n,)`` float64 simulated time of envs ``env_ids`` (``None``: all N), s.
 
         Starts at 0; every ``step`` adds ``nsteps * physics_dt`` to the envs it
         advanced (a diverged env keeps its time with its state). ``set_state``
@@ -157,14 +158,34 @@ class SnapshotMixin:
         substeps past a few hours.
         """
         self._check_open()
-        return self._time.clone()
+        if env_ids is None:
+            return self._time.clone()
+        return self._time[self._row_index(env_ids)]
 
-    def get_ctrl(self) -> torch.Tensor:
-        """``(N, nu)`` float32 controls last applied (by ``step`` or a pre-step control function),
-        clamped to each ctrl range as the engine applied them; zeros before the first step."""
+    def get_ctrl(self, env_ids: Any = None) -> torch.Tensor:
+        """``(n, nu)`` float32 controls last applied to envs ``env_ids`` (``None``: all N), by ``step``
+        or a pre-step control function, clamped to each ctrl range as the engine applied them;
+        zeros before the first step."""
         self._check_open()
         lo, hi = self._ctrl_bounds()
-        return torch.clamp(self._last_ctrl.to(torch.float64), lo, hi).to(torch.float32)
+        ctrl = self._last_ctrl if env_ids is None else self._last_ctrl[self._row_index(env_ids)]
+        return torch.clamp(ctrl.to(torch.float64), lo, hi).to(torch.float32)
+
+    def _row_index(self, env_ids: Any) -> torch.Tensor:
+        """Validated env ids (any accepted form) as an index tensor on the device. An id tensor the
+        backend made (``_id_tensor``) is validated once, until it is edited in place: a recorder
+        passes the same one every step."""
+        memo = self.__dict__.setdefault("_row_memo", {})
+        if isinstance(env_ids, torch.Tensor):
+            hit = memo.get(id(env_ids))
+            if hit is not None and hit[0]() is env_ids and hit[1] == env_ids._version:
+                return hit[2]
+        index = torch.as_tensor(V.env_ids(env_ids, self.num_envs, host_ids=self._host_ids), device=self._device)
+        if isinstance(env_ids, torch.Tensor) and self._host_ids.lookup(env_ids) is not None:
+            if len(memo) >= 64:
+                memo.clear()
+            memo[id(env_ids)] = (weakref.ref(env_ids), env_ids._version, index)
+        return index
 
     def _ctrl_bounds(self) -> tuple[torch.Tensor, torch.Tensor]:
         bounds = self._index_cache.get("ctrl_bounds")
@@ -172,6 +193,26 @@ class SnapshotMixin:
             r = torch.as_tensor(np.array(self._info.actuator_ctrl_range), dtype=torch.float64, device=self._device)
             bounds = self._index_cache["ctrl_bounds"] = torch.stack([r[:, 0], r[:, 1]])
         return bounds[0], bounds[1]
+
+    def _state_rows(self, env_ids: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(n, nq)``, ``(n, nv)`` float32 qpos and qvel of validated host ``env_ids``, as
+        ``get_qpos``/``get_qvel`` give them: for readers of a few rows every step (the recorder).
+        Backends may override it with a cheaper path; the result must be bit-equal."""
+        rows = torch.as_tensor(env_ids, device=self._device)
+        return self.get_qpos()[rows], self.get_qvel()[rows]
+
+    def _rows_now(self, env_ids: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Host copies of ``(time (n,), qpos (n, nq), qvel (n, nv), ctrl (n, nu))`` of validated host
+        ``env_ids``, equal to ``get_time``/``get_qpos``/``get_qvel``/``get_ctrl``'s rows: the few
+        rows a recorder reads every step, with the fewest tensor operations (they dominate its
+        cost). Reads the device on a GPU backend."""
+        qpos, qvel = self._state_rows(env_ids)
+        bounds = self._index_cache.get("ctrl_bounds_host")
+        if bounds is None:
+            bounds = self._index_cache["ctrl_bounds_host"] = np.array(self._info.actuator_ctrl_range).T
+        ctrl = np.clip(self._last_ctrl.cpu().numpy()[env_ids].astype(np.float64), bounds[0], bounds[1])
+        return (self._time.cpu().numpy()[env_ids], qpos.cpu().numpy(), qvel.cpu().numpy(),
+                ctrl.astype(np.float32))
 
     def _snapshot_init(self) -> None:
         try:
@@ -184,7 +225,12 @@ class SnapshotMixin:
 
     def _advance_time(self, seconds: float, diverged: torch.Tensor) -> None:
         """Add ``seconds`` to the envs not in ``diverged`` (``(N,)`` bool on the device)."""
-        self._time += (~diverged).to(torch.float64) * seconds
+        if self._defers_checks:  # a GPU backend: no host read of the mask
+            self._time.add_((~diverged).to(torch.float64), alpha=seconds)
+        elif bool(diverged.any()):
+            self._time[~diverged] += seconds
+        else:
+            self._time += seconds
 
     # ------------------------------------------------------------------
     # snapshots

@@ -191,6 +191,9 @@ class MuJoCoBackend(SimBackend):
     def get_qvel(self) -> torch.Tensor:
         return self._out(self._qvel)
 
+    def _state_rows(self, env_ids: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._out(self._qpos[env_ids]), self._out(self._qvel[env_ids])
+
     def get_dof_pos(self) -> torch.Tensor:
         return self._out(self._qpos[:, self._info.dof_qpos_index])
 

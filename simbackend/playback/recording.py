@@ -146,7 +146,6 @@ class Recorder:
         if info.compiled is None:
             raise InvalidArgumentError(f"sim: backend {sim.name!r} holds no compiled model to store in the recording")
         self.sim, self.env_ids = sim, ids
-        self._host_rows = torch.as_tensor(ids)
         k, nq, nv, nu, nb = ids.size, info.nq, info.nv, info.nu, info.nbody - 1
         self._snap = bool(sim.capabilities.snapshot_restore)
         S = sim.snapshot_layout.width if self._snap else 0
@@ -207,7 +206,7 @@ class Recorder:
     # ------------------------------------------------------------------
     def on_step(self, sim: Any, nsteps: int, info: dict) -> None:
         """A ``step`` ended: append the recorded envs' new row."""
-        self._append_row(nsteps, info["diverged"].cpu()[self._host_rows])
+        self._append_row(nsteps, info["diverged"].cpu().numpy()[self.env_ids])
 
     def on_write(self, sim: Any, env_ids: np.ndarray, what: str) -> None:
         """Some envs changed between steps: a write row, and an event per recorded env touched."""
@@ -215,7 +214,7 @@ class Recorder:
         if not touched.size:
             return
         row = self.rows_written
-        self._append_row(0, torch.zeros(self.env_ids.size, dtype=torch.bool))
+        self._append_row(0, np.zeros(self.env_ids.size, bool))
         ids = self.env_ids[touched]
         state = sim.get_named_state(ids)
         snap = sim.get_physics_state(ids).cpu().numpy() if self._snap else None
@@ -239,7 +238,7 @@ class Recorder:
     # ------------------------------------------------------------------
     # writing
     # ------------------------------------------------------------------
-    def _append_row(self, nsteps: int, diverged: torch.Tensor) -> None:
+    def _append_row(self, nsteps: int, diverged: np.ndarray) -> None:
         if self.closed:
             return
         sim, ids = self.sim, self.env_ids
@@ -248,12 +247,9 @@ class Recorder:
         i = self._nrow_buf
         b = self._row_buf
         b["nsteps"][i] = nsteps
-        # whole getters, then the recorded rows on the host (numpy indexing is the cheap part here)
-        b["time"][i] = sim.get_time().cpu().numpy()[ids]
-        b["qpos"][i] = sim.get_qpos().cpu().numpy()[ids]
-        b["qvel"][i] = sim.get_qvel().cpu().numpy()[ids]
-        b["ctrl"][i] = sim.get_ctrl().cpu().numpy()[ids]
-        b["diverged"][i] = diverged.cpu().numpy()
+        # the getters' values of the recorded rows only (SimBackend._rows_now: fewest tensor calls)
+        b["time"][i], b["qpos"][i], b["qvel"][i], b["ctrl"][i] = sim._rows_now(ids)
+        b["diverged"][i] = diverged
         self._nrow_buf += 1
         self.rows_written += 1
 
