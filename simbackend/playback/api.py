@@ -192,12 +192,7 @@ class PlaybackMixin:
         if isinstance(modes, (list, tuple)) and "point_cloud" in modes or modes == "point_cloud":
             raise InvalidArgumentError("modes: 'point_cloud' is not an image; call get_point_cloud(cameras, ...)")
         modes = R.check_modes(modes)
-        width = R.check_image_size(width, "width")
-        height = R.check_image_size(height, "height")
-        kind = R.check_segmentation(segmentation)
-        ids = V.env_ids(env_ids, self.num_envs, host_ids=self._host_ids)
-        renderer = self._playback_renderer(width, height)
-        qpos = self._playback_qpos(ids)
+        renderer, qpos, kind = self._camera_call(R, env_ids, width, height, segmentation)
         return {key: renderer.render(qpos, cam, modes=modes, segmentation=kind, device=self.device)
                 for key, cam in cams.items()}
 
@@ -221,13 +216,16 @@ class PlaybackMixin:
         self._check_open()
         R = self._render_module()
         cams = self._playback_cameras(cameras)
+        renderer, qpos, kind = self._camera_call(R, env_ids, width, height, segmentation)
+        return renderer.point_cloud(qpos, list(cams.values()), segmentation=kind, device=self.device)
+
+    def _camera_call(self, R: Any, env_ids: Any, width: Any, height: Any, segmentation: Any) -> tuple:
+        """The checked common arguments of the camera calls: ``(renderer, qpos (n, nq), segmentation kind)``."""
         width = R.check_image_size(width, "width")
         height = R.check_image_size(height, "height")
         kind = R.check_segmentation(segmentation)
         ids = V.env_ids(env_ids, self.num_envs, host_ids=self._host_ids)
-        renderer = self._playback_renderer(width, height)
-        qpos = self._playback_qpos(ids)
-        return renderer.point_cloud(qpos, list(cams.values()), segmentation=kind, device=self.device)
+        return self._playback_renderer(width, height), self._playback_qpos(ids), kind
 
     # ------------------------------------------------------------------
     # helpers

@@ -253,22 +253,22 @@ class Recorder:
         self._nrow_buf += 1
         self.rows_written += 1
 
+    @staticmethod
+    def _append(datasets: dict, buffers: dict, n: int) -> None:
+        """Append the first ``n`` buffered entries of every table to its dataset."""
+        for name, ds in datasets.items():
+            start = ds.shape[0]
+            ds.resize(start + n, axis=0)
+            ds[start:] = buffers[name][:n]
+
     def _flush_rows(self) -> None:
-        n = self._nrow_buf
-        if n:
-            for name, ds in self._row_sets.items():
-                start = ds.shape[0]
-                ds.resize(start + n, axis=0)
-                ds[start:] = self._row_buf[name][:n]
+        if self._nrow_buf:
+            self._append(self._row_sets, self._row_buf, self._nrow_buf)
             self._nrow_buf = 0
 
     def _flush_events(self) -> None:
-        n = self._nevent_buf
-        if n:
-            for name, ds in self._event_sets.items():
-                start = ds.shape[0]
-                ds.resize(start + n, axis=0)
-                ds[start:] = self._event_buf[name][:n]
+        if self._nevent_buf:
+            self._append(self._event_sets, self._event_buf, self._nevent_buf)
             self._nevent_buf = 0
 
     def flush(self) -> None:
