@@ -40,6 +40,7 @@ contract: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_mujoco.py
 	$(BIN)/python benchmarks/bench_sapien.py
+	MUJOCO_GL=egl $(BIN)/python benchmarks/bench_playback.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis
