@@ -95,9 +95,11 @@ class NamedState:
         for table, argument in ((self.joint_pos, "joint_pos"), (self.joint_vel, "joint_vel"),
                                 (self.actuator_ctrl, "actuator_ctrl"), (self.params, "params")):
             for key, t in table.items():
-                if not isinstance(t, torch.Tensor) or t.ndim < 1 or t.shape[0] != n:
-                    shape = tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
-                    raise InputShapeError(f"{argument}[{key!r}]", f"({n}, ...)", shape if isinstance(shape, tuple) else ())
+                if not isinstance(t, torch.Tensor):
+                    raise ArgumentTypeError(f"{argument}[{key!r}]: expected a tensor, got {type(t).__name__}"
+                                            " (NamedState.from_dict reads arrays and lists)")
+                if t.ndim < 1 or t.shape[0] != n:
+                    raise InputShapeError(f"{argument}[{key!r}]", f"({n}, ...)", tuple(t.shape))
 
     @property
     def num_envs(self) -> int:
