@@ -71,6 +71,11 @@ class ModelInfo:
     actuator_ctrl_range: np.ndarray      # (nu, 2), [-inf, inf] where unlimited
     actuator_kp: np.ndarray              # (nu,)
     actuator_kv: np.ndarray              # (nu,)
+    #: (nu,) joint-space force per unit of actuator force (MuJoCo's ``gear[0]``); a motor's
+    #: joint torque is ``actuator_gear * actuator_gain * ctrl``
+    actuator_gear: np.ndarray
+    #: (nu,) actuator force per unit ctrl (MuJoCo's ``gainprm[0]``; ``kp`` for position servos)
+    actuator_gain: np.ndarray
     sensor_type: tuple[str, ...]         # (nsensor,) lower-case MuJoCo type name
     sensor_dim: np.ndarray               # (nsensor,)
     sensor_adr: np.ndarray               # (nsensor,)

@@ -305,6 +305,8 @@ def model_info(m: "mujoco.MjModel") -> ModelInfo:
         actuator_ctrl_range=ctrl_range,
         actuator_kp=kp,
         actuator_kv=kv,
+        actuator_gear=np.array(m.actuator_gear[:, 0], dtype=np.float64),
+        actuator_gain=np.array(m.actuator_gainprm[:, 0], dtype=np.float64),
         sensor_type=sensor_type,
         sensor_dim=np.array(m.sensor_dim, dtype=np.int64),
         sensor_adr=np.array(m.sensor_adr, dtype=np.int64),
