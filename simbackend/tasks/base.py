@@ -1,0 +1,355 @@
+"""The task base class: batched episodes written only against :class:`~simbackend.contract.SimBackend`.
+
+A task turns a backend into episodes: it resets selected envs to randomized
+initial states, turns a policy action into actuator commands (through a
+controller from :mod:`simbackend.controllers`, or straight into the ctrl
+range), steps the physics ``decimation`` substeps, and computes observations,
+rewards, terminations and truncations, all as ``(N, ...)`` torch tensors on
+the backend's device, with no Python loop over envs.
+
+Reproducible resets: env ``i``'s initial state (and target, command, ...) in
+its ``k``-th episode is drawn from the counter-based streams of
+:mod:`simbackend.randomization.sampling` keyed by ``(seed, task, i, k)``, so
+it is the same whatever ``num_envs`` is and whichever engine runs it; an
+evaluation on another engine sees the same episodes.
+
+Autoreset is left to the caller (:mod:`simbackend.envs` adapters): ``step``
+reports the post-step state of every env, and :meth:`Task.reset` starts new
+episodes in the envs it names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Mapping, NamedTuple, Optional
+
+import numpy as np
+import torch
+
+from simbackend import _validate as V
+from simbackend.errors import ArgumentTypeError, InvalidArgumentError, NonFiniteError
+from simbackend.randomization import IntervalScheduler, RandomizationPlan, uniforms
+
+__all__ = ["Task", "TaskConfig", "TaskStep", "load_plan"]
+
+
+def load_plan(plan: Any) -> Optional[RandomizationPlan]:
+    """A :class:`RandomizationPlan` from a plan, a mapping, a JSON file path, or ``None``."""
+    if plan is None or isinstance(plan, RandomizationPlan):
+        return plan
+    if isinstance(plan, Mapping):
+        return RandomizationPlan.from_dict(plan)
+    if isinstance(plan, (str, Path)):
+        return RandomizationPlan.load(plan)
+    raise ArgumentTypeError(f"randomization: expected a RandomizationPlan, a mapping or a JSON file path,"
+                            f" got {type(plan).__name__}")
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """Settings every task shares; a task's own config subclasses it.
+
+    Attributes:
+        episode_length: policy steps before an episode is truncated.
+        decimation: physics substeps per policy step (the control period is
+            ``decimation * physics_dt``).
+        randomization: a domain-randomization plan (a
+            :class:`~simbackend.randomization.RandomizationPlan`, its dict or a
+            JSON path), or ``None``. Its ``init`` terms are applied when the
+            task is built, its ``reset`` terms at every reset, its ``interval``
+            terms on their schedule during episodes.
+        camera: a model camera name (or ``"free"``) whose RGB image joins the
+            observation dict as ``"rgb"`` ``(N, H, W, 3)`` uint8; ``None`` for none.
+            Images stay out of the flat observation vector.
+        image_size: ``(width, height)`` of that image, pixels.
+    """
+
+    episode_length: int = 500
+    decimation: int = 4
+    randomization: Any = None
+    camera: Optional[str] = None
+    image_size: tuple[int, int] = (64, 64)
+
+    def __post_init__(self) -> None:
+        for name in ("episode_length", "decimation"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise InvalidArgumentError(f"config.{name}: expected an int >= 1, got {v!r}")
+        object.__setattr__(self, "randomization", load_plan(self.randomization))
+        size = self.image_size
+        if (not isinstance(size, (tuple, list)) or len(size) != 2
+                or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 1 for s in size)):
+            raise InvalidArgumentError(f"config.image_size: expected (width, height) positive ints, got {size!r}")
+        object.__setattr__(self, "image_size", tuple(size))
+        if self.camera is not None and not isinstance(self.camera, str):
+            raise ArgumentTypeError(f"config.camera: expected a camera name or None, got {type(self.camera).__name__}")
+
+    def to_dict(self) -> dict:
+        """The config as JSON-ready values (a plan becomes its dict)."""
+        out = {}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            out[f.name] = v.to_dict() if isinstance(v, RandomizationPlan) else (list(v) if isinstance(v, tuple) else v)
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Optional[Mapping[str, Any]]) -> "TaskConfig":
+        """A config from :meth:`to_dict`'s output or a partial mapping (missing keys keep defaults)."""
+        if d is None:
+            return cls()
+        if not isinstance(d, Mapping):
+            raise ArgumentTypeError(f"config: expected a mapping, got {type(d).__name__}")
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - set(known))
+        if unknown:
+            raise InvalidArgumentError(f"config: unknown keys {unknown} for {cls.__name__}; known: {sorted(known)}")
+        kw = {k: (tuple(v) if isinstance(v, list) else v) for k, v in d.items()}
+        return cls(**kw)
+
+
+class TaskStep(NamedTuple):
+    """What :meth:`Task.step` returns; every tensor has leading dimension N.
+
+    ``obs``: the observation dict. ``reward``: ``(N,)`` float32.
+    ``terminated``: ``(N,)`` bool, the episode reached a terminal state (failure,
+    or the physics diverged). ``truncated``: ``(N,)`` bool, the time limit ended
+    it (never together with ``terminated``). ``info``: ``"success"`` ``(N,)`` bool,
+    ``"diverged"`` ``(N,)`` bool, ``"episode_return"`` / ``"episode_length"``
+    ``(N,)`` of the episode so far (final where done), ``"reward_terms"`` dict of
+    ``(N,)`` components.
+    """
+
+    obs: dict
+    reward: torch.Tensor
+    terminated: torch.Tensor
+    truncated: torch.Tensor
+    info: dict
+
+
+class Task:
+    """A batched task over one backend. Subclasses declare ``name``, ``model``,
+    ``config_class`` and implement the ``_``-prefixed hooks.
+
+    Args:
+        backend: the :class:`~simbackend.contract.SimBackend` to run on; it must
+            hold the task's model (``model``).
+        config: the task's config (an instance of ``config_class``, a mapping of
+            its fields, or ``None`` for defaults).
+        seed: seed of the reset streams (initial states, targets, commands).
+        owns_backend: close the backend in :meth:`close`.
+    """
+
+    #: registry name
+    name: ClassVar[str] = ""
+    #: model source the task runs on (a built-in model name or a path)
+    model: ClassVar[str] = ""
+    config_class: ClassVar[type] = TaskConfig
+    #: uniforms drawn per env at each reset (``_initial_state`` receives them)
+    reset_draws: ClassVar[int] = 0
+
+    def __init__(self, backend: Any, config: Any = None, *, seed: int = 0, owns_backend: bool = False):
+        if config is None or isinstance(config, Mapping):
+            config = self.config_class.from_dict(config)
+        if not isinstance(config, self.config_class):
+            raise ArgumentTypeError(f"config: expected {self.config_class.__name__} or a mapping,"
+                                    f" got {type(config).__name__}")
+        self.backend = backend
+        self.config = config
+        self.seed = V.seed_value(seed)
+        self.owns_backend = owns_backend
+        self.num_envs = backend.num_envs
+        self.device = backend.device
+        self.control_dt = backend.physics_dt * config.decimation
+        self._reset_key = int.from_bytes(hashlib.blake2b(f"task:{self.name}".encode(), digest_size=8).digest(), "little")
+        n = self.num_envs
+        self.episode_count = np.zeros(n, np.int64)
+        self.episode_step = torch.zeros(n, dtype=torch.int64, device=self.device)
+        self.episode_return = torch.zeros(n, dtype=torch.float32, device=self.device)
+        self.controller = self._build_controller()
+        if self.controller is not None:
+            self.action_dim = int(self._action_dim())
+        else:
+            self.action_dim = backend.num_actuators
+            lo, hi = (torch.as_tensor(c, dtype=torch.float32, device=self.device)
+                      for c in backend.get_actuator_ctrl_range().T)
+            if not (torch.isfinite(lo).all() and torch.isfinite(hi).all()):
+                raise InvalidArgumentError(f"task {self.name!r}: direct actuator control needs finite ctrl ranges")
+            self._ctrl_mid, self._ctrl_half = (hi + lo) / 2, (hi - lo) / 2
+        plan = config.randomization
+        self.plan = plan
+        self._reset_plan = plan if plan is not None and plan.phase_terms("reset") else None
+        self._scheduler = IntervalScheduler(plan, n) if plan is not None and plan.phase_terms("interval") else None
+        if plan is not None and plan.phase_terms("init"):
+            backend.apply_init_randomization(plan)
+        self._obs: Optional[dict] = None
+        self.reset()
+        self.observation_dims = {k: tuple(v.shape[1:]) for k, v in self._obs.items()}
+
+    # ------------------------------------------------------------------
+    # hooks
+    # ------------------------------------------------------------------
+    def _build_controller(self) -> Any:
+        """The task's controller (:mod:`simbackend.controllers`), or ``None``: actions in ``[-1, 1]``
+        map linearly onto every actuator's ctrl range."""
+        return None
+
+    def _action_dim(self) -> int:
+        """Size of the task's action (default: the controller's)."""
+        return self.controller.action_dim
+
+    def _controller_action(self, action: torch.Tensor) -> torch.Tensor:
+        """The controller's ``(N, controller.action_dim)`` action from the task's (default: the same)."""
+        return action
+
+    def _initial_state(self, env_ids: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(qpos (n, nq), qvel (n, nv))`` for envs ``env_ids`` ``(n,)`` starting an episode, from
+        ``u`` ``(n, reset_draws)`` float64 uniforms in (0, 1); also (re)draw per-env targets here."""
+        raise NotImplementedError
+
+    def _observations(self) -> dict[str, torch.Tensor]:
+        """The observation terms, ``{name: (N, d)}`` float32, in a fixed order."""
+        raise NotImplementedError
+
+    def _reward(self, action: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Reward components ``{name: (N,)}`` after a step (their sum is the reward)."""
+        raise NotImplementedError
+
+    def _terminated(self) -> torch.Tensor:
+        """``(N,)`` bool: envs in a terminal (failed) state."""
+        return torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+
+    def _success(self) -> torch.Tensor:
+        """``(N,)`` bool: envs that currently meet the task's success criterion."""
+        return torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+
+    def _after_physics(self) -> None:
+        """Called after every policy step's physics, before observations (commands, caches)."""
+
+    # ------------------------------------------------------------------
+    # public
+    # ------------------------------------------------------------------
+    @property
+    def max_episode_length(self) -> int:
+        return self.config.episode_length
+
+    @property
+    def observation_size(self) -> int:
+        """Length of the flat observation vector (image terms excluded)."""
+        return sum(int(np.prod(s)) for k, s in self.observation_dims.items() if k not in self.image_terms)
+
+    @property
+    def image_terms(self) -> tuple[str, ...]:
+        return ("rgb",) if self.config.camera is not None else ()
+
+    def flatten(self, obs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """``(N, observation_size)`` float32: the non-image terms of ``obs`` concatenated in order."""
+        parts = [v.reshape(v.shape[0], -1) for k, v in obs.items() if k not in self.image_terms]
+        return torch.cat(parts, dim=1)
+
+    def observe(self) -> dict[str, torch.Tensor]:
+        """The current observation dict ``{term: (N, ...)}`` (a new dict; tensors not to be edited)."""
+        obs = dict(self._observations())
+        if self.config.camera is not None:
+            w, h = self.config.image_size
+            obs["rgb"] = self.backend.render(camera=self.config.camera, width=w, height=h)
+        self._obs = obs
+        return obs
+
+    def reset(self, env_ids: Any = None) -> dict[str, torch.Tensor]:
+        """Start new episodes in ``env_ids`` (ids, a ``(N,)`` bool mask, or ``None`` for all).
+
+        Env ``i``'s start is drawn from ``(seed, task, i, episode count of i)``. Returns the
+        observation dict of every env (the others unchanged).
+        """
+        ids = np.unique(V.env_ids(env_ids, self.num_envs))
+        if ids.size:
+            u = torch.as_tensor(uniforms(self.seed, self._reset_key, ids, self.episode_count[ids],
+                                         max(self.reset_draws, 1)), device=self.device)
+            tids = torch.as_tensor(ids, device=self.device)
+            qpos, qvel = self._initial_state(tids, u)
+            self.backend.set_state(ids, qpos, qvel, randomization=self._reset_plan)
+            if self.controller is not None:
+                self.controller.reset(ids)
+            self.episode_count[ids] += 1
+            self.episode_step[tids] = 0
+            self.episode_return[tids] = 0
+            if self._scheduler is not None:
+                self._scheduler.reset(ids)
+        return self.observe()
+
+    def reseed(self, seed: int, env_ids: Any = None) -> None:
+        """Set the reset seed and restart the episode counts of ``env_ids`` (``None``: all), so the
+        next :meth:`reset` of an env starts its episode 0 of ``seed`` again. A randomization plan's
+        draws keep their own per-env counts (the backend's): they are not restarted."""
+        seed = V.seed_value(seed)
+        ids = np.unique(V.env_ids(env_ids, self.num_envs))
+        self.seed = seed
+        self.episode_count[ids] = 0
+
+    def action_to_ctrl(self, action: torch.Tensor) -> torch.Tensor:
+        """Direct control: ``(N, nu)`` ctrl from actions in ``[-1, 1]`` (tasks without a controller)."""
+        return self._ctrl_mid + self._ctrl_half * action
+
+    def step(self, action: Any) -> TaskStep:
+        """Apply ``action`` ``(N, action_dim)`` (in ``[-1, 1]``, clipped) for one policy step.
+
+        Raises:
+            InputShapeError: wrong shape. NonFiniteError: NaN or inf (naming the envs); nothing is stepped.
+        """
+        action = V.real_tensor(action, "action", (self.num_envs, self.action_dim), device=self.device,
+                               dtype=torch.float32)
+        bad = V.nonfinite_rows(action)
+        if bool(bad.any()):
+            raise NonFiniteError("action", torch.nonzero(bad).flatten().tolist())
+        action = action.clamp(-1.0, 1.0)
+        if self.controller is not None:
+            info = self.controller.apply(self._controller_action(action), self.config.decimation)
+        else:
+            info = self.backend.step(self.action_to_ctrl(action), nsteps=self.config.decimation)
+        diverged = info["diverged"]
+        if self._scheduler is not None:
+            self._scheduler.advance(self.backend, self.control_dt)
+        self._after_physics()
+        self.episode_step += 1
+        terms = self._reward(action)
+        reward = torch.stack(list(terms.values())).sum(0).to(torch.float32)
+        terminated = self._terminated() | diverged
+        truncated = (self.episode_step >= self.config.episode_length) & ~terminated
+        self.episode_return += reward
+        obs = self.observe()
+        info = {
+            "success": self._success(),
+            "diverged": diverged,
+            "episode_return": self.episode_return.clone(),
+            "episode_length": self.episode_step.clone(),
+            "reward_terms": terms,
+        }
+        return TaskStep(obs, reward, terminated, truncated, info)
+
+    def close(self) -> None:
+        """Remove the controller's hooks; close the backend if the task owns it."""
+        if self.controller is not None and hasattr(self.controller, "detach"):
+            self.controller.detach()
+        if self.owns_backend:
+            self.backend.close()
+
+    def describe(self) -> dict:
+        """Name, config, sizes and timing, JSON-ready (logs and checkpoints carry it)."""
+        return {
+            "task": self.name,
+            "sim": getattr(self.backend, "name", type(self.backend).__name__),
+            "num_envs": self.num_envs,
+            "seed": self.seed,
+            "config": self.config.to_dict(),
+            "action_dim": self.action_dim,
+            "observation_dims": {k: list(v) for k, v in self.observation_dims.items()},
+            "control_dt": self.control_dt,
+        }
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(name={self.name!r}, sim={getattr(self.backend, 'name', '?')!r},"
+                f" num_envs={self.num_envs})")
+
