@@ -1,0 +1,514 @@
+"""The gymnasium vector adapter (simbackend.envs.gym): spaces, the three autoreset modes exactly as
+gymnasium's SyncVectorEnv implements them, seeded resets, partial resets, numpy and dict
+observations, pictures, gymnasium's own wrappers and env checks (batched), and bad input.
+
+The episodes are cartpole's: with ``episode_length=3`` every episode is truncated after 3 steps,
+and a partial reset staggers the envs so that one env ends while the other goes on. Env ``i``'s
+``k``-th episode starts from ``(seed, i, k)``, so a plain env reset ``k + 1`` times gives the
+expected first observation of any autoreset.
+
+Run with ``MUJOCO_GL=egl`` on a machine without a display (``make test`` does).
+"""
+
+from __future__ import annotations
+
+import warnings
+from copy import deepcopy
+from itertools import combinations
+
+import gymnasium
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+from gymnasium.utils.env_checker import data_equivalence
+from gymnasium.utils.passive_env_checker import (
+    check_action_space,
+    check_obs,
+    check_observation_space,
+    data_shares_objects,
+)
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
+
+from simbackend.envs import SimVectorEnv, make_vector_env
+from simbackend.errors import (
+    ArgumentTypeError,
+    BackendClosedError,
+    InputShapeError,
+    InvalidArgumentError,
+    NonFiniteError,
+    RenderingError,
+)
+
+SHORT = {"episode_length": 3}
+
+
+@pytest.fixture
+def make(request):
+    """``make(n=2, sim="mujoco", **kw)``: a cartpole SimVectorEnv, closed after the test."""
+    made = []
+
+    def build(n: int = 2, sim: str = "mujoco", **kw) -> SimVectorEnv:
+        kw.setdefault("seed", 0)
+        env = make_vector_env("cartpole", sim, n, **kw)
+        made.append(env)
+        return env
+
+    yield build
+    for env in made:
+        env.close()
+
+
+def zeros(env: SimVectorEnv) -> np.ndarray:
+    return np.zeros((env.num_envs, env.single_action_space.shape[0]), np.float32)
+
+
+def np_(x):
+    """Tensors (in dicts too) as numpy arrays, for gymnasium's ``data_equivalence``."""
+    if isinstance(x, dict):
+        return {k: np_(v) for k, v in x.items()}
+    return x.numpy() if isinstance(x, torch.Tensor) else x
+
+
+def starts(make, n: int = 2, episodes: int = 3) -> list[torch.Tensor]:
+    """First observations of episodes k = 0, 1, ... of every env (seed 0), from full resets."""
+    ref = make(n, config=SHORT)
+    out = [ref.reset(seed=0)[0]]
+    out += [ref.reset()[0] for _ in range(episodes - 1)]
+    return out
+
+
+def stagger(env: SimVectorEnv) -> None:
+    """Env 0 restarts (episode 1) after one step; env 1 goes on (episode 0, one step in)."""
+    env.reset(seed=0)
+    env.step(zeros(env))
+    env.reset(options={"reset_mask": np.array([True, False])})
+
+
+# ----------------------------------------------------------------------
+# spaces, dtypes, actions
+# ----------------------------------------------------------------------
+def test_spaces_contain_what_reset_and_step_return(make) -> None:
+    env = make(3)
+    single_obs = spaces.Box(-np.inf, np.inf, (4,), np.float32)
+    single_act = spaces.Box(-1.0, 1.0, (1,), np.float32)
+    assert env.num_envs == 3
+    assert env.single_observation_space == single_obs
+    assert env.observation_space == batch_space(single_obs, 3) and env.observation_space.shape == (3, 4)
+    assert env.single_action_space == single_act
+    assert env.action_space == batch_space(single_act, 3) and env.action_space.shape == (3, 1)
+    assert env.metadata["autoreset_mode"] is AutoresetMode.NEXT_STEP
+    assert env.metadata["render_modes"] == ["rgb_array"] and env.metadata["render_fps"] == pytest.approx(50.0)
+
+    obs, info = env.reset(seed=0)
+    assert isinstance(info, dict)
+    assert isinstance(obs, torch.Tensor) and obs.dtype == torch.float32 and obs.shape == (3, 4)
+    assert obs.device == env.task.device
+    assert obs.numpy() in env.observation_space
+    assert all(row in env.single_observation_space for row in obs.numpy())
+    obs, reward, terminated, truncated, info = env.step(env.action_space.sample())
+    assert obs.dtype == torch.float32 and obs.shape == (3, 4) and obs.numpy() in env.observation_space
+    assert reward.dtype == torch.float32 and reward.shape == (3,)
+    assert terminated.dtype == torch.bool and truncated.dtype == torch.bool and terminated.shape == (3,)
+    assert info["success"].shape == (3,) and info["_success"].dtype == torch.bool and bool(info["_success"].all())
+
+
+def test_actions_as_numpy_list_or_tensor_give_the_same_step(make) -> None:
+    env = make(3)
+    actions = np.array([[0.5], [-1.0], [0.25]], np.float32)
+    results = []
+    for a in (actions, actions.tolist(), torch.from_numpy(actions), torch.from_numpy(actions).double()):
+        env.reset(seed=1)
+        results.append(env.step(a)[0])
+    for r in results[1:]:
+        torch.testing.assert_close(r, results[0], rtol=0, atol=0)
+    env.reset(seed=1)  # actions are clipped to [-1, 1]
+    big = env.step(actions * 10)[0]
+    env.reset(seed=1)
+    torch.testing.assert_close(big, env.step(np.clip(actions * 10, -1, 1))[0], rtol=0, atol=0)
+
+
+# ----------------------------------------------------------------------
+# autoreset modes
+# ----------------------------------------------------------------------
+def _disabled_run(make) -> list[tuple]:
+    """The staggered episodes with resets done by hand: the plain transitions, steps A, B, C."""
+    env = make(config=SHORT, autoreset_mode="disabled")
+    stagger(env)
+    a = env.step(zeros(env))
+    b = env.step(zeros(env))
+    env.reset(options={"reset_mask": np.array([False, True])})
+    c = env.step(zeros(env))
+    return [a, b, c]
+
+
+def test_next_step_autoreset_resets_on_the_step_after_the_end_and_ignores_its_action(make) -> None:
+    _, second, third = starts(make)
+    plain = _disabled_run(make)
+    env = make(config=SHORT, autoreset_mode="next_step")
+    assert env.metadata["autoreset_mode"] is AutoresetMode.NEXT_STEP
+    stagger(env)
+    a = env.step(zeros(env))  # env 0: step 1 of 3, env 1: step 2 of 3
+    for got, want in zip(a, plain[0]):
+        assert data_equivalence(np_(got), np_(want), exact=True)
+    assert "episode" not in a[4] and "_episode" not in a[4]
+
+    b = env.step(zeros(env))  # env 1 truncated: reported as usual, not reset yet
+    obs, reward, terminated, truncated, info = b
+    torch.testing.assert_close(obs, plain[1][0], rtol=0, atol=0)
+    assert truncated.tolist() == [False, True] and terminated.tolist() == [False, False]
+    assert reward.tolist() == [1.0, 1.0]
+    assert info["_episode"].tolist() == [False, True]
+    assert info["episode"]["r"].tolist() == [0.0, 3.0] and info["episode"]["l"].tolist() == [0, 3]
+    assert info["episode"]["t"][1] >= 0 and info["episode"]["t"][0] == 0
+
+    # the step after the end: env 1 starts its episode 1 whatever its action (NaN too); env 0 steps
+    obs, reward, terminated, truncated, info = env.step(np.array([[0.0], [np.nan]], np.float32))
+    torch.testing.assert_close(obs[1], second[1], rtol=0, atol=0)
+    torch.testing.assert_close(obs[0], plain[2][0][0], rtol=0, atol=0)
+    assert reward.tolist() == [1.0, 0.0]
+    assert terminated.tolist() == [False, False] and truncated.tolist() == [True, False]
+    assert info["_success"].tolist() == [True, False] and info["_reward_terms"].tolist() == [True, False]
+    assert info["reward_terms"]["alive"].tolist() == [1.0, 0.0]
+    assert info["_episode"].tolist() == [True, False] and info["episode"]["l"].tolist() == [3, 0]
+
+    obs, reward, terminated, truncated, info = env.step(zeros(env))  # now env 0 restarts (episode 2)
+    torch.testing.assert_close(obs[0], third[0], rtol=0, atol=0)
+    torch.testing.assert_close(obs[1], plain[2][0][1], rtol=0, atol=0)  # env 1: one step into episode 1
+    assert reward.tolist() == [0.0, 1.0] and not bool((terminated | truncated).any())
+    assert env.task.episode_count.tolist() == [3, 2]
+
+
+def test_same_step_autoreset_returns_the_new_episode_and_the_final_obs_in_info(make) -> None:
+    _, second, third = starts(make)
+    plain = _disabled_run(make)
+    env = make(config=SHORT, autoreset_mode="same_step")
+    assert env.metadata["autoreset_mode"] is AutoresetMode.SAME_STEP
+    stagger(env)
+    a = env.step(zeros(env))
+    for got, want in zip(a, plain[0]):
+        assert data_equivalence(np_(got), np_(want), exact=True)
+    assert not {"final_obs", "_final_obs", "final_info", "_final_info", "episode"} & set(a[4])
+
+    obs, reward, terminated, truncated, info = env.step(zeros(env))  # env 1 ends and restarts at once
+    torch.testing.assert_close(obs[1], second[1], rtol=0, atol=0)
+    torch.testing.assert_close(obs[0], plain[1][0][0], rtol=0, atol=0)
+    assert reward.tolist() == plain[1][1].tolist() == [1.0, 1.0]
+    assert truncated.tolist() == [False, True] and terminated.tolist() == [False, False]
+    assert info["_final_obs"].tolist() == [False, True] and info["_final_info"].tolist() == [False, True]
+    torch.testing.assert_close(info["final_obs"][1], plain[1][0][1], rtol=0, atol=0)
+    final = info["final_info"]
+    assert final["_episode"].tolist() == [False, True] and final["episode"]["l"].tolist() == [0, 3]
+    assert final["success"][1] and final["_success"][1]
+    assert info["_episode"].tolist() == [False, True] and info["episode"]["r"].tolist() == [0.0, 3.0]
+
+    obs, reward, terminated, truncated, info = env.step(zeros(env))  # env 0 ends; env 1 one step in
+    torch.testing.assert_close(obs[0], third[0], rtol=0, atol=0)
+    torch.testing.assert_close(obs[1], plain[2][0][1], rtol=0, atol=0)
+    torch.testing.assert_close(info["final_obs"][0], plain[2][0][0], rtol=0, atol=0)
+    assert info["_final_obs"].tolist() == [True, False] and truncated.tolist() == [True, False]
+    assert env.task.episode_count.tolist() == [3, 2]
+
+
+def test_disabled_autoreset_refuses_to_step_ended_envs_until_reset_mask(make) -> None:
+    _, second, _ = starts(make)
+    env = make(config=SHORT, autoreset_mode=AutoresetMode.DISABLED)
+    assert env.metadata["autoreset_mode"] is AutoresetMode.DISABLED
+    stagger(env)
+    env.step(zeros(env))
+    obs_end, _, _, truncated, _ = env.step(zeros(env))
+    assert truncated.tolist() == [False, True]
+    with pytest.raises(InvalidArgumentError, match=r"envs \[1\] ended.*reset_mask"):
+        env.step(zeros(env))
+    obs, info = env.reset(options={"reset_mask": np.array([False, True])})
+    torch.testing.assert_close(obs[0], obs_end[0], rtol=0, atol=0)  # env 0 untouched
+    torch.testing.assert_close(obs[1], second[1], rtol=0, atol=0)
+    assert info == {}
+    env.step(zeros(env))  # steps again
+
+
+# ----------------------------------------------------------------------
+# seeding and partial resets
+# ----------------------------------------------------------------------
+def test_reset_with_a_seed_replays_the_same_episodes(make) -> None:
+    env = make(3, seed=0)
+    actions = np.random.default_rng(0).uniform(-1, 1, (6, 3, 1)).astype(np.float32)
+
+    def rollout(seed=None):
+        obs = [env.reset(seed=seed)[0]]
+        obs += [env.step(a)[0] for a in actions]
+        return torch.stack(obs)
+
+    a = rollout(5)
+    assert env.np_random_seed == 5
+    b = rollout()  # unseeded: the next episodes
+    assert not torch.allclose(a[0], b[0])
+    torch.testing.assert_close(rollout(5), a, rtol=0, atol=0)
+    assert not torch.allclose(rollout(6)[0], a[0])
+    other = make(3, seed=9)  # the task's build seed does not matter once reset is seeded
+    assert data_equivalence(other.reset(seed=5)[0].numpy(), a[0].numpy(), exact=True)
+
+
+def test_reset_mask_resets_only_the_named_envs(make) -> None:
+    env = make(3)
+    env.reset(seed=0)
+    before = env.step(np.full((3, 1), 0.7, np.float32))[0]
+    options = {"reset_mask": np.array([False, True, False])}
+    obs, _ = env.reset(options=options)
+    assert list(options) == ["reset_mask"]  # not popped: wrappers read it after the env
+    torch.testing.assert_close(obs[[0, 2]], before[[0, 2]], rtol=0, atol=0)
+    assert not torch.allclose(obs[1], before[1])
+    assert env.task.episode_count.tolist() == [1, 2, 1]
+    env.reset(options={"reset_mask": torch.tensor([True, False, False])})  # a tensor works too
+    assert env.task.episode_count.tolist() == [2, 2, 1]
+
+
+# ----------------------------------------------------------------------
+# array types and observation modes
+# ----------------------------------------------------------------------
+def _arrays(x, path="info"):
+    if isinstance(x, dict):
+        for k, v in x.items():
+            yield from _arrays(v, f"{path}[{k!r}]")
+    else:
+        yield path, x
+
+
+def test_numpy_mode_returns_numpy_everywhere(make) -> None:
+    env = make(2, config=SHORT, tensors="numpy", autoreset_mode="same_step")
+    obs, info = env.reset(seed=0)
+    assert isinstance(obs, np.ndarray) and obs.dtype == np.float32 and obs in env.observation_space
+    for actions in (zeros(env), torch.zeros(2, 1), [[0.0], [0.0]]):
+        obs, reward, terminated, truncated, info = env.step(actions)
+    assert "final_obs" in info  # the third step ended both episodes
+    assert isinstance(obs, np.ndarray) and obs.dtype == np.float32 and obs in env.observation_space
+    assert isinstance(reward, np.ndarray) and reward.dtype == np.float32 and reward.shape == (2,)
+    assert terminated.dtype == np.bool_ and truncated.dtype == np.bool_ and truncated.tolist() == [True, True]
+    for path, value in _arrays(info):
+        assert isinstance(value, np.ndarray) and value.shape[0] == 2, path
+    assert info["final_obs"] in env.observation_space
+
+
+def test_state_dict_mode_gives_the_terms_of_the_flat_vector(make) -> None:
+    flat = make(2)
+    env = make(2, obs_mode="state_dict")
+    terms = env.task.observation_dims
+    assert isinstance(env.single_observation_space, spaces.Dict)
+    assert set(env.single_observation_space) == set(terms) == {"joint_pos", "joint_vel"}
+    for key, shape in terms.items():
+        assert env.single_observation_space[key] == spaces.Box(-np.inf, np.inf, shape, np.float32)
+        assert env.observation_space[key].shape == (2, *shape)
+    obs, _ = env.reset(seed=3)
+    assert list(obs) == list(terms)
+    assert {k: v.numpy() for k, v in obs.items()} in env.observation_space
+    torch.testing.assert_close(torch.cat(list(obs.values()), dim=1), flat.reset(seed=3)[0], rtol=0, atol=0)
+    step = env.step(zeros(env))[0]
+    torch.testing.assert_close(torch.cat(list(step.values()), dim=1), flat.step(zeros(flat))[0], rtol=0, atol=0)
+
+
+# ----------------------------------------------------------------------
+# pictures
+# ----------------------------------------------------------------------
+def _rendering(fn):
+    try:
+        return fn()
+    except RenderingError as e:
+        pytest.skip(f"no OpenGL context here: {e}")
+
+
+def test_render_gives_one_picture_per_env_and_images_join_state_dicts(make) -> None:
+    env = make(2, render_mode="rgb_array", render_size=(32, 24))
+    env.reset(seed=0)
+    images = _rendering(env.render)
+    assert isinstance(images, torch.Tensor) and images.dtype == torch.uint8 and images.shape == (2, 24, 32, 3)
+    assert images.float().std() > 0  # a picture, not a blank
+    as_numpy = make(2, render_mode="rgb_array", render_size=(32, 24), tensors="numpy")
+    as_numpy.reset(seed=0)
+    pictures = as_numpy.render()
+    assert isinstance(pictures, np.ndarray) and pictures.dtype == np.uint8 and pictures.shape == (2, 24, 32, 3)
+    np.testing.assert_array_equal(pictures, images.numpy())
+
+    with pytest.warns(UserWarning, match="render_mode"):
+        assert make(2).render() is None  # no render mode: gymnasium's warning and None
+
+    cam = {"camera": "free", "image_size": (16, 12)}
+    env = make(2, obs_mode="state_dict", config=cam)
+    assert env.single_observation_space["rgb"] == spaces.Box(0, 255, (12, 16, 3), np.uint8)
+    obs = env.step(zeros(env))[0]
+    assert obs["rgb"].dtype == torch.uint8 and obs["rgb"].shape == (2, 12, 16, 3)
+    assert {k: v.numpy() for k, v in obs.items()} in env.observation_space
+    state = make(2, config=cam)  # the flat vector leaves images out
+    assert state.single_observation_space.shape == (4,) and state.reset(seed=0)[0].shape == (2, 4)
+
+
+# ----------------------------------------------------------------------
+# gymnasium's wrappers and env checks
+# ----------------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["next_step", "same_step"])
+def test_gymnasium_record_episode_statistics_agrees_with_the_native_episode_info(make, mode) -> None:
+    """Random actions on 8-step cartpole episodes: terminations and truncations at different times."""
+    kw = {"config": {"episode_length": 8}, "tensors": "numpy", "autoreset_mode": mode}
+    wrapped = gymnasium.wrappers.vector.RecordEpisodeStatistics(make(3, episode_key=None, **kw))
+    native = make(3, **kw)
+    wrapped.reset(seed=0)
+    native.reset(seed=0)
+    rng = np.random.default_rng(1)
+    ended = 0
+    for _ in range(30):
+        actions = rng.uniform(-1, 1, (3, 1)).astype(np.float32)
+        *_, info_w = wrapped.step(actions)
+        *_, info_n = native.step(actions)
+        assert ("episode" in info_w) == ("episode" in info_n)
+        if "episode" in info_n:
+            ended += int(info_n["_episode"].sum())
+            np.testing.assert_array_equal(info_n["_episode"], info_w["_episode"])
+            np.testing.assert_allclose(info_n["episode"]["r"], info_w["episode"]["r"])
+            np.testing.assert_array_equal(info_n["episode"]["l"], info_w["episode"]["l"])
+    assert ended >= 6 and wrapped.episode_count == ended
+    # with the native key on, the wrapper refuses to overwrite it (hence episode_key=None above)
+    clash = gymnasium.wrappers.vector.RecordEpisodeStatistics(make(1, **kw))
+    clash.reset(seed=0)
+    with pytest.raises(ValueError, match="already exists"):
+        for _ in range(9):
+            clash.step(np.zeros((1, 1), np.float32))
+
+
+def test_gymnasium_info_and_action_wrappers_work(make) -> None:
+    env = gymnasium.wrappers.vector.DictInfoToList(make(2, config=SHORT, tensors="numpy"))
+    env.reset(seed=0)
+    for _ in range(3):
+        *_, infos = env.step(np.zeros((2, 1), np.float32))
+    assert isinstance(infos, list) and len(infos) == 2
+    assert infos[1]["episode"]["l"] == 3 and infos[1]["reward_terms"]["alive"] == 1.0
+    clipped = gymnasium.wrappers.vector.ClipAction(make(2, tensors="numpy"))
+    clipped.reset(seed=0)
+    assert clipped.step(np.full((2, 1), 5.0, np.float32))[0] in clipped.observation_space
+
+
+@pytest.mark.parametrize("obs_mode", ["state", "state_dict"])
+def test_gymnasium_env_checks_batched(make, obs_mode) -> None:
+    """What gymnasium.utils.env_checker.check_env checks of a single env (this gymnasium has no
+    vector-env checker), applied to the batched env in numpy mode, gymnasium's native array type."""
+    env = make(2, obs_mode=obs_mode, tensors="numpy", config={"episode_length": 2})
+    for space in (env.single_action_space, env.action_space):
+        check_action_space(space)
+    for space in (env.single_observation_space, env.observation_space):
+        check_observation_space(space)
+    assert env.unwrapped is env
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # check_obs warns on a wrong type, dtype or an obs outside the space
+        # reset returns (obs, info)
+        result = env.reset()
+        assert isinstance(result, tuple) and len(result) == 2 and isinstance(result[1], dict)
+        check_obs(result[0], env.observation_space, "reset")
+        # seed determinism (check_reset_seed_determinism)
+        obs_1 = deepcopy(env.reset(seed=123)[0])
+        rng_1 = deepcopy(env.unwrapped._np_random)
+        obs_2 = deepcopy(env.reset()[0])
+        obs_3 = env.reset(seed=123)[0]
+        obs_4 = env.reset()[0]
+        assert data_equivalence(obs_1, obs_3, exact=True) and data_equivalence(obs_2, obs_4, exact=True)
+        assert rng_1.bit_generator.state == env.unwrapped._np_random.bit_generator.state
+        env.reset(seed=456)
+        assert env.unwrapped._np_random.bit_generator.state != rng_1.bit_generator.state
+        env.reset(options={})  # check_reset_options
+        # step determinism (check_step_determinism)
+        env.action_space.seed(123)
+        action = env.action_space.sample()
+        env.reset(seed=123)
+        step_0 = deepcopy(env.step(action))
+        env.reset(seed=123)
+        step_1 = env.step(action)
+        check_obs(step_1[0], env.observation_space, "step")
+        for a, b in zip(step_0, step_1):
+            assert data_equivalence(a, b, exact=True)
+        assert not step_1[3].any()
+        # fresh data on every call (check_returned_data_not_reused), over an autoreset too
+        calls = [env.reset(seed=123)]
+        for _ in range(3):  # the third step restarts the episodes
+            obs, _, _, _, info = env.step(env.action_space.sample())
+            calls.append((obs, info))
+        calls.append(env.reset(seed=123))
+        for (obs_a, info_a), (obs_b, info_b) in combinations(calls, 2):
+            assert not data_shares_objects(obs_a, obs_b) and not data_shares_objects(info_a, info_b)
+    # close twice is fine; a closed env says so
+    env.close()
+    env.close()
+    with pytest.raises(BackendClosedError, match="step: this SimVectorEnv is closed"):
+        env.step(action)
+
+
+# ----------------------------------------------------------------------
+# bad input
+# ----------------------------------------------------------------------
+def test_bad_actions_raise_one_line_errors_naming_actions(make) -> None:
+    env = make(2)
+    env.reset(seed=0)
+    with pytest.raises(InputShapeError, match=r"^actions: expected shape \(2, 1\), got \(2,\)$"):
+        env.step(np.zeros(2))
+    with pytest.raises(InputShapeError, match=r"^actions: expected shape \(2, 1\), got \(3, 1\)$"):
+        env.step(torch.zeros(3, 1))
+    with pytest.raises(ArgumentTypeError, match="^actions: "):
+        env.step([["a"], ["b"]])
+    with pytest.raises(ArgumentTypeError, match="^actions: "):
+        env.step([[0.0], [0.0, 1.0]])
+    with pytest.raises(NonFiniteError, match=r"^actions: non-finite .* env ids \[1\]") as e:
+        env.step(np.array([[0.0], [np.inf]]))
+    assert "\n" not in str(e.value)
+    assert env.task.episode_step.tolist() == [0, 0]  # nothing was stepped
+
+
+def test_bad_arguments_name_the_argument_and_the_allowed_values(make) -> None:
+    for kw, pattern in [
+        ({"obs_mode": "pixels"}, r"obs_mode: expected one of 'state', 'state_dict', got 'pixels'"),
+        ({"tensors": "jax"}, r"tensors: expected one of 'torch', 'numpy', got 'jax'"),
+        ({"autoreset_mode": "sometimes"}, r"autoreset_mode: expected one of 'next_step', 'same_step', 'disabled'"),
+        ({"render_mode": "human"}, r"render_mode: expected one of None, 'rgb_array', got 'human'"),
+        ({"episode_key": "_episode"}, r"episode_key: "),
+        ({"render_size": (0, 10)}, r"render_size: "),
+    ]:
+        with pytest.raises(InvalidArgumentError, match=pattern):
+            make_vector_env("cartpole", "mujoco", 2, **kw)
+    assert make(1, autoreset_mode="SameStep").autoreset_mode is AutoresetMode.SAME_STEP  # gymnasium's value
+    with pytest.raises(ArgumentTypeError, match="^task: expected a simbackend.tasks.Task"):
+        SimVectorEnv("cartpole")
+
+    env = make(2)
+    with pytest.raises(InvalidArgumentError, match="^seed: "):
+        env.reset(seed=-1)
+    with pytest.raises(InvalidArgumentError, match="^seed: "):
+        env.reset(seed=[1, 2])
+    with pytest.raises(InvalidArgumentError, match=r"^options: unknown keys \['mask'\]; known: \['reset_mask'\]"):
+        env.reset(options={"mask": np.ones(2, bool)})
+    for mask, error, pattern in [
+        ([True, False], ArgumentTypeError, "numpy array"),
+        (np.ones(3, bool), InputShapeError, r"expected shape \(2,\), got \(3,\)"),
+        (np.ones(2, np.int64), ArgumentTypeError, "dtype bool"),
+        (np.zeros(2, bool), InvalidArgumentError, "at least one True"),
+    ]:
+        with pytest.raises(error, match=r"^options\['reset_mask'\]: .*" + pattern):
+            env.reset(options={"reset_mask": mask})
+
+
+# ----------------------------------------------------------------------
+# another engine
+# ----------------------------------------------------------------------
+def test_sapien_gives_the_same_episodes_and_steps(make) -> None:
+    pytest.importorskip("sapien")
+    mj = make(3, config=SHORT)
+    px = make(3, "sapien", config=SHORT)
+    assert (px.task.backend.name, mj.task.backend.name) == ("sapien", "mujoco")
+    assert px.single_observation_space == mj.single_observation_space
+    assert px.single_action_space == mj.single_action_space
+    torch.testing.assert_close(px.reset(seed=4)[0], mj.reset(seed=4)[0], rtol=0, atol=2e-5)
+    for _ in range(3):
+        obs, reward, terminated, truncated, info = px.step(zeros(px))
+        mj_obs = mj.step(zeros(mj))[0]
+        assert obs.shape == (3, 4) and bool(torch.isfinite(obs).all())
+    torch.testing.assert_close(obs, mj_obs, rtol=0, atol=1e-2)
+    assert reward.tolist() == [1.0] * 3 and truncated.all() and not terminated.any()
+    assert info["episode"]["l"].tolist() == [3] * 3
+    obs = px.step(zeros(px))[0]  # next-step autoreset: episode 1 of every env, as on MuJoCo
+    torch.testing.assert_close(obs, mj.step(zeros(mj))[0], rtol=0, atol=2e-5)
