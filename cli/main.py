@@ -15,6 +15,11 @@ Commands:
   or zero controls and record chosen envs (:mod:`simbackend.cli.play`).
 * ``simbackend play RUN.h5 [--sim NAME] [--dynamic] --out VIDEO.mp4``: replay a
   recording on any backend, into a video or a sim-to-sim divergence report.
+* ``simbackend train --task TASK --sim NAME [--num-envs N] [--dr PLAN.json] ...``:
+  PPO (rsl-rl) on a task; checkpoints, CSV/JSON log, learning curve
+  (:mod:`simbackend.cli.train`).
+* ``simbackend eval --checkpoint CKPT.pt [--sim NAME] [--seeds 0,1,2] ...``: a
+  checkpoint's deterministic policy on any engine, with 95 % confidence intervals.
 
 Importing this module (and ``simbackend --help``) loads neither torch nor any
 engine: backends are listed from their entry points without being imported,
@@ -782,6 +787,7 @@ def contract(
 
 
 from . import play as _play  # noqa: E402,F401 - registers `record` and `play` on the app
+from . import train as _train  # noqa: E402,F401 - registers `train` and `eval` on the app
 
 
 def main() -> None:

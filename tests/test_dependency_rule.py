@@ -172,6 +172,22 @@ def test_scan_covers_the_checked_folders() -> None:
         assert expected in rels
 
 
+#: the code the engine swap exists for: tasks, controllers, the vectorized-env adapters, training
+#: and its CLI; each must talk only to the contract
+ENGINE_FREE_LAYERS = ("simbackend/tasks", "simbackend/controllers", "simbackend/envs", "simbackend/training",
+                      "cli/train.py")
+
+
+@pytest.mark.parametrize("layer", ENGINE_FREE_LAYERS)
+def test_tasks_controllers_adapters_and_training_import_no_engine(layer: str) -> None:
+    files = [p for p in checked_files() if p.relative_to(REPO).as_posix().startswith(layer)]
+    assert files, f"{layer}: no module found; the scan would be empty"
+    offenders = [f"{p.relative_to(REPO).as_posix()}:{line} imports {module}"
+                 for p in files for line, module in imports_of(p)
+                 if module.split(".")[0] in ENGINES or module.startswith("simbackend.backends")]
+    assert not offenders, f"{layer} must talk only to the contract:\n  " + "\n  ".join(offenders)
+
+
 # ----------------------------------------------------------------------
 # the rule
 # ----------------------------------------------------------------------

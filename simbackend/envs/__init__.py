@@ -5,6 +5,7 @@ importing :mod:`simbackend.envs` loads no RL library):
 
 - :mod:`simbackend.envs.gym`: :class:`SimVectorEnv`, a ``gymnasium.vector.VectorEnv``,
   and :func:`make_vector_env`.
+- :mod:`simbackend.envs.rsl`: :class:`RslRlVecEnv`, rsl-rl's ``VecEnv`` (same-step autoreset).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 _EXPORTS = {
     "SimVectorEnv": "gym",
     "make_vector_env": "gym",
+    "RslRlVecEnv": "rsl",
 }
 
 __all__ = list(_EXPORTS)

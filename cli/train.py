@@ -1,0 +1,244 @@
+"""``simbackend train`` and ``simbackend eval``: PPO (rsl-rl) on a task, and a checkpoint on any engine.
+
+Registered on the application of :mod:`simbackend.cli.main` when it is
+imported; nothing here loads torch, rsl-rl or an engine before a command runs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from .main import (
+    BuildFlags,
+    _check_output,
+    _check_sim,
+    _fail,
+    _load_plan,
+    _sim_option,
+    _with_build_flags,
+    app,
+    console,
+)
+
+
+def _check_task(task: str) -> str:
+    """A registered task name, or exit 2 naming ``--task``."""
+    from simbackend.errors import SimBackendError
+    from simbackend.tasks import get_task_class
+
+    try:
+        get_task_class(task)
+    except SimBackendError as e:
+        raise _fail(f"--task: {e}", code=2)
+    return task
+
+
+def _parse_seeds(text: str) -> tuple[int, ...]:
+    """``"0,1,2"`` or ``"0-4"`` (or a mix) as distinct non-negative ints; exit 2 naming ``--seeds``."""
+    out: list[int] = []
+    try:
+        for part in text.split(","):
+            part = part.strip()
+            if "-" in part[1:]:
+                lo, hi = part.split("-", 1)
+                out.extend(range(int(lo), int(hi) + 1))
+            else:
+                out.append(int(part))
+    except ValueError:
+        raise _fail(f"--seeds: expected seeds like 0,1,2 or 0-4, got {text!r}", code=2)
+    if not out or min(out) < 0 or len(set(out)) != len(out):
+        raise _fail(f"--seeds: expected distinct non-negative seeds, got {text!r}", code=2)
+    return tuple(out)
+
+
+def _parse_rate(text: str | None) -> Any:
+    """``--stop-at-success``: a rate in (0, 1], ``off`` (``None``), or not given (``...``: the task's default)."""
+    if text is None:
+        return ...
+    if text.strip().lower() in ("off", "none", "no"):
+        return None
+    try:
+        rate = float(text)
+    except ValueError:
+        rate = math.nan
+    if not (0.0 < rate <= 1.0):
+        raise _fail(f"--stop-at-success: expected a success rate in (0, 1] or 'off', got {text!r}", code=2)
+    return rate
+
+
+def _fmt_ci(est: Any, digits: int = 3) -> str:
+    if est.half_width != est.half_width:  # NaN: one seed
+        return "-"
+    return f"[{est.low:.{digits}g}, {est.high:.{digits}g}]"
+
+
+# ----------------------------------------------------------------------
+# train
+# ----------------------------------------------------------------------
+@app.command("train")
+@_with_build_flags
+def train_command(
+    task: str = typer.Option(..., "--task", "-t", metavar="TASK", help="Registered task (e.g. cartpole)."),
+    sim: str = _sim_option(),
+    num_envs: int | None = typer.Option(None, "--num-envs", "-n", min=1,
+                                           help="Parallel training envs (default: the task's training default)."),
+    dr_path: str | None = typer.Option(None, "--dr", metavar="PLAN.json",
+                                          help="Domain-randomization plan of the training task (and its evaluations)."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed of the task's resets, the networks and the action noise."),
+    iterations: int | None = typer.Option(None, "--iterations", "-i", min=1,
+                                             help="PPO iterations at most (default: the task's)."),
+    time_budget: float | None = typer.Option(
+        None, "--time-budget", metavar="SECONDS",
+        help="Stop before an iteration that would end past this many seconds of training."),
+    out: str | None = typer.Option(None, "--out", metavar="DIR",
+                                      help="Folder of checkpoints, logs and curve (default: runs/TASK-SIM-TIME)."),
+    eval_interval: int | None = typer.Option(None, "--eval-interval", min=0,
+                                                help="Evaluate every this many iterations (0: only at the end)."),
+    stop_at_success: str | None = typer.Option(
+        None, "--stop-at-success", metavar="RATE|off",
+        help="Stop once an evaluation's success rate reaches RATE (default: the task's; 'off': never)."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on stderr."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (stdout) instead of a table."),
+    *,
+    build: BuildFlags,
+) -> None:
+    """Train PPO (rsl-rl) on --task simulated by --sim; write checkpoints, a CSV/JSON log and a learning curve.
+
+    The defaults (envs, iterations, network sizes, PPO settings, evaluation and early stop) are the task's
+    (simbackend.training.TASK_DEFAULTS). Every evaluation runs the deterministic policy on a separate task with a
+    fixed seed. checkpoint_final.pt holds everything `simbackend eval` needs, on any engine. Exit code: 0 when
+    trained, 1 when training failed, 2 for bad arguments (unknown task or backend, bad --dr plan, an --out that is a
+    file).
+    """
+    if time_budget is not None and not (time_budget > 0 and math.isfinite(time_budget)):
+        raise _fail(f"--time-budget: expected a number of seconds > 0, got {time_budget!r}", code=2)
+    task = _check_task(task)
+    rate = _parse_rate(stop_at_success)
+    if out is None:
+        out = str(Path("runs") / f"{task}-{sim}-{time.strftime('%Y%m%d-%H%M%S')}")
+    if Path(out).exists() and not Path(out).is_dir():
+        raise _fail(f"--out: {out} is a file, not a folder", code=2)
+
+    from simbackend.errors import SimBackendError
+    from simbackend.training import TrainConfig, train
+
+    overrides: dict[str, Any] = {"seed": seed}
+    for key, value in (("num_envs", num_envs), ("max_iterations", iterations), ("time_budget_s", time_budget),
+                       ("eval_interval", eval_interval)):
+        if value is not None:
+            overrides[key] = value
+    if rate is not ...:
+        overrides["stop_at_success"] = rate
+    try:
+        config = TrainConfig.for_task(task, **overrides)
+    except SimBackendError as e:
+        raise _fail(str(e), code=2)
+    plan = _load_plan(dr_path, config.num_envs)
+    try:
+        result = train(task, sim, train_config=config, randomization=plan, out_dir=out, progress=progress,
+                       device=build.device, backend_options=build.options)
+    except (SimBackendError, ValueError, TypeError, RuntimeError) as e:
+        raise _fail(f"training {task!r} on {sim!r} failed: {e}")
+    if as_json:
+        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+        return
+    ev = result.final_eval
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column("figure", style="bold")
+    table.add_column("value")
+    table.add_row("task | sim", f"{task} | {sim} | {config.num_envs} envs | seed {config.seed}")
+    table.add_row("iterations", f"{result.iterations} (stopped: {result.stop_reason})")
+    table.add_row("env steps", f"{result.env_steps:,}")
+    table.add_row("wall time", f"{result.wall_s:.1f} s")
+    table.add_row("env-steps/s", f"{result.env_steps_per_s:,.0f} (evaluations included)")
+    table.add_row("final evaluation", f"return {ev['return']:.1f}, success {100 * ev['success']:.0f} %,"
+                                      f" length {ev['length']:.1f} ({ev['episodes']} episodes, deterministic)")
+    table.add_row("checkpoint", Text(str(result.checkpoint)))
+    table.add_row("log", Text(f"{result.log_csv} | {result.log_json.name}"))
+    table.add_row("learning curve", Text(str(result.curve_png)))
+    console.print(table)
+
+
+# ----------------------------------------------------------------------
+# eval
+# ----------------------------------------------------------------------
+@app.command("eval")
+@_with_build_flags
+def eval_command(
+    checkpoint: str = typer.Option(..., "--checkpoint", "-c", metavar="CKPT.pt",
+                                   help="A checkpoint written by `simbackend train`."),
+    task: str | None = typer.Option(None, "--task", "-t", metavar="TASK",
+                                       help="The checkpoint's task (a check; default: read from the checkpoint)."),
+    sim: str | None = typer.Option(None, "--sim", callback=_check_sim, metavar="NAME",
+                                      help="Backend to evaluate on (default: the one it was trained on)."),
+    num_envs: int | None = typer.Option(None, "--num-envs", "-n", min=1,
+                                           help="Parallel envs per seed (default: --episodes)."),
+    seeds: str = typer.Option("100-102", "--seeds", metavar="SEEDS",
+                              help="Evaluation seeds (reset streams), e.g. 100,101,102 or 100-104;"
+                                   " apart from the training seeds by default."),
+    episodes: int | None = typer.Option(None, "--episodes", "-e", min=1,
+                                           help="Complete episodes per seed (default: the training evaluations')."),
+    video: str | None = typer.Option(None, "--video", metavar="OUT.mp4",
+                                        help="Video of env 0 during the first seed."),
+    as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON (stdout) instead of a table."),
+    *,
+    build: BuildFlags,
+) -> None:
+    """Evaluate a checkpoint's deterministic policy on any engine: return, success rate, episode length.
+
+    Each metric is the mean over seeds of the per-seed means, with a 95 % confidence interval from Student's t
+    distribution over the seeds (n-1 degrees of freedom; none for one seed). The same seeds play the same episodes
+    on every engine. Exit code: 0 when evaluated, 1 when the evaluation failed, 2 for bad arguments (missing or
+    unreadable checkpoint, a --task other than the checkpoint's, malformed --seeds, a bad --video path).
+    """
+    seed_list = _parse_seeds(seeds)
+    if video is not None:
+        _check_output(video, "--video", (".mp4",))
+    if not Path(checkpoint).is_file():
+        raise _fail(f"--checkpoint: no such file {checkpoint}", code=2)
+
+    from simbackend.errors import SimBackendError
+    from simbackend.training import evaluate, load_checkpoint
+
+    try:
+        ckpt = load_checkpoint(checkpoint)
+    except SimBackendError as e:
+        raise _fail(f"--checkpoint: {str(e).removeprefix('checkpoint: ')}", code=2)
+    if task is not None and task != ckpt.task:
+        raise _fail(f"--task: the checkpoint was trained on task {ckpt.task!r}, not {task!r}", code=2)
+    try:
+        result = evaluate(ckpt, sim, num_envs=num_envs, seeds=seed_list, episodes_per_seed=episodes, video=video,
+                          device=build.device, backend_options=build.options)
+    except (SimBackendError, ValueError, TypeError, RuntimeError) as e:
+        raise _fail(f"evaluating {checkpoint} on {sim or ckpt.sim!r} failed: {e}")
+    if as_json:
+        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+        return
+    console.print(Text(f"{result.task}: trained on {result.trained_on} ({result.env_steps:,} env steps),"
+                       f" evaluated on {result.sim}", style="bold"), soft_wrap=True)
+    table = Table()
+    table.add_column("metric", style="bold")
+    table.add_column("mean", justify="right")
+    table.add_column("95% CI", justify="right")
+    table.add_column("per seed", justify="right")
+    for label, est, key, fmt in (("return", result.mean_return, "mean_return", "{:.1f}"),
+                                 ("success rate", result.success_rate, "success_rate", "{:.3f}"),
+                                 ("episode length", result.mean_length, "mean_length", "{:.1f}")):
+        table.add_row(label, fmt.format(est.mean), _fmt_ci(est, 4),
+                      " ".join(fmt.format(s[key]) for s in result.per_seed))
+    console.print(table)
+    n = len(result.seeds)
+    console.print(Text(f"{n} seed{'s' if n > 1 else ''} ({', '.join(map(str, result.seeds))}) x"
+                       f" {result.episodes_per_seed} episodes, {result.num_envs} envs; 95% CI: Student's t over seeds"
+                       f" (n-1 dof{', none for one seed' if n == 1 else ''}) | {result.wall_s:.1f} s"), soft_wrap=True)
+    if result.video:
+        console.print(Text(f"video written to {result.video}"))

@@ -1,0 +1,133 @@
+"""Checkpoints that carry everything an evaluation needs: weights, observation normaliser, task, configs, engine.
+
+A checkpoint is one ``torch.save`` file of plain values (it loads with ``weights_only=True``):
+
+* ``"format"``: :data:`FORMAT`;
+* ``"task"``, ``"task_config"`` (``config.to_dict()``, a randomization plan as its dict), ``"sim"`` (the
+  engine it was trained on), ``"describe"`` (``task.describe()``);
+* ``"train_config"`` (:meth:`TrainConfig.to_dict`), ``"rsl_rl_cfg"`` (the runner configuration);
+* ``"observation_size"``, ``"action_dim"``, ``"iteration"``, ``"env_steps"``, ``"eval"`` (the last
+  evaluation's figures or ``None``);
+* rsl-rl's ``"actor_state_dict"``, ``"critic_state_dict"``, ``"optimizer_state_dict"`` (the actor's
+  holds its observation normaliser, also given as ``"obs_normalizer"`` ``{"mean", "std"}`` or ``None``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from tensordict import TensorDict
+
+from simbackend.errors import InvalidArgumentError
+
+from .config import TrainConfig
+
+__all__ = ["FORMAT", "Checkpoint", "Policy", "load_checkpoint", "save_checkpoint"]
+
+FORMAT = "simbackend.training/1"
+
+_REQUIRED = ("task", "task_config", "sim", "train_config", "rsl_rl_cfg", "observation_size", "action_dim",
+             "actor_state_dict")
+
+
+class Policy:
+    """The deterministic policy (the Gaussian's mean) of an rsl-rl actor: ``policy(obs) -> actions``.
+
+    ``obs`` is a task's flat observation ``(N, observation_size)``; the actions ``(N, action_dim)`` are
+    what the actor outputs (the task clips them to ``[-1, 1]``). Runs without gradients.
+    """
+
+    def __init__(self, actor: torch.nn.Module, device: Any = "cpu"):
+        self.actor = actor.to(device)
+        self.actor.eval()
+        self.device = torch.device(device)
+
+    def __call__(self, obs: torch.Tensor) -> torch.Tensor:
+        obs = obs.to(self.device, torch.float32)
+        with torch.inference_mode():
+            return self.actor(TensorDict({"policy": obs}, batch_size=[obs.shape[0]]))
+
+
+def build_actor(rsl_rl_cfg: dict, observation_size: int, action_dim: int) -> torch.nn.Module:
+    """rsl-rl's actor model as the runner configuration ``rsl_rl_cfg`` describes it."""
+    from rsl_rl.utils import resolve_class
+
+    actor_class, actor_cfg = resolve_class(rsl_rl_cfg["actor"])
+    obs = TensorDict({"policy": torch.zeros(1, observation_size)}, batch_size=[1])
+    return actor_class(obs, {"actor": ["policy"]}, "actor", action_dim, **actor_cfg)
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A loaded checkpoint (:func:`load_checkpoint`); ``data`` is the raw dict."""
+
+    path: Path
+    data: dict
+
+    @property
+    def task(self) -> str:
+        return self.data["task"]
+
+    @property
+    def sim(self) -> str:
+        return self.data["sim"]
+
+    @property
+    def task_config(self) -> dict:
+        return dict(self.data["task_config"])
+
+    @property
+    def train_config(self) -> TrainConfig:
+        return TrainConfig.from_dict(self.data["train_config"])
+
+    @property
+    def iteration(self) -> int:
+        return int(self.data.get("iteration", 0))
+
+    @property
+    def env_steps(self) -> int:
+        return int(self.data.get("env_steps", 0))
+
+    def policy(self, device: Any = "cpu") -> Policy:
+        """The deterministic policy with the checkpoint's weights and observation normaliser."""
+        actor = build_actor(self.data["rsl_rl_cfg"], int(self.data["observation_size"]), int(self.data["action_dim"]))
+        actor.load_state_dict(self.data["actor_state_dict"])
+        return Policy(actor, device)
+
+
+def save_checkpoint(path: Any, data: dict) -> Path:
+    """Write ``data`` (with the format tag) to ``path`` atomically (a temporary file, then a rename)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save({"format": FORMAT, **data}, tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def load_checkpoint(path: Any, map_location: Any | None = "cpu") -> Checkpoint:
+    """Read a checkpoint written by :func:`~simbackend.training.train`.
+
+    Raises:
+        InvalidArgumentError: no such file, or not a checkpoint of this format.
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise InvalidArgumentError(f"checkpoint: expected a file path, got {type(path).__name__}")
+    p = Path(path)
+    if not p.is_file():
+        raise InvalidArgumentError(f"checkpoint: no such file {str(p)!r}")
+    try:
+        data = torch.load(p, map_location=map_location, weights_only=True)
+    except Exception as e:
+        raise InvalidArgumentError(f"checkpoint: {str(p)!r} is not a readable checkpoint (torch.load failed with"
+                                   f" {type(e).__name__})") from e
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise InvalidArgumentError(f"checkpoint: {str(p)!r} is not a simbackend training checkpoint"
+                                   f" (format {FORMAT!r})")
+    missing = [k for k in _REQUIRED if k not in data]
+    if missing:
+        raise InvalidArgumentError(f"checkpoint: {str(p)!r} lacks {missing}")
+    return Checkpoint(p, data)

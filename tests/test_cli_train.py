@@ -1,0 +1,81 @@
+"""``simbackend train`` and ``simbackend eval``: train on one engine, evaluate on the other; bad flags exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from simbackend.cli.main import app
+from typer.testing import CliRunner
+
+runner = CliRunner()
+
+
+def _invoke(*args: object) -> Any:
+    return runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "200", "SIMBACKEND_SIM": None})
+
+
+TINY = ("--num-envs", 8, "--iterations", 2, "--eval-interval", 0, "--stop-at-success", "off", "--no-progress")
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("cli") / "run"
+    result = _invoke("train", "--task", "cartpole", "--sim", "mujoco", "--seed", 1, "--out", out, *TINY)
+    assert result.exit_code == 0, result.output
+    assert "checkpoint_final.pt" in result.output and "stopped: max_iterations" in result.output
+    assert (out / "log.csv").is_file() and (out / "learning_curve.png").is_file()
+    return out / "checkpoint_final.pt"
+
+
+def test_train_then_eval_on_the_other_engine(checkpoint: Path) -> None:
+    result = _invoke("eval", "--checkpoint", checkpoint, "--task", "cartpole", "--sim", "sapien", "--seeds", "0,1",
+                     "--episodes", 2, "--json")
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.output)
+    assert (d["task"], d["sim"], d["trained_on"], d["env_steps"]) == ("cartpole", "sapien", "mujoco", 2 * 8 * 32)
+    assert d["seeds"] == [0, 1] and len(d["per_seed"]) == 2 and d["episodes_per_seed"] == 2
+    for key in ("mean_return", "success_rate", "mean_length"):
+        assert d[key]["ci_low"] <= d[key]["mean"] <= d[key]["ci_high"]
+    table = _invoke("eval", "--checkpoint", checkpoint, "--seeds", "0-1", "--episodes", 1)
+    assert table.exit_code == 0, table.output
+    assert "evaluated on mujoco" in table.output and "95% CI" in table.output and "Student's t" in table.output
+
+
+def test_train_json_reports_the_run(tmp_path: Path) -> None:
+    result = _invoke("train", "--task", "cartpole", "--sim", "sapien", "--out", tmp_path / "r", "--json",
+                     "--num-envs", 4, "--iterations", 5, "--time-budget", 0.001, "--eval-interval", 0, "--no-progress")
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.output)
+    assert d["sim"] == "sapien" and d["stop_reason"] == "time_budget" and d["iterations"] == 1
+
+
+@pytest.mark.parametrize("args,message", [
+    (("train", "--task", "nope"), "--task"),
+    (("train", "--task", "cartpole", "--sim", "bullet"), "--sim"),
+    (("train", "--task", "cartpole", "--dr", "missing.json"), "--dr"),
+    (("train", "--task", "cartpole", "--dr", "BAD_PLAN"), "--dr"),
+    (("train", "--task", "cartpole", "--out", "A_FILE"), "--out"),
+    (("train", "--task", "cartpole", "--time-budget", 0), "--time-budget"),
+    (("train", "--task", "cartpole", "--stop-at-success", 2), "--stop-at-success"),
+    (("train", "--task", "cartpole", "--num-envs", 0), "--num-envs"),
+    (("eval", "--checkpoint", "missing.pt"), "--checkpoint"),
+    (("eval", "--checkpoint", "A_FILE"), "--checkpoint"),
+    (("eval", "--checkpoint", "CKPT", "--task", "reach"), "--task"),
+    (("eval", "--checkpoint", "CKPT", "--seeds", "0,x"), "--seeds"),
+    (("eval", "--checkpoint", "CKPT", "--seeds", "1,1"), "--seeds"),
+    (("eval", "--checkpoint", "CKPT", "--video", "v.gif"), "--video"),
+    (("eval", "--checkpoint", "CKPT", "--sim", "bullet"), "--sim"),
+])
+def test_bad_arguments_exit_2_naming_the_flag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, checkpoint: Path,
+                                              args: tuple, message: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("A_FILE").write_text("not a folder nor a checkpoint")
+    Path("BAD_PLAN").write_text('{"terms": [{"kind": "no_such_kind"}]}')
+    args = tuple(str(checkpoint) if a == "CKPT" else a for a in args)
+    result = _invoke(*args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert not list(tmp_path.glob("**/*.pt")) and not list(tmp_path.glob("**/log.csv"))
