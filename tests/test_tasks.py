@@ -150,19 +150,7 @@ def test_a_randomization_plan_in_the_config_applies_at_init_and_reset(closing) -
     assert randomized.describe()["config"]["randomization"]["seed"] == 3
 
 
-@pytest.mark.parametrize("sim", SIMS)
-def test_reach_scripted_baseline_gets_within_1cm(closing, sim: str) -> None:
-    """The operational-space baseline: every env's site ends within 1 cm of its target."""
-    from simbackend.tasks.reach import scripted_action
-
-    t = task(closing, "reach", sim, n=4, seed=1)
-    start = t.distance().clone()
-    assert (start > 0.1).all()
-    for _ in range(60):
-        out = t.step(scripted_action(t))
-    final = t.distance()
-    assert (final < 0.01).all(), f"{sim}: final distances {final.tolist()} m"
-    assert out.info["success"].all()
+# the reach baseline's 1 cm on every backend: contract_tests/test_tasks.py
 
 
 def test_reach_scripted_baseline_is_not_a_no_op(closing) -> None:

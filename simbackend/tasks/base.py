@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, NamedTuple, Optional
@@ -33,7 +34,15 @@ from simbackend import _validate as V
 from simbackend.errors import ArgumentTypeError, InvalidArgumentError, NonFiniteError
 from simbackend.randomization import IntervalScheduler, RandomizationPlan, uniforms
 
-__all__ = ["Task", "TaskConfig", "TaskStep", "load_plan"]
+__all__ = ["Task", "TaskConfig", "TaskStep", "check_non_negative", "load_plan"]
+
+
+def check_non_negative(config: Any, *names: str) -> None:
+    """Raise naming ``config.<name>`` unless each field is a finite real number >= 0 (not a bool)."""
+    for name in names:
+        v = getattr(config, name)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (v >= 0 and math.isfinite(v)):
+            raise InvalidArgumentError(f"config.{name}: expected a finite number >= 0, got {v!r}")
 
 
 def load_plan(plan: Any) -> Optional[RandomizationPlan]:

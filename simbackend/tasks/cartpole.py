@@ -13,10 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
-from simbackend.errors import InvalidArgumentError
-
 from . import register_task
-from .base import Task, TaskConfig
+from .base import Task, TaskConfig, check_non_negative
 
 
 @dataclass(frozen=True)
@@ -38,10 +36,7 @@ class CartpoleConfig(TaskConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("init_noise", "max_angle", "max_cart"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
-                raise InvalidArgumentError(f"config.{name}: expected a number >= 0, got {v!r}")
+        check_non_negative(self, "init_noise", "max_angle", "max_cart")
 
 
 @register_task

@@ -33,7 +33,7 @@ from simbackend.errors import InvalidArgumentError
 from simbackend.math import quat_apply, quat_apply_inverse
 
 from . import register_task
-from .base import Task, TaskConfig
+from .base import Task, TaskConfig, check_non_negative
 
 LEGS = ("FL", "FR", "RL", "RR")
 JOINTS = tuple(f"{leg}_{part}" for leg in LEGS for part in ("hip", "thigh", "calf"))
@@ -75,11 +75,8 @@ class QuadrupedConfig(TaskConfig):
         if len(rng) != 3 or any(not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi) for lo, hi in rng):
             raise InvalidArgumentError(f"config.command_range: expected three finite (low <= high) pairs, got {rng!r}")
         object.__setattr__(self, "command_range", rng)
-        for name in ("action_scale", "kp", "kd", "joint_noise", "min_height", "max_tilt", "tracking_sigma",
-                     "success_error"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (v >= 0 and math.isfinite(v)):
-                raise InvalidArgumentError(f"config.{name}: expected a finite number >= 0, got {v!r}")
+        check_non_negative(self, "action_scale", "kp", "kd", "joint_noise", "min_height", "max_tilt",
+                           "tracking_sigma", "success_error")
         if self.tracking_sigma == 0:
             raise InvalidArgumentError("config.tracking_sigma: expected a number > 0, got 0")
 

@@ -33,7 +33,7 @@ from simbackend.errors import InvalidArgumentError
 from simbackend.math import quat_apply_inverse
 
 from . import register_task
-from .base import Task, TaskConfig
+from .base import Task, TaskConfig, check_non_negative
 
 ARM_JOINTS = tuple(f"joint{k}" for k in range(1, 8))
 CONTROLLERS = ("ee_delta_pos", "joint_delta_pos")
@@ -79,10 +79,7 @@ class ReachConfig(TaskConfig):
         if any(lo > hi for lo, hi in zip(self.target_low, self.target_high)):
             raise InvalidArgumentError(f"config.target_low: must be <= target_high, got {self.target_low}"
                                        f" and {self.target_high}")
-        for name in ("max_delta", "max_joint_delta", "joint_noise", "success_radius"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (v >= 0 and math.isfinite(v)):
-                raise InvalidArgumentError(f"config.{name}: expected a finite number >= 0, got {v!r}")
+        check_non_negative(self, "max_delta", "max_joint_delta", "joint_noise", "success_radius")
 
 
 @register_task
