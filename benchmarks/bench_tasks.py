@@ -1,0 +1,203 @@
+#!/usr/bin/env python
+"""Task benchmark: what tasks, controllers and the vectorized interfaces cost over the bare backend.
+
+Interleaved rounds and medians like the other scripts (``_common.py``); nothing
+is asserted, the figures are compared with their targets in the report.
+
+Sections (``--only NAME`` runs one):
+
+* ``overhead``  env-steps/s of ``cartpole`` and ``quadruped`` on MuJoCo, N = 1024
+                (``--quick``: 256), three variants on the same actions:
+                - ``bare``: what a hand-written loop needs: ``backend.step`` with
+                  the task's decimation (for the quadruped, with a minimal PD law
+                  as pre-step control, the physics the task asks for) and the
+                  getters the task's observations, rewards and terminations read;
+                - ``task``: ``Task.step`` and a ``Task.reset`` of the envs that ended;
+                - ``vector``: ``SimVectorEnv.step`` (gymnasium, torch tensors, next-step
+                  autoreset).
+                Figure: vector / bare >= 0.8 per task.
+* ``training``  env-steps/s of PPO training (rsl-rl, collection and update) on
+                ``cartpole`` for each backend, a few iterations after a warm-up one.
+
+Usage::
+
+    python benchmarks/bench_tasks.py            # about 2 minutes on 2 cores
+    python benchmarks/bench_tasks.py --quick    # smoke check
+    python benchmarks/bench_tasks.py --only overhead --out /tmp/tasks.json
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+if not os.environ.get("MUJOCO_GL"):
+    os.environ["MUJOCO_GL"] = "egl"
+
+import _common
+from _common import BaseSettings, interleaved, variant
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_OUT = HERE / "results" / "tasks.json"
+
+
+class Settings(BaseSettings):
+    def __init__(self, quick: bool):
+        super().__init__(quick)
+        self.rounds = 3 if quick else 7
+        self.num_envs = 256 if quick else 1024
+        self.train_iterations = 2 if quick else 4
+        self.train_envs = {"mujoco": 64 if quick else 256, "sapien": 32 if quick else 128}
+
+
+def _bare(task: Any, actions: list) -> Callable[[int], None]:
+    """The bare loop of ``task``'s physics and reads, on its backend, without the task."""
+    import torch
+
+    b = task.backend
+    k = task.config.decimation
+    if task.name == "quadruped":
+        c = task.controller  # the gains and joints of the task's PD law, applied by hand
+        qcols, vcols, kp, kd, scale = c._qpos_cols, c._qvel_cols, c.kp, c.kd, c._scale
+        lo, hi = c._ctrl_low, c._ctrl_high
+        stand = task._stand_joints
+        target = [stand + task.config.action_scale * a for a in actions]
+        state = {"target": target[0]}
+
+        def pd(sim: Any, ctrl: torch.Tensor) -> torch.Tensor:
+            torque = kp * (state["target"] - sim.get_qpos()[:, qcols]) - kd * sim.get_qvel()[:, vcols]
+            return torch.clamp(torque / scale, lo, hi)
+
+        def call(i: int) -> None:
+            state["target"] = target[i % len(target)]
+            b.set_pre_step_control(pd)
+            b.step(torch.zeros(b.num_envs, b.num_actuators), nsteps=k)
+            b.set_pre_step_control(None)
+            b.get_base_pos(), b.get_base_quat(), b.get_base_lin_vel(), b.get_base_ang_vel()
+            b.get_dof_pos(), b.get_dof_vel()
+        return call
+    ctrls = [task.action_to_ctrl(a) for a in actions]
+
+    def call(i: int) -> None:
+        b.step(ctrls[i % len(ctrls)], nsteps=k)
+        b.get_dof_pos(), b.get_dof_vel()
+    return call
+
+
+def bench_overhead(s: Settings) -> dict:
+    import torch
+
+    from simbackend.envs import SimVectorEnv
+    from simbackend.tasks import make_task
+
+    n = s.num_envs
+    cases, figures = {}, []
+    for name in ("cartpole", "quadruped"):
+        bare_task = make_task(name, "mujoco", n, seed=0)
+        task = make_task(name, "mujoco", n, seed=0)
+        env = SimVectorEnv(make_task(name, "mujoco", n, seed=0))
+        env.reset(seed=0)
+        gen = torch.Generator().manual_seed(0)
+        actions = [torch.rand((n, task.action_dim), generator=gen) * 2 - 1 for _ in range(8)]
+        if bare_task.controller is not None:
+            bare_task.controller.detach()
+
+        def task_call(i: int, task: Any = task) -> None:
+            out = task.step(actions[i % len(actions)])
+            done = out.terminated | out.truncated
+            if bool(done.any()):
+                task.reset(done)
+
+        def vector_call(i: int, env: Any = env) -> None:
+            env.step(actions[i % len(actions)])
+
+        calls = {"bare": _bare(bare_task, actions), "task": task_call, "vector": vector_call}
+        samples, iters = interleaved(calls, s)
+        for t in (bare_task, task):
+            t.close()
+        env.close()
+        ratio = _common.paired_ratio(samples["bare"], samples["vector"])  # time bare / time vector = rate ratio
+        ratio_task = _common.paired_ratio(samples["bare"], samples["task"])
+        cases[name] = {
+            "num_envs": n,
+            "variants": {
+                "bare": variant(samples["bare"], n, "env-steps/s", iters,
+                                "backend.step + the getters the task reads"),
+                "task": variant(samples["task"], n, "env-steps/s", iters, "Task.step + reset of ended envs"),
+                "vector": variant(samples["vector"], n, "env-steps/s", iters, "SimVectorEnv.step (torch)"),
+            },
+            "rate_ratio_vector_vs_bare": ratio,
+            "rate_ratio_task_vs_bare": ratio_task,
+        }
+        figures.append(_common.figure(f"{name}: vector env vs bare backend, MuJoCo, N = {n}", ratio["median"],
+                                      0.8, ">=", "x", (ratio["min"], ratio["max"])))
+    return {"cases": cases, "figures": figures}
+
+
+def bench_training(s: Settings) -> dict:
+    from simbackend.training import TrainConfig, train
+
+    cases = {}
+    for sim, n in s.train_envs.items():
+        cfg = TrainConfig.for_task("cartpole", num_envs=n, seed=0, max_iterations=s.train_iterations + 1,
+                                   eval_interval=0)
+        with tempfile.TemporaryDirectory() as tmp:
+            t0 = time.perf_counter()
+            result = train("cartpole", sim, num_envs=n, seed=0, train_config=cfg, out_dir=tmp, progress=False)
+            wall = time.perf_counter() - t0
+        rows = result.rows[1:]  # the first iteration warms up (allocation, first calls)
+        steps = len(rows) * n * cfg.num_steps_per_env
+        secs = sum(r["collect_s"] + r["learn_s"] for r in rows)
+        cases[sim] = {
+            "num_envs": n,
+            "iterations_timed": len(rows),
+            "env_steps": steps,
+            "seconds": secs,
+            "rate": steps / secs,
+            "wall_s_total": wall,
+        }
+    return {"cases": cases, "figures": []}
+
+
+BENCHES: dict[str, Callable[[Settings], dict]] = {"overhead": bench_overhead, "training": bench_training}
+
+
+def machine() -> dict:
+    import mujoco
+    import sapien
+
+    return _common.machine({"mujoco": mujoco.__version__, "sapien": sapien.__version__},
+                           {"rsl_rl": _common.package_version("rsl-rl-lib")})
+
+
+def extra_rows(table: Any, sections: dict, console: Any) -> None:
+    data = sections.get("training")
+    if not data or "cases" not in data:
+        return
+    for sim, c in data["cases"].items():
+        table.add_row("training", sim, "ppo", f"{1e3 * c['seconds'] / c['iterations_timed']:.0f}",
+                      _common.fmt_rate(c), "env-steps/s",
+                      f"rsl-rl PPO on cartpole, N = {c['num_envs']}, {c['iterations_timed']} iterations")
+
+
+def report(result: dict) -> None:
+    m = result["machine"]
+    header = (f"[bold]bench_tasks[/bold]  cpus={m['cpu_count']} ({m['cpu_model']})  mujoco {m['mujoco']}  "
+              f"sapien {m['sapien']}  torch {m['torch']}  rsl-rl {m.get('rsl_rl')}  "
+              f"rounds={result['settings']['rounds']}  quick={result['settings']['quick']}")
+    _common.print_tables(result, header, "the ratios compare variants of one run, but a busy machine widens them.",
+                         extra_variant_rows=extra_rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return _common.main(argv, description=__doc__.split("\n\n")[0], sections=BENCHES, settings=Settings,
+                        default_out=DEFAULT_OUT, quick_help="fewer rounds, N = 256: a smoke check",
+                        machine_info=machine, report=report)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

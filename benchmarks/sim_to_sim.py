@@ -1,0 +1,120 @@
+#!/usr/bin/env python
+"""The sim-to-sim table: train a task on each engine, evaluate every policy on every engine.
+
+For each task, training engine, DR setting (off, or the plan in ``plans/<task>_dr.json``) and
+training seed, ``simbackend.training.train`` runs PPO (rsl-rl) with the task's default training
+config; then ``simbackend.training.evaluate`` plays the deterministic policy on each engine, on
+evaluation seeds apart from the training ones (the same episodes on every engine). The cells are
+means over training seeds with a 95 % Student-t interval, the success rate and the return, plus
+the training wall time. Evaluations run without the DR plan (the engines' nominal models).
+
+Usage::
+
+    python benchmarks/sim_to_sim.py --task cartpole --seeds 0 1 2
+    python benchmarks/sim_to_sim.py --task reach --seeds 0 1 --time-budget 300 --dr both
+    python benchmarks/sim_to_sim.py --task quadruped --train-sims mujoco --seeds 0 --time-budget 900
+
+Writes ``results/sim_to_sim_<task>.json`` (every run's figures) and prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+if not os.environ.get("MUJOCO_GL"):
+    os.environ["MUJOCO_GL"] = "egl"
+
+HERE = Path(__file__).resolve().parent
+
+
+def _cell(values: list[float], fmt: str) -> str:
+    from simbackend.training.stats import estimate
+
+    e = estimate(values)
+    if len(values) < 2:
+        return format(e.mean, fmt)
+    return f"{format(e.mean, fmt)} ± {format(e.half_width, fmt)}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--task", required=True)
+    p.add_argument("--train-sims", nargs="+", default=["mujoco", "sapien"])
+    p.add_argument("--eval-sims", nargs="+", default=["mujoco", "sapien"])
+    p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="training seeds")
+    p.add_argument("--eval-seeds", nargs="+", type=int, default=[100, 101, 102])
+    p.add_argument("--episodes", type=int, default=32, help="evaluation episodes per evaluation seed")
+    p.add_argument("--dr", choices=("off", "on", "both"), default="both")
+    p.add_argument("--time-budget", type=float, default=None, help="training seconds per run")
+    p.add_argument("--max-iterations", type=int, default=None)
+    p.add_argument("--num-envs", type=int, default=None, help="training envs (default: the task's)")
+    p.add_argument("--runs", type=Path, default=Path("/tmp/sim_to_sim"), help="folder of the training runs")
+    p.add_argument("--out", type=Path, default=None)
+    args = p.parse_args(argv)
+
+    from simbackend.training import evaluate, train
+
+    plan = HERE / "plans" / f"{args.task}_dr.json"
+    settings = {"off": [False], "on": [True], "both": [False, True]}[args.dr]
+    overrides = {}
+    if args.time_budget is not None:
+        overrides["time_budget_s"] = args.time_budget
+    if args.max_iterations is not None:
+        overrides["max_iterations"] = args.max_iterations
+    runs = []
+    for dr in settings:
+        for train_sim in args.train_sims:
+            for seed in args.seeds:
+                name = f"{args.task}_{train_sim}_{'dr' if dr else 'nodr'}_s{seed}"
+                print(f"[sim_to_sim] training {name} ...", file=sys.stderr, flush=True)
+                t0 = time.perf_counter()
+                result = train(args.task, train_sim, num_envs=args.num_envs, seed=seed,
+                               randomization=str(plan) if dr else None, train_config=overrides or None,
+                               out_dir=args.runs / name, progress=False)
+                wall = time.perf_counter() - t0
+                run = {"name": name, "task": args.task, "train_sim": train_sim, "dr": dr, "seed": seed,
+                       "iterations": result.iterations, "env_steps": result.env_steps, "train_wall_s": wall,
+                       "stop_reason": result.stop_reason, "final_eval": result.final_eval,
+                       "checkpoint": str(result.checkpoint), "eval": {}}
+                for eval_sim in args.eval_sims:
+                    ev = evaluate(result.checkpoint, eval_sim, seeds=tuple(args.eval_seeds),
+                                  episodes_per_seed=args.episodes, task_config_override={"randomization": None})
+                    run["eval"][eval_sim] = ev.to_dict()
+                    print(f"[sim_to_sim]   on {eval_sim}: success {ev.success_rate.mean:.3f},"
+                          f" return {ev.mean_return.mean:.1f}", file=sys.stderr, flush=True)
+                runs.append(run)
+
+    out = args.out or HERE / "results" / f"sim_to_sim_{args.task}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    import platform
+
+    out.write_text(json.dumps({"task": args.task, "args": {k: str(v) if isinstance(v, Path) else v
+                                                           for k, v in vars(args).items()},
+                               "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform()},
+                               "runs": runs}, indent=2))
+
+    print(f"\n{args.task}: training seeds {args.seeds}, evaluation seeds {args.eval_seeds} x {args.episodes}"
+          " episodes; mean ± 95 % t-interval over training seeds\n")
+    print("| trained on | DR | evaluated on | success rate | return | train wall s | env steps |")
+    print("|---|---|---|---|---|---|---|")
+    for dr in settings:
+        for train_sim in args.train_sims:
+            group = [r for r in runs if r["dr"] == dr and r["train_sim"] == train_sim]
+            for eval_sim in args.eval_sims:
+                succ = [r["eval"][eval_sim]["success_rate"]["mean"] for r in group]
+                ret = [r["eval"][eval_sim]["mean_return"]["mean"] for r in group]
+                print(f"| {train_sim} | {'plan' if dr else 'off'} | {eval_sim} | {_cell(succ, '.3f')} |"
+                      f" {_cell(ret, '.1f')} | {_cell([r['train_wall_s'] for r in group], '.0f')} |"
+                      f" {_cell([float(r['env_steps']) for r in group], '.0f')} |")
+    print(f"\nJSON: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
