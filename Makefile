@@ -41,6 +41,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_mujoco.py
 	$(BIN)/python benchmarks/bench_sapien.py
 	MUJOCO_GL=egl $(BIN)/python benchmarks/bench_playback.py
+	MUJOCO_GL=egl $(BIN)/python benchmarks/bench_tasks.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -141,7 +141,7 @@ def bench_overhead(s: Settings) -> dict:
 def bench_training(s: Settings) -> dict:
     from simbackend.training import TrainConfig, train
 
-    cases = {}
+    runs = {}
     for sim, n in s.train_envs.items():
         cfg = TrainConfig.for_task("cartpole", num_envs=n, seed=0, max_iterations=s.train_iterations + 1,
                                    eval_interval=0)
@@ -152,7 +152,7 @@ def bench_training(s: Settings) -> dict:
         rows = result.rows[1:]  # the first iteration warms up (allocation, first calls)
         steps = len(rows) * n * cfg.num_steps_per_env
         secs = sum(r["collect_s"] + r["learn_s"] for r in rows)
-        cases[sim] = {
+        runs[sim] = {
             "num_envs": n,
             "iterations_timed": len(rows),
             "env_steps": steps,
@@ -160,7 +160,7 @@ def bench_training(s: Settings) -> dict:
             "rate": steps / secs,
             "wall_s_total": wall,
         }
-    return {"cases": cases, "figures": []}
+    return {"runs": runs, "figures": []}
 
 
 BENCHES: dict[str, Callable[[Settings], dict]] = {"overhead": bench_overhead, "training": bench_training}
@@ -176,9 +176,9 @@ def machine() -> dict:
 
 def extra_rows(table: Any, sections: dict, console: Any) -> None:
     data = sections.get("training")
-    if not data or "cases" not in data:
+    if not data or "runs" not in data:
         return
-    for sim, c in data["cases"].items():
+    for sim, c in data["runs"].items():
         table.add_row("training", sim, "ppo", f"{1e3 * c['seconds'] / c['iterations_timed']:.0f}",
                       _common.fmt_rate(c), "env-steps/s",
                       f"rsl-rl PPO on cartpole, N = {c['num_envs']}, {c['iterations_timed']} iterations")
