@@ -185,3 +185,21 @@ def test_playback_record_section_compares_step_with_and_without_a_recorder(tmp_p
     assert len(names) == 2 and all("recording overhead" in n for n in names)
     assert all(f["op"] == "<=" and f["target"] == 0.05 for f in section["figures"])
     assert "recording overhead" in proc.stdout
+
+
+TASKS_SCRIPT = BENCHMARKS / "bench_tasks.py"
+
+
+def test_tasks_overhead_section_compares_task_and_vector_env_with_the_bare_backend(tmp_path):
+    out = tmp_path / "tasks.json"
+    proc = _run("--quick", "--only", "overhead", "--out", str(out), script=TASKS_SCRIPT)
+    assert proc.returncode == 0, f"bench_tasks.py failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    data = json.loads(out.read_text())
+    section = data["sections"]["overhead"]
+    assert set(section["cases"]) == {"cartpole", "quadruped"}
+    for case in section["cases"].values():
+        _check_variants(case["variants"], data["settings"]["rounds"])
+        assert set(case["variants"]) == {"bare", "task", "vector"}
+        assert 0 < case["rate_ratio_vector_vs_bare"]["median"] < 2
+    assert [f["target"] for f in section["figures"]] == [0.8, 0.8]
+    assert "vector env vs bare backend" in proc.stdout
