@@ -608,7 +608,7 @@ class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, PlaybackMixin,
         self._enter_mutation("set_state")
         ids = V.env_ids(env_ids, self.num_envs, host_ids=self._host_ids)
         n = ids.size
-        dev, dt = self._device, self.hook_dtype
+        dev, dt = self._device, self._input_dtype
         qpos = V.real_tensor(qpos, "qpos", (n, self.nq), device=dev, dtype=dt)
         qvel = (torch.zeros((n, self.nv), dtype=dt, device=dev) if qvel is None
                 else V.real_tensor(qvel, "qvel", (n, self.nv), device=dev, dtype=dt))
@@ -626,6 +626,7 @@ class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, PlaybackMixin,
             rows = torch.as_tensor(ids, device=dev)
             qpos = torch.where(held[:, None], self.get_qpos()[rows].to(dt), qpos)
             qvel = torch.where(held[:, None], self.get_qvel()[rows].to(dt), qvel)
+        qpos, qvel = qpos.to(self.hook_dtype), qvel.to(self.hook_dtype)
         if randomization is not None:  # drawn and checked before anything is written
             prepared = self._dr_prepare(randomization, "reset", ids, True)
             qpos, qvel = self._dr_commit(prepared, qpos, qvel)
@@ -760,7 +761,7 @@ class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, PlaybackMixin,
         if (ids == 0).any():
             raise IndexRangeError("body_ids: the world body (id 0) cannot take a force")
         shape = (self.num_envs, ids.size, 3)
-        dev, dt = self._device, self.hook_dtype
+        dev, dt = self._device, self._input_dtype
         force = V.real_tensor(force, "force", shape, device=dev, dtype=dt)
         torque = (torch.zeros(shape, dtype=dt, device=dev) if torque is None
                   else V.real_tensor(torque, "torque", shape, device=dev, dtype=dt))
@@ -773,7 +774,7 @@ class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, PlaybackMixin,
             torque = torch.where(held[:, None, None], 0.0, torque)
             self._faults.publish()
         if ids.size:
-            self._apply_body_force(ids, force, torque)
+            self._apply_body_force(ids, force.to(self.hook_dtype), torque.to(self.hook_dtype))
 
     def add_observer(self, observer: Any) -> None:
         """Call ``observer`` after every successful ``step`` and state or parameter write.
@@ -877,9 +878,17 @@ class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, PlaybackMixin,
     def _site_quat_w(self, ids: np.ndarray) -> torch.Tensor:
         """(N, S, 4) wxyz for validated site ids."""
 
-    @abc.abstractmethod
     def _sensor_data(self, sensor_id: int) -> torch.Tensor:
-        """(N, dim) for a sensor whose type the capabilities list."""
+        """(N, dim) for a sensor whose type the capabilities list.
+
+        The default computes the core sensor types from this backend's own body
+        hooks and qpos/qvel, with MuJoCo's meaning (:mod:`simbackend.sensors`);
+        an engine that evaluates MuJoCo's sensors itself overrides it.
+        """
+        from simbackend.sensors import FrameSensors
+
+        sensors = self.__dict__.get("_frame_sensors") or self.__dict__.setdefault("_frame_sensors", FrameSensors(self))
+        return sensors.read(self, sensor_id)
 
     @abc.abstractmethod
     def _set_state(self, env_ids: np.ndarray, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
@@ -1033,17 +1042,23 @@ class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, PlaybackMixin,
 
     def _check_ctrl(self, ctrl: Any, argument: str) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
         """Validated ``(N, nu)`` ctrl and, on a GPU backend, the ``(N,)`` mask of envs to hold."""
-        dev, dt = self._device, self.hook_dtype
+        dev, dt = self._device, self._input_dtype
         if ctrl is None:
             if self.num_actuators:
                 raise InvalidArgumentError(f"{argument}: required, the model has {self.num_actuators} actuators")
-            return torch.zeros((self.num_envs, 0), dtype=dt, device=dev), None
+            return torch.zeros((self.num_envs, 0), dtype=self.hook_dtype, device=dev), None
         t = V.real_tensor(ctrl, argument, (self.num_envs, self.num_actuators), device=dev, dtype=dt)
         held = self._check_values(np.arange(self.num_envs), [(argument, t, "nonfinite", None),
                                                              (argument, t, V.MAX_REAL_INPUT, None)])
         if held is not None:
             t = torch.where(held[:, None], 0.0, t)
-        return t, held
+        return t.to(self.hook_dtype), held
+
+    @property
+    def _input_dtype(self) -> torch.dtype:
+        """dtype inputs are validated in: float64 at least, so that a finite value too large for a
+        float32 hook is reported as too large (``ValueRangeError``), not as infinite after the cast."""
+        return torch.float64 if self.hook_dtype.itemsize < 8 else self.hook_dtype
 
     def _base_ids(self) -> np.ndarray:
         return np.array([self._info.base_body], dtype=np.int64)

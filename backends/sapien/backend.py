@@ -42,12 +42,11 @@ from simbackend.capabilities import CORE_SENSOR_TYPES, Capabilities
 from simbackend.contract import SimBackend
 from simbackend.divergence import diverged_rows
 from simbackend.errors import UnsupportedFeatureError
-from simbackend.math import cross, quat_apply_inverse, quat_conj, quat_mul
 from simbackend.models import compile_model, model_info
 from simbackend.options import EngineOption, check_choice, check_int, optional
 
-from .layout import Layout, to_tensor
-from .plan import build_plan, sensor_frames
+from .layout import Layout
+from .plan import build_plan
 from .randomize import CPU_TERMS, EnvParams
 
 _SENSOR_TYPES = frozenset(CORE_SENSOR_TYPES)
@@ -152,9 +151,6 @@ class SapienBackend(SimBackend):
         e = self.engine
         site_pose = np.concatenate([np.asarray(m.site_pos, np.float64), np.asarray(m.site_quat, np.float64)], 1)
         self.layout = Layout(plan, e.rows, e.cols, e.origins, site_pose, device)
-        #: sensor id -> (obj body, obj local pose (1, 7), ref body, ref local pose (1, 7), cutoff, objid)
-        self._sensor_frames = {k: (ob, to_tensor(ol, device)[None], rb, to_tensor(rl, device)[None], cutoff, objid)
-                               for k, (ob, ol, rb, rl, cutoff, objid) in sensor_frames(m).items()}
         self._params = None if self._gpu else EnvParams(self)
         if self._gpu:  # place every env at qpos0 through the CUDA buffers (links start at their entity poses)
             ids = np.arange(self.num_envs)
@@ -260,51 +256,6 @@ class SapienBackend(SimBackend):
         data = self.engine.link_data(None, arts=np.array([art]) if art >= 0 else None)  # joint frames of its tree
         jacp, jacr = self.layout.site_jacobian(data, site_id, cols)
         return self._out(jacp), self._out(jacr)
-
-    # ------------------------------------------------------------------
-    # sensors: computed from the state with MuJoCo's meaning
-    # ------------------------------------------------------------------
-    def _frame_state(self, body: int, local: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """(pos, quat, lin vel of the frame's point, ang vel) ``(N, ·)`` of a frame fixed on ``body``
-        at ``local`` ``(1, 7)`` (pos + wxyz in the body frame)."""
-        ids = np.array([body])
-        link = self._links(ids)
-        pos, quat = self.layout.frames(link, local)
-        v0, w = (t[:, 0] for t in self._body_vel_w(ids))
-        v = v0 + cross(w, pos[:, 0] - link[:, 0, :3])
-        return pos[:, 0], quat[:, 0], v, w
-
-    def _sensor_data(self, sensor_id: int) -> torch.Tensor:
-        stype = self._info.sensor_type[sensor_id]
-        ob, ol, rb, rl, cutoff, objid = self._sensor_frames[sensor_id]
-        if stype in ("jointpos", "jointvel"):
-            q = self.get_qpos() if stype == "jointpos" else self.get_qvel()
-            adr = (self._info.joint_qposadr if stype == "jointpos" else self._info.joint_dofadr)[objid]
-            val = q[:, adr:adr + 1].to(torch.float64)
-        else:
-            if ob == -2 or rb == -2:
-                raise UnsupportedFeatureError(self.name, "sensor object type",
-                                              f"sensor {self.sensor_names[sensor_id]!r} is attached to a camera")
-            p, q, v, w = self._frame_state(ob, ol)
-            if stype == "gyro":
-                val = quat_apply_inverse(q, w)
-            elif stype == "velocimeter":
-                val = quat_apply_inverse(q, v)
-            elif rb < 0:
-                val = {"framepos": p, "framequat": q, "framelinvel": v, "frameangvel": w}[stype]
-            else:
-                rp, rq, rv, rw = self._frame_state(rb, rl)
-                if stype == "framepos":
-                    val = quat_apply_inverse(rq, p - rp)
-                elif stype == "framequat":
-                    val = quat_mul(quat_conj(rq), q)
-                elif stype == "framelinvel":
-                    val = quat_apply_inverse(rq, v - rv - cross(rw, p - rp))
-                else:
-                    val = quat_apply_inverse(rq, w - rw)
-        if cutoff > 0 and stype != "framequat":
-            val = val.clamp(-cutoff, cutoff)
-        return self._out(val)
 
     # ------------------------------------------------------------------
     # mutation

@@ -122,18 +122,34 @@ def compile_model(source: ModelSource, *, package_dirs: Any = None, actuators: A
     """
     import mujoco
 
-    dirs = package_dirs_option(package_dirs)
-    specs = actuator_specs(actuators)
-    if fuse_static is not None and not isinstance(fuse_static, (bool, np.bool_)):
-        raise ArgumentTypeError(f"fuse_static: expected True, False or None, got {type(fuse_static).__name__}"
-                                f" {fuse_static!r}")
     if isinstance(source, mujoco.MjModel):
+        dirs, specs = package_dirs_option(package_dirs), actuator_specs(actuators)
+        _check_fuse_static(fuse_static)
         given = [k for k, v in (("package_dirs", dirs), ("actuators", specs)) if v]
         given += ["fuse_static"] if fuse_static is not None else []
         if given:
             raise InvalidArgumentError(f"{', '.join(given)}: a compiled mujoco.MjModel takes no model options;"
                                  " pass the MJCF/URDF path or a mujoco.MjSpec instead")
         return source
+    spec, label, urdf = _prepared_spec(source, package_dirs, actuators, fuse_static)
+    return _compiled(spec, label, urdf)
+
+
+def _check_fuse_static(fuse_static: Any) -> None:
+    if fuse_static is not None and not isinstance(fuse_static, (bool, np.bool_)):
+        raise ArgumentTypeError(f"fuse_static: expected True, False or None, got {type(fuse_static).__name__}"
+                                f" {fuse_static!r}")
+
+
+def _prepared_spec(source: Any, package_dirs: Any, actuators: Any,
+                   fuse_static: Optional[bool]) -> tuple["mujoco.MjSpec", str, bool]:  # noqa: F821
+    """The spec of a file, built-in name or ``MjSpec`` source with the model options applied, its label
+    for messages, and whether it came from a URDF."""
+    import mujoco
+
+    dirs = package_dirs_option(package_dirs)
+    specs = actuator_specs(actuators)
+    _check_fuse_static(fuse_static)
     urdf = False
     if isinstance(source, mujoco.MjSpec):
         spec, label = source.copy(), "the MjSpec"
@@ -155,11 +171,160 @@ def compile_model(source: ModelSource, *, package_dirs: Any = None, actuators: A
     if fuse_static is not None and not urdf:
         spec.compiler.fusestatic = bool(fuse_static)
     add_actuators(spec, specs)
+    return spec, label, urdf
+
+
+def _compiled(spec: "mujoco.MjSpec", label: str, urdf: bool) -> "mujoco.MjModel":  # noqa: F821
     try:
         return spec.compile()
     except Exception as e:  # mujoco raises ValueError with the compiler's (multi-line) message
         msg = _one_line(e)
         raise ModelLoadError(f"MuJoCo could not compile {label}: {msg}{urdf_error_hint(msg) if urdf else ''}") from e
+
+
+def export_mjcf(source: ModelSource, folder: Union[str, os.PathLike], *, package_dirs: Any = None,
+                actuators: Any = None, fuse_static: Optional[bool] = None) -> tuple["mujoco.MjModel", Path]:  # noqa: F821
+    """Compile a model source as :func:`compile_model` does, and write the same model as one MJCF file.
+
+    For engines with their own MJCF compiler (a plugin backend loads the file
+    and maps its elements to the :class:`ModelInfo` of the returned model by
+    name). The file is written so that another compiler needs none of MuJoCo's
+    compile-time inference:
+
+    * every element :func:`model_info` names is named as it names it
+      (unnamed ones ``body7``, ``joint0``, ...), so names match one to one;
+    * static bodies are fused as the compiled model fused them;
+    * every body's inertial is explicit (what MuJoCo inferred from its geoms);
+    * meshes, height fields and textures are absolute paths, and assets
+      held in memory (a URDF's ASCII STL meshes converted to binary) are
+      written next to the file.
+
+    Args:
+        source: a path, a built-in name or a ``mujoco.MjSpec`` (a compiled
+            ``MjModel`` cannot be written back: it raises ``ModelLoadError``).
+        folder: an existing folder the file (``model.xml``) and its in-memory
+            assets are written to.
+
+    Returns:
+        ``(model, path)``: the compiled model (the one :func:`compile_model`
+        gives) and the MJCF file. The file compiles, in MuJoCo, to a model
+        with the same names, tree, joints and layout (checked before returning).
+    """
+    import mujoco
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise InvalidArgumentError(f"folder: {str(folder)!r} is not an existing folder")
+    if isinstance(source, mujoco.MjModel):
+        return source, _written_again(source, folder, package_dirs, actuators, fuse_static)
+    spec, label, urdf = _prepared_spec(source, package_dirs, actuators, fuse_static)
+    m = _compiled(spec, label, urdf)
+    out = spec.copy()
+    try:
+        if out.compiler.fusestatic:
+            out.fuse_static()
+            out.compiler.fusestatic = False
+    except Exception as e:
+        raise ModelLoadError(f"{label}: cannot write the compiled model as MJCF: {_one_line(e)}") from e
+    bodies = list(out.bodies)
+    if len(bodies) == m.nbody:  # else reported below, with the other element counts
+        for k, body in enumerate(bodies[1:], 1):  # the inertials MuJoCo inferred or scaled, made explicit
+            body.mass = float(m.body_mass[k])
+            body.ipos = m.body_ipos[k].copy()
+            body.iquat = m.body_iquat[k].copy()
+            body.inertia = m.body_inertia[k].copy()
+            body.fullinertia = np.full(6, np.nan)
+            body.explicitinertial = True
+    try:
+        out.compiler.inertiafromgeom = mujoco.mjtInertiaFromGeom.mjINERTIAFROMGEOM_FALSE
+        out.compiler.settotalmass = -1.0
+    except Exception as e:
+        raise ModelLoadError(f"{label}: cannot write the compiled model as MJCF: {_one_line(e)}") from e
+    info = model_info(m)
+    groups = (("body", out.bodies, info.body_names), ("joint", out.joints, info.joint_names),
+              ("site", out.sites, info.site_names), ("geom", out.geoms, info.geom_names),
+              ("actuator", out.actuators, info.actuator_names), ("sensor", out.sensors, info.sensor_names))
+    for kind, elements, names in groups:
+        elements = list(elements)
+        if len(elements) != len(names):
+            raise ModelLoadError(f"{label}: the spec holds {len(elements)} {kind}s where the compiled model has"
+                                 f" {len(names)}; it cannot be written back as MJCF")
+        for k, (element, name) in enumerate(zip(elements, names)):
+            if not element.name and not (kind == "body" and k == 0):
+                element.name = name
+    _absolute_assets(out, folder, label)
+    try:
+        text = out.to_xml()
+        again = mujoco.MjSpec.from_string(text, assets=dict(out.assets) or None)
+        check = model_info(again.compile())
+    except Exception as e:
+        raise ModelLoadError(f"{label}: the model written as MJCF does not compile again: {_one_line(e)}") from e
+    for f in ("body_names", "joint_names", "site_names", "geom_names", "actuator_names", "sensor_names",
+              "body_parent", "joint_type", "joint_body", "joint_qposadr", "joint_dofadr"):
+        if not np.array_equal(np.asarray(getattr(check, f)), np.asarray(getattr(info, f))):
+            raise ModelLoadError(f"{label}: the model written as MJCF differs from the compiled one in {f}")
+    path = folder / "model.xml"
+    path.write_text(text)
+    memory = {p.name: p.read_bytes() for p in folder.iterdir() if p.name != "model.xml" and p.is_file()}
+    _WRITTEN[_model_digest(m)] = (text, str(folder), memory)
+    return m, path
+
+
+def _model_digest(m: "mujoco.MjModel") -> str:  # noqa: F821
+    """A digest of the whole compiled model (its MJB bytes): every parameter, not only ModelInfo's."""
+    import hashlib
+
+    return hashlib.blake2b(model_to_bytes(m), digest_size=16).hexdigest()
+
+
+#: digest of a model written by export_mjcf in this process -> (MJCF text, its folder, in-memory assets)
+_WRITTEN: dict[str, tuple[str, str, dict[str, bytes]]] = {}
+
+
+def _written_again(m: "mujoco.MjModel", folder: Path, package_dirs: Any, actuators: Any,  # noqa: F821
+                   fuse_static: Any) -> Path:
+    """The MJCF of a compiled model that :func:`export_mjcf` wrote before in this process (the same
+    model, bit for bit: a recording's model, say), written again into ``folder``."""
+    given = [k for k, v in (("package_dirs", package_dirs), ("actuators", actuators), ("fuse_static", fuse_static))
+             if v is not None and v != []]
+    if given:
+        raise InvalidArgumentError(f"{', '.join(given)}: a compiled mujoco.MjModel takes no model options;"
+                                   " pass the MJCF/URDF path or a mujoco.MjSpec instead")
+    hit = _WRITTEN.get(_model_digest(m))
+    if hit is None:
+        raise ModelLoadError("a compiled mujoco.MjModel cannot be written back as MJCF unless this process"
+                             " wrote the same model before; pass the MJCF/URDF path, the built-in name or a"
+                             " mujoco.MjSpec")
+    text, old, memory = hit
+    for name, data in memory.items():
+        (folder / name).write_bytes(data)
+        text = text.replace(str(Path(old) / name), str(folder / name))
+    path = folder / "model.xml"
+    path.write_text(text)
+    return path
+
+
+def _absolute_assets(spec: "mujoco.MjSpec", folder: Path, label: str) -> None:  # noqa: F821
+    """Point every file asset of ``spec`` at an absolute path; write in-memory assets into ``folder``."""
+    base = Path(spec.modelfiledir or ".")
+    memory = dict(spec.assets)
+    for kind, items, subdir in (("mesh", spec.meshes, spec.meshdir), ("hfield", spec.hfields, spec.meshdir),
+                                ("texture", spec.textures, spec.texturedir)):
+        for k, item in enumerate(items):
+            file = getattr(item, "file", "")
+            if not file:
+                continue
+            if file in memory:
+                target = folder / f"{kind}{k}_{Path(file).name}"
+                target.write_bytes(bytes(memory[file]))
+                item.file = str(target)
+                continue
+            p = Path(file)
+            if not p.is_absolute():
+                p = base / (subdir or "") / p
+            item.file = str(p.resolve())
+    spec.meshdir = ""
+    spec.texturedir = ""
 
 
 def _one_line(e: BaseException) -> str:
@@ -317,6 +482,40 @@ def model_info(m: "mujoco.MjModel") -> ModelInfo:
     )
 
 
+#: body id :func:`sensor_frames` gives an object a frame sensor cannot read (a camera, say)
+UNREADABLE = -2
+
+
+def sensor_frames(m: Any) -> dict[int, tuple]:
+    """Where each sensor of compiled model ``m`` reads: sensor id ->
+    ``(obj body, obj local pose (7,), ref body or -1, ref local pose (7,), cutoff, objid)``.
+
+    Local poses are pos + wxyz in the body frame; body :data:`UNREADABLE`
+    marks an object type read from no body (cameras and others).
+    """
+    import mujoco
+
+    obj = mujoco.mjtObj
+
+    def frame(objtype: int, objid: int) -> tuple[int, np.ndarray]:
+        if objtype == int(obj.mjOBJ_XBODY):
+            return objid, np.array([0, 0, 0, 1.0, 0, 0, 0])
+        if objtype == int(obj.mjOBJ_BODY):
+            return objid, np.concatenate([m.body_ipos[objid], m.body_iquat[objid]])
+        if objtype == int(obj.mjOBJ_SITE):
+            return int(m.site_bodyid[objid]), np.concatenate([m.site_pos[objid], m.site_quat[objid]])
+        if objtype == int(obj.mjOBJ_GEOM):
+            return int(m.geom_bodyid[objid]), np.concatenate([m.geom_pos[objid], m.geom_quat[objid]])
+        return UNREADABLE, np.zeros(7)
+
+    out = {}
+    for s in range(m.nsensor):
+        ob, ol = frame(int(m.sensor_objtype[s]), int(m.sensor_objid[s]))
+        rb, rl = (-1, np.zeros(7)) if m.sensor_refid[s] < 0 else frame(int(m.sensor_reftype[s]), int(m.sensor_refid[s]))
+        out[s] = (ob, ol, rb, rl, float(m.sensor_cutoff[s]), int(m.sensor_objid[s]))
+    return out
+
+
 def model_to_bytes(m: "mujoco.MjModel") -> bytes:
     """The compiled model as MuJoCo's binary format (MJB): meshes, textures and options included,
     so a recording can rebuild the model without the files it came from."""
@@ -337,5 +536,6 @@ def model_from_bytes(data: bytes) -> "mujoco.MjModel":
         raise ModelLoadError(f"the stored model is not a MuJoCo binary model (MJB): {' '.join(str(e).split())}") from None
 
 
-__all__ = ["ActuatorSpec", "builtin_models", "builtin_model_path", "compile_model", "describe_source", "model_info",
-           "model_from_bytes", "model_to_bytes"]
+__all__ = ["ActuatorSpec", "builtin_models", "builtin_model_path", "compile_model", "describe_source", "export_mjcf",
+           "model_info",
+           "model_from_bytes", "model_to_bytes", "sensor_frames"]

@@ -65,6 +65,17 @@ FIELDS: Mapping[str, tuple[str, Optional[float], str]] = {
 CORE_TERMS = ("joint_default_pos", "body_velocity_delta", "body_force")
 
 
+def _welded_to_world(info: Any) -> np.ndarray:
+    """``(nbody,)`` bool: the world body and the bodies with no joint on their path to it (they never move)."""
+    jointed = np.zeros(info.nbody, bool)
+    jointed[np.asarray(info.joint_body, np.int64)] = True
+    out = np.zeros(info.nbody, bool)
+    out[0] = True
+    for b in range(1, info.nbody):  # parents come before their children in the compiled order
+        out[b] = out[int(info.body_parent[b])] and not jointed[b]
+    return out
+
+
 def core_dr_support(body_forces: bool) -> frozenset[str]:
     """The ``"<term>:<phase>"`` entries every backend has through the contract alone."""
     terms = ["joint_default_pos", "body_velocity_delta"] + (["body_force"] if body_forces else [])
@@ -320,6 +331,9 @@ class RandomizationMixin:
         if kind.startswith("body_"):
             ok = ids > 0
             why = "the world body"
+            if kind in ("body_mass", "body_com", "body_inertia"):
+                ok &= ~_welded_to_world(info)[ids]
+                why = "the world body, or welded to it: no joint between it and the world, so its mass never acts"
             if kind == "body_velocity_delta":
                 free = {int(info.joint_body[j]) for j in np.flatnonzero(info.joint_type == JOINT_FREE)}
                 ok &= np.array([int(b) in free for b in ids], bool)
