@@ -7,8 +7,9 @@ PYTHON     ?= python3
 VENV       ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 SIM        ?= mujoco
-# the backends `make test` runs the conformance suite against
-SIMS       ?= mujoco sapien
+# the backends `make test` runs the conformance suite against (motrix: the plugin in backends/motrix,
+# installed as a third party would install it)
+SIMS       ?= mujoco sapien motrix
 # CPU PhysX holds one scene per env (at most 1000 per process): a smaller demo batch there
 DEMO_ENVS  ?= $(if $(filter sapien,$(SIM)),256,1024)
 BIN        := $(VENV)/bin
@@ -16,13 +17,15 @@ STAMP      := $(VENV)/.simbackend-installed
 
 .PHONY: setup demo test contract bench clean
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml backends/motrix/pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
 # setuptools announces every editable install that uses its import finder (this layout maps
 # backends/, cli/, contract_tests/ into simbackend.*); recent pip (26.x) shows that even with --quiet
 	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install --quiet -e ".[test]"
+# the MotrixSim backend is a separate distribution (a plugin): installed after the package it plugs into
+	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install --quiet -e backends/motrix
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -31,7 +34,7 @@ demo: $(STAMP)
 	MUJOCO_GL=egl $(BIN)/simbackend run --sim $(SIM) --model arm7 --num-envs $(DEMO_ENVS) --steps 500 --nsteps 4
 
 test: $(STAMP)
-	MUJOCO_GL=egl $(BIN)/python -m pytest tests
+	MUJOCO_GL=egl $(BIN)/python -m pytest tests backends/motrix/tests
 	for sim in $(SIMS); do MUJOCO_GL=egl $(BIN)/python -m pytest contract_tests --sim $$sim || exit 1; done
 
 contract: $(STAMP)
@@ -40,6 +43,7 @@ contract: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_mujoco.py
 	$(BIN)/python benchmarks/bench_sapien.py
+	MUJOCO_GL=egl $(BIN)/python benchmarks/bench_motrix.py
 	MUJOCO_GL=egl $(BIN)/python benchmarks/bench_playback.py
 	MUJOCO_GL=egl $(BIN)/python benchmarks/bench_tasks.py
 

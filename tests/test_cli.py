@@ -145,7 +145,7 @@ def test_unknown_sim_is_a_usage_error(tmp_path: Path, command: str) -> None:
     assert proc.returncode == 2, proc.stdout + proc.stderr
     err = _flat(proc.stderr)
     assert "'nope' is not a registered backend" in err
-    assert "registered backends: mujoco" in err
+    assert re.search(r"registered backends: [a-z, ]*\bmujoco\b", err), err  # plugins may sort before it
     assert "Traceback" not in proc.stderr + proc.stdout
 
 
@@ -294,7 +294,7 @@ def test_info_lists_backends_versions_and_capabilities(runner: CliRunner) -> Non
         assert re.search(rf"\b{f.name}\b", flat), f"capability row {f.name!r} missing"
     assert re.search(r"status ok", flat)
     assert re.search(r"divergence_detection yes", flat)
-    assert "sensor_types all 8 core; " in flat  # long sets are summarised
+    assert re.search(r"sensor_types [^|]*all 8 core; ", flat)  # long sets are summarised (any column order)
     assert "tendonpos" not in flat
 
 

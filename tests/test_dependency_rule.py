@@ -21,7 +21,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
-ENGINES = ("mujoco", "sapien")
+ENGINES = ("mujoco", "sapien", "motrixsim")
 
 #: repo folder -> import name of the package it holds (pyproject's package-dir)
 PACKAGE_ROOTS = {
@@ -311,7 +311,39 @@ def test_pyproject_lists_every_package_folder() -> None:
         for init in (REPO / folder).rglob("__init__.py"):
             rel = init.parent.relative_to(REPO / folder)
             name = ".".join([pkg, *rel.parts])
+            if _own_distribution(init.parent, REPO / folder):
+                continue  # a plugin with its own pyproject.toml (backends/motrix) ships separately
             if "__pycache__" not in rel.parts and not any(name.startswith(r + ".") and r != pkg for r in roots)\
                     and name not in listed:
                 missing.append(name)
     assert not missing, f"pyproject.toml [tool.setuptools] packages misses {sorted(set(missing))}"
+
+
+def _own_distribution(folder: Path, root: Path) -> bool:
+    """Whether ``folder`` lies in a folder below ``root`` holding its own ``pyproject.toml``."""
+    return any((p / "pyproject.toml").is_file() for p in [folder, *folder.parents] if p != root and root in p.parents)
+
+
+PLUGIN = REPO / "backends" / "motrix"
+
+
+def test_main_package_does_not_know_the_plugin() -> None:
+    """The MotrixSim plugin is a third party: nothing the main distribution ships names it, and it
+    reaches the core only through simbackend's public modules (never another backend's package)."""
+    for folder in CHECKED + ("backends/mujoco", "backends/sapien"):
+        for path in (REPO / folder).rglob("*.py"):
+            text = path.read_text().lower()
+            assert "motrix" not in text, f"{path.relative_to(REPO)} names the motrix plugin"
+    main = (REPO / "pyproject.toml").read_text().lower()
+    assert "motrix" not in main, "the main pyproject names the motrix plugin"
+    for path in (PLUGIN / "simbackend_motrix").rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        visitor = _Imports("simbackend_motrix." + path.stem, path.stem == "__init__")
+        visitor.visit(tree)
+        for line, module in visitor.found:
+            top = module.split(".")[0]
+            assert top in ("simbackend", "simbackend_motrix", "motrixsim", "numpy", "torch", "__future__", "typing",
+                           "copy", "os", "re", "tempfile", "xml", "pathlib", "collections"), \
+                f"{path.name}:{line} imports {module}"
+            assert not module.startswith(("simbackend.backends", "simbackend.cli", "simbackend.contract_tests")), \
+                f"{path.name}:{line} imports {module}: a plugin talks to the public API only"

@@ -1,0 +1,507 @@
+"""The MotrixSim backend: the SimBackend contract on Motrix's batched scene data.
+
+One ``motrixsim.SceneData(batch=[N])`` holds every env; ``SceneModel.step``
+advances them together on Motrix's thread pool (no Python loop over envs).
+The model is compiled by MuJoCo, written back as MJCF and compiled again by
+Motrix (:mod:`.loading`); names, orders and layouts are matched by name
+(:mod:`.mapping`).
+
+State: ``qpos``/``qvel`` are one column permutation of Motrix's ``dof_pos``/
+``dof_vel`` (quaternions xyzw -> wxyz). ``set_state`` writes the named envs
+through a view of the batch (``SceneData[DisjointIndices]``) with Motrix's
+``reset``, which also clears their solver caches, and runs forward
+kinematics, so getters are current without a step. Body poses and
+velocities come from ``get_link_states`` (link frame origins, world frame),
+read once per state.
+
+Divergence: Motrix never raises from a step and reports no per-env failure;
+a blown-up env turns non-finite or huge, which the contract's rule
+(:mod:`simbackend.divergence`) flags on the state read after the call. Those
+envs get back their pre-call state.
+
+Everything is float32 (Motrix's real type), so the hooks take float32.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Optional
+
+import numpy as np
+import torch
+
+from simbackend.capabilities import CORE_SENSOR_TYPES, Capabilities
+from simbackend.contract import SimBackend
+from simbackend.divergence import diverged_rows
+from simbackend.model_info import JOINT_BALL
+from simbackend.models import describe_source, model_info
+from simbackend.options import EngineOption, check_positive_float, optional
+
+from .loading import load
+from .mapping import WXYZ_FROM_XYZW, Mapping
+
+#: domain-randomization terms applied through Motrix's per-instance overrides
+DR_TERMS = ("body_mass", "body_com", "body_inertia", "geom_friction", "actuator_kp", "actuator_kv",
+            "joint_armature", "joint_frictionloss", "gravity")
+#: Motrix's solver tolerance unless ``motrix={"solver_tolerance": ...}`` says otherwise. Motrix's own
+#: default, 1e-4, leaves results depending on the solver's warm start by ~2e-6 (a restored state then
+#: drifts from its twin beyond float32 precision); 1e-6 costs no measurable speed on arm7 or quadruped.
+DEFAULT_TOLERANCE = 1e-6
+#: substeps per engine call when nothing must happen between substeps (a long call stays interruptible)
+CHUNK = 32
+
+_pool_threads: Optional[int] = None
+
+
+def _thread_pool(nthread: int) -> int:
+    """Start Motrix's per-process thread pool on first use; the number of threads it has."""
+    global _pool_threads
+    if _pool_threads is None:
+        import os
+
+        import motrixsim as mx
+
+        try:
+            mx.init_thread_pool(nthread or None)
+            _pool_threads = nthread or (os.cpu_count() or 1)
+        except RuntimeError:  # started already (a model was stepped before the first backend was built)
+            _pool_threads = os.cpu_count() or 1
+    return _pool_threads
+
+
+class MotrixBackend(SimBackend):
+    """MotrixSim backend (CPU).
+
+    Args:
+        model: MJCF/URDF path, ``mujoco.MjSpec`` or built-in name (a compiled
+            ``mujoco.MjModel`` cannot be given: Motrix compiles MJCF itself).
+        num_envs: number of simulations N, one batched ``SceneData``.
+        device: ``"cpu"`` (Motrix runs on the CPU).
+        seed: seed of the backend's random streams.
+        **options: the common options (:mod:`simbackend.options`):
+            ``nthread`` sizes Motrix's thread pool, which Motrix creates once
+            per process (the first Motrix backend of a process sets it; the
+            trajectories are bit-identical for any count);
+            ``solver_iterations`` (Motrix's ``max_iterations``, default 100);
+            ``timestep`` and the model options. The block ``motrix={...}``
+            takes ``solver_tolerance`` (default 1e-6, :data:`DEFAULT_TOLERANCE`;
+            Motrix's own is 1e-4).
+
+    Raises:
+        ModelLoadError: the model holds something Motrix cannot represent
+            (the message names the element) or that cannot be matched to the
+            compiled MuJoCo model.
+    """
+
+    name = "motrix"
+    hook_dtype = torch.float32
+    engine_options = {
+        "solver_tolerance": EngineOption(None, optional(check_positive_float), "Motrix solver tolerance"),
+    }
+
+    def __init__(self, model: Any, num_envs: int, *, device: Any = None, seed: int = 0, **options: Any):
+        opts = self.parse_options(options)
+        device = self.resolve_device(device, allowed=("cpu",))
+        threads = _thread_pool(opts.nthread)
+        import motrixsim as mx
+
+        m, mm, notes = load(model, opts.model)
+        o = mm.options
+        if opts.timestep is not None:
+            m = copy.copy(m)
+            m.opt.timestep = opts.timestep
+            o.timestep = opts.timestep
+        if opts.solver_iterations is not None:
+            o.max_iterations = opts.solver_iterations
+        tol = opts.engine["solver_tolerance"]
+        o.solver_tolerance = DEFAULT_TOLERANCE if tol is None else tol
+        info = model_info(m)
+        mapping = Mapping(info, mm, describe_source(model))
+        super().__init__(info, num_envs, device=device, seed=seed)
+        self._mx = mx
+        self.model, self.mx_model, self.map = m, mm, mapping
+        self.data = mx.SceneData(mm, batch=[self.num_envs])
+        self._notes = tuple(notes) + (f"thread pool: {threads} threads (one pool per process)",
+                                      f"solver: Motrix, at most {o.max_iterations} iterations,"
+                                      f" tolerance {o.solver_tolerance:g}")
+        self._links: Optional[tuple[np.ndarray, ...]] = None
+        self._state: Optional[tuple[np.ndarray, np.ndarray]] = None
+        self._site_plan = None
+        self._sites = [mm.sites[int(k)] for k in mapping.site_index]
+        self._ctrl = np.zeros((self.num_envs, mm.num_actuators), np.float32)
+        self._dr_written: set[str] = set()
+        #: bodies Motrix folds into its static world (welded to it: Motrix holds no mass for them)
+        self._static = frozenset(b for b in range(1, info.nbody)
+                                 if float(mm.links[int(mapping.body_link[b])].mass) == 0.0 and info.body_mass[b] > 0)
+        every = np.arange(self.num_envs)
+        q0 = torch.as_tensor(np.tile(info.qpos0.astype(np.float32), (self.num_envs, 1)))
+        self._set_state(every, q0, torch.zeros((self.num_envs, info.nv)))
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            gpu=False,
+            joint_types=frozenset({"free", "ball", "hinge", "slide"}),
+            actuator_kinds=frozenset({"motor", "position", "velocity", "other"}),
+            sensor_types=CORE_SENSOR_TYPES,
+            rendering=True,  # MuJoCo's renderer draws the compiled model at this backend's state
+            snapshot_restore=True,
+            snapshot_exact=False,
+            domain_randomization=frozenset(f"{t}:{p}" for t in DR_TERMS for p in ("init", "reset", "interval")),
+        )
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What Motrix ignores of the model (never anything the dynamics needs: that is rejected), and the solver."""
+        return self._notes
+
+    # ------------------------------------------------------------------
+    # reads: one engine call per state, cached until the state changes
+    # ------------------------------------------------------------------
+    def _invalidate(self) -> None:
+        self._links = None
+        self._state = None
+
+    def _dofs(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._state is None:
+            self._state = (self.data.dof_pos, self.data.dof_vel)
+        return self._state
+
+    def get_qpos(self) -> torch.Tensor:
+        return torch.from_numpy(self._dofs()[0][:, self.map.qpos_src])
+
+    def get_qvel(self) -> torch.Tensor:
+        return torch.from_numpy(self._dofs()[1][:, self.map.qvel_src])
+
+    def _link_states(self) -> tuple[np.ndarray, ...]:
+        """``(pos, quat wxyz, lin vel of the origin, ang vel)``, ``(N, nbody, ·)`` with the world body at rest."""
+        if self._links is None:
+            pos, quat, lin, ang = self.mx_model.get_link_states(self.data)
+            rows = self.map.body_link
+            n, nb = self.num_envs, rows.size
+            out = (np.zeros((n, nb, 3), np.float32), np.zeros((n, nb, 4), np.float32),
+                   np.zeros((n, nb, 3), np.float32), np.zeros((n, nb, 3), np.float32))
+            out[1][:, 0, 0] = 1.0
+            links = rows[1:]
+            out[0][:, 1:] = pos[:, links]
+            out[1][:, 1:] = quat[:, links][..., WXYZ_FROM_XYZW]
+            out[2][:, 1:] = lin[:, links]
+            out[3][:, 1:] = ang[:, links]
+            self._links = out
+        return self._links
+
+    def _body_pos_w(self, ids: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(self._link_states()[0][:, ids])
+
+    def _body_quat_w(self, ids: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(self._link_states()[1][:, ids])
+
+    def _body_lin_vel_w(self, ids: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(self._link_states()[2][:, ids])
+
+    def _body_ang_vel_w(self, ids: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(self._link_states()[3][:, ids])
+
+    def _site_poses(self, ids: np.ndarray) -> np.ndarray:
+        """``(N, S, 7)`` site poses (pos + xyzw) of sites ``ids``."""
+        out = np.empty((self.num_envs, ids.size, 7), np.float32)
+        for k, s in enumerate(ids):
+            out[:, k] = self._sites[int(s)].get_pose(self.data)
+        return out
+
+    def _site_pos_w(self, ids: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(self._site_poses(ids)[..., :3]))
+
+    def _site_quat_w(self, ids: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(self._site_poses(ids)[..., 3:][..., WXYZ_FROM_XYZW]))
+
+    def _site_jacobian_w(self, site_id: int, cols: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        site = self._sites[site_id]
+        compact = site.get_jacobian(self.data)                       # (N, 6, k): angular rows, then linear
+        full = np.zeros((self.num_envs, 6, self.nv), np.float32)
+        full[:, :, self.map.qvel_of_dof[np.asarray(site.dof_vel_indices, np.int64)]] = compact
+        full = full[:, :, cols]
+        return torch.from_numpy(np.ascontiguousarray(full[:, 3:])), torch.from_numpy(np.ascontiguousarray(full[:, :3]))
+
+    # ------------------------------------------------------------------
+    # writes
+    # ------------------------------------------------------------------
+    def _view(self, env_ids: np.ndarray) -> Any:
+        """The envs ``env_ids`` of the batch, as a Motrix data view that writes through."""
+        if env_ids.size == self.num_envs:
+            return self.data
+        return self.data[self._mx.DisjointIndices(np.asarray(env_ids, np.int64))]
+
+    def _write_dofs(self, env_ids: np.ndarray, dof_pos: np.ndarray, dof_vel: np.ndarray, exact: bool = False,
+                    keep_caches: bool = False) -> None:
+        """Write Motrix-order rows of sorted envs: Motrix's reset of those envs (model overrides kept),
+        then forward kinematics. ``exact``: the positions bit for bit (Motrix's reset normalises
+        quaternions again, which moves their last bits; a restored state must not move).
+        ``keep_caches``: an undone step (its envs go on as if it had not been called), not a new start."""
+        if env_ids.size == self.num_envs and not keep_caches:
+            self._fresh_data()
+        view = self._view(env_ids)
+        dof_pos = np.ascontiguousarray(dof_pos, np.float32)
+        view.reset(self.mx_model, dof_pos=dof_pos, dof_vel=np.ascontiguousarray(dof_vel, np.float32),
+                   forward_kinematic=not exact, reset_overrides=False)
+        if exact:  # the whole batch's positions, unchanged but for these rows (views take no raw writes)
+            full = self.data.dof_pos
+            full[env_ids] = dof_pos
+            self.data.low.set_dof_positions_unchecked(full)
+            self.mx_model.forward_kinematic(self.data)
+        self._invalidate()
+
+    def _fresh_data(self) -> None:
+        """A new batch, with the randomized model values carried over: Motrix keeps contact warm starts
+        through ``reset``, so only fresh data replays bit for bit (a subset write cannot clear them)."""
+        carried = {name: self._read_env_params(name) for name in self._dr_written}
+        self.data = self._mx.SceneData(self.mx_model, batch=[self.num_envs])
+        if carried:
+            self._write_env_params(np.arange(self.num_envs), carried)
+
+    def _set_state(self, env_ids: np.ndarray, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
+        n = env_ids.size
+        dof_pos = np.empty((n, self.mx_model.num_dof_pos), np.float32)
+        dof_vel = np.empty((n, self.mx_model.num_dof_vel), np.float32)
+        dof_pos[:, self.map.qpos_src] = qpos.numpy()
+        dof_vel[:, self.map.qvel_src] = qvel.numpy()
+        self._write_dofs(env_ids, dof_pos, dof_vel)
+
+    def _step(self, ctrl: torch.Tensor, nsteps: int, hold: Optional[torch.Tensor]) -> Any:
+        mm, data = self.mx_model, self.data
+        self._ctrl[:, self.map.actuator_src] = ctrl.numpy()  # Motrix clamps to the ctrl ranges itself
+        before = self._dofs()
+        forces = self._pending_forces()
+        try:
+            if self._ctrl.shape[1]:  # Motrix panics on an empty control array
+                data.actuator_ctrls = self._ctrl
+            done = 0
+            while done < nsteps:
+                if forces:  # Motrix clears external forces after every substep: add them to each
+                    for link, f, t in forces:
+                        link.add_external_force(data, f, local=False)
+                        link.add_external_torque(data, t, local=False)
+                    mm.step(data)
+                    done += 1
+                else:
+                    k = min(CHUNK, nsteps - done)
+                    mm.step_n(data, k) if k > 1 else mm.step(data)
+                    done += k
+        except BaseException:
+            self._write_dofs(np.arange(self.num_envs), *before, exact=True, keep_caches=True)
+            raise
+        mm.forward_kinematic(data)  # Motrix's link states after a step describe the state before its last substep
+        self._invalidate()
+        bad = diverged_rows(*self._dofs())
+        if bad.any():
+            ids = np.flatnonzero(bad)
+            self._write_dofs(ids, before[0][ids], before[1][ids], exact=True, keep_caches=True)
+        return bad
+
+    def _pending_forces(self) -> list:
+        if not self._force_bodies.size:
+            return []
+        out = []
+        for b in self._force_bodies:
+            link = self.mx_model.links[int(self.map.body_link[b])]
+            out.append((link, np.ascontiguousarray(self._force[:, b].numpy()),
+                        np.ascontiguousarray(self._torque[:, b].numpy())))
+        return out
+
+    # ------------------------------------------------------------------
+    # model read back, domain randomization through Motrix's per-instance overrides
+    # ------------------------------------------------------------------
+    def model_fields(self) -> dict[str, np.ndarray]:
+        """What Motrix holds (its links, joints, actuators and options), in the compiled model's order."""
+        mm, info = self.mx_model, self._info
+        nb = info.nbody
+        mass, com, inertia = np.zeros(nb), np.zeros((nb, 3)), np.zeros((nb, 3, 3))
+        pristine = self._mx.SceneData(mm, batch=[1])  # the model's values: no env's randomization
+        for b in range(1, nb):
+            if b in self._static:  # never moves: Motrix holds no mass for it; the model's values stand
+                mass[b], com[b] = info.body_mass[b], info.body_com[b]
+                inertia[b] = self._principal_to_tensor(b)
+                continue
+            link = mm.links[int(self.map.body_link[b])]
+            mass[b] = float(link.mass)
+            com[b] = np.asarray(link.center_of_mass, np.float64)
+            inertia[b] = _inertia_matrix(np.asarray(link.get_inertia_override(pristine), np.float64).reshape(-1))
+        joint_range = np.tile([-np.inf, np.inf], (len(info.joint_names), 1))
+        for j, k in enumerate(self.map.joint_index):
+            if k >= 0 and info.joint_type[j] != JOINT_BALL:
+                joint_range[j] = np.asarray(mm.joints[int(k)].range, np.float64).reshape(-1)[:2]
+        acts = [mm.actuators[int(k)] for k in self.map.actuator_src]
+        ctrl = np.array([np.asarray(a.ctrl_range, np.float64).reshape(-1)[:2] for a in acts]).reshape(info.nu, 2)
+        force = np.array([np.asarray(a.force_range, np.float64).reshape(-1)[:2] for a in acts]).reshape(info.nu, 2)
+        return {"body_mass": mass, "body_com": com, "body_inertia": inertia, "joint_range": joint_range,
+                "actuator_ctrl_range": ctrl, "actuator_force_range": force,
+                "timestep": np.asarray(float(mm.options.timestep)),
+                "gravity": np.asarray(mm.options.gravity, np.float64).reshape(-1)[:3]}
+
+    def _principal_to_tensor(self, b: int) -> np.ndarray:
+        from simbackend.math import quat_to_matrix
+
+        r = quat_to_matrix(torch.tensor(self._info.body_iquat[b])).numpy()
+        return r @ np.diag(self._info.body_inertia[b]) @ r.T
+
+    def _write_env_params(self, env_ids: np.ndarray, values: dict[str, np.ndarray]) -> None:
+        mm, info, view = self.mx_model, self._info, self._view(env_ids)
+        self._dr_written |= set(values)
+        f32 = lambda a: np.ascontiguousarray(a, np.float32)  # noqa: E731
+        # bodies welded to the world are part of Motrix's static world (the core never randomizes them)
+        links = [(b, mm.links[int(self.map.body_link[b])]) for b in range(1, info.nbody) if b not in self._static]
+        if "body_mass" in values:
+            for b, link in links:
+                link.set_mass_override(view, f32(values["body_mass"][:, b]))
+        if "body_com" in values:
+            for b, link in links:
+                link.set_center_of_mass_override(view, f32(values["body_com"][:, b]))
+        if "body_inertia" in values:
+            axes = info.body_iquat[:, [1, 2, 3, 0]]
+            for b, link in links:
+                rows = values["body_inertia"][:, b]
+                link.set_principal_inertia_override(view, f32(rows), f32(np.broadcast_to(axes[b], (rows.shape[0], 4))))
+        if "geom_friction" in values:
+            for g, name in enumerate(info.geom_names):
+                mm.get_geom(name).set_friction_override(view, f32(values["geom_friction"][:, g]))
+        for field, setter in (("dof_armature", "set_armature_override"), ("dof_frictionloss", "set_frictionloss_override")):
+            if field in values:
+                for j, k in enumerate(self.map.joint_index):
+                    if k < 0:
+                        continue
+                    adr = int(info.joint_dofadr[j])
+                    width = 3 if info.joint_type[j] == JOINT_BALL else 1
+                    rows = values[field][:, adr:adr + width]
+                    getattr(mm.joints[int(k)], setter)(view, f32(rows[:, 0] if width == 1 else rows))
+        if "gravity" in values:
+            mm.set_gravity_override(view, f32(values["gravity"]))
+        if "actuator_kp" in values or "actuator_kv" in values:
+            self._write_gains(view, values.get("actuator_kp"), values.get("actuator_kv"))
+        self._invalidate()
+
+    def _write_gains(self, view: Any, kp: Optional[np.ndarray], kv: Optional[np.ndarray]) -> None:
+        """Servo gains through the override each Motrix actuator class has. A general actuator's force
+        is ``gain ctrl + bias - stiffness q - damping qdot``: a position servo's kp is its gain and its
+        stiffness, kv its damping; a velocity servo's kv is its gain and its damping."""
+        info = self._info
+        for a, kind in enumerate(info.actuator_kind):
+            act = self.mx_model.actuators[int(self.map.actuator_src[a])]
+            k = None if kp is None else np.ascontiguousarray(kp[:, a], np.float32)
+            d = None if kv is None else np.ascontiguousarray(kv[:, a], np.float32)
+            if kind == "position":
+                if k is not None:
+                    if hasattr(act, "set_kp_override"):  # Motrix's PositionActuator
+                        act.set_kp_override(view, k)
+                    else:
+                        act.set_gain_override(view, k)
+                        act.set_stiffness_override(view, k)
+                if d is not None:
+                    act.set_damping_override(view, d)
+            elif kind == "velocity" and d is not None:
+                if hasattr(act, "set_kv_override"):  # Motrix's VelocityActuator
+                    act.set_kv_override(view, d)
+                else:
+                    act.set_gain_override(view, d)
+                    act.set_damping_override(view, d)
+
+    def _read_env_params(self, name: str) -> np.ndarray:
+        mm, info, data = self.mx_model, self._info, self.data
+        n = self.num_envs
+        moving = [b for b in range(1, info.nbody) if b not in self._static]
+        if name == "body_mass":
+            out = np.array(np.broadcast_to(info.body_mass, (n, info.nbody)))
+            for b in moving:
+                out[:, b] = mm.links[int(self.map.body_link[b])].get_mass_override(data)
+            return out
+        if name == "body_com":
+            out = np.array(np.broadcast_to(info.body_com, (n, info.nbody, 3)))
+            for b in moving:
+                out[:, b] = mm.links[int(self.map.body_link[b])].get_center_of_mass_override(data)
+            return out
+        if name == "geom_friction":
+            return np.stack([np.asarray(mm.get_geom(g).get_friction_override(data), np.float64)
+                             for g in info.geom_names], axis=1).reshape(n, info.ngeom, 3)
+        if name == "gravity":
+            return np.asarray(mm.get_gravity_override(data), np.float64).reshape(n, 3)
+        if name == "body_inertia":  # the full tensors, seen in each body's principal axes
+            from simbackend.math import quat_to_matrix
+
+            out = np.array(np.broadcast_to(info.body_inertia, (n, info.nbody, 3)))
+            axes = quat_to_matrix(torch.tensor(info.body_iquat)).numpy()
+            for b in moving:
+                rows = np.asarray(mm.links[int(self.map.body_link[b])].get_inertia_override(data), np.float64)
+                tensors = np.stack([_inertia_matrix(r) for r in rows.reshape(n, -1)])
+                out[:, b] = np.einsum("ji,njk,ki->ni", axes[b], tensors, axes[b])
+            return out
+        if name in ("actuator_kp", "actuator_kv"):
+            out = np.array(np.broadcast_to(self._dr_model_value(name), (n, info.nu)))
+            for a, kind in enumerate(info.actuator_kind):
+                act = mm.actuators[int(self.map.actuator_src[a])]
+                if kind == "position":
+                    getter = ("get_kp_override" if hasattr(act, "get_kp_override") else "get_gain_override") \
+                        if name == "actuator_kp" else ("get_kd_override" if hasattr(act, "get_kd_override")
+                                                       else "get_damping_override")
+                elif kind == "velocity" and name == "actuator_kv":
+                    getter = "get_kv_override" if hasattr(act, "get_kv_override") else "get_damping_override"
+                else:
+                    continue
+                out[:, a] = np.asarray(getattr(act, getter)(data), np.float64).reshape(n)
+            return out
+        if name in ("dof_armature", "dof_frictionloss"):
+            out = np.array(np.broadcast_to(self._dr_model_value(name), (n, info.nv)))
+            getter = "get_armature_override" if name == "dof_armature" else "get_frictionloss_override"
+            for j, k in enumerate(self.map.joint_index):
+                if k >= 0:
+                    adr = int(info.joint_dofadr[j])
+                    width = 3 if info.joint_type[j] == JOINT_BALL else 1
+                    out[:, adr:adr + width] = np.asarray(getattr(mm.joints[int(k)], getter)(data),
+                                                         np.float64).reshape(n, width)
+            return out
+        return super()._read_env_params(name)
+
+    # ------------------------------------------------------------------
+    # snapshots: Motrix's own state (dof_pos, dof_vel) of each env
+    # ------------------------------------------------------------------
+    def _physics_state_width(self) -> int:
+        return int(self.mx_model.num_dof_pos + self.mx_model.num_dof_vel)
+
+    def _get_physics_state(self, env_ids: np.ndarray) -> np.ndarray:
+        pos, vel = self._dofs()
+        return np.concatenate([pos[env_ids], vel[env_ids]], axis=1).astype(np.float64)
+
+    def _split(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        p = self.mx_model.num_dof_pos
+        return rows[:, :p], rows[:, p:]
+
+    def _check_physics_state(self, env_ids: np.ndarray, rows: torch.Tensor) -> None:
+        pos, vel = self._split(rows.cpu().numpy())
+        big = (np.abs(rows.cpu().numpy()) > np.finfo(np.float32).max).any(1)
+        if big.any():
+            from simbackend.errors import ValueRangeError
+
+            raise ValueRangeError("state", env_ids[big], float(np.finfo(np.float32).max))
+        self._check_snapshot_state(env_ids, pos[:, self.map.qpos_src], vel[:, self.map.qvel_src])
+
+    def _set_physics_state(self, env_ids: np.ndarray, rows: torch.Tensor) -> None:
+        pos, vel = self._split(rows.cpu().numpy())
+        self._write_dofs(env_ids, pos, vel, exact=True)
+
+    def _play_renderers_absent(self) -> dict[str, str]:
+        return {"motrix": "Motrix's renderer needs a GPU window and is not wired to this backend;"
+                          " MuJoCo's renderer draws its state on any machine"}
+
+    def _close(self) -> None:
+        self.data = None
+        self._invalidate()
+
+
+def _inertia_matrix(row: np.ndarray) -> np.ndarray:
+    """3x3 from Motrix's ``[Ixx, Iyy, Izz, Ixy, Ixz, Iyz]``."""
+    r = np.asarray(row, np.float64).reshape(-1)
+    if r.size == 9:
+        return r.reshape(3, 3)
+    xx, yy, zz, xy, xz, yz = r[:6]
+    return np.array([[xx, xy, xz], [xy, yy, yz], [xz, yz, zz]])
+
+
+__all__ = ["MotrixBackend"]

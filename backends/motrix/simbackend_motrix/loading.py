@@ -1,0 +1,111 @@
+"""Loading a model into Motrix: MuJoCo's compile, the MJCF written back, Motrix's compile, checked.
+
+Motrix's MJCF compiler skips what it does not support with a log line
+("These fields are not support yet, will be ignored"), not an error. The
+loader reads those lines (Motrix writes them to file descriptor 2) and sorts
+each ignored ``element@attribute``:
+
+* **notes**: what does not change the dynamics the contract describes
+  (visual and compiler settings, sizes of MuJoCo's buffers) or what Motrix
+  replaces by its own scheme (the integrator); :attr:`MotrixBackend.notes`
+  lists them;
+* **rejected**: everything else. The load fails with a ``ModelLoadError``
+  naming the elements and their lines, instead of simulating another model.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any, Optional
+
+from simbackend.errors import ModelLoadError
+
+#: elements whose ignored attributes do not touch the simulated dynamics
+_HARMLESS_ELEMENTS = frozenset({"compiler", "size", "visual", "statistic", "texture", "material", "light",
+                                "camera", "skin", "custom", "numeric", "text", "tuple", "key"})
+#: single attributes Motrix ignores that are notes, not errors, and why
+_SOLVER_NOTE = "Motrix solves constraints with its own solver (MuJoCo's solver settings are ignored)"
+_NOTED = {
+    "option@integrator": "Motrix integrates with its own scheme (MuJoCo's integrator option is ignored)",
+    "general@input": "the actuator input kind is implied by gain and bias in Motrix",
+    **{f"option@{a}": _SOLVER_NOTE for a in ("solver", "iterations", "tolerance", "ls_iterations", "ls_tolerance",
+                                              "jacobian")},
+}
+#: attributes that hold no physics on any element (user data)
+_HARMLESS_ATTRIBUTES = frozenset({"user"})
+#: single attributes that hold no physics: a mesh's content type (its file is written with its extension)
+_HARMLESS = frozenset({"mesh@content_type"})
+_IGNORED = re.compile(r"^\s*([A-Za-z_]+)(?:@([A-Za-z_]+))?\s+at line:\s*(\d+)", re.MULTILINE)
+
+
+def load(source: Any, model_options: dict, folder: Optional[str] = None) -> tuple[Any, Any, list[str]]:
+    """``(mujoco model, Motrix model, notes)`` for a model source; raises ``ModelLoadError``."""
+    import motrixsim as mx
+
+    from simbackend.models import export_mjcf
+
+    with tempfile.TemporaryDirectory(prefix="simbackend-motrix-") as tmp:
+        m, path = export_mjcf(source, folder or tmp, **model_options)
+        _strip_visual_attributes(path)
+        log, error = _captured_fd2(lambda: mx.load_model(str(path)))
+        if isinstance(error, (KeyboardInterrupt, SystemExit)):
+            raise error
+        if isinstance(error, BaseException):
+            raise ModelLoadError(f"Motrix could not compile {_label(source)}: {' '.join(str(error).split())}") from None
+        mm = error
+    notes, rejected = [], []
+    for element, attribute, line in _IGNORED.findall(log):
+        key = f"{element}@{attribute}" if attribute else element
+        if key in _NOTED:
+            note = _NOTED[key]
+            if note not in notes:
+                notes.append(note)
+        elif element in _HARMLESS_ELEMENTS or attribute in _HARMLESS_ATTRIBUTES or key in _HARMLESS:
+            continue
+        else:
+            rejected.append(f"<{element}{' ' + attribute if attribute else ''}> (line {line} of the MJCF written"
+                            " from the compiled model)")
+    if rejected:
+        shown = ", ".join(dict.fromkeys(rejected))
+        raise ModelLoadError(f"{_label(source)}: Motrix cannot represent {shown}; it would simulate"
+                             " another model")
+    return m, mm, notes
+
+
+def _label(source: Any) -> str:
+    from simbackend.models import describe_source
+
+    return describe_source(source)
+
+
+def _strip_visual_attributes(path: Path) -> None:
+    """Drop MuJoCo 4's texture ``colorspace="auto"``, which Motrix's parser refuses (pictures only)."""
+    tree = ET.parse(path)
+    changed = False
+    for tex in tree.getroot().iter("texture"):
+        if tex.get("colorspace") == "auto":
+            del tex.attrib["colorspace"]
+            changed = True
+    if changed:
+        tree.write(path)
+
+
+def _captured_fd2(fn: Any) -> tuple[str, Any]:
+    """Run ``fn`` with file descriptor 2 captured: ``(what it wrote, its result or its exception)``."""
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as f:
+        os.dup2(f.fileno(), 2)
+        try:
+            result = fn()
+        except BaseException as e:  # noqa: BLE001 - Motrix raises RuntimeError, or pyo3's PanicException
+            result = e
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        f.seek(0)
+        log = f.read().decode("utf-8", errors="replace")
+    return re.sub(r"\x1b\[[0-9;]*m", "", log), result
