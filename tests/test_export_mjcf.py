@@ -34,8 +34,11 @@ def _same_model(a: mujoco.MjModel, b: mujoco.MjModel) -> None:
     for f in ("body_names", "joint_names", "site_names", "geom_names", "actuator_names", "sensor_names",
               "joint_type", "joint_qposadr", "joint_dofadr", "body_parent"):
         assert np.array_equal(np.asarray(getattr(ia, f)), np.asarray(getattr(ib, f))), f
-    for f in ("body_mass", "body_com", "body_inertia", "qpos0", "joint_range", "actuator_ctrl_range"):
-        np.testing.assert_allclose(getattr(ib, f), getattr(ia, f), rtol=1e-5, atol=1e-9, err_msg=f)  # MuJoCo writes ~7 significant digits
+    # written exactly (MuJoCo's XML writer alone keeps ~7 significant digits)
+    for f in ("body_mass", "body_com", "body_inertia", "joint_range", "actuator_ctrl_range", "actuator_gain",
+              "actuator_kp", "actuator_kv", "gravity", "timestep"):
+        np.testing.assert_allclose(getattr(ib, f), getattr(ia, f), rtol=1e-15, atol=0, err_msg=f)
+    np.testing.assert_allclose(ib.qpos0, ia.qpos0, rtol=1e-5, atol=1e-9, err_msg="qpos0")
 
 
 @pytest.mark.parametrize("source", list(builtin_models()) + GYM, ids=lambda s: Path(s).stem)

@@ -254,7 +254,7 @@ def export_mjcf(source: ModelSource, folder: Union[str, os.PathLike], *, package
                 element.name = name
     _absolute_assets(out, folder, label)
     try:
-        text = out.to_xml()
+        text = _full_precision(out.to_xml(), m, info)
         again = mujoco.MjSpec.from_string(text, assets=dict(out.assets) or None)
         check = model_info(again.compile())
     except Exception as e:
@@ -262,6 +262,9 @@ def export_mjcf(source: ModelSource, folder: Union[str, os.PathLike], *, package
     for f in ("body_names", "joint_names", "site_names", "geom_names", "actuator_names", "sensor_names",
               "body_parent", "joint_type", "joint_body", "joint_qposadr", "joint_dofadr"):
         if not np.array_equal(np.asarray(getattr(check, f)), np.asarray(getattr(info, f))):
+            raise ModelLoadError(f"{label}: the model written as MJCF differs from the compiled one in {f}")
+    for f in ("body_mass", "body_com", "body_inertia", "joint_range", "actuator_ctrl_range", "gravity"):
+        if not np.allclose(getattr(check, f), getattr(info, f), rtol=1e-12, atol=0, equal_nan=True):
             raise ModelLoadError(f"{label}: the model written as MJCF differs from the compiled one in {f}")
     path = folder / "model.xml"
     path.write_text(text)
@@ -302,6 +305,56 @@ def _written_again(m: "mujoco.MjModel", folder: Path, package_dirs: Any, actuato
     path = folder / "model.xml"
     path.write_text(text)
     return path
+
+
+def _numbers(values: Any) -> str:
+    return " ".join(repr(float(v)) for v in np.asarray(values, np.float64).reshape(-1))
+
+
+def _full_precision(text: str, m: "mujoco.MjModel", info: ModelInfo) -> str:  # noqa: F821
+    """``text`` (MuJoCo's XML writer keeps about 7 significant digits) with the values the
+    compiled model holds written exactly: inertials, joint ranges, actuator ranges, gears and
+    gains, timestep and gravity. Elements are found by name (every one is named by now)."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(text)
+    ids = {kind: {n: i for i, n in enumerate(names)} for kind, names in
+           (("body", info.body_names), ("joint", info.joint_names), ("actuator", info.actuator_names))}
+    for option in root.iter("option"):
+        option.set("timestep", repr(float(m.opt.timestep)))
+        option.set("gravity", _numbers(m.opt.gravity))
+    for body in root.iter("body"):
+        b = ids["body"].get(body.get("name", ""))
+        inertial = body.find("inertial")
+        if b is None or inertial is None:
+            continue
+        for attr in ("fullinertia", "diaginertia"):
+            inertial.attrib.pop(attr, None)
+        inertial.set("mass", repr(float(m.body_mass[b])))
+        inertial.set("pos", _numbers(m.body_ipos[b]))
+        inertial.set("quat", _numbers(m.body_iquat[b]))
+        inertial.set("diaginertia", _numbers(m.body_inertia[b]))
+    for tag in ("joint", "freejoint"):
+        for joint in root.iter(tag):
+            j = ids["joint"].get(joint.get("name", ""))
+            if j is not None and m.jnt_limited[j]:
+                joint.set("range", _numbers(m.jnt_range[j]))
+    section = root.find("actuator")
+    for act in (section if section is not None else []):
+        a = ids["actuator"].get(act.get("name", ""))
+        if a is None:
+            continue
+        if m.actuator_ctrllimited[a]:
+            act.set("ctrlrange", _numbers(m.actuator_ctrlrange[a]))
+        if m.actuator_forcelimited[a]:
+            act.set("forcerange", _numbers(m.actuator_forcerange[a]))
+        if "gear" in act.attrib:
+            act.set("gear", _numbers(m.actuator_gear[a]))
+        if act.tag == "general":
+            for attr, values in (("gainprm", m.actuator_gainprm[a]), ("biasprm", m.actuator_biasprm[a])):
+                if attr in act.attrib:
+                    act.set(attr, _numbers(values))
+    return ET.tostring(root, encoding="unicode")
 
 
 def _absolute_assets(spec: "mujoco.MjSpec", folder: Path, label: str) -> None:  # noqa: F821
