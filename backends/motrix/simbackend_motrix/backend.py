@@ -9,10 +9,11 @@ Motrix (:mod:`.loading`); names, orders and layouts are matched by name
 State: ``qpos``/``qvel`` are one column permutation of Motrix's ``dof_pos``/
 ``dof_vel`` (quaternions xyzw -> wxyz). ``set_state`` writes the named envs
 through a view of the batch (``SceneData[DisjointIndices]``) with Motrix's
-``reset``, which also clears their solver caches, and runs forward
-kinematics, so getters are current without a step. Body poses and
-velocities come from ``get_link_states`` (link frame origins, world frame),
-read once per state.
+``reset`` and runs forward kinematics, so getters are current without a
+step; a write of every env starts a fresh batch, since Motrix keeps contact
+warm starts through ``reset``. Body poses and velocities come from
+``get_link_poses``/``get_link_*_velocities`` (frame origins, world frame),
+read for the bodies asked, once per state.
 
 Divergence: Motrix never raises from a step and reports no per-env failure;
 a blown-up env turns non-finite or huge, which the contract's rule
@@ -124,7 +125,7 @@ class MotrixBackend(SimBackend):
         self._notes = tuple(notes) + (f"thread pool: {threads} threads (one pool per process)",
                                       f"solver: Motrix, at most {o.max_iterations} iterations,"
                                       f" tolerance {o.solver_tolerance:g}")
-        self._links: Optional[tuple[np.ndarray, ...]] = None
+        self._reads: dict[tuple, np.ndarray] = {}
         self._state: Optional[tuple[np.ndarray, np.ndarray]] = None
         self._site_plan = None
         self._sites = [mm.sites[int(k)] for k in mapping.site_index]
@@ -159,7 +160,7 @@ class MotrixBackend(SimBackend):
     # reads: one engine call per state, cached until the state changes
     # ------------------------------------------------------------------
     def _invalidate(self) -> None:
-        self._links = None
+        self._reads: dict[tuple, np.ndarray] = {}
         self._state = None
 
     def _dofs(self) -> tuple[np.ndarray, np.ndarray]:
@@ -173,34 +174,42 @@ class MotrixBackend(SimBackend):
     def get_qvel(self) -> torch.Tensor:
         return torch.from_numpy(self._dofs()[1][:, self.map.qvel_src])
 
-    def _link_states(self) -> tuple[np.ndarray, ...]:
-        """``(pos, quat wxyz, lin vel of the origin, ang vel)``, ``(N, nbody, ·)`` with the world body at rest."""
-        if self._links is None:
-            pos, quat, lin, ang = self.mx_model.get_link_states(self.data)
-            rows = self.map.body_link
-            n, nb = self.num_envs, rows.size
-            out = (np.zeros((n, nb, 3), np.float32), np.zeros((n, nb, 4), np.float32),
-                   np.zeros((n, nb, 3), np.float32), np.zeros((n, nb, 3), np.float32))
-            out[1][:, 0, 0] = 1.0
-            links = rows[1:]
-            out[0][:, 1:] = pos[:, links]
-            out[1][:, 1:] = quat[:, links][..., WXYZ_FROM_XYZW]
-            out[2][:, 1:] = lin[:, links]
-            out[3][:, 1:] = ang[:, links]
-            self._links = out
-        return self._links
+    def _links(self, kind: str, ids: np.ndarray) -> np.ndarray:
+        """``(N, B, ·)`` of bodies ``ids``: ``"pos"``, ``"quat"`` (wxyz), ``"lin"`` (velocity of the frame
+        origin) or ``"ang"``, world frame; the world body at rest. Read for these links only, once per state."""
+        key = (kind, ids.tobytes())
+        hit = self._reads.get(key)
+        if hit is not None:
+            return hit
+        links = self.map.body_link[ids]
+        world = links < 0
+        sel = np.where(world, 0, links).tolist()
+        mm, data = self.mx_model, self.data
+        if kind in ("pos", "quat"):
+            pose = mm.get_link_poses(data, sel)
+            self._reads[("pos", key[1])] = pos = np.ascontiguousarray(pose[..., :3])
+            self._reads[("quat", key[1])] = quat = np.ascontiguousarray(pose[..., 3:][..., WXYZ_FROM_XYZW])
+            if world.any():
+                pos[:, world] = 0.0
+                quat[:, world] = (1.0, 0.0, 0.0, 0.0)
+            return self._reads[key]
+        out = (mm.get_link_linear_velocities if kind == "lin" else mm.get_link_angular_velocities)(data, sel)
+        if world.any():
+            out[:, world] = 0.0
+        self._reads[key] = out
+        return out
 
     def _body_pos_w(self, ids: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(self._link_states()[0][:, ids])
+        return torch.from_numpy(self._links("pos", ids).copy())
 
     def _body_quat_w(self, ids: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(self._link_states()[1][:, ids])
+        return torch.from_numpy(self._links("quat", ids).copy())
 
     def _body_lin_vel_w(self, ids: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(self._link_states()[2][:, ids])
+        return torch.from_numpy(self._links("lin", ids).copy())
 
     def _body_ang_vel_w(self, ids: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(self._link_states()[3][:, ids])
+        return torch.from_numpy(self._links("ang", ids).copy())
 
     def _site_poses(self, ids: np.ndarray) -> np.ndarray:
         """``(N, S, 7)`` site poses (pos + xyzw) of sites ``ids``."""
@@ -331,8 +340,8 @@ class MotrixBackend(SimBackend):
             if k >= 0 and info.joint_type[j] != JOINT_BALL:
                 joint_range[j] = np.asarray(mm.joints[int(k)].range, np.float64).reshape(-1)[:2]
         acts = [mm.actuators[int(k)] for k in self.map.actuator_src]
-        ctrl = np.array([np.asarray(a.ctrl_range, np.float64).reshape(-1)[:2] for a in acts]).reshape(info.nu, 2)
-        force = np.array([np.asarray(a.force_range, np.float64).reshape(-1)[:2] for a in acts]).reshape(info.nu, 2)
+        ctrl = np.array([_range(a.ctrl_range) for a in acts]).reshape(info.nu, 2)
+        force = np.array([_range(a.force_range) for a in acts]).reshape(info.nu, 2)
         return {"body_mass": mass, "body_com": com, "body_inertia": inertia, "joint_range": joint_range,
                 "actuator_ctrl_range": ctrl, "actuator_force_range": force,
                 "timestep": np.asarray(float(mm.options.timestep)),
@@ -493,6 +502,13 @@ class MotrixBackend(SimBackend):
     def _close(self) -> None:
         self.data = None
         self._invalidate()
+
+
+def _range(value: Any) -> np.ndarray:
+    """``[low, high]`` from a Motrix range; ``None`` (unlimited) is ``[-inf, inf]``."""
+    if value is None:
+        return np.array([-np.inf, np.inf])
+    return np.asarray(value, np.float64).reshape(-1)[:2]
 
 
 def _inertia_matrix(row: np.ndarray) -> np.ndarray:
