@@ -139,6 +139,34 @@ def figure(name: str, value: float, target: float, op: str, unit: str, spread: t
 # ----------------------------------------------------------------------------
 # the arm7 workload shared by the step sections
 # ----------------------------------------------------------------------------
+
+def versus_bare(settings: BaseSettings, ours: str, step_and_read: Callable[[Any, int], Any],
+                bare: Callable[[Any, int], Any], ctrls: list, num_envs: int, nsteps: int,
+                labels: tuple[str, str], title: str, target: float, unit: str = "env-steps/s") -> dict:
+    """A backend's ``step`` + reads against a bare engine loop doing the same work, interleaved.
+
+    ``step_and_read(ctrl, k)`` and ``bare(ctrl, k)`` take the i-th control set of ``ctrls``
+    (cycled) and ``k`` substeps. Returns the record of one case: both variants, the paired
+    throughput ratio ``ours / bare`` (key ``ratio_<ours>_vs_bare``) and its figure against
+    ``target`` (at least).
+    """
+    def ours_call(i: int) -> None:
+        step_and_read(ctrls[i % len(ctrls)], nsteps)
+
+    def bare_call(i: int) -> None:
+        bare(ctrls[i % len(ctrls)], nsteps)
+
+    samples, iters = interleaved({ours: ours_call, "bare": bare_call}, settings)
+    ratio = paired_ratio(samples["bare"], samples[ours])  # throughput ours / bare
+    return {
+        "num_envs": num_envs,
+        "nsteps": nsteps,
+        "variants": {ours: variant(samples[ours], num_envs, unit, iters, labels[0]),
+                     "bare": variant(samples["bare"], num_envs, unit, iters, labels[1])},
+        f"ratio_{ours}_vs_bare": ratio,
+        "figure": figure(title, ratio["median"], target, ">=", "x", (ratio["min"], ratio["max"])),
+    }
+
 def make_arm_backend(backend: str, n: int, **options: Any):
     """The arm7 ``backend``; the model file may still be being written: retry a while."""
     import simbackend

@@ -38,7 +38,8 @@ if not os.environ.get("MUJOCO_GL"):
 import numpy as np
 
 import _common
-from _common import ARM, ARM_BODY, BaseSettings, Call, arm_ctrls, figure, interleaved, paired_ratio, variant
+from _common import (ARM, ARM_BODY, BaseSettings, Call, arm_ctrls, interleaved, paired_ratio, variant,
+                     versus_bare)
 from bench_mujoco import _gym_assets
 
 HERE = Path(__file__).resolve().parent
@@ -204,29 +205,11 @@ def bench_overhead(s: Settings) -> dict:
         bare(ctrls[0], s.settle_substeps)
 
         for k in s.nsteps:
-            def plugin_call(i: int, k=k) -> None:
-                sim.step(ctrls[i % len(ctrls)], nsteps=k)
-                _reads(sim, body)
-
-            def bare_call(i: int, k=k) -> None:
-                bare(ctrls[i % len(ctrls)], k)
-
-            samples, iters = interleaved({"plugin": plugin_call, "bare": bare_call}, s)
-            ratio = paired_ratio(samples["bare"], samples["plugin"])  # throughput plugin / bare
-            cases[f"{model},nsteps={k}"] = {
-                "model": model,
-                "num_envs": n,
-                "nsteps": k,
-                "variants": {
-                    "plugin": variant(samples["plugin"], n, UNIT, iters,
-                                      f"step(ctrl,{k}) + get_qpos + get_qvel + get_body_pos_w/quat_w(1 body)"),
-                    "bare": variant(samples["bare"], n, UNIT, iters,
-                                    f"actuator_ctrls, step_n({k}), forward_kinematic, dof_pos/vel, get_link_poses"),
-                },
-                "ratio_plugin_vs_bare": ratio,
-                "figure": figure(f"{model} N={n} k={k}: plugin / bare Motrix loop", ratio["median"], OVERHEAD_TARGET,
-                                 ">=", "x", (ratio["min"], ratio["max"])),
-            }
+            cases[f"{model},nsteps={k}"] = {"model": model, **versus_bare(
+                s, "plugin", lambda c, k: (sim.step(c, nsteps=k), _reads(sim, body)), bare, ctrls, n, k,
+                (f"step(ctrl,{k}) + get_qpos + get_qvel + get_body_pos_w/quat_w(1 body)",
+                 f"actuator_ctrls, step_n({k}), forward_kinematic, dof_pos/vel, get_link_poses"),
+                f"{model} N={n} k={k}: plugin / bare Motrix loop", OVERHEAD_TARGET, UNIT)}
         sim.close()
     return {"params": {"models": {m: _source(m) for m in s.overhead_models}, "num_envs": n, "nsteps": s.nsteps,
                        "bodies": bodies, "motrix_threads": threads, "settle_substeps": s.settle_substeps,

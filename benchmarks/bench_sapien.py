@@ -32,7 +32,8 @@ from typing import Any, Callable
 import numpy as np
 
 import _common
-from _common import ARM, ARM_BODY, BaseSettings, arm_at_home, arm_ctrls, figure, interleaved, paired_ratio, variant
+from _common import (ARM, ARM_BODY, BaseSettings, arm_at_home, arm_ctrls, interleaved, variant,
+                     versus_bare)
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "results" / "sapien.json"
@@ -156,28 +157,11 @@ def bench_step(s: Settings) -> dict:
                             "body_quat_max_abs_diff": diff[2]}
 
         for k in s.nsteps:
-            def backend_call(i: int, k=k) -> None:
-                sim.step(ctrls[i % len(ctrls)], nsteps=k)
-                _backend_reads(sim, body)
-
-            def bare_call(i: int, k=k) -> None:
-                bare(ctrls[i % len(ctrls)], k)
-
-            samples, iters = interleaved({"backend": backend_call, "bare": bare_call}, s)
-            ratio = paired_ratio(samples["bare"], samples["backend"])  # throughput backend / bare
-            cases[f"N={n},nsteps={k}"] = {
-                "num_envs": n,
-                "nsteps": k,
-                "variants": {
-                    "backend": variant(samples["backend"], n, UNIT, iters,
-                                       f"step(ctrl,{k}) + get_qpos + get_body_pos_w/quat_w(1 body)"),
-                    "bare": variant(samples["bare"], n, UNIT, iters,
-                                    f"per env: set_drive_target x7, system.step() x{k}, get_qpos, 2 entity_pose"),
-                },
-                "ratio_backend_vs_bare": ratio,
-                "figure": figure(f"step N={n} k={k}: backend / bare SAPIEN loop", ratio["median"], STEP_TARGET, ">=",
-                                 "x", (ratio["min"], ratio["max"])),
-            }
+            cases[f"N={n},nsteps={k}"] = versus_bare(
+                s, "backend", lambda c, k: (sim.step(c, nsteps=k), _backend_reads(sim, body)), bare, ctrls, n, k,
+                (f"step(ctrl,{k}) + get_qpos + get_body_pos_w/quat_w(1 body)",
+                 f"per env: set_drive_target x7, system.step() x{k}, get_qpos, 2 entity_pose"),
+                f"step N={n} k={k}: backend / bare SAPIEN loop", STEP_TARGET, UNIT)
         sim.close()
         bare_sim.close()
     return {"params": {"model": ARM, "device": "cpu", "num_envs": s.n_cpu, "nsteps": s.nsteps, "body": ARM_BODY,
