@@ -30,7 +30,8 @@ Mapping (MuJoCo -> PhysX):
 * Collision filtering: ``contype``/``conaffinity`` are PhysX collision groups
   g0/g1 (the same "type & affinity" rule); body pairs MuJoCo filters as
   parent/child (through welds and multi-joint chains) that PhysX would not
-  filter get a shared "ignore" bit in g2, with the articulation id in g3.
+  filter, and the model's contact excludes, get a shared "ignore" bit in g2,
+  with one id in g3 for the trees (and the static world) such pairs join.
 
 Anything the backend cannot represent raises :class:`ModelLoadError` naming
 the element. What is approximated (soft contacts, friction combination,
@@ -216,8 +217,6 @@ def _reject_unsupported(m: mujoco.MjModel, info: ModelInfo) -> None:
         problems.append(f"equality {name(mujoco.mjtObj.mjOBJ_EQUALITY, 0, 'equality')!r}: equality constraints are not supported")
     if m.npair:
         problems.append(f"contact pair {name(mujoco.mjtObj.mjOBJ_PAIR, 0, 'pair')!r}: explicit contact pairs are not supported")
-    if m.nexclude:
-        problems.append(f"contact exclude {name(mujoco.mjtObj.mjOBJ_EXCLUDE, 0, 'exclude')!r}: contact excludes are not supported")
     if getattr(m, "nflex", 0):
         problems.append("flex: deformable (flex) elements are not supported")
     if m.opt.density > 0 or m.opt.viscosity > 0:
@@ -446,44 +445,91 @@ def _drives(m: mujoco.MjModel, info: ModelInfo, q0: np.ndarray) -> dict:
 
 
 def _filter_pairs(m: mujoco.MjModel, plan: Plan) -> None:
-    """Give body pairs MuJoCo filters (parent/child through welds) but PhysX would not a shared ignore bit."""
+    """Make PhysX ignore the body pairs MuJoCo never collides but PhysX would: parent and child
+    through welds, and the model's contact excludes (``<exclude body1 body2>``).
+
+    PhysX ignores two shapes when they share a bit of collision group 2 and have the same id in
+    group 3. Each such pair gets its own bit; the trees (and the static world) a pair joins share
+    one id and one 32-bit budget.
+    """
     weld = np.asarray(m.body_weldid)
     parent = np.asarray(m.body_parentid)
+    info = plan.info
 
     def weld_parent(w: int) -> int:
         return int(weld[parent[w]])
 
+    def unit(b: int) -> int:  # the articulation a body's shapes live on, -1 for the static world
+        return int(plan.body_link[b, 0])
+
+    def shapes(b: int) -> list[Shape]:
+        if unit(b) >= 0:
+            return plan.articulations[unit(b)].links[int(plan.body_link[b, 1])].shapes
+        return [sh for sh in plan.static_shapes if int(m.geom_bodyid[sh.geom]) == b]
+
+    def joined(b1: int, b2: int) -> bool:  # PhysX filters directly joined links itself
+        if unit(b1) < 0 or unit(b1) != unit(b2):
+            return False
+        links = plan.articulations[unit(b1)].links
+        l1, l2 = int(plan.body_link[b1, 1]), int(plan.body_link[b2, 1])
+        return links[l1].parent == l2 or links[l2].parent == l1
+
+    pairs: list[tuple[int, int, str]] = []
     filterparent = not (m.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_FILTERPARENT))
-    for a, art in enumerate(plan.articulations):
+    for art in plan.articulations:
         bodies = [lk.body for lk in art.links if lk.body > 0 and lk.shapes]
-        index = {lk.body: i for i, lk in enumerate(art.links) if lk.body > 0}
-        bits: dict[int, int] = {}
-        nbit = 0
         for x in range(len(bodies)):
             for y in range(x + 1, len(bodies)):
                 b1, b2 = bodies[x], bodies[y]
                 w1, w2 = int(weld[b1]), int(weld[b2])
-                excluded = w1 == w2 or (filterparent and ((weld_parent(w1) == w2 and w2 != 0)
-                                                          or (weld_parent(w2) == w1 and w1 != 0)))
-                if not excluded:
-                    continue
-                l1, l2 = art.links[index[b1]], art.links[index[b2]]
-                if l1.parent == index[b2] or l2.parent == index[b1]:
-                    continue  # PhysX filters directly joined links itself
-                if nbit == 32:
-                    raise ModelLoadError(
-                        f"the sapien backend cannot build this model: tree {art.name!r} needs more than 32"
-                        " collision filter pairs between bodies MuJoCo treats as parent and child"
-                    )
-                bits[b1] = bits.get(b1, 0) | (1 << nbit)
-                bits[b2] = bits.get(b2, 0) | (1 << nbit)
-                nbit += 1
-        for b, mask in bits.items():
-            for s in art.links[index[b]].shapes:
-                s.groups[2] = mask
-        for lk in art.links:
-            for s in lk.shapes:
-                s.groups[3] = (a + 1) & 0xFFFF
+                if w1 == w2 or (filterparent and ((weld_parent(w1) == w2 and w2 != 0)
+                                                  or (weld_parent(w2) == w1 and w1 != 0))):
+                    pairs.append((b1, b2, f"tree {art.name!r}"))
+    for k in range(m.nexclude):
+        sig = int(m.exclude_signature[k])
+        b1, b2 = sig >> 16, sig & 0xFFFF
+        name = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_EXCLUDE, k) or f"exclude{k}"
+        if (unit(b1) < 0 and unit(b2) < 0) or not shapes(b1) or not shapes(b2):
+            continue  # static against static, or a body without collision shapes: nothing to filter
+        pairs.append((b1, b2, f"contact exclude {name!r} ({info.body_names[b1]} - {info.body_names[b2]})"))
+    pairs = [(b1, b2, why) for b1, b2, why in pairs if not joined(b1, b2)]
+
+    # trees joined by a pair share one id (group 3) and one bit budget (group 2)
+    root = {u: u for u in range(-1, len(plan.articulations))}
+
+    def find(u: int) -> int:
+        while root[u] != u:
+            u = root[u]
+        return u
+
+    for b1, b2, _ in pairs:
+        root[find(unit(b1))] = find(unit(b2))
+    nbits: dict[int, int] = {}
+    bits: dict[int, int] = {}
+    for b1, b2, why in pairs:
+        group = find(unit(b1))
+        k = nbits.get(group, 0)
+        if k == 32:
+            raise ModelLoadError(f"the sapien backend cannot build this model: more than 32 body pairs to keep"
+                                 f" apart in one group of trees (PhysX's 32 ignore bits), at {why}")
+        nbits[group] = k + 1
+        bits[b1] = bits.get(b1, 0) | (1 << k)
+        bits[b2] = bits.get(b2, 0) | (1 << k)
+    for b, mask in bits.items():
+        for sh in shapes(b):
+            sh.groups[2] = mask
+    ids = {}
+    for u in range(-1, len(plan.articulations)):
+        g = find(u)
+        ids.setdefault(g, (g + 1) & 0xFFFF)  # the static world alone keeps id 0
+        group_id = ids[g]
+        if u >= 0:
+            for lk in plan.articulations[u].links:
+                for sh in lk.shapes:
+                    sh.groups[3] = group_id
+        elif group_id:
+            for sh in plan.static_shapes:
+                sh.groups[3] = group_id
 
 
 def _approximations(m: mujoco.MjModel, plan: Plan) -> list[str]:
