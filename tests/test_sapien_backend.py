@@ -46,7 +46,14 @@ ARM = """<body name="a" pos="0 0 1"><joint name="j1" type="hinge" axis="0 1 0"/>
     ('<body name="ballbody"><joint name="balljoint" type="ball"/><geom size=".1"/></body>', "", "", "balljoint"),
     ('<body name="h"><freejoint/><geom size=".1"/></body>',
      '<asset><hfield name="hf" nrow="4" ncol="4" size="1 1 .1 .1"/></asset>', "", None),
-    (ARM, '<tendon><fixed name="tnd"><joint joint="j1" coef="1"/><joint joint="j2" coef="-1"/></fixed></tendon>', "", "tnd"),
+    (ARM, '<tendon><fixed name="tnd" stiffness="10"><joint joint="j1" coef="1"/><joint joint="j2" coef="-1"/></fixed>'
+          '</tendon>', "", "tnd.*stiffness"),
+    (ARM, '<tendon><fixed name="lim" limited="true" range="-1 1"><joint joint="j1" coef="1"/></fixed></tendon>', "",
+     "lim.*range"),
+    (ARM + '<body name="s"><site name="s1"/><site name="s2" pos="0 0 1"/></body>',
+     '<tendon><spatial name="spt"><site site="s1"/><site site="s2"/></spatial></tendon>', "", "spt.*spatial"),
+    (ARM, '<tendon><fixed name="tp"><joint joint="j1" coef="1"/></fixed></tendon>'
+          '<actuator><position name="tpos" tendon="tp" kp="10"/></actuator>', "", "tpos.*only motors"),
     (ARM, '<equality><joint name="eqj" joint1="j1" joint2="j2"/></equality>', "", "eqj"),
     (ARM, "", 'density="1000" viscosity="0.1"', "viscosity"),
     (ARM, '<actuator><general name="filt" joint="j1" dyntype="filter" dynprm="0.1"/></actuator>', "", "filt"),
@@ -61,11 +68,21 @@ def test_unsupported_elements_rejected_by_name(tmp_path: Path, body: str, extra:
         make_backend("sapien", _mjcf(tmp_path, body, extra, option), 1)
 
 
-def test_gymnasium_humanoid_rejected_naming_its_tendon() -> None:
-    """A real model with tendons is refused with the tendon's name, not half-built."""
-    path = gymnasium_assets() / "humanoid.xml"
-    with pytest.raises(ModelLoadError, match="tendon"):
-        make_backend("sapien", str(path), 1)
+def test_motor_on_a_fixed_tendon_drives_its_joints_as_in_mujoco(tmp_path: Path) -> None:
+    """A fixed tendon without passive forces is a readout; a motor on it pushes each joint by
+    gear * coef * force. Two links driven through a tendon (coefs 1 and -0.5, no gravity) follow
+    MuJoCo's rollout over 0.2 s; gymnasium's humanoid (two such tendons) loads."""
+    extra = ('<tendon><fixed name="couple"><joint joint="j1" coef="1"/><joint joint="j2" coef="-0.5"/></fixed></tendon>'
+             '<actuator><motor name="tm" tendon="couple" gear="2" ctrlrange="-1 1"/></actuator>')
+    path = _mjcf(tmp_path, ARM, extra, option='gravity="0 0 0"')
+    sims = [make_backend(name, path, 2) for name in ("mujoco", "sapien")]
+    ctrl = torch.tensor([[0.5], [-0.8]])
+    for sim in sims:
+        sim.step(ctrl, nsteps=100)
+    ref, got = (s.get_dof_pos().numpy() for s in sims)
+    assert np.abs(ref).max() > 0.05, "the motor did not move the joints"
+    np.testing.assert_allclose(got, ref, atol=1e-3)
+    make_backend("sapien", str(gymnasium_assets() / "humanoid.xml"), 1)
 
 
 def test_frictionloss_with_actuated_joint_rejected(tmp_path: Path) -> None:

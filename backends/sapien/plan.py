@@ -211,8 +211,10 @@ def _reject_unsupported(m: mujoco.MjModel, info: ModelInfo) -> None:
         return mujoco.mj_id2name(m, obj, i) or f"{kind}{i}"
 
     problems: list[str] = []
-    if m.ntendon:
-        problems.append(f"tendon {name(mujoco.mjtObj.mjOBJ_TENDON, 0, 'tendon')!r}: tendons are not supported")
+    for t in range(m.ntendon):
+        why = _tendon_problem(m, t, info)
+        if why:
+            problems.append(f"tendon {name(mujoco.mjtObj.mjOBJ_TENDON, t, 'tendon')!r}: {why}")
     if m.neq:
         problems.append(f"equality {name(mujoco.mjtObj.mjOBJ_EQUALITY, 0, 'equality')!r}: equality constraints are not supported")
     if m.npair:
@@ -239,10 +241,18 @@ def _reject_unsupported(m: mujoco.MjModel, info: ModelInfo) -> None:
             problems.append(f"geom {gname!r}: collision geom type {kind!r} is not supported (height fields and SDFs)")
     for a in range(m.nu):
         aname = info.actuator_names[a]
+        on_tendon = int(m.actuator_trntype[a]) == int(mujoco.mjtTrn.mjTRN_TENDON)
         if info.actuator_kind[a] == "other":
             problems.append(f"actuator {aname!r}: only motor, position and velocity actuators are supported")
+        elif on_tendon and info.actuator_kind[a] != "motor":
+            problems.append(f"actuator {aname!r}: only motors can act on a tendon (a servo on a tendon couples its"
+                            " joints, which PhysX's one drive per joint cannot express)")
+        elif on_tendon and any(m.actuator_gear[a, 1:] != 0):
+            problems.append(f"actuator {aname!r}: gear with more than one component is not supported")
+        elif on_tendon:
+            continue  # its force reaches the tendon's joints through the coefficients (_drives)
         elif info.actuator_joint[a] < 0:
-            problems.append(f"actuator {aname!r}: only joint transmissions are supported")
+            problems.append(f"actuator {aname!r}: only joint and fixed-tendon transmissions are supported")
         elif m.jnt_type[info.actuator_joint[a]] not in (JOINT_HINGE, JOINT_SLIDE):
             problems.append(f"actuator {aname!r}: actuators on free or ball joints are not supported")
         elif any(m.actuator_gear[a, 1:] != 0):
@@ -250,6 +260,32 @@ def _reject_unsupported(m: mujoco.MjModel, info: ModelInfo) -> None:
     if problems:
         more = f" (and {len(problems) - 1} more: {'; '.join(problems[1:4])})" if len(problems) > 1 else ""
         raise ModelLoadError(f"the sapien backend cannot build this model: {problems[0]}{more}")
+
+
+def fixed_tendon_joints(m: mujoco.MjModel, t: int) -> list[tuple[int, float]]:
+    """``(joint id, coefficient)`` of fixed tendon ``t``: its length is ``sum(coef * q)``."""
+    adr, num = int(m.tendon_adr[t]), int(m.tendon_num[t])
+    return [(int(m.wrap_objid[w]), float(m.wrap_prm[w])) for w in range(adr, adr + num)]
+
+
+def _tendon_problem(m: mujoco.MjModel, t: int, info: ModelInfo) -> str:
+    """Why tendon ``t`` cannot be built, or ``""``. A fixed tendon over hinge/slide joints loads
+    when nothing but motors acts through it: its length is then only a readout, and a motor's
+    force reaches the joints through the coefficients."""
+    adr, num = int(m.tendon_adr[t]), int(m.tendon_num[t])
+    if any(int(m.wrap_type[w]) != int(mujoco.mjtWrap.mjWRAP_JOINT) for w in range(adr, adr + num)):
+        return "spatial tendons (routed through sites and wrapping geoms) have no PhysX counterpart"
+    for j, _ in fixed_tendon_joints(m, t):
+        if m.jnt_type[j] not in (JOINT_HINGE, JOINT_SLIDE):
+            return f"it couples joint {info.joint_names[j]!r}, which is not a hinge or slide joint"
+    passive = [what for what, on in (("stiffness", m.tendon_stiffness[t] != 0), ("damping", m.tendon_damping[t] != 0),
+                                     ("frictionloss", m.tendon_frictionloss[t] != 0), ("a range", m.tendon_limited[t]),
+                                     ("armature", getattr(m, "tendon_armature", np.zeros(m.ntendon))[t] != 0))
+               if on]
+    if passive:
+        return (f"fixed tendon with {', '.join(passive)}: forces that couple its joints are not supported"
+                " (a tendon without them, and motors on it, are)")
+    return ""
 
 
 def _shapes_of_body(m: mujoco.MjModel, b: int) -> list[Shape]:
@@ -406,7 +442,11 @@ def _drives(m: mujoco.MjModel, info: ModelInfo, q0: np.ndarray) -> dict:
         g = float(m.actuator_gear[a, 0])
         kind = info.actuator_kind[a]
         if kind == "motor":
-            motor_gear[a, j] = g
+            if int(m.actuator_trntype[a]) == int(mujoco.mjtTrn.mjTRN_TENDON):
+                for tj, coef in fixed_tendon_joints(m, int(m.actuator_trnid[a, 0])):
+                    motor_gear[a, tj] += g * coef  # a tendon force f moves joint tj by coef * f
+            else:
+                motor_gear[a, j] = g
             motor_gain[a] = float(m.actuator_gainprm[a, 0])
             if m.actuator_forcelimited[a]:
                 motor_range[a] = m.actuator_forcerange[a]

@@ -30,7 +30,5 @@ KNOWN_GAPS: dict[tuple[str, str, str], tuple[float, str]] = {
 }
 
 LOAD_REJECTIONS: dict[str, str] = {
-    "gymnasium/humanoid": "tendon 'left_hipknee'",
-    "gymnasium/humanoidstandup": "tendon 'left_hipknee'",
     "gymnasium/swimmer": "viscosity",
 }
