@@ -160,6 +160,34 @@ def test_contact_excludes_filter_the_named_body_pairs(tmp_path: Path, excludes: 
         assert fell == (b in through), f"{b} at {ref:.3f} m in MuJoCo with excludes {excludes!r}"
 
 
+PAIRED = """<body name="held" pos="-0.3 0 0.3"><freejoint/><geom name="hb" type="box" size=".05 .05 .05" contype="0"
+    conaffinity="0"/></body>
+  <body name="loose" pos="0.3 0 0.3"><freejoint/><geom type="box" size=".05 .05 .05" contype="0" conaffinity="0"/></body>
+  <body name="excl" pos="0 0.5 0.3"><freejoint/><geom name="eb" type="box" size=".05 .05 .05"/></body>"""
+
+
+def test_explicit_contact_pairs_collide_whatever_the_groups(tmp_path: Path) -> None:
+    """<pair geom1 geom2>: two geoms collide although their contype/conaffinity never match (the
+    paired box rests on the floor, its unpaired twin falls through, as in MuJoCo); a pair between
+    directly jointed links is refused, naming the pair."""
+    extra = '<contact><pair name="p1" geom1="hb" geom2="floor"/></contact>'
+    path = _mjcf(tmp_path, PAIRED, extra)
+    z = {}
+    for name in ("mujoco", "sapien"):
+        sim = make_backend(name, path, 1)
+        sim.step(None, nsteps=300)
+        z[name] = {b: float(sim.get_body_pos_w(sim.get_body_ids(b))[0, 0, 2]) for b in ("held", "loose", "excl")}
+    for b in ("held", "loose", "excl"):
+        assert abs(z["sapien"][b] - z["mujoco"][b]) < 5e-3, (b, z)
+    assert abs(z["mujoco"]["held"] - 0.05) < 2e-3 and z["mujoco"]["loose"] < -0.5 and abs(z["mujoco"]["excl"] - 0.05) < 2e-3
+    chain = ARM.replace('<geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>\n  <body',
+                        '<geom name="ga" type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>\n  <body', 1)
+    chain = chain.replace('<geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/></body>',
+                          '<geom name="gb" type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/></body>')
+    with pytest.raises(ModelLoadError, match="pair 'adj'.*jointed"):
+        make_backend("sapien", _mjcf(tmp_path, chain, '<contact><pair name="adj" geom1="ga" geom2="gb"/></contact>'), 1)
+
+
 def test_joint_ref_stiffness_and_geared_actuator_follow_mujoco(tmp_path: Path) -> None:
     """ref offsets, joint springs (springref), damping, armature and a geared position actuator map onto one PhysX drive.
 

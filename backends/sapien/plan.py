@@ -32,6 +32,8 @@ Mapping (MuJoCo -> PhysX):
   parent/child (through welds and multi-joint chains) that PhysX would not
   filter, and the model's contact excludes, get a shared "ignore" bit in g2,
   with one id in g3 for the trees (and the static world) such pairs join.
+  Explicit contact pairs get a g0 bit on one shape and the same g1 bit on the
+  other, a bit no geom uses.
 
 Anything the backend cannot represent raises :class:`ModelLoadError` naming
 the element. What is approximated (soft contacts, friction combination,
@@ -217,8 +219,6 @@ def _reject_unsupported(m: mujoco.MjModel, info: ModelInfo) -> None:
             problems.append(f"tendon {name(mujoco.mjtObj.mjOBJ_TENDON, t, 'tendon')!r}: {why}")
     if m.neq:
         problems.append(f"equality {name(mujoco.mjtObj.mjOBJ_EQUALITY, 0, 'equality')!r}: equality constraints are not supported")
-    if m.npair:
-        problems.append(f"contact pair {name(mujoco.mjtObj.mjOBJ_PAIR, 0, 'pair')!r}: explicit contact pairs are not supported")
     if getattr(m, "nflex", 0):
         problems.append("flex: deformable (flex) elements are not supported")
     if m.opt.density > 0 or m.opt.viscosity > 0:
@@ -291,8 +291,9 @@ def _tendon_problem(m: mujoco.MjModel, t: int, info: ModelInfo) -> str:
 def _shapes_of_body(m: mujoco.MjModel, b: int) -> list[Shape]:
     """Collision shapes of body ``b``'s geoms, posed in the body frame."""
     shapes = []
+    paired = set(np.asarray(m.pair_geom1).tolist()) | set(np.asarray(m.pair_geom2).tolist())
     for g in range(m.body_geomadr[b], m.body_geomadr[b] + m.body_geomnum[b]):
-        if not (m.geom_contype[g] or m.geom_conaffinity[g]):
+        if not (m.geom_contype[g] or m.geom_conaffinity[g]) and g not in paired:
             continue  # never collides in MuJoCo: nothing to build
         t = int(m.geom_type[g])
         kind = _PRIMITIVE[t]
@@ -412,6 +413,7 @@ def build_plan(m: mujoco.MjModel, info: ModelInfo) -> Plan:
         joint_link=joint_link, extent=float(m.stat.extent), **_drives(m, info, joint_offset),
     )
     _filter_pairs(m, plan)
+    _explicit_pairs(m, plan)
     plan.notes.extend(_approximations(m, plan))
     return plan
 
@@ -570,6 +572,51 @@ def _filter_pairs(m: mujoco.MjModel, plan: Plan) -> None:
         elif group_id:
             for sh in plan.static_shapes:
                 sh.groups[3] = group_id
+
+
+def _explicit_pairs(m: mujoco.MjModel, plan: Plan) -> None:
+    """``<pair geom1 geom2>``: the two geoms collide whatever their contype/conaffinity. Each pair
+    gets a contact-type bit (g0) on one shape and the same affinity bit (g1) on the other, a bit
+    no geom of the model uses, so no other shape matches it."""
+    if not m.npair:
+        return
+    info = plan.info
+    by_geom = {sh.geom: sh for sh in plan.static_shapes}
+    for art in plan.articulations:
+        for lk in art.links:
+            by_geom.update({sh.geom: sh for sh in lk.shapes})
+    used = 0
+    for g in range(m.ngeom):
+        used |= int(m.geom_contype[g]) | int(m.geom_conaffinity[g])
+    free = [1 << k for k in range(32) if not (used >> k) & 1]
+    for p in range(m.npair):
+        label = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_PAIR, p) or f"pair{p}"
+        g1, g2 = int(m.pair_geom1[p]), int(m.pair_geom2[p])
+        s1, s2 = by_geom[g1], by_geom[g2]
+        b1, b2 = int(m.geom_bodyid[g1]), int(m.geom_bodyid[g2])
+        a1, a2 = int(plan.body_link[b1, 0]), int(plan.body_link[b2, 0])
+        if a1 < 0 and a2 < 0:
+            continue  # two world geoms never move: nothing to collide
+        if a1 == a2 >= 0:
+            links = plan.articulations[a1].links
+            l1, l2 = int(plan.body_link[b1, 1]), int(plan.body_link[b2, 1])
+            if links[l1].parent == l2 or links[l2].parent == l1 or l1 == l2:
+                raise ModelLoadError(f"the sapien backend cannot build this model: contact pair {label!r}: PhysX never"
+                                     " collides a link with itself or with the link it is jointed to")
+        if (s1.groups[2] & s2.groups[2]) and s1.groups[3] == s2.groups[3]:
+            raise ModelLoadError(f"the sapien backend cannot build this model: contact pair {label!r} joins bodies"
+                                 f" {info.body_names[b1]!r} and {info.body_names[b2]!r}, which PhysX must otherwise"
+                                 " keep apart (MuJoCo's parent/child filter or an exclude)")
+        if not free:
+            raise ModelLoadError(f"the sapien backend cannot build this model: contact pair {label!r}: no collision"
+                                 " group bit is left (the model's contype/conaffinity and its pairs use all 32)")
+        bit = free.pop(0)
+        s1.groups[0] |= bit
+        s2.groups[1] |= bit
+        friction = float(m.pair_friction[p, 0])
+        if abs(friction - 0.5 * (s1.friction + s2.friction)) > 1e-12:
+            plan.notes.append(f"contact pair {label!r}: PhysX averages the two geoms' friction"
+                              f" ({0.5 * (s1.friction + s2.friction):g}), not the pair's {friction:g}")
 
 
 def _approximations(m: mujoco.MjModel, plan: Plan) -> list[str]:

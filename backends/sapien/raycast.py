@@ -48,8 +48,11 @@ class RayCaster:
                 if lk.shapes:
                     owners.append((int(lk.body), list(lk.shapes), list(engine.comps[0][a][l].collision_shapes)))
         self.shapes: list[dict] = []
+        info = plan.info
         for body, shapes, physx_shapes in owners:
             for k, s in enumerate(shapes):
+                if not (info.geom_contype[s.geom] or info.geom_conaffinity[s.geom]):
+                    continue  # built only for an explicit contact pair: not a collision geom for rays
                 entry = {"body": body, "kind": s.kind, "pose": np.asarray(s.pose, np.float64),
                          "size": np.asarray(s.size, np.float64)}
                 if s.kind == "convex":
