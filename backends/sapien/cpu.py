@@ -84,6 +84,9 @@ class CpuPhysx(PhysxEngine):
                 self.scenes.append(scene)
                 self.arts.append(arts)
                 self.comps.append(comps)
+        #: (articulation, link, gravcomp) of the bodies MuJoCo compensates gravity on (moving links only)
+        self._gravcomp = [(int(plan.body_link[b, 0]), int(plan.body_link[b, 1]), float(plan.gravcomp[b]))
+                          for b in np.flatnonzero(plan.gravcomp) if plan.body_link[b, 0] >= 0]
         self.cols = cols = Columns.read(plan, self.arts[0], self.comps[0])
         got = len(self.systems[0].pack()) // 4
         if got != cols.pack_size:
@@ -304,8 +307,20 @@ class CpuPhysx(PhysxEngine):
     def _substep(self, forces: Optional[tuple]) -> None:
         if forces is not None:
             self._apply_forces(forces)
+        if self._gravcomp:
+            self._compensate_gravity()
         for s in self.systems:
             s.step()
+
+    def _compensate_gravity(self) -> None:
+        """MuJoCo's gravcomp: ``-gravcomp * mass * gravity`` at each body's centre of mass, from the
+        link's current mass and the env's gravity (both randomizable), before every substep."""
+        zero = np.zeros(3, np.float32)
+        for n, comps in enumerate(self.comps):
+            g = self.plan.gravity if self.env_gravity is None else self.env_gravity[n]
+            for a, l, gc in self._gravcomp:
+                comp = comps[a][l]
+                comp.add_force_torque(np.asarray(-gc * comp.mass * np.asarray(g), np.float32), zero)
 
     def _serialised(self) -> np.ndarray:
         self._stale()

@@ -145,6 +145,12 @@ class GpuPhysx(PhysxEngine):
     def __init__(self, plan: Plan, num_envs: int, iterations: tuple[int, int], tgs: bool,
                  device: torch.device, spacing: Optional[float]):
         super().__init__(plan, num_envs)
+        if np.any(plan.gravcomp[1:] != 0):
+            from simbackend.errors import ModelLoadError
+
+            body = plan.info.body_names[int(np.flatnonzero(plan.gravcomp)[0])]
+            raise ModelLoadError(f"the sapien backend cannot build this model on the GPU: body {body!r}: gravity"
+                                 " compensation is applied as a per-substep force, which the GPU path has not")
         require_gpu_library()
         physx.enable_gpu()
         self.device = device

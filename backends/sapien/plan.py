@@ -162,6 +162,9 @@ class Plan:
     motor_force_range: np.ndarray        # (nu, 2)
     ctrl_range: np.ndarray               # (nu, 2)
     extent: float = 1.0                  # MuJoCo's model extent (m): sizes the GPU sub-scene spacing
+    #: (nbody,) MuJoCo's gravity compensation: each substep a body gets ``-gravcomp * mass * gravity``
+    #: at its centre of mass (the CPU engine applies it; the GPU path refuses models that have it)
+    gravcomp: np.ndarray = field(default_factory=lambda: np.zeros(0))
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -228,9 +231,10 @@ def _reject_unsupported(m: mujoco.MjModel, info: ModelInfo) -> None:
     for b in range(1, m.nbody):
         if m.body_mocapid[b] >= 0:
             problems.append(f"body {info.body_names[b]!r}: mocap bodies are not supported")
-        if m.body_gravcomp[b] != 0:
-            problems.append(f"body {info.body_names[b]!r}: gravity compensation is not supported")
     for j in range(m.njnt):
+        if getattr(m, "jnt_actgravcomp", np.zeros(m.njnt))[j]:
+            problems.append(f"joint {info.joint_names[j]!r}: gravity compensation routed through actuators"
+                            " (actuatorgravcomp) is not supported; body gravcomp as a passive force is")
         if m.jnt_type[j] == JOINT_BALL:
             problems.append(f"joint {info.joint_names[j]!r}: ball joints are not supported (PhysX articulations here offer revolute/prismatic/free)")
     for g in range(m.ngeom):
@@ -410,7 +414,8 @@ def build_plan(m: mujoco.MjModel, info: ModelInfo) -> Plan:
     plan = Plan(
         info=info, articulations=arts, static_shapes=static, timestep=float(m.opt.timestep),
         gravity=np.array(m.opt.gravity, np.float64), joint_offset=joint_offset, body_link=body_link,
-        joint_link=joint_link, extent=float(m.stat.extent), **_drives(m, info, joint_offset),
+        joint_link=joint_link, extent=float(m.stat.extent), gravcomp=np.array(m.body_gravcomp, np.float64),
+        **_drives(m, info, joint_offset),
     )
     _filter_pairs(m, plan)
     _explicit_pairs(m, plan)
