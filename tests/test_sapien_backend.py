@@ -45,8 +45,6 @@ ARM = """<body name="a" pos="0 0 1"><joint name="j1" type="hinge" axis="0 1 0"/>
 @pytest.mark.parametrize("body,extra,option,needle", [
     ('<body name="ballbody"><joint name="balljoint" type="ball"/><geom size=".1"/></body>', "", "", "balljoint"),
     (ARM.replace('<joint name="j1"', '<joint name="j1" actuatorgravcomp="true"'), "", "", "j1.*actuatorgravcomp"),
-    ('<body name="h"><freejoint/><geom size=".1"/></body>',
-     '<asset><hfield name="hf" nrow="4" ncol="4" size="1 1 .1 .1"/></asset>', "", None),
     (ARM, '<tendon><fixed name="tnd" stiffness="10"><joint joint="j1" coef="1"/><joint joint="j2" coef="-1"/></fixed>'
           '</tendon>', "", "tnd.*stiffness"),
     (ARM, '<tendon><fixed name="lim" limited="true" range="-1 1"><joint joint="j1" coef="1"/></fixed></tendon>', "",
@@ -213,6 +211,56 @@ def test_gravity_compensation_follows_mujoco(tmp_path: Path, gravcomp: float) ->
     else:
         assert np.abs(out["mujoco"]).max() > 0.1, "the arm should sag"
     np.testing.assert_allclose(out["sapien"], out["mujoco"], atol=2e-3)
+
+
+def _terrain(tmp_path: Path, elevation: np.ndarray, body: str) -> str:
+    nrow, ncol = elevation.shape
+    text = " ".join(f"{v:.4f}" for v in elevation.reshape(-1))
+    path = tmp_path / "terrain.xml"
+    path.write_text(f"""<mujoco><asset><hfield name="hf" nrow="{nrow}" ncol="{ncol}" size="2 1.5 0.4 0.1"
+      elevation="{text}"/></asset><worldbody>
+      <geom name="terrain" type="hfield" hfield="hf" pos="0.1 -0.2 0.05" euler="0 0 0.3" friction="2"/>
+      {body}</worldbody></mujoco>""")
+    return str(path)
+
+
+def test_height_field_terrain_scans_and_holds_bodies_as_in_mujoco(tmp_path: Path) -> None:
+    """A height field in the world body is PhysX's triangle mesh of MuJoCo's surface (same grid, same
+    cell diagonals): a scan of random terrain reads MuJoCo's heights to 1e-5 m, and a box dropped on
+    a plateau rests on it on both engines (within MuJoCo's soft-contact depth). A height field on a
+    moving body is refused, naming the geom."""
+    rng = np.random.default_rng(3)
+    rough = _terrain(tmp_path, rng.uniform(0, 1, (8, 10)),
+                     '<body name="probe" pos="0 0 2" mocap="false"><freejoint/><geom size=".01" contype="0"'
+                     ' conaffinity="0"/></body>')
+    heights = {}
+    for name in ("mujoco", "sapien"):
+        sim = make_backend(name, rough, 2)
+        from simbackend.readout import grid_offsets
+
+        scanner = sim.create_height_scanner("probe", grid_offsets(2.4, 1.8, 0.3), alignment="world")
+        heights[name] = scanner.heights().numpy()
+    assert np.ptp(heights["mujoco"]) > 0.1
+    np.testing.assert_allclose(heights["sapien"], heights["mujoco"], atol=1e-5)
+
+    ramp = np.tile(np.linspace(0.0, 1.0, 10), (8, 1))   # z rises along x
+    ramp[:, :4] = ramp[0, 3]                             # a plateau at the lowest elevation where x < -0.67
+    path = _terrain(tmp_path, ramp, '<body name="flat" pos="-1.2 -0.2 0.6"><freejoint/>'
+                                    '<geom type="box" size=".1 .1 .05"/></body>')
+    z = {}
+    for name in ("mujoco", "sapien"):
+        sim = make_backend(name, path, 1)
+        sim.step(None, nsteps=400)
+        z[name] = float(sim.get_body_pos_w(sim.get_body_ids("flat"))[0, 0, 2])
+    # MuJoCo normalises elevations to [0, 1] (the plateau is the minimum: height 0), plus the geom's 0.05
+    for name, value in z.items():
+        assert abs(value - 0.10) < 3e-3, f"{name}: the box rests at {value:.4f} m, not on the plateau (0.10 m)"
+
+    moving = Path(_terrain(tmp_path, ramp, ""))
+    moving.write_text(moving.read_text().replace('<geom name="terrain"', '<body name="mover"><freejoint/><geom'
+                                                 ' name="terrain"').replace('friction="2"/>', 'friction="2"/></body>'))
+    with pytest.raises(ModelLoadError, match="terrain.*moving body"):
+        make_backend("sapien", str(moving), 1)
 
 
 def test_joint_ref_stiffness_and_geared_actuator_follow_mujoco(tmp_path: Path) -> None:

@@ -94,6 +94,8 @@ class Shape:
     friction: float
     groups: list[int]
     vertices: Optional[np.ndarray] = None
+    #: ``(T, 3)`` vertex indices of a triangle mesh (``kind == "mesh"``: a height field's surface)
+    triangles: Optional[np.ndarray] = None
 
 
 @dataclass
@@ -239,10 +241,14 @@ def _reject_unsupported(m: mujoco.MjModel, info: ModelInfo) -> None:
             problems.append(f"joint {info.joint_names[j]!r}: ball joints are not supported (PhysX articulations here offer revolute/prismatic/free)")
     for g in range(m.ngeom):
         t = int(m.geom_type[g])
-        if t not in _PRIMITIVE and (m.geom_contype[g] or m.geom_conaffinity[g]):
+        if t == int(_GEOM.mjGEOM_HFIELD) and (m.geom_contype[g] or m.geom_conaffinity[g]) and m.geom_bodyid[g] != 0:
+            gname = name(mujoco.mjtObj.mjOBJ_GEOM, g, "geom")
+            problems.append(f"geom {gname!r}: a height field on a moving body is not supported (PhysX collides"
+                            " triangle meshes only on static actors); height fields in the world body are")
+        elif t not in _PRIMITIVE and t != int(_GEOM.mjGEOM_HFIELD) and (m.geom_contype[g] or m.geom_conaffinity[g]):
             gname = name(mujoco.mjtObj.mjOBJ_GEOM, g, "geom")
             kind = mujoco.mjtGeom(t).name[len("mjGEOM_"):].lower()
-            problems.append(f"geom {gname!r}: collision geom type {kind!r} is not supported (height fields and SDFs)")
+            problems.append(f"geom {gname!r}: collision geom type {kind!r} is not supported (SDFs)")
     for a in range(m.nu):
         aname = info.actuator_names[a]
         on_tendon = int(m.actuator_trntype[a]) == int(mujoco.mjtTrn.mjTRN_TENDON)
@@ -292,6 +298,27 @@ def _tendon_problem(m: mujoco.MjModel, t: int, info: ModelInfo) -> str:
     return ""
 
 
+def hfield_mesh(m: mujoco.MjModel, h: int) -> tuple[np.ndarray, np.ndarray]:
+    """The top surface of height field ``h`` as MuJoCo collides it: ``(nrow * ncol, 3)`` vertices in
+    the geom frame and ``(2 (nrow-1) (ncol-1), 3)`` counter-clockwise triangles (seen from +z).
+
+    Vertex ``(r, c)`` is at ``x = -sx + 2 sx c / (ncol-1)``, ``y = -sy + 2 sy r / (nrow-1)``,
+    ``z = data[r, c] * sz`` (``size = (sx, sy, sz, base)``); each cell is split along its
+    ``(r, c)``-``(r+1, c+1)`` diagonal, as MuJoCo splits it.
+    """
+    nrow, ncol = int(m.hfield_nrow[h]), int(m.hfield_ncol[h])
+    sx, sy, sz = (float(v) for v in m.hfield_size[h][:3])
+    adr = int(m.hfield_adr[h])
+    data = np.array(m.hfield_data[adr:adr + nrow * ncol], np.float64).reshape(nrow, ncol)
+    y, x = np.meshgrid(np.linspace(-sy, sy, nrow), np.linspace(-sx, sx, ncol), indexing="ij")
+    verts = np.stack([x, y, data * sz], axis=-1).reshape(-1, 3)
+    r, c = np.meshgrid(np.arange(nrow - 1), np.arange(ncol - 1), indexing="ij")
+    a = (r * ncol + c).reshape(-1)
+    b, cc, d = a + 1, a + ncol + 1, a + ncol
+    tris = np.concatenate([np.stack([a, b, cc], 1), np.stack([a, cc, d], 1)]).astype(np.int64)
+    return verts, tris
+
+
 def _shapes_of_body(m: mujoco.MjModel, b: int) -> list[Shape]:
     """Collision shapes of body ``b``'s geoms, posed in the body frame."""
     shapes = []
@@ -300,6 +327,13 @@ def _shapes_of_body(m: mujoco.MjModel, b: int) -> list[Shape]:
         if not (m.geom_contype[g] or m.geom_conaffinity[g]) and g not in paired:
             continue  # never collides in MuJoCo: nothing to build
         t = int(m.geom_type[g])
+        if t == int(_GEOM.mjGEOM_HFIELD):
+            verts, tris = hfield_mesh(m, int(m.geom_dataid[g]))
+            friction = 0.0 if m.geom_condim[g] == 1 else float(m.geom_friction[g, 0])
+            groups = [int(m.geom_contype[g]), int(m.geom_conaffinity[g]), 0, 0]
+            shapes.append(Shape(g, "mesh", _pose(m.geom_pos[g], m.geom_quat[g]), np.zeros(0), friction, groups,
+                                verts, tris))
+            continue
         kind = _PRIMITIVE[t]
         pose = _pose(m.geom_pos[g], m.geom_quat[g])
         size = np.array(m.geom_size[g], dtype=np.float64)
@@ -643,6 +677,9 @@ def _approximations(m: mujoco.MjModel, plan: Plan) -> list[str]:
         notes.append(f"bodies with several joints: chains of {MIN_MASS:g} kg intermediate links")
     if np.any(np.isfinite(plan.force_limit) & (plan.stiffness + plan.damping > 0)):
         notes.append("actuator force ranges clamp the whole joint drive (passive stiffness/damping included)")
+    if any(sh.kind == "mesh" for sh in plan.static_shapes):
+        notes.append("height fields: PhysX collides their top surface (a triangle mesh of MuJoCo's grid and"
+                     " diagonals), not the solid below it that MuJoCo has")
     if int(m.opt.integrator) != int(mujoco.mjtIntegrator.mjINT_EULER):
         notes.append(f"integrator {mujoco.mjtIntegrator(int(m.opt.integrator)).name}: PhysX integrates with its own"
                      " solver (named in backend.notes)")

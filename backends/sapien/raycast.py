@@ -57,6 +57,10 @@ class RayCaster:
                          "size": np.asarray(s.size, np.float64)}
                 if s.kind == "convex":
                     entry["faces"], entry["radius"] = _hull_planes(physx_shapes[k])
+                elif s.kind == "mesh":  # a height field's surface: its triangles, as PhysX holds them
+                    verts = np.asarray(s.vertices, np.float64)
+                    entry["triangles"] = verts[np.asarray(s.triangles, np.int64)]          # (T, 3, 3)
+                    entry["radius"] = float(np.linalg.norm(verts, axis=1).max()) * (1 + 1e-9)
                 else:
                     entry["radius"] = _bounding_radius(s.kind, entry["size"])
                 self.shapes.append(entry)
@@ -238,5 +242,31 @@ def _cylinder(o: torch.Tensor, v: torch.Tensor, t: dict) -> torch.Tensor:
     return _first(*hits)
 
 
+#: ray-triangle pairs handled at once by :func:`_mesh` (bounds its memory)
+_MESH_CHUNK = 1 << 22
+
+
+def _mesh(o: torch.Tensor, v: torch.Tensor, t: dict) -> torch.Tensor:
+    """Triangles, two-sided (Moller-Trumbore), in chunks of rays x triangles."""
+    tri = t["triangles"]                                                  # (T, 3, 3)
+    a, e1, e2 = tri[:, 0], tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]
+    out = torch.full((o.shape[0],), torch.inf, dtype=o.dtype, device=o.device)
+    step = max(1, _MESH_CHUNK // max(1, tri.shape[0]))
+    for i in range(0, o.shape[0], step):
+        oo, vv = o[i:i + step, None], v[i:i + step, None]                 # (K, 1, 3)
+        p = torch.cross(vv.expand(-1, e2.shape[0], -1), e2.expand(oo.shape[0], -1, -1), dim=-1)
+        det = (e1 * p).sum(-1)
+        ok = det.abs() > _PARALLEL
+        inv = 1.0 / torch.where(ok, det, torch.ones_like(det))
+        s = oo - a
+        u = (s * p).sum(-1) * inv
+        q = torch.cross(s, e1.expand_as(s), dim=-1)
+        w = (vv * q).sum(-1) * inv
+        hit = (e2 * q).sum(-1) * inv
+        ok &= (u >= 0) & (w >= 0) & (u + w <= 1)
+        out[i:i + step] = _valid(hit, ok).amin(-1)
+    return out
+
+
 _KIND = {"plane": _plane, "sphere": _sphere, "box": _box, "convex": _convex, "capsule": _capsule,
-         "cylinder": _cylinder}
+         "cylinder": _cylinder, "mesh": _mesh}

@@ -46,6 +46,9 @@ def _collision_shape(s: Shape, materials: MaterialCache) -> physx.PhysxCollision
         shape = physx.PhysxCollisionShapeCapsule(float(s.size[0]), float(s.size[1]), mat)
     elif s.kind == "cylinder":
         shape = physx.PhysxCollisionShapeCylinder(float(s.size[0]), float(s.size[1]), mat)
+    elif s.kind == "mesh":  # a height field's surface, on the static actor
+        shape = physx.PhysxCollisionShapeTriangleMesh(np.asarray(s.vertices, np.float32),
+                                                      np.asarray(s.triangles, np.uint32), np.ones(3, np.float32), mat)
     else:  # convex hull of compiled vertices
         shape = physx.PhysxCollisionShapeConvexMesh(np.asarray(s.vertices, np.float32), np.ones(3, np.float32), mat)
     shape.local_pose = pose(s.pose)
