@@ -65,6 +65,13 @@ IDENTITY = np.array([0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0])
 X_TO_Z = np.array([np.cos(-np.pi / 4), 0.0, np.sin(-np.pi / 4), 0.0])
 
 _GEOM = mujoco.mjtGeom
+#: the SAPIEN release whose bindings decide what can be built (read without importing sapien)
+try:
+    from importlib.metadata import version as _version
+
+    _SAPIEN_VERSION = _version("sapien")
+except Exception:  # noqa: BLE001 - metadata missing: the message just names no version
+    _SAPIEN_VERSION = "3.0"
 _PRIMITIVE = {
     int(_GEOM.mjGEOM_PLANE): "plane",
     int(_GEOM.mjGEOM_SPHERE): "sphere",
@@ -238,7 +245,9 @@ def _reject_unsupported(m: mujoco.MjModel, info: ModelInfo) -> None:
             problems.append(f"joint {info.joint_names[j]!r}: gravity compensation routed through actuators"
                             " (actuatorgravcomp) is not supported; body gravcomp as a passive force is")
         if m.jnt_type[j] == JOINT_BALL:
-            problems.append(f"joint {info.joint_names[j]!r}: ball joints are not supported (PhysX articulations here offer revolute/prismatic/free)")
+            problems.append(f"joint {info.joint_names[j]!r}: ball joints are not supported (SAPIEN {_SAPIEN_VERSION} does"
+                            " not expose PhysX's spherical articulation joint: 'spherical joint is not supported yet';"
+                            " three hinges in a chain would add a gimbal singularity a ball joint does not have)")
     for g in range(m.ngeom):
         t = int(m.geom_type[g])
         if t == int(_GEOM.mjGEOM_HFIELD) and (m.geom_contype[g] or m.geom_conaffinity[g]) and m.geom_bodyid[g] != 0:
