@@ -263,6 +263,27 @@ def test_height_field_terrain_scans_and_holds_bodies_as_in_mujoco(tmp_path: Path
         make_backend("sapien", str(moving), 1)
 
 
+def test_mocap_body_is_fixed_at_its_model_pose_and_collides(tmp_path: Path) -> None:
+    """A mocap body stays at its model pose (nothing in the contract moves it) and holds what lands
+    on it, as in MuJoCo; the notes say so."""
+    body = ('<body name="platform" mocap="true" pos="0.5 0 0.4" quat="0.9659 0 0 0.2588">'
+            '<geom type="box" size=".3 .3 .02"/></body>'
+            '<body name="box" pos="0.5 0 0.8"><freejoint/><geom type="box" size=".05 .05 .05"/></body>')
+    path = _mjcf(tmp_path, body)
+    poses = {}
+    for name in ("mujoco", "sapien"):
+        sim = make_backend(name, path, 1)
+        sim.step(None, nsteps=400)
+        ids = sim.get_body_ids(["platform", "box"])
+        poses[name] = np.concatenate([sim.get_body_pos_w(ids)[0].numpy().reshape(-1),
+                                      sim.get_body_quat_w(ids)[0, 0].numpy()])
+        if name == "sapien":
+            assert any("mocap" in n for n in sim.notes)
+    np.testing.assert_allclose(poses["mujoco"][:3], [0.5, 0, 0.4], atol=1e-6)
+    assert abs(poses["mujoco"][5] - 0.47) < 3e-3  # resting on the platform (top 0.42 + half 0.05)
+    np.testing.assert_allclose(poses["sapien"], poses["mujoco"], atol=3e-3)
+
+
 def test_joint_ref_stiffness_and_geared_actuator_follow_mujoco(tmp_path: Path) -> None:
     """ref offsets, joint springs (springref), damping, armature and a geared position actuator map onto one PhysX drive.
 

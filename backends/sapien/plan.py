@@ -237,9 +237,6 @@ def _reject_unsupported(m: mujoco.MjModel, info: ModelInfo) -> None:
         problems.append(
             f"option density={m.opt.density:g}/viscosity={m.opt.viscosity:g}: fluid forces have no PhysX counterpart"
         )
-    for b in range(1, m.nbody):
-        if m.body_mocapid[b] >= 0:
-            problems.append(f"body {info.body_names[b]!r}: mocap bodies are not supported")
     for j in range(m.njnt):
         if getattr(m, "jnt_actgravcomp", np.zeros(m.njnt))[j]:
             problems.append(f"joint {info.joint_names[j]!r}: gravity compensation routed through actuators"
@@ -686,6 +683,10 @@ def _approximations(m: mujoco.MjModel, plan: Plan) -> list[str]:
         notes.append(f"bodies with several joints: chains of {MIN_MASS:g} kg intermediate links")
     if np.any(np.isfinite(plan.force_limit) & (plan.stiffness + plan.damping > 0)):
         notes.append("actuator force ranges clamp the whole joint drive (passive stiffness/damping included)")
+    mocap = [plan.info.body_names[b] for b in range(1, m.nbody) if m.body_mocapid[b] >= 0]
+    if mocap:
+        notes.append(f"mocap bodies {mocap[:4]}: fixed at their model pose, as in MuJoCo while nothing moves them"
+                     " (the contract has no call that does)")
     if any(sh.kind == "mesh" for sh in plan.static_shapes):
         notes.append("height fields: PhysX collides their top surface (a triangle mesh of MuJoCo's grid and"
                      " diagonals), not the solid below it that MuJoCo has")
