@@ -216,11 +216,24 @@ def _root(
 # info
 # ----------------------------------------------------------------------
 def _engine_version(name: str) -> str:
+    """``"<engine distribution> <version>"``: the known engines by name; a plugin's, from what its
+    distribution requires besides simbackend (read from metadata, nothing imported)."""
+    import re
     from importlib import metadata
 
-    for dist in (*ENGINE_DISTRIBUTIONS.get(name, ()), name):
+    candidates = list(ENGINE_DISTRIBUTIONS.get(name, ()))
+    if not candidates:
+        ep = next((e for e in metadata.entry_points(group="simbackend.backends") if e.name.lower() == name), None)
+        dist = getattr(ep, "dist", None)
+        for req in (dist.requires or []) if dist is not None else []:
+            if "extra ==" in req:
+                continue
+            dep = re.split(r"[\s<>=!~;\[(]", req.strip(), maxsplit=1)[0]
+            if dep and dep.lower() != "simbackend":
+                candidates.append(dep)
+    for dist_name in (*candidates, name):
         try:
-            return f"{dist} {metadata.version(dist)}"
+            return f"{dist_name} {metadata.version(dist_name)}"
         except metadata.PackageNotFoundError:
             continue
     return "-"

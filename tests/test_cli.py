@@ -298,6 +298,15 @@ def test_info_lists_backends_versions_and_capabilities(runner: CliRunner) -> Non
     assert "tendonpos" not in flat
 
 
+def test_info_names_a_plugin_engine_from_its_distribution(runner: CliRunner) -> None:
+    """A plugin backend's engine is what its distribution requires besides simbackend (the CLI knows
+    no plugin by name): the Motrix plugin reports motrixsim's version."""
+    pytest.importorskip("simbackend_motrix")
+    result = invoke(runner, "info")
+    assert result.exit_code == 0, result.output
+    assert f"motrix motrixsim {metadata.version('motrixsim')}" in _flat(result.output)
+
+
 def test_info_full_lists_long_values(runner: CliRunner) -> None:
     from simbackend.registry import make_backend
 
