@@ -314,6 +314,26 @@ def test_velocity_push_needs_a_free_body(make_sim: Any, dr_model: Path) -> None:
     _assert_unchanged(sim, state, params)
 
 
+def test_bodies_welded_to_the_world_take_no_mass(make_sim: Any) -> None:
+    """Clause: body_mass/com/inertia terms never touch a body welded to the world (no joint between it and
+    the world: its mass never acts): naming one is rejected, naming it and changing nothing; an
+    untargeted term skips it and changes the moving bodies."""
+    sim = make_sim("arm7", 2)
+    _supports(sim, "body_mass", "init")
+    state, params = snapshot(sim), env_params(sim)
+    named = RandomizationPlan((Term("body_mass", Distribution.fixed([2.0]), operation="scale", targets=("base",)),),
+                              seed=1)
+    with pytest.raises(InvalidArgumentError, match="base.*welded"):
+        sim.apply_init_randomization(named)
+    _assert_unchanged(sim, state, params)
+    every = RandomizationPlan((Term("body_mass", Distribution.fixed([2.0]), operation="scale"),), seed=1)
+    sim.apply_init_randomization(every)
+    mass, names = to_np(sim.get_env_body_mass()), sim.info.body_names
+    base, link1 = names.index("base"), names.index("link1")
+    np.testing.assert_allclose(mass[:, base], sim.info.body_mass[base], rtol=1e-6)
+    np.testing.assert_allclose(mass[:, link1], 2.0 * sim.info.body_mass[link1], rtol=1e-6)
+
+
 def test_velocity_push_bad_input_changes_nothing(make_sim: Any, dr_model: Path) -> None:
     """Clause: a push with NaN, a wrong shape, or one that would take qvel past the divergence bound is
     rejected naming the problem, and changes nothing."""
