@@ -20,7 +20,7 @@ import re
 import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from simbackend.errors import ModelLoadError
 
@@ -42,21 +42,20 @@ _HARMLESS = frozenset({"mesh@content_type"})
 _IGNORED = re.compile(r"^\s*([A-Za-z_]+)(?:@([A-Za-z_]+))?\s+at line:\s*(\d+)", re.MULTILINE)
 
 
-def load(source: Any, model_options: dict, folder: Optional[str] = None) -> tuple[Any, Any, list[str]]:
+def load(source: Any, model_options: dict) -> tuple[Any, Any, list[str]]:
     """``(mujoco model, Motrix model, notes)`` for a model source; raises ``ModelLoadError``."""
     import motrixsim as mx
 
     from simbackend.models import export_mjcf
 
     with tempfile.TemporaryDirectory(prefix="simbackend-motrix-") as tmp:
-        m, path = export_mjcf(source, folder or tmp, **model_options)
+        m, path = export_mjcf(source, tmp, **model_options)
         _strip_visual_attributes(path)
-        log, error = _captured_fd2(lambda: mx.load_model(str(path)))
-        if isinstance(error, (KeyboardInterrupt, SystemExit)):
-            raise error
-        if isinstance(error, BaseException):
-            raise ModelLoadError(f"Motrix could not compile {_label(source)}: {' '.join(str(error).split())}") from None
-        mm = error
+        log, mm = _captured_fd2(lambda: mx.load_model(str(path)))
+        if isinstance(mm, (KeyboardInterrupt, SystemExit)):
+            raise mm
+        if isinstance(mm, BaseException):
+            raise ModelLoadError(f"Motrix could not compile {_label(source)}: {' '.join(str(mm).split())}") from None
     notes, rejected = [], []
     for element, attribute, line in _IGNORED.findall(log):
         key = f"{element}@{attribute}" if attribute else element

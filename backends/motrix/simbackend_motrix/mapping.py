@@ -63,8 +63,6 @@ class Mapping:
                                  f" where the compiled model has nq={info.nq}, nv={info.nv}")
         self.qvel_of_dof = np.empty(info.nv, np.int64)
         self.qvel_of_dof[self.qvel_src] = np.arange(info.nv)
-        self.qpos_dst = np.empty(info.nq, np.int64)  # Motrix dof_pos column -> qpos column
-        self.qpos_dst[self.qpos_src] = np.arange(info.nq)
 
     def _index(self, found: Any, kind: str, name: str) -> int:
         if found is None:
@@ -130,4 +128,3 @@ class Mapping:
                 raise ModelLoadError(f"{self.label}: actuator {name!r} drives {act.target_name!r} in Motrix,"
                                      f" {info.joint_names[j]!r} in MuJoCo")
             self.actuator_src[a] = int(k)
-        self.actuator_identity = bool((self.actuator_src == np.arange(info.nu)).all()) and mm.num_actuators == info.nu

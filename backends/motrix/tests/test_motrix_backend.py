@@ -137,3 +137,25 @@ def test_no_actuator_model_steps() -> None:
     info = sim.step(None, nsteps=3)
     assert not info["diverged"].any() and torch.isfinite(sim.get_qpos()).all()
 
+
+
+def test_inertia_with_rotated_principal_axes_reads_back_and_randomizes(tmp_path: Path) -> None:
+    """Motrix holds full inertia tensors; the contract's principal moments are read back in the body's
+    principal axes (a full inertia with off-diagonal terms, so the axes are rotated), and a scale of
+    them round-trips through Motrix's override."""
+    from simbackend.randomization import Distribution, RandomizationPlan, Term
+
+    xml = """<mujoco><worldbody><body name="rod" pos="0 0 1"><joint type="hinge" axis="0 1 0"/>
+      <inertial pos="0.1 0 0" mass="2" fullinertia="0.3 0.25 0.2 0.05 -0.02 0.01"/>
+      <geom type="sphere" size=".05" contype="0" conaffinity="0"/></body></worldbody></mujoco>"""
+    sim = make_backend("motrix", _write(tmp_path, xml), 2)
+    rod = sim.info.body_names.index("rod")
+    assert not np.allclose(sim.info.body_iquat[rod], [1, 0, 0, 0], atol=1e-3)
+    np.testing.assert_allclose(sim._read_env_params("body_inertia")[:, rod], np.tile(sim.info.body_inertia[rod], (2, 1)),
+                               rtol=1e-5)
+    sim.apply_init_randomization(RandomizationPlan((Term("body_inertia", Distribution.fixed([1.5]),
+                                                         operation="scale", targets=("rod",)),), seed=0))
+    np.testing.assert_allclose(sim._read_env_params("body_inertia")[:, rod],
+                               np.tile(1.5 * sim.info.body_inertia[rod], (2, 1)), rtol=1e-5)
+    fields = sim.model_fields()["body_inertia"][rod]
+    assert abs(fields[0, 1] - 0.05) < 1e-6 and abs(fields[0, 2] + 0.02) < 1e-6 and abs(fields[1, 2] - 0.01) < 1e-6
