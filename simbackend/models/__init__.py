@@ -123,16 +123,21 @@ def compile_model(source: ModelSource, *, package_dirs: Any = None, actuators: A
     import mujoco
 
     if isinstance(source, mujoco.MjModel):
-        dirs, specs = package_dirs_option(package_dirs), actuator_specs(actuators)
-        _check_fuse_static(fuse_static)
-        given = [k for k, v in (("package_dirs", dirs), ("actuators", specs)) if v]
-        given += ["fuse_static"] if fuse_static is not None else []
-        if given:
-            raise InvalidArgumentError(f"{', '.join(given)}: a compiled mujoco.MjModel takes no model options;"
-                                 " pass the MJCF/URDF path or a mujoco.MjSpec instead")
+        _no_model_options(package_dirs, actuators, fuse_static)
         return source
     spec, label, urdf = _prepared_spec(source, package_dirs, actuators, fuse_static)
     return _compiled(spec, label, urdf)
+
+
+def _no_model_options(package_dirs: Any, actuators: Any, fuse_static: Any) -> None:
+    """Validate the model options given with a compiled ``MjModel``, which takes none."""
+    dirs, specs = package_dirs_option(package_dirs), actuator_specs(actuators)
+    _check_fuse_static(fuse_static)
+    given = [k for k, v in (("package_dirs", dirs), ("actuators", specs)) if v]
+    given += ["fuse_static"] if fuse_static is not None else []
+    if given:
+        raise InvalidArgumentError(f"{', '.join(given)}: a compiled mujoco.MjModel takes no model options;"
+                                   " pass the MJCF/URDF path or a mujoco.MjSpec instead")
 
 
 def _check_fuse_static(fuse_static: Any) -> None:
@@ -200,8 +205,9 @@ def export_mjcf(source: ModelSource, folder: Union[str, os.PathLike], *, package
       written next to the file.
 
     Args:
-        source: a path, a built-in name or a ``mujoco.MjSpec`` (a compiled
-            ``MjModel`` cannot be written back: it raises ``ModelLoadError``).
+        source: a path, a built-in name or a ``mujoco.MjSpec``; a compiled
+            ``MjModel`` only if this process wrote the same model (bit for
+            bit) before, otherwise ``ModelLoadError``.
         folder: an existing folder the file (``model.xml``) and its in-memory
             assets are written to.
 
@@ -252,7 +258,7 @@ def export_mjcf(source: ModelSource, folder: Union[str, os.PathLike], *, package
         for k, (element, name) in enumerate(zip(elements, names)):
             if not element.name and not (kind == "body" and k == 0):
                 element.name = name
-    _absolute_assets(out, folder, label)
+    memory = _absolute_assets(out, folder)
     try:
         text = _full_precision(out.to_xml(), m, info)
         again = mujoco.MjSpec.from_string(text, assets=dict(out.assets) or None)
@@ -268,7 +274,6 @@ def export_mjcf(source: ModelSource, folder: Union[str, os.PathLike], *, package
             raise ModelLoadError(f"{label}: the model written as MJCF differs from the compiled one in {f}")
     path = folder / "model.xml"
     path.write_text(text)
-    memory = {p.name: p.read_bytes() for p in folder.iterdir() if p.name != "model.xml" and p.is_file()}
     _WRITTEN[_model_digest(m)] = (text, str(folder), memory)
     return m, path
 
@@ -288,11 +293,7 @@ def _written_again(m: "mujoco.MjModel", folder: Path, package_dirs: Any, actuato
                    fuse_static: Any) -> Path:
     """The MJCF of a compiled model that :func:`export_mjcf` wrote before in this process (the same
     model, bit for bit: a recording's model, say), written again into ``folder``."""
-    given = [k for k, v in (("package_dirs", package_dirs), ("actuators", actuators), ("fuse_static", fuse_static))
-             if v is not None and v != []]
-    if given:
-        raise InvalidArgumentError(f"{', '.join(given)}: a compiled mujoco.MjModel takes no model options;"
-                                   " pass the MJCF/URDF path or a mujoco.MjSpec instead")
+    _no_model_options(package_dirs, actuators, fuse_static)
     hit = _WRITTEN.get(_model_digest(m))
     if hit is None:
         raise ModelLoadError("a compiled mujoco.MjModel cannot be written back as MJCF unless this process"
@@ -357,10 +358,12 @@ def _full_precision(text: str, m: "mujoco.MjModel", info: ModelInfo) -> str:  # 
     return ET.tostring(root, encoding="unicode")
 
 
-def _absolute_assets(spec: "mujoco.MjSpec", folder: Path, label: str) -> None:  # noqa: F821
-    """Point every file asset of ``spec`` at an absolute path; write in-memory assets into ``folder``."""
+def _absolute_assets(spec: "mujoco.MjSpec", folder: Path) -> dict[str, bytes]:  # noqa: F821
+    """Point every file asset of ``spec`` at an absolute path; write in-memory assets into ``folder``
+    and return them (file name in ``folder`` -> bytes)."""
     base = Path(spec.modelfiledir or ".")
     memory = dict(spec.assets)
+    written: dict[str, bytes] = {}
     for kind, items, subdir in (("mesh", spec.meshes, spec.meshdir), ("hfield", spec.hfields, spec.meshdir),
                                 ("texture", spec.textures, spec.texturedir)):
         for k, item in enumerate(items):
@@ -369,7 +372,8 @@ def _absolute_assets(spec: "mujoco.MjSpec", folder: Path, label: str) -> None:  
                 continue
             if file in memory:
                 target = folder / f"{kind}{k}_{Path(file).name}"
-                target.write_bytes(bytes(memory[file]))
+                written[target.name] = bytes(memory[file])
+                target.write_bytes(written[target.name])
                 item.file = str(target)
                 continue
             p = Path(file)
@@ -378,6 +382,7 @@ def _absolute_assets(spec: "mujoco.MjSpec", folder: Path, label: str) -> None:  
             item.file = str(p.resolve())
     spec.meshdir = ""
     spec.texturedir = ""
+    return written
 
 
 def _one_line(e: BaseException) -> str:
