@@ -84,11 +84,105 @@ def test_motor_on_a_fixed_tendon_drives_its_joints_as_in_mujoco(tmp_path: Path) 
     make_backend("sapien", str(gymnasium_assets() / "humanoid.xml"), 1)
 
 
-def test_frictionloss_with_actuated_joint_rejected(tmp_path: Path) -> None:
-    """Dry friction is a saturating velocity drive, so it cannot share a joint with an actuator's drive."""
-    body = ARM.replace('name="j1" type="hinge"', 'name="j1" type="hinge" frictionloss="0.5"')
-    with pytest.raises(ModelLoadError, match="j1.*frictionloss"):
-        make_backend("sapien", _mjcf(tmp_path, body, '<actuator><position joint="j1" kp="10"/></actuator>'), 1)
+def _friction_model(tmp_path: Path, fl: float) -> str:
+    """Frictionloss ``fl`` on joints whose PhysX drive is taken: two position servos (one against
+    gravity), a motor on a damped slider, a hinge spring."""
+    body = f"""
+      <body name="p" pos="0 0 1"><joint name="arm" type="hinge" axis="0 1 0" frictionloss="{fl}" damping="1"
+        range="-2 2"/><geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/></body>
+      <body name="s" pos="0 1 1"><joint name="x" type="slide" axis="1 0 0" frictionloss="{fl}" range="-1 1"/>
+        <geom type="box" size=".05 .05 .05" mass="1"/></body>
+      <body name="m" pos="0 2 1"><joint name="y" type="slide" axis="1 0 0" frictionloss="{fl}" damping="0.5"/>
+        <geom type="box" size=".05 .05 .05" mass="1"/></body>
+      <body name="r" pos="0 3 1"><joint name="spring" type="hinge" axis="0 0 1" frictionloss="{fl / 10}"
+        stiffness="1" damping="0.05"/><geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/></body>"""
+    actuators = """<actuator><position joint="arm" kp="20" ctrlrange="-2 2"/>
+      <position joint="x" kp="40" kv="4" ctrlrange="-1 1"/><motor joint="y" ctrlrange="-2 2"/></actuator>"""
+    path = tmp_path / f"friction{fl}.xml"
+    path.write_text(Path(_mjcf(tmp_path, body, actuators)).read_text())
+    return str(path)
+
+
+def test_frictionloss_on_a_driven_joint_follows_mujoco(tmp_path: Path) -> None:
+    """Frictionloss where the PhysX drive is taken (servo, motor with damping, spring) is MuJoCo's
+    friction law applied as a joint force each substep. Through the parity suite: the servos'
+    final positions (which friction shifts by up to 7e-3) within the servo tolerance, the motor
+    and spring joints' random and sinusoid rollouts within the dynamics tolerance; a motor force
+    below the friction limit leaves its slider where it is, as MuJoCo does."""
+    from simbackend.parity import DYN_POS_TOL, run_parity
+
+    path = _friction_model(tmp_path, 0.3)
+    servo = run_parity("sapien", path, tiers=("servo",), num_envs=3)
+    dynamics = run_parity("sapien", path, tiers=("dynamics",), num_envs=3)
+    rows = {r.quantity: r for r in servo.rows + dynamics.rows}
+    for quantity in ("final_dof_pos[arm]", "final_dof_pos[x]", "dof_pos[y]", "dof_pos[spring]"):
+        assert rows[quantity].passed, rows[quantity]
+    # friction matters here: without it MuJoCo ends elsewhere, by far more than the tolerances
+    ref = {}
+    for fl in (0.0, 0.3):
+        sim = make_backend("mujoco", _friction_model(tmp_path, fl), 1)
+        sim.step(torch.tensor([[0.3, -0.2, 1.0]]), nsteps=500)
+        ref[fl] = sim.get_dof_pos().numpy()
+    assert np.abs(ref[0.3] - ref[0.0]).max() > 10 * DYN_POS_TOL
+    stuck = []
+    for name in ("mujoco", "sapien"):
+        sim = make_backend(name, path, 1)
+        sim.step(torch.tensor([[0.0, 0.0, 0.25]]), nsteps=500)  # 0.25 N against 0.3 N of friction
+        stuck.append(float(sim.get_dof_pos()[0, 2]))
+    assert max(abs(v) for v in stuck) < 1e-3, stuck
+
+
+def test_disabled_frictionloss_is_not_applied(tmp_path: Path) -> None:
+    """``<flag frictionloss="disable"/>``: no friction, neither as a drive nor as a force."""
+    body = ARM.replace('name="j1" type="hinge"', 'name="j1" type="hinge" frictionloss="50"').replace(
+        'name="j2" type="hinge"', 'name="j2" type="hinge" frictionloss="50" damping="0.01"')
+    out = {}
+    for name in ("mujoco", "sapien"):
+        sim = make_backend(name, _mjcf(tmp_path, body, '<option><flag frictionloss="disable"/></option>'), 1)
+        sim.step(None, nsteps=100)
+        out[name] = sim.get_dof_pos().numpy()
+    assert np.abs(out["mujoco"]).min() > 0.05, "without friction the arm falls"
+    np.testing.assert_allclose(out["sapien"], out["mujoco"], atol=2e-3)
+
+
+def test_damping_randomization_beside_frictionloss(tmp_path: Path) -> None:
+    """Randomized damping is the PhysX drive's: on a joint whose frictionloss the engine applies it
+    follows MuJoCo (1 s swing, 2 envs, the same draws); on a joint whose frictionloss is the
+    saturating drive it is refused, naming the reason."""
+    from simbackend.errors import UnsupportedFeatureError
+    from simbackend.randomization import Distribution, RandomizationPlan, Term
+
+    body = ARM.replace('name="j1" type="hinge"', 'name="j1" type="hinge" frictionloss="0.05"').replace(
+        'name="j2" type="hinge"', 'name="j2" type="hinge" frictionloss="0.02" damping="0.02"')
+    path = _mjcf(tmp_path, body)
+    plan = RandomizationPlan((Term("joint_damping", Distribution.uniform(0.0, 0.3), targets=("j2",), operation="set"),),
+                             seed=3)
+    out = {}
+    for name in ("mujoco", "sapien"):
+        sim = make_backend(name, path, 2)
+        sim.apply_init_randomization(plan)
+        sim.step(None, nsteps=500)
+        out[name] = sim.get_dof_pos().numpy()
+    assert abs(out["mujoco"][0, 1] - out["mujoco"][1, 1]) > 0.05, "the draws should change the swing"
+    np.testing.assert_allclose(out["sapien"], out["mujoco"], atol=1e-2)
+    refused = RandomizationPlan((Term("joint_damping", Distribution.uniform(0.0, 0.3), targets=("j1",), operation="set"),))
+    with pytest.raises(UnsupportedFeatureError, match="frictionloss"):
+        make_backend("sapien", path, 2).apply_init_randomization(refused)
+
+
+@pytest.mark.parametrize("what", ["friction", "gravcomp"])
+def test_per_substep_forces_are_not_on_the_gpu_path(tmp_path: Path, what: str) -> None:
+    """The GPU path refuses, naming the element, what the CPU path applies per substep."""
+    from simbackend.backends.sapien.plan import build_plan
+    from simbackend.models import compile_model, model_info
+
+    if what == "friction":
+        m, needle = compile_model(_friction_model(tmp_path, 0.3)), "GPU: joint 'arm': frictionloss"
+    else:
+        m, needle = compile_model(_mjcf(tmp_path, ARM.replace('<body name="b"', '<body name="b" gravcomp="1"'))), \
+            "GPU: body 'b': gravity compensation"
+    with pytest.raises(ModelLoadError, match=needle):
+        sgpu.GpuPhysx(build_plan(m, model_info(m)), 1, (4, 1), False, torch.device("cuda"), None)
 
 
 # ----------------------------------------------------------------------------
@@ -588,6 +682,16 @@ def test_model_fields_read_back_from_physx() -> None:
     np.testing.assert_allclose(got["body_mass"], ref["body_mass"], rtol=1e-6)
     np.testing.assert_allclose(got["body_inertia"], ref["body_inertia"], atol=1e-7)
     np.testing.assert_allclose(got["joint_range"], ref["joint_range"], atol=1e-6)
+
+
+def test_unlimited_servo_force_reads_back_as_infinite(tmp_path: Path) -> None:
+    """A servo without forcerange has PhysX's finite stand-in for no limit; model_fields says inf, as
+    MuJoCo does (it said -3e38, which failed the parity suite's model tier), and a real range stays."""
+    path = _mjcf(tmp_path, ARM, '<actuator><position joint="j1" kp="10"/>'
+                                '<position joint="j2" kp="10" forcelimited="true" forcerange="-3 3"/></actuator>')
+    got = make_backend("sapien", path, 1).model_fields()["actuator_force_range"]
+    np.testing.assert_array_equal(got, make_backend("mujoco", path, 1).model_fields()["actuator_force_range"])
+    np.testing.assert_array_equal(got, [[-np.inf, np.inf], [-3.0, 3.0]])
 
 
 def test_cpu_scene_limit_is_a_clear_error() -> None:

@@ -119,6 +119,15 @@ class CpuPhysx(PhysxEngine):
         self._before: list = []                  # the pre-call states of the running step
         self._after: list = []                   # the states it reached
         self._dof_arts = [a for a in range(A) if cols.art_dofs[a]]
+        fj = np.flatnonzero(p.friction[:, 0] > 0)
+        #: per articulation with backend-applied frictionloss: (PhysX dofs, (k, 4) friction law rows)
+        self._friction = {int(a): (cols.joint_dof[fj[p.joint_link[fj, 0] == a]], p.friction[fj[p.joint_link[fj, 0] == a]])
+                          for a in np.unique(p.joint_link[fj, 0])}
+        #: the friction force each env's joints got in the last substep, (N, k) per articulation
+        self._friction_last = {a: np.zeros((num_envs, len(d))) for a, (d, _) in self._friction.items()}
+        self._friction_before: dict = {}
+        #: (N, D) joint forces of the running step's motors, per articulation that has motors
+        self._qf: dict = {}
         self._set_drives()
         for n in range(num_envs):
             self._cache_joints(n)
@@ -257,6 +266,8 @@ class CpuPhysx(PhysxEngine):
         A, floating = self.num_arts, [not art.fixed_root for art in self.plan.articulations]
         packed = {k: v.numpy().astype(np.float32) for k, v in packed.items() if k != "rows"}
         self._rebuild(env_ids)
+        for f in self._friction_last.values():
+            f[env_ids] = 0.0   # a fresh scene has no last substep to estimate from
         for i, n in enumerate(env_ids):
             for a, art in enumerate(self.arts[n]):
                 k = i * A + a
@@ -276,7 +287,7 @@ class CpuPhysx(PhysxEngine):
     def _write_ctrl(self, drive: dict) -> None:
         targets = drive["target"][:, self._pos_j].tolist()
         vel_targets = drive["vel_target"][:, self._vel_j].tolist()
-        qfs = {}
+        self._qf = qfs = {}
         for a, (joints, dofs) in self._motors.items():
             qf = np.zeros((self.num_envs, int(self.cols.art_dofs[a])), np.float32)
             qf[:, dofs] = drive["force"][:, joints]
@@ -303,14 +314,37 @@ class CpuPhysx(PhysxEngine):
     def _save(self) -> None:
         # the state each env had at the end of the last call is its pre-call state now
         self._before = [b if b is not None else s.pack() for b, s in zip(self._packed, self.systems)]
+        self._friction_before = {a: f.copy() for a, f in self._friction_last.items()}
 
     def _substep(self, forces: Optional[tuple]) -> None:
         if forces is not None:
             self._apply_forces(forces)
         if self._gravcomp:
             self._compensate_gravity()
+        if self._friction:
+            self._apply_friction()
         for s in self.systems:
             s.step()
+
+    def _apply_friction(self) -> None:
+        """MuJoCo's frictionloss on joints whose drive is taken, as a joint force added to the motors'
+        before every substep: ``f = clip(-gain (b v + a0), +-limit)`` (:func:`.plan._friction_law`).
+        ``a0``, the acceleration the joint would have without it, is the last substep's PhysX
+        acceleration less what that substep's friction force added (``invweight * f``)."""
+        for a, (dofs, law) in self._friction.items():
+            limit, gain, b, invweight = law.T
+            arts = [env[a] for env in self.arts]
+            v = np.array([art.get_qvel() for art in arts])[:, dofs]
+            acc = np.array([art.get_qacc() for art in arts])[:, dofs]
+            last = self._friction_last[a]
+            free = acc - invweight * last
+            f = np.clip(-gain * (b * v + free), -limit, limit)
+            self._friction_last[a] = f
+            qf = self._qf.get(a)
+            qf = np.zeros((self.num_envs, int(self.cols.art_dofs[a])), np.float32) if qf is None else qf.copy()
+            qf[:, dofs] += f
+            for art, row in zip(arts, qf):
+                art.set_qf(row)
 
     def _compensate_gravity(self) -> None:
         """MuJoCo's gravcomp: ``-gravcomp * mass * gravity`` at each body's centre of mass, from the
@@ -338,11 +372,15 @@ class CpuPhysx(PhysxEngine):
         for n in np.flatnonzero(envs):
             self.systems[n].unpack(self._before[n])
             after[n] = self._before[n]
+            for a, f in self._friction_last.items():
+                f[n] = self._friction_before[a][n]
         self._packed = after
 
     def _restore_all(self) -> None:
         for s, b in zip(self.systems, self._before):
             s.unpack(b)
+        for a, f in self._friction_before.items():
+            self._friction_last[a][:] = f
         self._packed = self._before
         self._stale()
 

@@ -27,7 +27,8 @@ from simbackend.model_info import JOINT_HINGE, JOINT_SLIDE
 from .layout import Columns
 from .plan import Plan
 
-_FLT_MAX = float(np.finfo(np.float32).max)
+#: the force limit PhysX drives get for "no limit" (finite: PhysX rejects inf)
+NO_FORCE_LIMIT = 3.0e38
 #: ``judge(states)``: the contract's divergence rule ``(N,)`` on the reached state; ``states`` is
 #: the ``(N, pack_size)`` serialised CPU states (decoded without reading links again) or None
 Judge = Callable[[Optional[np.ndarray]], Any]
@@ -214,7 +215,7 @@ class PhysxEngine(abc.ABC):
             for j in joints:
                 a, l = p.joint_link[j]
                 comps[a][l].joint.set_drive_properties(float(k[j]), float(d[j]),
-                                                       float(min(p.force_limit[j], 3.0e38)), "force")
+                                                       float(min(p.force_limit[j], NO_FORCE_LIMIT)), "force")
 
     def set_drives_of(self, env_ids: Any) -> None:
         """Apply the (per-env) drive tables to envs ``env_ids`` (domain randomization)."""
@@ -269,7 +270,7 @@ class PhysxEngine(abc.ABC):
             a, l = plan.joint_link[j]
             fl = float(self.comps[0][a][l].joint.force_limit)
             gear = abs(float(m.actuator_gear[u, 0])) or 1.0
-            if fl < _FLT_MAX * 0.99:
+            if fl < NO_FORCE_LIMIT * 0.99:
                 force[u] = (-fl / gear, fl / gear)
         return {
             "body_mass": mass, "body_com": com, "body_inertia": inertia, "joint_range": jrange,

@@ -174,6 +174,10 @@ class Plan:
     #: (nbody,) MuJoCo's gravity compensation: each substep a body gets ``-gravcomp * mass * gravity``
     #: at its centre of mass (the CPU engine applies it; the GPU path refuses models that have it)
     gravcomp: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    #: (njnt, 4) MuJoCo's frictionloss on joints whose PhysX drive is taken (by an actuator, stiffness
+    #: or damping), applied by the engine as a joint force each substep: ``(limit, gain, b, invweight)``
+    #: of :func:`_friction_law` (``limit`` 0: none); other frictionloss is a saturating drive
+    friction: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -513,22 +517,45 @@ def _drives(m: mujoco.MjModel, info: ModelInfo, q0: np.ndarray) -> dict:
             limited_by.setdefault(j, []).append(abs(g) * max(abs(lo), abs(hi)))
     for j, limits in limited_by.items():
         force_limit[j] = sum(limits)
+    friction = np.zeros((njnt, 4))
+    no_friction = bool(m.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_FRICTIONLOSS))
     for j in range(njnt):
         fl = float(m.dof_frictionloss[m.jnt_dofadr[j]]) if m.jnt_type[j] in (JOINT_HINGE, JOINT_SLIDE) else 0.0
-        if fl <= 0:
+        if fl <= 0 or no_friction:
             continue
         if driven[j] or stiffness[j] > 0 or damping[j] > 0:
-            raise ModelLoadError(
-                f"the sapien backend cannot build this model: joint {info.joint_names[j]!r}: frictionloss together"
-                " with damping, stiffness or a position/velocity actuator is not supported (PhysX gives a joint one drive)"
-            )
+            friction[j] = _friction_law(m, j, fl)  # the drive is taken: the engine applies the force
+            continue
         # dry friction: a velocity drive to rest whose force saturates at frictionloss
         damping[j] = FRICTIONLOSS_DAMPING
         force_limit[j] = fl
     ctrl_range = np.array(info.actuator_ctrl_range, dtype=np.float64).reshape(nu, 2)
     return dict(stiffness=stiffness, damping=damping, force_limit=force_limit, pos_bias=pos_bias,
                 pos_gain=pos_gain, vel_gain=vel_gain, motor_gain=motor_gain, motor_gear=motor_gear,
-                motor_force_range=motor_range, ctrl_range=ctrl_range)
+                motor_force_range=motor_range, ctrl_range=ctrl_range, friction=friction)
+
+
+def _friction_law(m: mujoco.MjModel, j: int, limit: float) -> np.ndarray:
+    """``(limit, gain, b, invweight)`` of MuJoCo's frictionloss constraint on joint ``j``, as one
+    constraint alone would solve it: ``f = clip(-gain (b v + a0), +-limit)``.
+
+    MuJoCo's soft constraint gives ``f = (aref - a0) / (A + R)`` clamped to the friction limit,
+    with ``aref = -b v`` (friction has no position term), ``b = 2 / (dmax tc)`` from the dof's
+    solref ``(tc, dampratio)`` (``-solref[1] / dmax`` for direct solref), ``R = (1-d)/d A`` with
+    the impedance ``d = solimp[0]`` at zero violation, and ``A`` the dof's inverse inertia, which
+    MuJoCo's ``dof_invweight0`` gives at ``qpos0``: ``gain = d / invweight0``.
+    """
+    dof = int(m.jnt_dofadr[j])
+    tc, ratio = (float(v) for v in m.dof_solref[dof])
+    dmin, dmax = (float(v) for v in m.dof_solimp[dof, :2])
+    if tc > 0:
+        if not m.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_REFSAFE):
+            tc = max(tc, 2.0 * float(m.opt.timestep))
+        b = 2.0 / (dmax * tc)
+    else:
+        b = -ratio / dmax
+    invweight = float(m.dof_invweight0[dof])
+    return np.array([limit, dmin / invweight, b, invweight])
 
 
 def _filter_pairs(m: mujoco.MjModel, plan: Plan) -> None:
@@ -683,6 +710,10 @@ def _approximations(m: mujoco.MjModel, plan: Plan) -> list[str]:
         notes.append(f"bodies with several joints: chains of {MIN_MASS:g} kg intermediate links")
     if np.any(np.isfinite(plan.force_limit) & (plan.stiffness + plan.damping > 0)):
         notes.append("actuator force ranges clamp the whole joint drive (passive stiffness/damping included)")
+    rubbing = [plan.info.joint_names[j] for j in np.flatnonzero(plan.friction[:, 0] > 0)]
+    if rubbing:
+        notes.append(f"frictionloss of joints {rubbing[:4]} (their PhysX drive is taken): MuJoCo's friction law as"
+                     " a joint force each substep, its free acceleration taken from the previous substep (CPU only)")
     mocap = [plan.info.body_names[b] for b in range(1, m.nbody) if m.body_mocapid[b] >= 0]
     if mocap:
         notes.append(f"mocap bodies {mocap[:4]}: fixed at their model pose, as in MuJoCo while nothing moves them"

@@ -116,7 +116,10 @@ class EnvParams:
         if rows is not None:
             changed = np.flatnonzero((rows != info.dof_damping).any(0))
             scalar = set(info.joint_dofadr[np.isin(info.joint_type, (JOINT_HINGE, JOINT_SLIDE))].tolist())
-            fl_dofs = set(np.flatnonzero(info.dof_frictionloss > 0).tolist())
+            # frictionloss modelled as a saturating drive (not the joints whose force the engine applies)
+            fl_joints = np.flatnonzero((self.plan.friction[:, 0] == 0) & (info.dof_frictionloss[info.joint_dofadr] > 0)
+                                       & np.isin(info.joint_type, (JOINT_HINGE, JOINT_SLIDE)))
+            fl_dofs = set(info.joint_dofadr[fl_joints].tolist())
             for d in changed:
                 if int(d) not in scalar:
                     raise UnsupportedFeatureError(name, "domain randomization of free or ball joint damping",
