@@ -36,6 +36,7 @@ from sapien import physx
 from simbackend.errors import InvalidArgumentError, SimBackendError
 
 from .engine import PhysxEngine, scene_config
+from .forces import JointForces
 from .layout import Columns
 from .plan import Plan
 from .scene import MaterialCache, build_scene, pose
@@ -119,13 +120,7 @@ class CpuPhysx(PhysxEngine):
         self._before: list = []                  # the pre-call states of the running step
         self._after: list = []                   # the states it reached
         self._dof_arts = [a for a in range(A) if cols.art_dofs[a]]
-        fj = np.flatnonzero(p.friction[:, 0] > 0)
-        #: per articulation with backend-applied frictionloss: (PhysX dofs, (k, 4) friction law rows)
-        self._friction = {int(a): (cols.joint_dof[fj[p.joint_link[fj, 0] == a]], p.friction[fj[p.joint_link[fj, 0] == a]])
-                          for a in np.unique(p.joint_link[fj, 0])}
-        #: the friction force each env's joints got in the last substep, (N, k) per articulation
-        self._friction_last = {a: np.zeros((num_envs, len(d))) for a, (d, _) in self._friction.items()}
-        self._friction_before: dict = {}
+        self._forces = JointForces(p, cols, num_envs)
         #: (N, D) joint forces of the running step's motors, per articulation that has motors
         self._qf: dict = {}
         self._set_drives()
@@ -266,8 +261,7 @@ class CpuPhysx(PhysxEngine):
         A, floating = self.num_arts, [not art.fixed_root for art in self.plan.articulations]
         packed = {k: v.numpy().astype(np.float32) for k, v in packed.items() if k != "rows"}
         self._rebuild(env_ids)
-        for f in self._friction_last.values():
-            f[env_ids] = 0.0   # a fresh scene has no last substep to estimate from
+        self._forces.forget(env_ids)
         for i, n in enumerate(env_ids):
             for a, art in enumerate(self.arts[n]):
                 k = i * A + a
@@ -314,37 +308,32 @@ class CpuPhysx(PhysxEngine):
     def _save(self) -> None:
         # the state each env had at the end of the last call is its pre-call state now
         self._before = [b if b is not None else s.pack() for b, s in zip(self._packed, self.systems)]
-        self._friction_before = {a: f.copy() for a, f in self._friction_last.items()}
+        self._forces.save()
 
     def _substep(self, forces: Optional[tuple]) -> None:
         if forces is not None:
             self._apply_forces(forces)
         if self._gravcomp:
             self._compensate_gravity()
-        if self._friction:
-            self._apply_friction()
+        if self._forces.active:
+            self._apply_joint_forces()
         for s in self.systems:
             s.step()
 
-    def _apply_friction(self) -> None:
-        """MuJoCo's frictionloss on joints whose drive is taken, as a joint force added to the motors'
-        before every substep: ``f = clip(-gain (b v + a0), +-limit)`` (:func:`.plan._friction_law`).
-        ``a0``, the acceleration the joint would have without it, is the last substep's PhysX
-        acceleration less what that substep's friction force added (``invweight * f``)."""
-        for a, (dofs, law) in self._friction.items():
-            limit, gain, b, invweight = law.T
-            arts = [env[a] for env in self.arts]
-            v = np.array([art.get_qvel() for art in arts])[:, dofs]
-            acc = np.array([art.get_qacc() for art in arts])[:, dofs]
-            last = self._friction_last[a]
-            free = acc - invweight * last
-            f = np.clip(-gain * (b * v + free), -limit, limit)
-            self._friction_last[a] = f
+    def _apply_joint_forces(self) -> None:
+        """The joint forces of :class:`JointForces`, added to the motors' before every substep."""
+        arts = {a: [env[a] for env in self.arts] for a in self._forces.arts}
+
+        def read(getter: str) -> dict:
+            return {a: np.array([getattr(art, getter)() for art in row]) for a, row in arts.items()}
+
+        extra = self._forces.step(read("get_qpos") if self._forces.needs_qpos else None, read("get_qvel"),
+                                  read("get_qacc"))
+        for a, row in arts.items():
             qf = self._qf.get(a)
-            qf = np.zeros((self.num_envs, int(self.cols.art_dofs[a])), np.float32) if qf is None else qf.copy()
-            qf[:, dofs] += f
-            for art, row in zip(arts, qf):
-                art.set_qf(row)
+            qf = extra[a] if qf is None else qf + extra[a]
+            for art, f in zip(row, qf.astype(np.float32)):
+                art.set_qf(f)
 
     def _compensate_gravity(self) -> None:
         """MuJoCo's gravcomp: ``-gravcomp * mass * gravity`` at each body's centre of mass, from the
@@ -372,15 +361,13 @@ class CpuPhysx(PhysxEngine):
         for n in np.flatnonzero(envs):
             self.systems[n].unpack(self._before[n])
             after[n] = self._before[n]
-            for a, f in self._friction_last.items():
-                f[n] = self._friction_before[a][n]
+        self._forces.restore(np.asarray(envs, bool))
         self._packed = after
 
     def _restore_all(self) -> None:
         for s, b in zip(self.systems, self._before):
             s.unpack(b)
-        for a, f in self._friction_before.items():
-            self._friction_last[a][:] = f
+        self._forces.restore(np.ones(self.num_envs, bool))
         self._packed = self._before
         self._stale()
 

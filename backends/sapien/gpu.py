@@ -145,13 +145,7 @@ class GpuPhysx(PhysxEngine):
     def __init__(self, plan: Plan, num_envs: int, iterations: tuple[int, int], tgs: bool,
                  device: torch.device, spacing: Optional[float]):
         super().__init__(plan, num_envs)
-        per_substep = []
-        if np.any(plan.gravcomp[1:] != 0):
-            body = plan.info.body_names[int(np.flatnonzero(plan.gravcomp)[0])]
-            per_substep.append(f"body {body!r}: gravity compensation")
-        if np.any(plan.friction[:, 0] > 0):
-            joint = plan.info.joint_names[int(np.flatnonzero(plan.friction[:, 0])[0])]
-            per_substep.append(f"joint {joint!r}: frictionloss on a joint whose drive is taken")
+        per_substep = plan.per_substep
         if per_substep:
             from simbackend.errors import ModelLoadError
 

@@ -52,6 +52,8 @@ from simbackend.errors import ModelLoadError
 from simbackend.math import quat_apply, quat_mul
 from simbackend.model_info import JOINT_BALL, JOINT_FREE, JOINT_HINGE, JOINT_SLIDE, ModelInfo
 
+from .forces import JointEquality, JointFriction
+
 #: mass (kg) given to PhysX links whose MuJoCo body has (nearly) none: intermediate
 #: links of multi-joint bodies, anchors of fixed roots, massless MuJoCo bodies
 MIN_MASS = 1e-6
@@ -174,10 +176,25 @@ class Plan:
     #: (nbody,) MuJoCo's gravity compensation: each substep a body gets ``-gravcomp * mass * gravity``
     #: at its centre of mass (the CPU engine applies it; the GPU path refuses models that have it)
     gravcomp: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    #: (njnt, 4) MuJoCo's frictionloss on joints whose PhysX drive is taken (by an actuator, stiffness
-    #: or damping), applied by the engine as a joint force each substep: ``(limit, gain, b, invweight)``
-    #: of :func:`_friction_law` (``limit`` 0: none); other frictionloss is a saturating drive
-    friction: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
+    #: MuJoCo's frictionloss on joints whose PhysX drive is taken (by an actuator, stiffness or
+    #: damping), a joint force the CPU engine applies each substep; other frictionloss is a
+    #: saturating drive
+    friction: Optional[JointFriction] = None
+    #: MuJoCo's joint equalities, joint forces the CPU engine applies each substep
+    joint_equality: Optional[JointEquality] = None
+
+    @property
+    def per_substep(self) -> list[str]:
+        """What the engine applies as forces before every substep, each naming its first element."""
+        info, out = self.info, []
+        if np.any(self.gravcomp[1:] != 0):
+            out.append(f"body {info.body_names[int(np.flatnonzero(self.gravcomp)[0])]!r}: gravity compensation")
+        if self.friction is not None:
+            out.append(f"joint {info.joint_names[int(self.friction.joints[0])]!r}: frictionloss on a joint whose"
+                       " drive is taken")
+        if self.joint_equality is not None:
+            out.append(f"equality {self.joint_equality.names[0]!r}: a joint equality")
+        return out
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -233,8 +250,10 @@ def _reject_unsupported(m: mujoco.MjModel, info: ModelInfo) -> None:
         why = _tendon_problem(m, t, info)
         if why:
             problems.append(f"tendon {name(mujoco.mjtObj.mjOBJ_TENDON, t, 'tendon')!r}: {why}")
-    if m.neq:
-        problems.append(f"equality {name(mujoco.mjtObj.mjOBJ_EQUALITY, 0, 'equality')!r}: equality constraints are not supported")
+    for e in _equalities(m):
+        why = _equality_problem(m, e, info)
+        if why:
+            problems.append(f"equality {name(mujoco.mjtObj.mjOBJ_EQUALITY, e, 'equality')!r}: {why}")
     if getattr(m, "nflex", 0):
         problems.append("flex: deformable (flex) elements are not supported")
     if m.opt.density > 0 or m.opt.viscosity > 0:
@@ -280,6 +299,28 @@ def _reject_unsupported(m: mujoco.MjModel, info: ModelInfo) -> None:
     if problems:
         more = f" (and {len(problems) - 1} more: {'; '.join(problems[1:4])})" if len(problems) > 1 else ""
         raise ModelLoadError(f"the sapien backend cannot build this model: {problems[0]}{more}")
+
+
+def _equalities(m: mujoco.MjModel) -> list[int]:
+    """The equality constraints that act: none when the model disables them, and not those
+    inactive at start (MuJoCo's ``eq_active0``; the contract has no call that activates one)."""
+    if m.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_EQUALITY):
+        return []
+    return [e for e in range(m.neq) if m.eq_active0[e]]
+
+
+def _equality_problem(m: mujoco.MjModel, e: int, info: ModelInfo) -> str:
+    """Why equality ``e`` cannot be built, or ``""``: joint equalities can (MuJoCo allows them
+    between hinge and slide joints only)."""
+    kind = int(m.eq_type[e])
+    if kind == int(mujoco.mjtEq.mjEQ_JOINT):
+        return ""
+    what = mujoco.mjtEq(kind).name[len("mjEQ_"):].lower()
+    return {
+        "connect": "connect (loop-closing) equalities are not supported",
+        "weld": "weld equalities are not supported",
+        "tendon": "tendon equalities are not supported",
+    }.get(what, f"{what} equalities have no PhysX counterpart")
 
 
 def fixed_tendon_joints(m: mujoco.MjModel, t: int) -> list[tuple[int, float]]:
@@ -461,6 +502,10 @@ def build_plan(m: mujoco.MjModel, info: ModelInfo) -> Plan:
         joint_link=joint_link, extent=float(m.stat.extent), gravcomp=np.array(m.body_gravcomp, np.float64),
         **_drives(m, info, joint_offset),
     )
+    joint_eqs = [e for e in _equalities(m) if int(m.eq_type[e]) == int(mujoco.mjtEq.mjEQ_JOINT)]
+    if joint_eqs:
+        plan.joint_equality = JointEquality.of(
+            m, joint_eqs, [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_EQUALITY, e) or f"equality{e}" for e in joint_eqs])
     _filter_pairs(m, plan)
     _explicit_pairs(m, plan)
     plan.notes.extend(_approximations(m, plan))
@@ -517,14 +562,14 @@ def _drives(m: mujoco.MjModel, info: ModelInfo, q0: np.ndarray) -> dict:
             limited_by.setdefault(j, []).append(abs(g) * max(abs(lo), abs(hi)))
     for j, limits in limited_by.items():
         force_limit[j] = sum(limits)
-    friction = np.zeros((njnt, 4))
+    rubbing: dict[int, float] = {}
     no_friction = bool(m.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_FRICTIONLOSS))
     for j in range(njnt):
         fl = float(m.dof_frictionloss[m.jnt_dofadr[j]]) if m.jnt_type[j] in (JOINT_HINGE, JOINT_SLIDE) else 0.0
         if fl <= 0 or no_friction:
             continue
         if driven[j] or stiffness[j] > 0 or damping[j] > 0:
-            friction[j] = _friction_law(m, j, fl)  # the drive is taken: the engine applies the force
+            rubbing[j] = fl  # the drive is taken: the engine applies the force
             continue
         # dry friction: a velocity drive to rest whose force saturates at frictionloss
         damping[j] = FRICTIONLOSS_DAMPING
@@ -532,30 +577,8 @@ def _drives(m: mujoco.MjModel, info: ModelInfo, q0: np.ndarray) -> dict:
     ctrl_range = np.array(info.actuator_ctrl_range, dtype=np.float64).reshape(nu, 2)
     return dict(stiffness=stiffness, damping=damping, force_limit=force_limit, pos_bias=pos_bias,
                 pos_gain=pos_gain, vel_gain=vel_gain, motor_gain=motor_gain, motor_gear=motor_gear,
-                motor_force_range=motor_range, ctrl_range=ctrl_range, friction=friction)
-
-
-def _friction_law(m: mujoco.MjModel, j: int, limit: float) -> np.ndarray:
-    """``(limit, gain, b, invweight)`` of MuJoCo's frictionloss constraint on joint ``j``, as one
-    constraint alone would solve it: ``f = clip(-gain (b v + a0), +-limit)``.
-
-    MuJoCo's soft constraint gives ``f = (aref - a0) / (A + R)`` clamped to the friction limit,
-    with ``aref = -b v`` (friction has no position term), ``b = 2 / (dmax tc)`` from the dof's
-    solref ``(tc, dampratio)`` (``-solref[1] / dmax`` for direct solref), ``R = (1-d)/d A`` with
-    the impedance ``d = solimp[0]`` at zero violation, and ``A`` the dof's inverse inertia, which
-    MuJoCo's ``dof_invweight0`` gives at ``qpos0``: ``gain = d / invweight0``.
-    """
-    dof = int(m.jnt_dofadr[j])
-    tc, ratio = (float(v) for v in m.dof_solref[dof])
-    dmin, dmax = (float(v) for v in m.dof_solimp[dof, :2])
-    if tc > 0:
-        if not m.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_REFSAFE):
-            tc = max(tc, 2.0 * float(m.opt.timestep))
-        b = 2.0 / (dmax * tc)
-    else:
-        b = -ratio / dmax
-    invweight = float(m.dof_invweight0[dof])
-    return np.array([limit, dmin / invweight, b, invweight])
+                motor_force_range=motor_range, ctrl_range=ctrl_range,
+                friction=JointFriction.of(m, list(rubbing), list(rubbing.values())) if rubbing else None)
 
 
 def _filter_pairs(m: mujoco.MjModel, plan: Plan) -> None:
@@ -710,10 +733,13 @@ def _approximations(m: mujoco.MjModel, plan: Plan) -> list[str]:
         notes.append(f"bodies with several joints: chains of {MIN_MASS:g} kg intermediate links")
     if np.any(np.isfinite(plan.force_limit) & (plan.stiffness + plan.damping > 0)):
         notes.append("actuator force ranges clamp the whole joint drive (passive stiffness/damping included)")
-    rubbing = [plan.info.joint_names[j] for j in np.flatnonzero(plan.friction[:, 0] > 0)]
-    if rubbing:
+    if plan.friction is not None:
+        rubbing = [plan.info.joint_names[j] for j in plan.friction.joints]
         notes.append(f"frictionloss of joints {rubbing[:4]} (their PhysX drive is taken): MuJoCo's friction law as"
                      " a joint force each substep, its free acceleration taken from the previous substep (CPU only)")
+    if plan.joint_equality is not None:
+        notes.append(f"joint equalities {plan.joint_equality.names[:4]}: MuJoCo's soft-constraint law as joint"
+                     " forces each substep, the free acceleration taken from the previous substep (CPU only)")
     mocap = [plan.info.body_names[b] for b in range(1, m.nbody) if m.body_mocapid[b] >= 0]
     if mocap:
         notes.append(f"mocap bodies {mocap[:4]}: fixed at their model pose, as in MuJoCo while nothing moves them"

@@ -117,7 +117,10 @@ class EnvParams:
             changed = np.flatnonzero((rows != info.dof_damping).any(0))
             scalar = set(info.joint_dofadr[np.isin(info.joint_type, (JOINT_HINGE, JOINT_SLIDE))].tolist())
             # frictionloss modelled as a saturating drive (not the joints whose force the engine applies)
-            fl_joints = np.flatnonzero((self.plan.friction[:, 0] == 0) & (info.dof_frictionloss[info.joint_dofadr] > 0)
+            forced = np.zeros(len(info.joint_names), bool)
+            if self.plan.friction is not None:
+                forced[self.plan.friction.joints] = True
+            fl_joints = np.flatnonzero(~forced & (info.dof_frictionloss[info.joint_dofadr] > 0)
                                        & np.isin(info.joint_type, (JOINT_HINGE, JOINT_SLIDE)))
             fl_dofs = set(info.joint_dofadr[fl_joints].tolist())
             for d in changed:
