@@ -152,6 +152,11 @@ class SapienBackend(SimBackend):
         site_pose = np.concatenate([np.asarray(m.site_pos, np.float64), np.asarray(m.site_quat, np.float64)], 1)
         self.layout = Layout(plan, e.rows, e.cols, e.origins, site_pose, device)
         self._params = None if self._gpu else EnvParams(self)
+        if not self._gpu and (plan.forced_friction.size or plan.equalities):
+            from .constraints import MujocoConstraints
+
+            e.constraints = MujocoConstraints(m, plan.forced_friction, self.num_envs)
+            e.decode = self.layout.state_from_pack
         if self._gpu:  # place every env at qpos0 through the CUDA buffers (links start at their entity poses)
             ids = np.arange(self.num_envs)
             q0 = torch.as_tensor(np.tile(np.asarray(info.qpos0, np.float64), (self.num_envs, 1)), device=device)

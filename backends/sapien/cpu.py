@@ -34,9 +34,10 @@ import torch
 from sapien import physx
 
 from simbackend.errors import InvalidArgumentError, SimBackendError
+from simbackend.math import quat_apply
+from simbackend.model_info import JOINT_FREE, JOINT_HINGE, JOINT_SLIDE
 
 from .engine import PhysxEngine, scene_config
-from .forces import JointForces
 from .layout import Columns
 from .plan import Plan
 from .scene import MaterialCache, build_scene, pose
@@ -120,7 +121,14 @@ class CpuPhysx(PhysxEngine):
         self._before: list = []                  # the pre-call states of the running step
         self._after: list = []                   # the states it reached
         self._dof_arts = [a for a in range(A) if cols.art_dofs[a]]
-        self._forces = JointForces(p, cols, num_envs)
+        kinds = np.asarray(p.info.joint_type)
+        self._scalar = np.flatnonzero(np.isin(kinds, (JOINT_HINGE, JOINT_SLIDE)))
+        self._scalar_art = p.joint_link[self._scalar, 0]
+        self._free = np.flatnonzero(kinds == JOINT_FREE)
+        #: MuJoCo's constraint forces for what PhysX lacks (:mod:`.constraints`), set by the backend;
+        #: ``decode`` turns serialised states into the contract's ``(qpos, qvel)``
+        self.constraints = None
+        self.decode = None
         #: (N, D) joint forces of the running step's motors, per articulation that has motors
         self._qf: dict = {}
         self._set_drives()
@@ -261,7 +269,8 @@ class CpuPhysx(PhysxEngine):
         A, floating = self.num_arts, [not art.fixed_root for art in self.plan.articulations]
         packed = {k: v.numpy().astype(np.float32) for k, v in packed.items() if k != "rows"}
         self._rebuild(env_ids)
-        self._forces.forget(env_ids)
+        if self.constraints is not None:
+            self.constraints.forget(env_ids)
         for i, n in enumerate(env_ids):
             for a, art in enumerate(self.arts[n]):
                 k = i * A + a
@@ -308,32 +317,42 @@ class CpuPhysx(PhysxEngine):
     def _save(self) -> None:
         # the state each env had at the end of the last call is its pre-call state now
         self._before = [b if b is not None else s.pack() for b, s in zip(self._packed, self.systems)]
-        self._forces.save()
+        if self.constraints is not None:
+            self.constraints.save()
 
     def _substep(self, forces: Optional[tuple]) -> None:
         if forces is not None:
             self._apply_forces(forces)
         if self._gravcomp:
             self._compensate_gravity()
-        if self._forces.active:
-            self._apply_joint_forces()
+        if self.constraints is not None:
+            self._apply_constraint_forces()
         for s in self.systems:
             s.step()
 
-    def _apply_joint_forces(self) -> None:
-        """The joint forces of :class:`JointForces`, added to the motors' before every substep."""
-        arts = {a: [env[a] for env in self.arts] for a in self._forces.arts}
-
-        def read(getter: str) -> dict:
-            return {a: np.array([getattr(art, getter)() for art in row]) for a, row in arts.items()}
-
-        extra = self._forces.step(read("get_qpos") if self._forces.needs_qpos else None, read("get_qvel"),
-                                  read("get_qacc"))
-        for a, row in arts.items():
+    def _apply_constraint_forces(self) -> None:
+        """MuJoCo's constraint forces (:mod:`.constraints`) for the state PhysX is in, before every
+        substep: hinge/slide components added to the motors' joint forces, free-joint components
+        as a force at the root's frame origin and a torque (MuJoCo's is in the body frame)."""
+        states = np.frombuffer(b"".join(s.pack() for s in self.systems), np.float32).reshape(self.num_envs, -1)
+        qfrc = self.constraints.qfrc(*self.decode(states))
+        info, plan, cols = self.plan.info, self.plan, self.cols
+        for a in self._dof_arts:
             qf = self._qf.get(a)
-            qf = extra[a] if qf is None else qf + extra[a]
-            for art, f in zip(row, qf.astype(np.float32)):
-                art.set_qf(f)
+            qf = np.zeros((self.num_envs, int(cols.art_dofs[a])), np.float64) if qf is None else qf.astype(np.float64)
+            mine = self._scalar[self._scalar_art == a]
+            qf[:, cols.joint_dof[mine]] += qfrc[:, info.joint_dofadr[mine]]
+            for env, row in zip(self.arts, qf.astype(np.float32)):
+                env[a].set_qf(row)
+        for j in self._free:
+            a, l = plan.joint_link[j]
+            dof = int(info.joint_dofadr[j])
+            for n, comps in enumerate(self.comps):
+                comp = comps[a][l]
+                frame = comp.entity_pose
+                torque = quat_apply(np.asarray(frame.q, np.float64), qfrc[n, dof + 3:dof + 6])
+                comp.add_force_at_point(np.asarray(qfrc[n, dof:dof + 3], np.float32), frame.p)
+                comp.add_force_torque(np.zeros(3, np.float32), np.asarray(torque, np.float32))
 
     def _compensate_gravity(self) -> None:
         """MuJoCo's gravcomp: ``-gravcomp * mass * gravity`` at each body's centre of mass, from the
@@ -361,13 +380,15 @@ class CpuPhysx(PhysxEngine):
         for n in np.flatnonzero(envs):
             self.systems[n].unpack(self._before[n])
             after[n] = self._before[n]
-        self._forces.restore(np.asarray(envs, bool))
+        if self.constraints is not None:
+            self.constraints.restore(np.asarray(envs, bool))
         self._packed = after
 
     def _restore_all(self) -> None:
         for s, b in zip(self.systems, self._before):
             s.unpack(b)
-        self._forces.restore(np.ones(self.num_envs, bool))
+        if self.constraints is not None:
+            self.constraints.restore(np.ones(self.num_envs, bool))
         self._packed = self._before
         self._stale()
 

@@ -52,8 +52,6 @@ from simbackend.errors import ModelLoadError
 from simbackend.math import quat_apply, quat_mul
 from simbackend.model_info import JOINT_BALL, JOINT_FREE, JOINT_HINGE, JOINT_SLIDE, ModelInfo
 
-from .forces import JointEquality, JointFriction
-
 #: mass (kg) given to PhysX links whose MuJoCo body has (nearly) none: intermediate
 #: links of multi-joint bodies, anchors of fixed roots, massless MuJoCo bodies
 MIN_MASS = 1e-6
@@ -176,12 +174,12 @@ class Plan:
     #: (nbody,) MuJoCo's gravity compensation: each substep a body gets ``-gravcomp * mass * gravity``
     #: at its centre of mass (the CPU engine applies it; the GPU path refuses models that have it)
     gravcomp: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    #: MuJoCo's frictionloss on joints whose PhysX drive is taken (by an actuator, stiffness or
-    #: damping), a joint force the CPU engine applies each substep; other frictionloss is a
-    #: saturating drive
-    friction: Optional[JointFriction] = None
-    #: MuJoCo's joint equalities, joint forces the CPU engine applies each substep
-    joint_equality: Optional[JointEquality] = None
+    #: joints whose frictionloss MuJoCo's solver gives, as a force each substep (their PhysX
+    #: drive is taken by an actuator, stiffness or damping; see :mod:`.constraints`); other
+    #: frictionloss is a saturating drive
+    forced_friction: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    #: names of the active joint, connect and weld equalities, forces from MuJoCo's solver each substep
+    equalities: list[str] = field(default_factory=list)
 
     @property
     def per_substep(self) -> list[str]:
@@ -189,11 +187,11 @@ class Plan:
         info, out = self.info, []
         if np.any(self.gravcomp[1:] != 0):
             out.append(f"body {info.body_names[int(np.flatnonzero(self.gravcomp)[0])]!r}: gravity compensation")
-        if self.friction is not None:
-            out.append(f"joint {info.joint_names[int(self.friction.joints[0])]!r}: frictionloss on a joint whose"
+        if self.forced_friction.size:
+            out.append(f"joint {info.joint_names[int(self.forced_friction[0])]!r}: frictionloss on a joint whose"
                        " drive is taken")
-        if self.joint_equality is not None:
-            out.append(f"equality {self.joint_equality.names[0]!r}: a joint equality")
+        if self.equalities:
+            out.append(f"equality {self.equalities[0]!r}: an equality constraint")
         return out
     notes: list[str] = field(default_factory=list)
 
@@ -310,17 +308,17 @@ def _equalities(m: mujoco.MjModel) -> list[int]:
 
 
 def _equality_problem(m: mujoco.MjModel, e: int, info: ModelInfo) -> str:
-    """Why equality ``e`` cannot be built, or ``""``: joint equalities can (MuJoCo allows them
-    between hinge and slide joints only)."""
+    """Why equality ``e`` cannot be built, or ``""``: joint, connect, weld and tendon equalities can."""
     kind = int(m.eq_type[e])
-    if kind == int(mujoco.mjtEq.mjEQ_JOINT):
+    if kind in _BY_FORCES:
         return ""
-    what = mujoco.mjtEq(kind).name[len("mjEQ_"):].lower()
-    return {
-        "connect": "connect (loop-closing) equalities are not supported",
-        "weld": "weld equalities are not supported",
-        "tendon": "tendon equalities are not supported",
-    }.get(what, f"{what} equalities have no PhysX counterpart")
+    return f"{mujoco.mjtEq(kind).name[len('mjEQ_'):].lower()} equalities have no PhysX counterpart"
+
+
+#: equality types whose forces MuJoCo's solver gives each substep (:mod:`.constraints`); a tendon
+#: equality's tendons are fixed ones (spatial tendons are refused)
+_BY_FORCES = tuple(int(t) for t in (mujoco.mjtEq.mjEQ_JOINT, mujoco.mjtEq.mjEQ_CONNECT, mujoco.mjtEq.mjEQ_WELD,
+                                    mujoco.mjtEq.mjEQ_TENDON))
 
 
 def fixed_tendon_joints(m: mujoco.MjModel, t: int) -> list[tuple[int, float]]:
@@ -502,10 +500,10 @@ def build_plan(m: mujoco.MjModel, info: ModelInfo) -> Plan:
         joint_link=joint_link, extent=float(m.stat.extent), gravcomp=np.array(m.body_gravcomp, np.float64),
         **_drives(m, info, joint_offset),
     )
-    joint_eqs = [e for e in _equalities(m) if int(m.eq_type[e]) == int(mujoco.mjtEq.mjEQ_JOINT)]
-    if joint_eqs:
-        plan.joint_equality = JointEquality.of(
-            m, joint_eqs, [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_EQUALITY, e) or f"equality{e}" for e in joint_eqs])
+    def eq_name(e: int) -> str:
+        return mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_EQUALITY, e) or f"equality{e}"
+
+    plan.equalities = [eq_name(e) for e in _equalities(m)]
     _filter_pairs(m, plan)
     _explicit_pairs(m, plan)
     plan.notes.extend(_approximations(m, plan))
@@ -562,14 +560,14 @@ def _drives(m: mujoco.MjModel, info: ModelInfo, q0: np.ndarray) -> dict:
             limited_by.setdefault(j, []).append(abs(g) * max(abs(lo), abs(hi)))
     for j, limits in limited_by.items():
         force_limit[j] = sum(limits)
-    rubbing: dict[int, float] = {}
+    rubbing: list[int] = []
     no_friction = bool(m.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_FRICTIONLOSS))
     for j in range(njnt):
         fl = float(m.dof_frictionloss[m.jnt_dofadr[j]]) if m.jnt_type[j] in (JOINT_HINGE, JOINT_SLIDE) else 0.0
         if fl <= 0 or no_friction:
             continue
         if driven[j] or stiffness[j] > 0 or damping[j] > 0:
-            rubbing[j] = fl  # the drive is taken: the engine applies the force
+            rubbing.append(j)  # the drive is taken: MuJoCo's solver gives the force (.constraints)
             continue
         # dry friction: a velocity drive to rest whose force saturates at frictionloss
         damping[j] = FRICTIONLOSS_DAMPING
@@ -578,7 +576,7 @@ def _drives(m: mujoco.MjModel, info: ModelInfo, q0: np.ndarray) -> dict:
     return dict(stiffness=stiffness, damping=damping, force_limit=force_limit, pos_bias=pos_bias,
                 pos_gain=pos_gain, vel_gain=vel_gain, motor_gain=motor_gain, motor_gear=motor_gear,
                 motor_force_range=motor_range, ctrl_range=ctrl_range,
-                friction=JointFriction.of(m, list(rubbing), list(rubbing.values())) if rubbing else None)
+                forced_friction=np.array(sorted(rubbing), np.int64))
 
 
 def _filter_pairs(m: mujoco.MjModel, plan: Plan) -> None:
@@ -733,13 +731,13 @@ def _approximations(m: mujoco.MjModel, plan: Plan) -> list[str]:
         notes.append(f"bodies with several joints: chains of {MIN_MASS:g} kg intermediate links")
     if np.any(np.isfinite(plan.force_limit) & (plan.stiffness + plan.damping > 0)):
         notes.append("actuator force ranges clamp the whole joint drive (passive stiffness/damping included)")
-    if plan.friction is not None:
-        rubbing = [plan.info.joint_names[j] for j in plan.friction.joints]
-        notes.append(f"frictionloss of joints {rubbing[:4]} (their PhysX drive is taken): MuJoCo's friction law as"
-                     " a joint force each substep, its free acceleration taken from the previous substep (CPU only)")
-    if plan.joint_equality is not None:
-        notes.append(f"joint equalities {plan.joint_equality.names[:4]}: MuJoCo's soft-constraint law as joint"
-                     " forces each substep, the free acceleration taken from the previous substep (CPU only)")
+    if plan.forced_friction.size:
+        rubbing = [plan.info.joint_names[j] for j in plan.forced_friction]
+        notes.append(f"frictionloss of joints {rubbing[:4]} (their PhysX drive is taken): MuJoCo's solver gives the"
+                     " force each substep, for the unconstrained acceleration of the previous substep (CPU only)")
+    if plan.equalities:
+        notes.append(f"equalities {plan.equalities[:4]}: MuJoCo's solver gives their forces each substep, for the"
+                     " unconstrained acceleration of the previous substep (CPU only)")
     mocap = [plan.info.body_names[b] for b in range(1, m.nbody) if m.body_mocapid[b] >= 0]
     if mocap:
         notes.append(f"mocap bodies {mocap[:4]}: fixed at their model pose, as in MuJoCo while nothing moves them"

@@ -118,8 +118,7 @@ class EnvParams:
             scalar = set(info.joint_dofadr[np.isin(info.joint_type, (JOINT_HINGE, JOINT_SLIDE))].tolist())
             # frictionloss modelled as a saturating drive (not the joints whose force the engine applies)
             forced = np.zeros(len(info.joint_names), bool)
-            if self.plan.friction is not None:
-                forced[self.plan.friction.joints] = True
+            forced[self.plan.forced_friction] = True
             fl_joints = np.flatnonzero(~forced & (info.dof_frictionloss[info.joint_dofadr] > 0)
                                        & np.isin(info.joint_type, (JOINT_HINGE, JOINT_SLIDE)))
             fl_dofs = set(info.joint_dofadr[fl_joints].tolist())
