@@ -10,6 +10,9 @@ Sections (``--only NAME`` runs one):
 * ``step``  CPU backend ``step(ctrl, k)`` + ``get_qpos()`` + one body's pose
             vs a bare SAPIEN loop doing the same work on scenes the backend
             built (arm7, N = 64 and 256, k = 1 and 4); target >= 0.8x.
+* ``mujoco`` what MuJoCo-given forces cost: arm7 with frictionloss on its
+            servo joints (MuJoCo's solver gives that force every substep) vs
+            plain arm7, the same step + reads (N = 16 and 64, k = 1 and 4).
 * ``gpu``   ``device="cuda"`` backend, the same work, env-steps/s at
             N = 1024 and 4096 (k = 1 and 4); skipped when torch sees no CUDA.
 
@@ -170,7 +173,59 @@ def bench_step(s: Settings) -> dict:
 
 
 # ----------------------------------------------------------------------------
-# section 2: GPU backend throughput
+# section 2: the cost of forces MuJoCo gives each substep
+# ----------------------------------------------------------------------------
+MUJOCO_FORCES_TARGET = 0.5
+ARM_FRICTIONLOSS = 0.1   # N m on every arm joint
+
+
+def _arm_with_frictionloss(n: int) -> Any:
+    """arm7 at home with frictionloss on every hinge: on a servo joint MuJoCo's solver gives it."""
+    import mujoco
+    import simbackend
+    from simbackend.models import builtin_model_path
+
+    spec = mujoco.MjSpec.from_file(str(builtin_model_path(ARM)))
+    for joint in spec.joints:
+        if joint.type == mujoco.mjtJoint.mjJNT_HINGE:
+            joint.frictionloss = ARM_FRICTIONLOSS
+    sim = simbackend.make_backend("sapien", spec, n)
+    sim.set_state(None, sim.get_keyframe_qpos("home").expand(n, -1))
+    return sim
+
+
+def bench_mujoco(s: Settings) -> dict:
+    cases = {}
+    sizes = [16, 64]
+    for n in sizes:
+        ctrls = arm_ctrls(n, seed=2)
+        plain, rubbing = arm_at_home("sapien", n), _arm_with_frictionloss(n)
+        if not rubbing.plan.forced_friction.size:
+            raise RuntimeError("arm7 with frictionloss should have MuJoCo-given friction on its servo joints")
+        body = plain.get_body_ids(ARM_BODY)
+        for k in s.nsteps:
+            calls = {name: (lambda i, sim=sim, k=k: (sim.step(ctrls[i % len(ctrls)], nsteps=k), _backend_reads(sim, body)))
+                     for name, sim in (("plain", plain), ("mujoco_forces", rubbing))}
+            samples, iters = interleaved(calls, s)
+            ratio = _common.paired_ratio(samples["plain"], samples["mujoco_forces"])
+            cases[f"N={n},nsteps={k}"] = {
+                "num_envs": n, "nsteps": k,
+                "variants": {"plain": variant(samples["plain"], n, UNIT, iters, f"arm7: step(ctrl,{k}) + reads"),
+                             "mujoco_forces": variant(samples["mujoco_forces"], n, UNIT, iters,
+                                                      f"arm7 + frictionloss {ARM_FRICTIONLOSS}: step(ctrl,{k}) + reads")},
+                "ratio_mujoco_forces_vs_plain": ratio,
+                "figure": _common.figure(f"mujoco N={n} k={k}: with MuJoCo-given friction / plain", ratio["median"],
+                                         MUJOCO_FORCES_TARGET, ">=", "x", (ratio["min"], ratio["max"])),
+            }
+        plain.close()
+        rubbing.close()
+    return {"params": {"model": ARM, "frictionloss": ARM_FRICTIONLOSS, "device": "cpu", "num_envs": sizes,
+                       "nsteps": s.nsteps, "body": ARM_BODY, "start": "keyframe home"},
+            "cases": cases, "figures": [c["figure"] for c in cases.values()]}
+
+
+# ----------------------------------------------------------------------------
+# section 3: GPU backend throughput
 # ----------------------------------------------------------------------------
 def bench_gpu(s: Settings) -> dict:
     import torch
@@ -235,6 +290,7 @@ def print_tables(result: dict) -> None:
 
 BENCHES: dict[str, Callable[[Settings], dict]] = {
     "step": bench_step,
+    "mujoco": bench_mujoco,
     "gpu": bench_gpu,
 }
 

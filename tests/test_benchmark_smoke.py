@@ -134,6 +134,23 @@ def test_sapien_step_section_compares_backend_and_bare_loop(sapien_run):
     assert sec["figures"] == [c["figure"] for c in sec["cases"].values()]
 
 
+def test_sapien_mujoco_section_compares_with_and_without_mujoco_forces(sapien_run):
+    """arm7 with frictionloss on its servo joints (MuJoCo gives that force each substep) against
+    plain arm7: both variants per case, their paired ratio, its figure against the 0.5x target."""
+    _, data = sapien_run
+    sec = data["sections"]["mujoco"]
+    assert "error" not in sec, sec.get("error")
+    rounds, nsteps = data["settings"]["rounds"], data["settings"]["nsteps"]
+    assert set(sec["cases"]) == {f"N={n},nsteps={k}" for n in sec["params"]["num_envs"] for k in nsteps}
+    for name, case in sec["cases"].items():
+        assert set(case["variants"]) == {"plain", "mujoco_forces"}, name
+        _check_variants(case["variants"], rounds)
+        ratio = case["ratio_mujoco_forces_vs_plain"]
+        assert len(ratio["samples"]) == rounds and 0 < ratio["min"] <= ratio["median"] <= ratio["max"]
+        assert case["figure"]["target"] == pytest.approx(0.5) and case["figure"]["op"] == ">="
+    assert sec["figures"] == [c["figure"] for c in sec["cases"].values()]
+
+
 def test_sapien_bare_loop_does_the_backends_work(sapien_run):
     """From the same state, the same ctrls give the bare loop the backend's qpos and body pose.
 

@@ -152,10 +152,10 @@ class SapienBackend(SimBackend):
         site_pose = np.concatenate([np.asarray(m.site_pos, np.float64), np.asarray(m.site_quat, np.float64)], 1)
         self.layout = Layout(plan, e.rows, e.cols, e.origins, site_pose, device)
         self._params = None if self._gpu else EnvParams(self)
-        if not self._gpu and (plan.forced_friction.size or plan.equalities):
+        if not self._gpu and plan.needs_mujoco:
             from .constraints import MujocoConstraints
 
-            e.constraints = MujocoConstraints(m, plan.forced_friction, self.num_envs)
+            e.constraints = MujocoConstraints(m, plan, self.num_envs)
             e.decode = self.layout.state_from_pack
         if self._gpu:  # place every env at qpos0 through the CUDA buffers (links start at their entity poses)
             ids = np.arange(self.num_envs)
@@ -272,6 +272,8 @@ class SapienBackend(SimBackend):
 
     def _step(self, ctrl: torch.Tensor, nsteps: int, hold: Optional[torch.Tensor] = None) -> Any:
         drive = self.layout.pack_ctrl(ctrl)
+        if getattr(self.engine, "constraints", None) is not None and self.info.nu:
+            self.engine.constraints.set_ctrl(ctrl.cpu().numpy())
         forces = None
         if self._force_bodies.size:
             b = self._force_bodies

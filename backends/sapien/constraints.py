@@ -1,26 +1,36 @@
-"""MuJoCo's own constraint forces for the model features PhysX lacks.
+"""MuJoCo's own forces for the model features PhysX lacks.
 
-PhysX gives a joint one drive and has no soft equality constraints. Where a
-model needs more - frictionloss on a joint whose drive is taken, joint,
-connect and weld equalities - the CPU engine asks MuJoCo, before every
-substep, for the force its solver gives those constraints in the state PhysX
-is in, and applies it as joint forces (and root wrenches for free joints).
+PhysX gives a joint one drive and has no soft equality constraints, tendons
+that follow MuJoCo's laws, or fluid. Where a model needs them, the CPU engine
+asks MuJoCo, before every substep, for the forces it would apply in the state
+PhysX is in, and applies them as joint forces (and root wrenches for free
+joints):
+
+* constraint forces, from MuJoCo's solver: frictionloss on joints whose
+  PhysX drive is taken, equalities (joint, tendon, connect, weld), tendon
+  frictionloss and tendon limits;
+* passive forces: tendon springs and dampers, fluid forces;
+* the forces of actuators on tendons (other than motors on fixed tendons,
+  which reach their joints through the coefficients).
 
 MuJoCo runs on a private copy of the compiled model that keeps only those
-constraints (contacts, joint limits and the frictionloss PhysX already models
-are disabled there). Per env and substep: ``mj_fwdPosition`` and
-``mj_fwdVelocity`` on PhysX's ``qpos``/``qvel`` give the constraint rows,
-their Jacobian, impedance, regulariser and reference acceleration;
-``mj_fwdConstraint`` then solves them with MuJoCo's solver for the
+(contacts, joint limits, joint springs and dampers, gravity compensation,
+the frictionloss PhysX models as a drive and the other actuators are PhysX's
+and are removed there). Per env and substep: ``mj_fwdPosition`` and
+``mj_fwdVelocity`` on PhysX's ``qpos``/``qvel`` give the passive forces and
+the constraint rows (Jacobian, impedance, regulariser, reference
+acceleration), ``mj_fwdActuation`` the actuator forces, and
+``mj_fwdConstraint`` solves the rows with MuJoCo's solver for the
 unconstrained acceleration ``a0``.
 
-``a0`` is what PhysX cannot say: it is taken from the previous substep, the
-acceleration PhysX realised (``(qvel - qvel_last) / dt``) less what the last
-constraint force added (``M^-1 qfrc_last``). Constraint forces thus lag
-PhysX's other forces by one substep; at rest and in slow motion they are
-MuJoCo's. After a fresh scene (``set_state``) the first substep has no
-``a0`` and takes zero. MuJoCo's masses are the model's: randomized masses
-change PhysX's response, not the constraint's inertia estimate.
+``a0`` is what PhysX cannot say: it is the acceleration PhysX realised in the
+previous substep (``(qvel - qvel_last) / dt``) less what the forces given
+then added (``M^-1 qfrc_last``), plus what the passive and actuator forces
+of now add. Constraint forces thus lag PhysX's own forces (contacts, drives,
+gravity) by one substep; at rest and in slow motion they are MuJoCo's. After
+a fresh scene (``set_state``) the first substep has no previous one and takes
+zero for PhysX's part. MuJoCo's masses are the model's: randomized masses
+change PhysX's response, not MuJoCo's inertia in this solve.
 """
 
 from __future__ import annotations
@@ -32,53 +42,89 @@ import numpy as np
 
 
 class MujocoConstraints:
-    """The constraint forces of :attr:`.plan.Plan.forced_friction` joints and the active
-    equalities of ``m``, for ``num_envs`` envs.
+    """MuJoCo's forces for what a plan leaves to it (:attr:`.plan.Plan.needs_mujoco`), for
+    ``num_envs`` envs: constraint forces (frictionloss of ``plan.forced_friction`` joints, active
+    equalities, tendon friction and limits), passive forces (tendon springs and dampers, fluid
+    forces) and the forces of ``plan.mujoco_actuators`` (set :meth:`set_ctrl` before a step).
 
     Args:
         m: the compiled model (not modified).
-        forced_friction: joint ids whose frictionloss is MuJoCo's here (the others' is PhysX's
-            saturating drive, or none).
+        plan: the build plan.
         num_envs: N.
     """
 
-    def __init__(self, m: mujoco.MjModel, forced_friction: np.ndarray, num_envs: int):
+    def __init__(self, m: mujoco.MjModel, plan, num_envs: int):
         mm = copy.deepcopy(m)
-        off = mujoco.mjtDisableBit
-        mm.opt.disableflags |= int(off.mjDSBL_CONTACT) | int(off.mjDSBL_LIMIT)
+        mm.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONTACT)
+        mm.jnt_limited[:] = 0          # PhysX keeps joint limits; tendon limits stay MuJoCo's
         keep = np.zeros(mm.nv, bool)
-        keep[np.asarray(mm.jnt_dofadr)[np.asarray(forced_friction, np.int64)]] = True
+        keep[np.asarray(mm.jnt_dofadr)[np.asarray(plan.forced_friction, np.int64)]] = True
         mm.dof_frictionloss[~keep] = 0.0
-        mm.tendon_frictionloss[:] = 0.0
+        mm.jnt_stiffness[:] = 0.0      # joint springs, dampers and gravity compensation are PhysX's
+        mm.dof_damping[:] = 0.0
+        mm.body_gravcomp[:] = 0.0
+        others = np.setdiff1d(np.arange(mm.nu), plan.mujoco_actuators)
+        mm.actuator_gear[others] = 0.0
         self.model, self.dt = mm, float(m.opt.timestep)
+        self.actuated = bool(plan.mujoco_actuators.size)
+        kinds = np.array([plan.info.actuator_kind[a] for a in plan.mujoco_actuators], dtype=object)
+        #: MuJoCo-computed servos whose gains are randomized per env: (ids, is_position, kp, kv (N, k))
+        self._servos = (plan.mujoco_actuators[kinds != "motor"], kinds[kinds != "motor"] == "position")
+        self._gains: tuple | None = None
         self.datas = [mujoco.MjData(mm) for _ in range(num_envs)]
+        self.ctrl = np.zeros((num_envs, mm.nu))
         self.last = {"qvel": np.zeros((num_envs, mm.nv)), "qfrc": np.zeros((num_envs, mm.nv)),
                      "seen": np.zeros(num_envs, bool)}
         self._saved = {k: v.copy() for k, v in self.last.items()}
 
+    def set_gains(self, kp: np.ndarray, kv: np.ndarray) -> None:
+        """Per-env servo gains ``(N, nu)`` (domain randomization) for the actuators MuJoCo computes."""
+        ids = self._servos[0]
+        self._gains = (np.array(kp)[:, ids], np.array(kv)[:, ids]) if ids.size else None
+
+    def _write_gains(self, n: int) -> None:
+        ids, position = self._servos
+        kp, kv = self._gains[0][n], self._gains[1][n]
+        mm = self.model
+        mm.actuator_gainprm[ids, 0] = np.where(position, kp, kv)
+        mm.actuator_biasprm[ids, 1] = np.where(position, -kp, 0.0)
+        mm.actuator_biasprm[ids, 2] = -kv
+
+    def set_ctrl(self, ctrl: np.ndarray) -> None:
+        """The step's ``(N, nu)`` ctrl, for the actuators MuJoCo computes."""
+        self.ctrl[:] = ctrl
+
     def qfrc(self, qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
-        """``(N, nv)`` generalized constraint forces for the envs' ``(N, nq)``/``(N, nv)`` state."""
+        """``(N, nv)`` generalized forces for the envs' ``(N, nq)``/``(N, nv)`` state."""
         mm, last = self.model, self.last
         out = np.zeros_like(qvel)
-        inv_f = np.zeros(mm.nv)
+        inv = np.zeros((1, mm.nv))
         for n, d in enumerate(self.datas):
             d.qpos[:], d.qvel[:] = qpos[n], qvel[n]
             mujoco.mj_fwdPosition(mm, d)
             mujoco.mj_fwdVelocity(mm, d)
-            if d.nefc == 0:
-                continue
-            if last["seen"][n]:
-                mujoco.mj_solveM(mm, d, inv_f[None], last["qfrc"][n][None])
-                a0 = (qvel[n] - last["qvel"][n]) / self.dt - inv_f
-            else:
+            explicit = d.qfrc_passive.copy()
+            if self.actuated:
+                d.ctrl[:] = self.ctrl[n]
+                if self._gains is not None:
+                    self._write_gains(n)
+                mujoco.mj_fwdActuation(mm, d)
+                explicit += d.qfrc_actuator
+            if d.nefc:
+                # the acceleration without the forces given here: PhysX's last one less what the
+                # last forces added; then the explicit forces of now are added to it
                 a0 = np.zeros(mm.nv)
-            d.qacc_smooth[:] = a0
-            mujoco.mj_mulM(mm, d, d.qfrc_smooth, a0)
-            mujoco.mj_fwdConstraint(mm, d)
-            out[n] = d.qfrc_constraint
+                if last["seen"][n]:
+                    mujoco.mj_solveM(mm, d, inv, (last["qfrc"][n])[None])
+                    a0 = (qvel[n] - last["qvel"][n]) / self.dt - inv[0]
+                mujoco.mj_solveM(mm, d, inv, explicit[None])
+                d.qacc_smooth[:] = a0 + inv[0]
+                mujoco.mj_mulM(mm, d, d.qfrc_smooth, d.qacc_smooth)
+                mujoco.mj_fwdConstraint(mm, d)
+                explicit += d.qfrc_constraint
+            out[n] = explicit
         last["qvel"], last["qfrc"], last["seen"] = qvel.copy(), out.copy(), np.ones_like(last["seen"])
         return out
-
     def save(self) -> None:
         """Keep the pre-call state of a step."""
         self._saved = {k: v.copy() for k, v in self.last.items()}

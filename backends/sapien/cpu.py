@@ -162,6 +162,8 @@ class CpuPhysx(PhysxEngine):
             self._cache_joints(n)
         if self.on_rebuild is not None:
             self.on_rebuild(env_ids)
+        if self.constraints is not None:  # a fresh scene has no previous substep
+            self.constraints.forget(env_ids)
 
     def regravitate(self, env_ids: np.ndarray, gravity: np.ndarray) -> None:
         """Give envs ``env_ids`` gravity ``gravity[n]`` ``(N, 3)``: PhysX fixes it when a scene is
@@ -269,8 +271,6 @@ class CpuPhysx(PhysxEngine):
         A, floating = self.num_arts, [not art.fixed_root for art in self.plan.articulations]
         packed = {k: v.numpy().astype(np.float32) for k, v in packed.items() if k != "rows"}
         self._rebuild(env_ids)
-        if self.constraints is not None:
-            self.constraints.forget(env_ids)
         for i, n in enumerate(env_ids):
             for a, art in enumerate(self.arts[n]):
                 k = i * A + a
@@ -345,14 +345,19 @@ class CpuPhysx(PhysxEngine):
             for env, row in zip(self.arts, qf.astype(np.float32)):
                 env[a].set_qf(row)
         for j in self._free:
-            a, l = plan.joint_link[j]
             dof = int(info.joint_dofadr[j])
-            for n, comps in enumerate(self.comps):
-                comp = comps[a][l]
-                frame = comp.entity_pose
-                torque = quat_apply(np.asarray(frame.q, np.float64), qfrc[n, dof + 3:dof + 6])
-                comp.add_force_at_point(np.asarray(qfrc[n, dof:dof + 3], np.float32), frame.p)
-                comp.add_force_torque(np.zeros(3, np.float32), np.asarray(torque, np.float32))
+            wrench = qfrc[:, dof:dof + 6]
+            if not wrench.any():  # e.g. a free body no constraint touches
+                continue
+            a, l = plan.joint_link[j]
+            comps = [env[a][l] for env in self.comps]
+            frames = [c.entity_pose for c in comps]
+            torque = quat_apply(np.array([f.q for f in frames], np.float64), wrench[:, 3:]).astype(np.float32)
+            force = wrench[:, :3].astype(np.float32)
+            zero = np.zeros(3, np.float32)
+            for comp, frame, f, t in zip(comps, frames, force, torque):
+                comp.add_force_at_point(f, frame.p)
+                comp.add_force_torque(zero, t)
 
     def _compensate_gravity(self) -> None:
         """MuJoCo's gravcomp: ``-gravcomp * mass * gravity`` at each body's centre of mass, from the

@@ -264,6 +264,10 @@ class PhysxEngine(abc.ABC):
         force = np.tile([-np.inf, np.inf], (nu, 1)).astype(np.float64)
         for u in range(nu):
             j = int(info.actuator_joint[u])
+            if u in plan.mujoco_actuators:  # MuJoCo computes its force: the model's range
+                if m.actuator_forcelimited[u]:
+                    force[u] = m.actuator_forcerange[u]
+                continue
             if info.actuator_kind[u] == "motor":
                 force[u] = plan.motor_force_range[u]
                 continue

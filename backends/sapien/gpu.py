@@ -146,7 +146,7 @@ class GpuPhysx(PhysxEngine):
                  device: torch.device, spacing: Optional[float]):
         super().__init__(plan, num_envs)
         per_substep = plan.per_substep
-        if per_substep:
+        if per_substep:  # MuJoCo's forces and gravity compensation are applied per substep on the CPU path
             from simbackend.errors import ModelLoadError
 
             raise ModelLoadError(f"the sapien backend cannot build this model on the GPU: {per_substep[0]} is applied"

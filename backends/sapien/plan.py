@@ -178,8 +178,13 @@ class Plan:
     #: drive is taken by an actuator, stiffness or damping; see :mod:`.constraints`); other
     #: frictionloss is a saturating drive
     forced_friction: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    #: names of the active joint, connect and weld equalities, forces from MuJoCo's solver each substep
+    #: names of the active equalities, forces from MuJoCo's solver each substep
     equalities: list[str] = field(default_factory=list)
+    #: actuators whose force MuJoCo computes each substep (:func:`mujoco_actuators`)
+    mujoco_actuators: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    #: what else MuJoCo gives as forces each substep, one line each: tendon springs, dampers,
+    #: friction and limits, fluid forces
+    mujoco_passive: list[str] = field(default_factory=list)
 
     @property
     def per_substep(self) -> list[str]:
@@ -192,7 +197,15 @@ class Plan:
                        " drive is taken")
         if self.equalities:
             out.append(f"equality {self.equalities[0]!r}: an equality constraint")
+        if self.mujoco_actuators.size:
+            out.append(f"actuator {info.actuator_names[int(self.mujoco_actuators[0])]!r}: an actuator on a tendon")
+        out.extend(self.mujoco_passive)
         return out
+
+    @property
+    def needs_mujoco(self) -> bool:
+        """Whether MuJoCo gives forces each substep (:mod:`.constraints`)."""
+        return bool(self.forced_friction.size or self.equalities or self.mujoco_actuators.size or self.mujoco_passive)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -254,10 +267,6 @@ def _reject_unsupported(m: mujoco.MjModel, info: ModelInfo) -> None:
             problems.append(f"equality {name(mujoco.mjtObj.mjOBJ_EQUALITY, e, 'equality')!r}: {why}")
     if getattr(m, "nflex", 0):
         problems.append("flex: deformable (flex) elements are not supported")
-    if m.opt.density > 0 or m.opt.viscosity > 0:
-        problems.append(
-            f"option density={m.opt.density:g}/viscosity={m.opt.viscosity:g}: fluid forces have no PhysX counterpart"
-        )
     for j in range(m.njnt):
         if getattr(m, "jnt_actgravcomp", np.zeros(m.njnt))[j]:
             problems.append(f"joint {info.joint_names[j]!r}: gravity compensation routed through actuators"
@@ -281,13 +290,10 @@ def _reject_unsupported(m: mujoco.MjModel, info: ModelInfo) -> None:
         on_tendon = int(m.actuator_trntype[a]) == int(mujoco.mjtTrn.mjTRN_TENDON)
         if info.actuator_kind[a] == "other":
             problems.append(f"actuator {aname!r}: only motor, position and velocity actuators are supported")
-        elif on_tendon and info.actuator_kind[a] != "motor":
-            problems.append(f"actuator {aname!r}: only motors can act on a tendon (a servo on a tendon couples its"
-                            " joints, which PhysX's one drive per joint cannot express)")
         elif on_tendon and any(m.actuator_gear[a, 1:] != 0):
             problems.append(f"actuator {aname!r}: gear with more than one component is not supported")
         elif on_tendon:
-            continue  # its force reaches the tendon's joints through the coefficients (_drives)
+            continue  # a motor on a fixed tendon: through the coefficients (_drives); others: MuJoCo's force
         elif info.actuator_joint[a] < 0:
             problems.append(f"actuator {aname!r}: only joint and fixed-tendon transmissions are supported")
         elif m.jnt_type[info.actuator_joint[a]] not in (JOINT_HINGE, JOINT_SLIDE):
@@ -328,23 +334,35 @@ def fixed_tendon_joints(m: mujoco.MjModel, t: int) -> list[tuple[int, float]]:
 
 
 def _tendon_problem(m: mujoco.MjModel, t: int, info: ModelInfo) -> str:
-    """Why tendon ``t`` cannot be built, or ``""``. A fixed tendon over hinge/slide joints loads
-    when nothing but motors acts through it: its length is then only a readout, and a motor's
-    force reaches the joints through the coefficients."""
+    """Why tendon ``t`` cannot be built, or ``""``. Fixed and spatial tendons load: MuJoCo
+    computes their lengths, and the forces of their springs, dampers, friction and limits
+    (:mod:`.constraints`); only tendon armature, which adds inertia along the tendon, does not."""
     adr, num = int(m.tendon_adr[t]), int(m.tendon_num[t])
-    if any(int(m.wrap_type[w]) != int(mujoco.mjtWrap.mjWRAP_JOINT) for w in range(adr, adr + num)):
-        return "spatial tendons (routed through sites and wrapping geoms) have no PhysX counterpart"
-    for j, _ in fixed_tendon_joints(m, t):
-        if m.jnt_type[j] not in (JOINT_HINGE, JOINT_SLIDE):
+    if getattr(m, "tendon_armature", np.zeros(m.ntendon))[t] != 0:
+        return "tendon armature (inertia along the tendon) has no PhysX counterpart"
+    for w in range(adr, adr + num):
+        j = int(m.wrap_objid[w])
+        if int(m.wrap_type[w]) == int(mujoco.mjtWrap.mjWRAP_JOINT) and m.jnt_type[j] not in (JOINT_HINGE, JOINT_SLIDE):
             return f"it couples joint {info.joint_names[j]!r}, which is not a hinge or slide joint"
-    passive = [what for what, on in (("stiffness", m.tendon_stiffness[t] != 0), ("damping", m.tendon_damping[t] != 0),
-                                     ("frictionloss", m.tendon_frictionloss[t] != 0), ("a range", m.tendon_limited[t]),
-                                     ("armature", getattr(m, "tendon_armature", np.zeros(m.ntendon))[t] != 0))
-               if on]
-    if passive:
-        return (f"fixed tendon with {', '.join(passive)}: forces that couple its joints are not supported"
-                " (a tendon without them, and motors on it, are)")
     return ""
+
+
+def is_fixed_tendon(m: mujoco.MjModel, t: int) -> bool:
+    """Whether tendon ``t`` is a fixed tendon (joints only: its length is linear in them)."""
+    adr, num = int(m.tendon_adr[t]), int(m.tendon_num[t])
+    return all(int(m.wrap_type[w]) == int(mujoco.mjtWrap.mjWRAP_JOINT) for w in range(adr, adr + num))
+
+
+def mujoco_actuators(m: mujoco.MjModel, info: ModelInfo) -> np.ndarray:
+    """Actuators whose force MuJoCo computes each substep (:mod:`.constraints`): those on a tendon,
+    except motors on a fixed tendon (their force reaches the joints through the coefficients)."""
+    out = []
+    for a in range(m.nu):
+        if int(m.actuator_trntype[a]) != int(mujoco.mjtTrn.mjTRN_TENDON):
+            continue
+        if not (info.actuator_kind[a] == "motor" and is_fixed_tendon(m, int(m.actuator_trnid[a, 0]))):
+            out.append(a)
+    return np.array(out, np.int64)
 
 
 def hfield_mesh(m: mujoco.MjModel, h: int) -> tuple[np.ndarray, np.ndarray]:
@@ -504,10 +522,27 @@ def build_plan(m: mujoco.MjModel, info: ModelInfo) -> Plan:
         return mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_EQUALITY, e) or f"equality{e}"
 
     plan.equalities = [eq_name(e) for e in _equalities(m)]
+    plan.mujoco_actuators = mujoco_actuators(m, info)
+    plan.mujoco_passive = _mujoco_passive(m)
     _filter_pairs(m, plan)
     _explicit_pairs(m, plan)
     plan.notes.extend(_approximations(m, plan))
     return plan
+
+
+def _mujoco_passive(m: mujoco.MjModel) -> list[str]:
+    """One line per tendon with springs, dampers, friction or limits, and one for fluid forces."""
+    out = []
+    for t in range(m.ntendon):
+        what = [w for w, on in (("stiffness", m.tendon_stiffness[t] != 0), ("damping", m.tendon_damping[t] != 0),
+                                ("frictionloss", m.tendon_frictionloss[t] != 0), ("a range", m.tendon_limited[t]))
+                if on]
+        if what:
+            tname = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_TENDON, t) or f"tendon{t}"
+            out.append(f"tendon {tname!r}: {', '.join(what)}")
+    if m.opt.density > 0 or m.opt.viscosity > 0 or np.any(np.asarray(m.geom_fluid)[:, 0] > 0):
+        out.append(f"fluid forces (density {m.opt.density:g}, viscosity {m.opt.viscosity:g})")
+    return out
 
 
 def _drives(m: mujoco.MjModel, info: ModelInfo, q0: np.ndarray) -> dict:
@@ -531,10 +566,13 @@ def _drives(m: mujoco.MjModel, info: ModelInfo, q0: np.ndarray) -> dict:
         damping[j] = float(m.dof_damping[dof])
     driven = np.zeros(njnt, bool)
     limited_by: dict[int, list[float]] = {}
+    by_mujoco = set(mujoco_actuators(m, info).tolist())
     for a in range(nu):
         j = int(info.actuator_joint[a])
         g = float(m.actuator_gear[a, 0])
         kind = info.actuator_kind[a]
+        if a in by_mujoco:
+            continue  # MuJoCo computes its force each substep (.constraints)
         if kind == "motor":
             if int(m.actuator_trntype[a]) == int(mujoco.mjtTrn.mjTRN_TENDON):
                 for tj, coef in fixed_tendon_joints(m, int(m.actuator_trnid[a, 0])):
@@ -738,6 +776,11 @@ def _approximations(m: mujoco.MjModel, plan: Plan) -> list[str]:
     if plan.equalities:
         notes.append(f"equalities {plan.equalities[:4]}: MuJoCo's solver gives their forces each substep, for the"
                      " unconstrained acceleration of the previous substep (CPU only)")
+    if plan.mujoco_actuators.size:
+        names = [plan.info.actuator_names[a] for a in plan.mujoco_actuators]
+        notes.append(f"actuators on tendons {names[:4]}: MuJoCo computes their force each substep (CPU only)")
+    if plan.mujoco_passive:
+        notes.append(f"MuJoCo computes each substep (CPU only): {'; '.join(plan.mujoco_passive[:4])}")
     mocap = [plan.info.body_names[b] for b in range(1, m.nbody) if m.body_mocapid[b] >= 0]
     if mocap:
         notes.append(f"mocap bodies {mocap[:4]}: fixed at their model pose, as in MuJoCo while nothing moves them"

@@ -168,6 +168,9 @@ class EnvParams:
                                  field("actuator_kv", info.actuator_kv), field("dof_damping", info.dof_damping))
         self.backend.layout.set_env_drives(self.drives)
         self.engine.env_drives = self.drives
+        if getattr(self.engine, "constraints", None) is not None:  # servos on tendons: MuJoCo's gains
+            self.engine.constraints.set_gains(field("actuator_kp", info.actuator_kp),
+                                              field("actuator_kv", info.actuator_kv))
 
     def apply(self, env_ids: Any, fields: Optional[tuple] = None) -> None:
         """Write the stored per-env values of ``fields`` (default: all) into envs ``env_ids``' PhysX objects."""

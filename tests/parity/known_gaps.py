@@ -29,6 +29,4 @@ KNOWN_GAPS: dict[tuple[str, str, str], tuple[float, str]] = {
     ("gymnasium/pusher_v5", "model", "body_inertia"): (1.1e-3, _MIN_MASS_REASON),
 }
 
-LOAD_REJECTIONS: dict[str, str] = {
-    "gymnasium/swimmer": "viscosity",
-}
+LOAD_REJECTIONS: dict[str, str] = {}
