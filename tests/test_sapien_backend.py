@@ -353,6 +353,19 @@ def test_fluid_forces_follow_mujoco(tmp_path: Path) -> None:
     report = run_parity("sapien", str(path), tiers=("dynamics",))
     assert report.passed, report.summary()
     assert max(r.max_error for r in report.rows if r.tier == "dynamics") < 1e-5
+    # MuJoCo's ellipsoid fluid model of one geom: a tilted leaf sinking in water, gliding sideways
+    leaf = tmp_path / "leaf.xml"
+    leaf.write_text("""<mujoco><compiler angle="radian"/><option density="1000" viscosity="0.001"/><worldbody>
+      <body name="leaf" pos="0 0 2" euler="0.4 0.2 0"><freejoint/>
+        <geom type="box" size=".1 .05 .005" mass="0.05" fluidshape="ellipsoid"/></body></worldbody></mujoco>""")
+    out = {}
+    for name in ("mujoco", "sapien"):
+        sim = make_backend(name, str(leaf), 1)
+        sim.step(None, nsteps=250)
+        out[name] = sim.get_qpos().numpy()[0]
+    assert 0.05 < 2.0 - out["mujoco"][2] < 0.5, "the leaf sinks slowly (free fall would drop 1.2 m in 0.5 s)"
+    assert np.abs(out["mujoco"][:2]).max() > 2e-3, "and glides sideways"
+    np.testing.assert_allclose(out["sapien"], out["mujoco"], atol=1e-4)
 
 
 @pytest.mark.parametrize("what", ["friction", "gravcomp", "equality"])
