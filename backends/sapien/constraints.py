@@ -29,8 +29,10 @@ then added (``M^-1 qfrc_last``), plus what the passive and actuator forces
 of now add. Constraint forces thus lag PhysX's own forces (contacts, drives,
 gravity) by one substep; at rest and in slow motion they are MuJoCo's. After
 a fresh scene (``set_state``) the first substep has no previous one and takes
-zero for PhysX's part. MuJoCo's masses are the model's: randomized masses
-change PhysX's response, not MuJoCo's inertia in this solve.
+zero for PhysX's part. Randomized masses, centres of mass, inertias and
+armature are written into the private model per env, so MuJoCo's mass matrix
+is the one PhysX holds (with MuJoCo's derived constants recomputed, as the
+MuJoCo backend does).
 """
 
 from __future__ import annotations
@@ -66,29 +68,59 @@ class MujocoConstraints:
         others = np.setdiff1d(np.arange(mm.nu), plan.mujoco_actuators)
         mm.actuator_gear[others] = 0.0
         self.model, self.dt = mm, float(m.opt.timestep)
+        #: each env's private model: the shared one until domain randomization gives an env its own
+        self.models = [mm] * num_envs
         self.actuated = bool(plan.mujoco_actuators.size)
         kinds = np.array([plan.info.actuator_kind[a] for a in plan.mujoco_actuators], dtype=object)
-        #: MuJoCo-computed servos whose gains are randomized per env: (ids, is_position, kp, kv (N, k))
+        #: the servos among the actuators MuJoCo computes: (ids, is_position)
         self._servos = (plan.mujoco_actuators[kinds != "motor"], kinds[kinds != "motor"] == "position")
-        self._gains: tuple | None = None
+        self._com0 = np.array(m.body_ipos, np.float64)
         self.datas = [mujoco.MjData(mm) for _ in range(num_envs)]
         self.ctrl = np.zeros((num_envs, mm.nu))
         self.last = {"qvel": np.zeros((num_envs, mm.nv)), "qfrc": np.zeros((num_envs, mm.nv)),
                      "seen": np.zeros(num_envs, bool)}
         self._saved = {k: v.copy() for k, v in self.last.items()}
 
-    def set_gains(self, kp: np.ndarray, kv: np.ndarray) -> None:
-        """Per-env servo gains ``(N, nu)`` (domain randomization) for the actuators MuJoCo computes."""
-        ids = self._servos[0]
-        self._gains = (np.array(kp)[:, ids], np.array(kv)[:, ids]) if ids.size else None
+    def _own(self, n: int) -> mujoco.MjModel:
+        """Env ``n``'s own private model (copied from the shared one the first time)."""
+        if self.models[n] is self.model:
+            self.models[n] = copy.deepcopy(self.model)
+        return self.models[n]
 
-    def _write_gains(self, n: int) -> None:
+    def set_gains(self, kp: np.ndarray, kv: np.ndarray) -> None:
+        """Per-env servo gains ``(N, nu)`` (domain randomization) of the actuators MuJoCo computes."""
         ids, position = self._servos
-        kp, kv = self._gains[0][n], self._gains[1][n]
-        mm = self.model
-        mm.actuator_gainprm[ids, 0] = np.where(position, kp, kv)
-        mm.actuator_biasprm[ids, 1] = np.where(position, -kp, 0.0)
-        mm.actuator_biasprm[ids, 2] = -kv
+        if not ids.size:
+            return
+        for n in range(len(self.models)):
+            mm = self._own(n)
+            p, v = np.asarray(kp[n], np.float64)[ids], np.asarray(kv[n], np.float64)[ids]
+            mm.actuator_gainprm[ids, 0] = np.where(position, p, v)
+            mm.actuator_biasprm[ids, 1] = np.where(position, -p, 0.0)
+            mm.actuator_biasprm[ids, 2] = -v
+
+    #: randomizable model fields that change MuJoCo's mass matrix: (contract field, MjModel field)
+    INERTIA_FIELDS = (("body_mass", "body_mass"), ("body_com", "body_ipos"), ("body_inertia", "body_inertia"),
+                      ("dof_armature", "dof_armature"))
+
+    def set_inertia(self, values: dict) -> None:
+        """Per-env randomized masses, centres of mass, inertias and armature (``values``: field ->
+        ``(N, ...)`` table, :class:`.randomize.EnvParams`' ``values``) in each env's private model,
+        with MuJoCo's derived constants recomputed (``mj_setConst``), as the MuJoCo backend does:
+        MuJoCo's mass matrix is then the one PhysX holds for that env."""
+        fields = [(mine, np.asarray(values[field], np.float64)) for field, mine in self.INERTIA_FIELDS
+                  if field in values]
+        if not fields:
+            return
+        for n, d in enumerate(self.datas):
+            mm = self._own(n)
+            for name, table in fields:
+                getattr(mm, name)[:] = table[n]
+            # a body compiled as "simple" has its centre of mass at its frame; one moved off it no longer is
+            moved = np.flatnonzero((np.asarray(mm.body_ipos) != self._com0).any(1))
+            mm.body_simple[moved] = 0
+            mm.body_sameframe[moved] = 0
+            mujoco.mj_setConst(mm, d)
 
     def set_ctrl(self, ctrl: np.ndarray) -> None:
         """The step's ``(N, nu)`` ctrl, for the actuators MuJoCo computes."""
@@ -96,18 +128,16 @@ class MujocoConstraints:
 
     def qfrc(self, qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
         """``(N, nv)`` generalized forces for the envs' ``(N, nq)``/``(N, nv)`` state."""
-        mm, last = self.model, self.last
+        last = self.last
         out = np.zeros_like(qvel)
-        inv = np.zeros((1, mm.nv))
-        for n, d in enumerate(self.datas):
+        inv = np.zeros((1, self.model.nv))
+        for n, (mm, d) in enumerate(zip(self.models, self.datas)):
             d.qpos[:], d.qvel[:] = qpos[n], qvel[n]
             mujoco.mj_fwdPosition(mm, d)
             mujoco.mj_fwdVelocity(mm, d)
             explicit = d.qfrc_passive.copy()
             if self.actuated:
                 d.ctrl[:] = self.ctrl[n]
-                if self._gains is not None:
-                    self._write_gains(n)
                 mujoco.mj_fwdActuation(mm, d)
                 explicit += d.qfrc_actuator
             if d.nefc:

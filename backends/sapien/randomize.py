@@ -149,6 +149,8 @@ class EnvParams:
             table[env_ids] = rows
         if {"actuator_kp", "actuator_kv", "dof_damping"}.intersection(values):
             self._update_drives()
+        if getattr(self.engine, "constraints", None) is not None:  # MuJoCo's forces see the env's inertia
+            self.engine.constraints.set_inertia(self.values)
         if "gravity" in values:
             self.engine.regravitate(env_ids, self.values["gravity"])  # new scenes: on_rebuild applies the rest
             rest = {k: v for k, v in values.items() if k != "gravity"}
