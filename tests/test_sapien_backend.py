@@ -47,7 +47,9 @@ ARM = """<body name="a" pos="0 0 1"><joint name="j1" type="hinge" axis="0 1 0"/>
     (ARM.replace('<joint name="j1"', '<joint name="j1" actuatorgravcomp="true"'), "", "", "j1.*actuatorgravcomp"),
     (ARM, '<tendon><fixed name="tnd" armature="0.1"><joint joint="j1" coef="1"/><joint joint="j2" coef="-1"/>'
           '</fixed></tendon>', "", "tnd.*armature"),
-    (ARM, '<actuator><general name="filt" joint="j1" dyntype="filter" dynprm="0.1"/></actuator>', "", "filt"),
+    (ARM, '<actuator><general name="filt" joint="j1" dyntype="filter" dynprm="0.1"/></actuator>', "",
+     "filt.*activation dynamics"),
+    (ARM, '<actuator><adhesion name="sticky" body="b" ctrlrange="0 1"/></actuator>', "", "sticky.*adhesion"),
     (ARM, '<actuator><motor name="m1" joint="j1" gear="1 1 0 0 0 0"/></actuator>', "", "m1"),
 ])
 def test_unsupported_elements_rejected_by_name(tmp_path: Path, body: str, extra: str, option: str, needle) -> None:
@@ -338,6 +340,46 @@ def test_tendon_forces_and_servos_on_tendons_follow_mujoco(tmp_path: Path) -> No
             assert out["mujoco"][0, 1] > 0.59, "the first env should reach the tendon's range stop"
     np.testing.assert_allclose(out["mujoco"][0, 5:7], 0.03, atol=2e-3)  # the gripper at its target
     assert worst < 2e-3, worst
+
+
+def test_general_actuators_and_site_transmissions_follow_mujoco(tmp_path: Path) -> None:
+    """Actuators PhysX has no drive for are MuJoCo's force each substep: a general actuator on a
+    fixed tendon (a menagerie-style gripper: gain 255 ctrl -> 0.04 m, bias -100 x - 10 v), one of
+    an affine law with an offset on a hinge, a tilted thruster on a free body's site. 0.8 s of
+    ctrl agrees with MuJoCo to 1e-4; the gripper settles where the law puts it."""
+    body = """<body name="hand" pos="0 0 1"><joint name="wrist" type="hinge" axis="0 0 1" damping="0.2"/>
+        <geom type="box" size=".03 .05 .02" mass="0.3"/>
+        <body name="f1" pos="0 0.05 0"><joint name="s1" type="slide" axis="0 1 0" range="0 0.04" damping="1"/>
+          <geom type="box" size=".01 .005 .03" mass="0.05"/></body>
+        <body name="f2" pos="0 -0.05 0"><joint name="s2" type="slide" axis="0 -1 0" range="0 0.04" damping="1"/>
+          <geom type="box" size=".01 .005 .03" mass="0.05"/></body></body>
+      <body name="arm" pos="0 1 1"><joint name="elbow" type="hinge" axis="0 1 0" damping="0.1"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.02"/></body>
+      <body name="drone" pos="0 2 1"><freejoint name="dj"/><geom type="box" size=".1 .1 .02" mass="0.5"/>
+        <site name="rotor" euler="0.2 0 0"/></body>"""
+    extra = """<tendon><fixed name="split"><joint joint="s1" coef="0.5"/><joint joint="s2" coef="0.5"/></fixed></tendon>
+      <equality><joint joint1="s1" joint2="s2"/></equality>
+      <actuator><general name="grip" tendon="split" forcerange="-100 100" ctrlrange="0 255" biastype="affine"
+          gainprm="0.01568627451" biasprm="0 -100 -10"/>
+        <general name="bend" joint="elbow" ctrlrange="-1 1" gainprm="2" biasprm="0.3 -3 -0.5" biastype="affine"/>
+        <general name="thrust" site="rotor" gear="0 0 1 0 0 0" ctrlrange="0 10"/>
+        <motor name="spin" joint="wrist" ctrlrange="-0.2 0.2"/></actuator>"""
+    path = _mjcf(tmp_path, body, extra)
+    sims = {name: make_backend(name, path, 2) for name in ("mujoco", "sapien")}
+    assert sims["sapien"].info.actuator_kind[:2] == ("other", "other")
+    assert "other" in sims["sapien"].capabilities.actuator_kinds
+    worst = 0.0
+    for k in range(8):
+        ctrl = torch.tensor([[200.0, 0.5 * np.sin(0.5 * k), 5.5, 0.1], [50.0, -0.7, 4.5, -0.1]])
+        out = {}
+        for name, sim in sims.items():
+            sim.step(ctrl, nsteps=50)
+            out[name] = sim.get_qpos().numpy().astype(np.float64)
+        worst = max(worst, float(np.abs(out["sapien"] - out["mujoco"]).max()))
+    # the gripper's law: 200 * 0.0157 = 100 x (+ damping) -> x = 0.0314; the drone climbs and drifts
+    np.testing.assert_allclose(out["mujoco"][0, 1:3], 200 * 0.01568627451 / 100, atol=1e-3)
+    assert out["mujoco"][0, 6] > 1.2 and abs(out["mujoco"][0, 5] - 2.0) > 0.5
+    assert worst < 1e-4, worst
 
 
 def test_randomized_gains_of_a_servo_on_a_tendon_follow_mujoco(tmp_path: Path) -> None:

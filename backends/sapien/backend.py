@@ -66,7 +66,8 @@ def _capabilities(gpu: bool) -> Capabilities:
     return Capabilities(
         gpu=gpu,
         joint_types=frozenset({"free", "hinge", "slide"}),
-        actuator_kinds=frozenset({"motor", "position", "velocity"}),
+        # CPU: other gain/bias laws (without activation dynamics) are computed by MuJoCo (.constraints)
+        actuator_kinds=frozenset({"motor", "position", "velocity"} | (set() if gpu else {"other"})),
         sensor_types=_SENSOR_TYPES,
         body_forces=not gpu,
         ray_casting=not gpu,  # CPU: rays against the plan's shapes at the links' current poses (.raycast)

@@ -285,20 +285,20 @@ def _reject_unsupported(m: mujoco.MjModel, info: ModelInfo) -> None:
             gname = name(mujoco.mjtObj.mjOBJ_GEOM, g, "geom")
             kind = mujoco.mjtGeom(t).name[len("mjGEOM_"):].lower()
             problems.append(f"geom {gname!r}: collision geom type {kind!r} is not supported (SDFs)")
+    by_mujoco = set(mujoco_actuators(m, info).tolist())
     for a in range(m.nu):
         aname = info.actuator_names[a]
-        on_tendon = int(m.actuator_trntype[a]) == int(mujoco.mjtTrn.mjTRN_TENDON)
-        if info.actuator_kind[a] == "other":
-            problems.append(f"actuator {aname!r}: only motor, position and velocity actuators are supported")
-        elif on_tendon and any(m.actuator_gear[a, 1:] != 0):
-            problems.append(f"actuator {aname!r}: gear with more than one component is not supported")
-        elif on_tendon:
-            continue  # a motor on a fixed tendon: through the coefficients (_drives); others: MuJoCo's force
-        elif info.actuator_joint[a] < 0:
-            problems.append(f"actuator {aname!r}: only joint and fixed-tendon transmissions are supported")
-        elif m.jnt_type[info.actuator_joint[a]] not in (JOINT_HINGE, JOINT_SLIDE):
-            problems.append(f"actuator {aname!r}: actuators on free or ball joints are not supported")
-        elif any(m.actuator_gear[a, 1:] != 0):
+        trn = int(m.actuator_trntype[a])
+        if int(m.actuator_dyntype[a]) != int(mujoco.mjtDyn.mjDYN_NONE):
+            dyn = mujoco.mjtDyn(int(m.actuator_dyntype[a])).name[len("mjDYN_"):].lower()
+            problems.append(f"actuator {aname!r}: activation dynamics (dyntype {dyn!r}) keep a state that neither"
+                            " PhysX nor the contract's qpos/qvel carries")
+        elif trn == int(mujoco.mjtTrn.mjTRN_BODY):
+            problems.append(f"actuator {aname!r}: a body (adhesion) transmission acts through contacts, which are"
+                            " PhysX's")
+        elif a in by_mujoco:
+            continue  # MuJoCo computes its force each substep (.constraints)
+        elif any(m.actuator_gear[a, 1:] != 0) and trn != int(mujoco.mjtTrn.mjTRN_TENDON):
             problems.append(f"actuator {aname!r}: gear with more than one component is not supported")
     if problems:
         more = f" (and {len(problems) - 1} more: {'; '.join(problems[1:4])})" if len(problems) > 1 else ""
@@ -354,14 +354,19 @@ def is_fixed_tendon(m: mujoco.MjModel, t: int) -> bool:
 
 
 def mujoco_actuators(m: mujoco.MjModel, info: ModelInfo) -> np.ndarray:
-    """Actuators whose force MuJoCo computes each substep (:mod:`.constraints`): those on a tendon,
-    except motors on a fixed tendon (their force reaches the joints through the coefficients)."""
+    """Actuators whose force MuJoCo computes each substep (:mod:`.constraints`): all but motors,
+    position and velocity servos on hinge/slide joints (PhysX drives and joint forces) and motors
+    on fixed tendons (their force reaches the joints through the coefficients): general
+    actuators of other gain/bias laws, actuators on tendons, sites, slider-cranks, free joints."""
     out = []
     for a in range(m.nu):
-        if int(m.actuator_trntype[a]) != int(mujoco.mjtTrn.mjTRN_TENDON):
+        trn, kind = int(m.actuator_trntype[a]), info.actuator_kind[a]
+        if kind != "other" and info.actuator_joint[a] >= 0 and m.jnt_type[info.actuator_joint[a]] in (JOINT_HINGE,
+                                                                                                      JOINT_SLIDE):
             continue
-        if not (info.actuator_kind[a] == "motor" and is_fixed_tendon(m, int(m.actuator_trnid[a, 0]))):
-            out.append(a)
+        if kind == "motor" and trn == int(mujoco.mjtTrn.mjTRN_TENDON) and is_fixed_tendon(m, int(m.actuator_trnid[a, 0])):
+            continue
+        out.append(a)
     return np.array(out, np.int64)
 
 
