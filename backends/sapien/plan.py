@@ -198,7 +198,7 @@ class Plan:
         if self.equalities:
             out.append(f"equality {self.equalities[0]!r}: an equality constraint")
         if self.mujoco_actuators.size:
-            out.append(f"actuator {info.actuator_names[int(self.mujoco_actuators[0])]!r}: an actuator on a tendon")
+            out.append(f"actuator {info.actuator_names[int(self.mujoco_actuators[0])]!r}: an actuator whose force MuJoCo computes")
         out.extend(self.mujoco_passive)
         return out
 
@@ -783,7 +783,7 @@ def _approximations(m: mujoco.MjModel, plan: Plan) -> list[str]:
                      " unconstrained acceleration of the previous substep (CPU only)")
     if plan.mujoco_actuators.size:
         names = [plan.info.actuator_names[a] for a in plan.mujoco_actuators]
-        notes.append(f"actuators on tendons {names[:4]}: MuJoCo computes their force each substep (CPU only)")
+        notes.append(f"actuators {names[:4]}: MuJoCo computes their force each substep (CPU only)")
     if plan.mujoco_passive:
         notes.append(f"MuJoCo computes each substep (CPU only): {'; '.join(plan.mujoco_passive[:4])}")
     mocap = [plan.info.body_names[b] for b in range(1, m.nbody) if m.body_mocapid[b] >= 0]
