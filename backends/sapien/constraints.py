@@ -10,8 +10,9 @@ joints):
   PhysX drive is taken, equalities (joint, tendon, connect, weld), tendon
   frictionloss and tendon limits;
 * passive forces: tendon springs and dampers, fluid forces;
-* the forces of actuators on tendons (other than motors on fixed tendons,
-  which reach their joints through the coefficients).
+* the forces of actuators PhysX has no drive for (:func:`.plan.mujoco_actuators`:
+  other gain/bias laws, tendon, site and slider-crank transmissions, free
+  joints; motors on fixed tendons reach their joints through the coefficients).
 
 MuJoCo runs on a private copy of the compiled model that keeps only those
 (contacts, joint limits, joint springs and dampers, gravity compensation,
@@ -155,6 +156,7 @@ class MujocoConstraints:
             out[n] = explicit
         last["qvel"], last["qfrc"], last["seen"] = qvel.copy(), out.copy(), np.ones_like(last["seen"])
         return out
+
     def save(self) -> None:
         """Keep the pre-call state of a step."""
         self._saved = {k: v.copy() for k, v in self.last.items()}

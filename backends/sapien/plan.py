@@ -185,6 +185,7 @@ class Plan:
     #: what else MuJoCo gives as forces each substep, one line each: tendon springs, dampers,
     #: friction and limits, fluid forces
     mujoco_passive: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def per_substep(self) -> list[str]:
@@ -198,7 +199,8 @@ class Plan:
         if self.equalities:
             out.append(f"equality {self.equalities[0]!r}: an equality constraint")
         if self.mujoco_actuators.size:
-            out.append(f"actuator {info.actuator_names[int(self.mujoco_actuators[0])]!r}: an actuator whose force MuJoCo computes")
+            out.append(f"actuator {info.actuator_names[int(self.mujoco_actuators[0])]!r}: an actuator whose force"
+                       " MuJoCo computes")
         out.extend(self.mujoco_passive)
         return out
 
@@ -206,7 +208,6 @@ class Plan:
     def needs_mujoco(self) -> bool:
         """Whether MuJoCo gives forces each substep (:mod:`.constraints`)."""
         return bool(self.forced_friction.size or self.equalities or self.mujoco_actuators.size or self.mujoco_passive)
-    notes: list[str] = field(default_factory=list)
 
     @property
     def drive_joints(self) -> np.ndarray:
@@ -262,7 +263,7 @@ def _reject_unsupported(m: mujoco.MjModel, info: ModelInfo) -> None:
         if why:
             problems.append(f"tendon {name(mujoco.mjtObj.mjOBJ_TENDON, t, 'tendon')!r}: {why}")
     for e in _equalities(m):
-        why = _equality_problem(m, e, info)
+        why = _equality_problem(m, e)
         if why:
             problems.append(f"equality {name(mujoco.mjtObj.mjOBJ_EQUALITY, e, 'equality')!r}: {why}")
     if getattr(m, "nflex", 0):
@@ -313,7 +314,7 @@ def _equalities(m: mujoco.MjModel) -> list[int]:
     return [e for e in range(m.neq) if m.eq_active0[e]]
 
 
-def _equality_problem(m: mujoco.MjModel, e: int, info: ModelInfo) -> str:
+def _equality_problem(m: mujoco.MjModel, e: int) -> str:
     """Why equality ``e`` cannot be built, or ``""``: joint, connect, weld and tendon equalities can."""
     kind = int(m.eq_type[e])
     if kind in _BY_FORCES:
@@ -321,8 +322,7 @@ def _equality_problem(m: mujoco.MjModel, e: int, info: ModelInfo) -> str:
     return f"{mujoco.mjtEq(kind).name[len('mjEQ_'):].lower()} equalities have no PhysX counterpart"
 
 
-#: equality types whose forces MuJoCo's solver gives each substep (:mod:`.constraints`); a tendon
-#: equality's tendons are fixed ones (spatial tendons are refused)
+#: equality types whose forces MuJoCo's solver gives each substep (:mod:`.constraints`)
 _BY_FORCES = tuple(int(t) for t in (mujoco.mjtEq.mjEQ_JOINT, mujoco.mjtEq.mjEQ_CONNECT, mujoco.mjtEq.mjEQ_WELD,
                                     mujoco.mjtEq.mjEQ_TENDON))
 
