@@ -7,7 +7,7 @@ PYTHON     ?= python3
 VENV       ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 SIM        ?= mujoco
-# the backends `make test` runs the conformance suite against (motrix: the plugin in backends/motrix,
+# the backends `make test` runs the conformance suite against (motrix: the plugin in plugins/motrix,
 # installed as a third party would install it)
 SIMS       ?= mujoco sapien motrix
 # CPU PhysX holds one scene per env (at most 1000 per process): a smaller demo batch there
@@ -17,15 +17,13 @@ STAMP      := $(VENV)/.simbackend-installed
 
 .PHONY: setup demo test contract bench clean
 
-$(STAMP): pyproject.toml backends/motrix/pyproject.toml Makefile
+$(STAMP): pyproject.toml plugins/motrix/pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
-# setuptools announces every editable install that uses its import finder (this layout maps
-# backends/, cli/, contract_tests/ into simbackend.*); recent pip (26.x) shows that even with --quiet
-	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m pip install --quiet -e ".[test]"
 # the MotrixSim backend is a separate distribution (a plugin): installed after the package it plugs into
-	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install --quiet -e backends/motrix
+	$(BIN)/python -m pip install --quiet -e plugins/motrix
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -34,8 +32,8 @@ demo: $(STAMP)
 	MUJOCO_GL=egl $(BIN)/simbackend run --sim $(SIM) --model arm7 --num-envs $(DEMO_ENVS) --steps 500 --nsteps 4
 
 test: $(STAMP)
-	MUJOCO_GL=egl $(BIN)/python -m pytest tests backends/motrix/tests
-	for sim in $(SIMS); do MUJOCO_GL=egl $(BIN)/python -m pytest contract_tests --sim $$sim || exit 1; done
+	MUJOCO_GL=egl $(BIN)/python -m pytest tests plugins/motrix/tests
+	for sim in $(SIMS); do MUJOCO_GL=egl $(BIN)/python -m pytest src/simbackend/contract_tests --sim $$sim || exit 1; done
 
 contract: $(STAMP)
 	$(BIN)/simbackend contract --sim $(SIM)

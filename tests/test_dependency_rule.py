@@ -20,19 +20,15 @@ import pytest
 
 
 REPO = Path(__file__).resolve().parents[1]
+#: the src layout: every folder under src/ is its import name
+SRC = REPO / "src"
 
 ENGINES = ("mujoco", "sapien", "motrixsim")
 
-#: repo folder -> import name of the package it holds (pyproject's package-dir)
-PACKAGE_ROOTS = {
-    "simbackend": "simbackend",
-    "contract_tests": "simbackend.contract_tests",
-    "cli": "simbackend.cli",
-    "backends": "simbackend.backends",
-}
-
-#: folders that must talk only to the contract
-CHECKED = ("simbackend", "contract_tests", "cli")
+#: folders (relative to src/) that must talk only to the contract: everything the package ships but
+#: the engine backends
+CHECKED = ("simbackend",)
+EXCLUDED = ("simbackend/backends/",)
 
 #: the model compiler may import mujoco (MuJoCo's compiler reads every asset), and the playback
 #: renderer (MuJoCo's renderer draws the compiled model that every backend shares)
@@ -42,9 +38,8 @@ MUJOCO_ONLY = ("simbackend/playback/render.py",)
 
 
 def _module_name(path: Path) -> str:
-    rel = path.relative_to(REPO)
-    package = PACKAGE_ROOTS[rel.parts[0]]
-    parts = [package, *rel.parts[1:-1]]
+    rel = path.relative_to(SRC)
+    parts = list(rel.parts[:-1])
     if path.stem != "__init__":
         parts.append(path.stem)
     return ".".join(parts)
@@ -115,7 +110,8 @@ def _forbidden(module: str, rel: str) -> bool:
 
 
 def checked_files() -> list[Path]:
-    return sorted(p for folder in CHECKED for p in (REPO / folder).rglob("*.py") if "__pycache__" not in p.parts)
+    return sorted(p for folder in CHECKED for p in (SRC / folder).rglob("*.py")
+                  if "__pycache__" not in p.parts and not p.relative_to(SRC).as_posix().startswith(EXCLUDED))
 
 
 # ----------------------------------------------------------------------
@@ -167,22 +163,24 @@ def test_scanner_finds_every_import_form() -> None:
 
 
 def test_scan_covers_the_checked_folders() -> None:
-    rels = {p.relative_to(REPO).as_posix() for p in checked_files()}
-    for expected in ("simbackend/contract.py", "simbackend/registry.py", "contract_tests/plugin.py", "cli/main.py"):
+    rels = {p.relative_to(SRC).as_posix() for p in checked_files()}
+    for expected in ("simbackend/contract.py", "simbackend/registry.py", "simbackend/contract_tests/plugin.py",
+                     "simbackend/cli/main.py"):
         assert expected in rels
+    assert not any(r.startswith("simbackend/backends/") for r in rels)
 
 
 #: the code the engine swap exists for: tasks, controllers, the vectorized-env adapters, training
 #: and its CLI; each must talk only to the contract
 ENGINE_FREE_LAYERS = ("simbackend/tasks", "simbackend/controllers", "simbackend/envs", "simbackend/training",
-                      "cli/train.py")
+                      "simbackend/cli/train.py")
 
 
 @pytest.mark.parametrize("layer", ENGINE_FREE_LAYERS)
 def test_tasks_controllers_adapters_and_training_import_no_engine(layer: str) -> None:
-    files = [p for p in checked_files() if p.relative_to(REPO).as_posix().startswith(layer)]
+    files = [p for p in checked_files() if p.relative_to(SRC).as_posix().startswith(layer)]
     assert files, f"{layer}: no module found; the scan would be empty"
-    offenders = [f"{p.relative_to(REPO).as_posix()}:{line} imports {module}"
+    offenders = [f"{p.relative_to(SRC).as_posix()}:{line} imports {module}"
                  for p in files for line, module in imports_of(p)
                  if module.split(".")[0] in ENGINES or module.startswith("simbackend.backends")]
     assert not offenders, f"{layer} must talk only to the contract:\n  " + "\n  ".join(offenders)
@@ -194,12 +192,12 @@ def test_tasks_controllers_adapters_and_training_import_no_engine(layer: str) ->
 def test_no_engine_import_outside_backends() -> None:
     offenders = []
     for path in checked_files():
-        rel = path.relative_to(REPO).as_posix()
+        rel = path.relative_to(SRC).as_posix()
         for line, module in imports_of(path):
             if _forbidden(module, rel):
                 offenders.append(f"{rel}:{line} imports {module}")
     assert not offenders, (
-        "dependency rule (docs/ARCHITECTURE.md): only backends/ imports an engine or a backend; the model"
+        "dependency rule (docs/architecture.md): only simbackend/backends/ imports an engine or a backend; the model"
         " compiler simbackend/models/ may import mujoco. Offenders:\n  " + "\n  ".join(sorted(set(offenders)))
     )
 
@@ -215,12 +213,18 @@ def test_contract_side_modules_load_no_engine() -> None:
         import importlib, pkgutil, sys
         import simbackend, _pytest.outcomes
         names = []
-        # walked one by one: an editable install maps these folders from elsewhere in the repo
-        for root in ("simbackend", "simbackend.contract_tests", "simbackend.cli"):
-            names.append(root)
-            for info in pkgutil.walk_packages(importlib.import_module(root).__path__, root + "."):
-                if not info.name.startswith(("simbackend.backends", "simbackend.models", "simbackend.playback.render")):
+        skip = ("simbackend.backends", "simbackend.models", "simbackend.playback.render")
+        def walk(name, path):  # pkgutil.walk_packages would import the skipped packages to walk them
+            names.append(name)
+            for info in pkgutil.iter_modules(path, name + "."):
+                if info.name.startswith(skip):
+                    continue
+                if info.ispkg:
+                    walk(info.name, [str(Path(path[0]) / info.name.rsplit(".", 1)[1])])
+                else:
                     names.append(info.name)
+        from pathlib import Path
+        walk("simbackend", list(simbackend.__path__))
         names = sorted(set(names))
         errors, culprits = [], []
         def engines():
@@ -277,66 +281,44 @@ def test_installed_import_names_are_namespaced(tmp_path: Path) -> None:
         assert found[name] == "True", f"{name} is not importable from the installed package"
 
 
-def test_pyproject_maps_every_package_into_simbackend() -> None:
-    """A wheel built from pyproject.toml holds no top-level package but ``simbackend``."""
-    tomllib = pytest.importorskip("tomllib", reason="tomllib needs Python 3.11")
+def test_pyproject_uses_the_src_layout() -> None:
+    """A wheel built from pyproject.toml holds one top-level package, ``simbackend``: src/ holds
+    nothing else, setuptools finds the packages there, and every entry point names a module in it."""
+    import tomllib
+
     config = tomllib.loads((REPO / "pyproject.toml").read_text())
     setuptools_cfg = config["tool"]["setuptools"]
-    packages = setuptools_cfg["packages"]
-    assert packages, "pyproject lists no packages"
-    bad = [p for p in packages if p != "simbackend" and not p.startswith("simbackend.")]
-    assert not bad, f"packages outside the simbackend namespace: {bad}"
-    package_dir = setuptools_cfg.get("package-dir", {})
-    assert "" not in package_dir, "a package-dir root would install the repo's folders as top-level packages"
-    for folder, package in {"backends": "simbackend.backends", "contract_tests": "simbackend.contract_tests",
-                            "cli": "simbackend.cli"}.items():
-        assert package_dir.get(package) == folder
-        assert package in packages
-    # the entry points refer to the namespaced names
+    assert setuptools_cfg["packages"]["find"]["where"] == ["src"]
+    assert "package-dir" not in setuptools_cfg, "folder = import name: no mapping of folders into packages"
+    tops = sorted(p.name for p in SRC.iterdir() if not p.name.startswith(".") and not p.name.endswith(".egg-info"))
+    assert tops == ["simbackend"], f"src/ holds more than the simbackend package: {tops}"
     assert config["project"]["scripts"]["simbackend"].startswith("simbackend.cli.")
     assert config["project"]["entry-points"]["pytest11"]["simbackend"].startswith("simbackend.contract_tests.")
     for target in config["project"]["entry-points"]["simbackend.backends"].values():
         assert target.startswith("simbackend.backends.")
 
 
-def test_pyproject_lists_every_package_folder() -> None:
-    """Every folder with an ``__init__.py`` under a mapped root is listed, so a wheel (not only an
-    editable install, which finds subpackages on its own) ships it."""
-    tomllib = pytest.importorskip("tomllib", reason="tomllib needs Python 3.11")
-    setuptools_cfg = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
-    listed = set(setuptools_cfg["packages"])
-    roots = {"simbackend": "simbackend", **{pkg: folder for pkg, folder in setuptools_cfg["package-dir"].items()}}
-    missing = []
-    for pkg, folder in roots.items():
-        for init in (REPO / folder).rglob("__init__.py"):
-            rel = init.parent.relative_to(REPO / folder)
-            name = ".".join([pkg, *rel.parts])
-            if _own_distribution(init.parent, REPO / folder):
-                continue  # a plugin with its own pyproject.toml (backends/motrix) ships separately
-            if "__pycache__" not in rel.parts and not any(name.startswith(r + ".") and r != pkg for r in roots)\
-                    and name not in listed:
-                missing.append(name)
-    assert not missing, f"pyproject.toml [tool.setuptools] packages misses {sorted(set(missing))}"
+def test_every_package_folder_is_a_package() -> None:
+    """Every folder of Python modules under src/simbackend has an ``__init__.py`` (a wheel ships
+    regular packages; a folder of modules without one would import only from the source tree)."""
+    missing = [d.relative_to(SRC).as_posix() for d in (SRC / "simbackend").rglob("*")
+               if d.is_dir() and "__pycache__" not in d.parts and any(d.glob("*.py"))
+               and not (d / "__init__.py").is_file()]
+    assert not missing, f"folders of modules without __init__.py: {missing}"
 
 
-def _own_distribution(folder: Path, root: Path) -> bool:
-    """Whether ``folder`` lies in a folder below ``root`` holding its own ``pyproject.toml``."""
-    return any((p / "pyproject.toml").is_file() for p in [folder, *folder.parents] if p != root and root in p.parents)
-
-
-PLUGIN = REPO / "backends" / "motrix"
+PLUGIN = REPO / "plugins" / "motrix"
 
 
 def test_main_package_does_not_know_the_plugin() -> None:
     """The MotrixSim plugin is a third party: nothing the main distribution ships names it, and it
     reaches the core only through simbackend's public modules (never another backend's package)."""
-    for folder in CHECKED + ("backends/mujoco", "backends/sapien"):
-        for path in (REPO / folder).rglob("*.py"):
-            text = path.read_text().lower()
-            assert "motrix" not in text, f"{path.relative_to(REPO)} names the motrix plugin"
+    for path in (SRC / "simbackend").rglob("*.py"):
+        text = path.read_text().lower()
+        assert "motrix" not in text, f"{path.relative_to(REPO)} names the motrix plugin"
     main = (REPO / "pyproject.toml").read_text().lower()
     assert "motrix" not in main, "the main pyproject names the motrix plugin"
-    for path in (PLUGIN / "simbackend_motrix").rglob("*.py"):
+    for path in (PLUGIN / "src" / "simbackend_motrix").rglob("*.py"):
         tree = ast.parse(path.read_text())
         visitor = _Imports("simbackend_motrix." + path.stem, path.stem == "__init__")
         visitor.visit(tree)

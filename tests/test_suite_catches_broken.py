@@ -20,7 +20,7 @@ import pytest
 import broken_backends
 from simbackend.backends.mujoco import MuJoCoBackend
 
-SUITE = Path(__file__).resolve().parents[1] / "contract_tests"
+SUITE = Path(__file__).resolve().parents[1] / "src" / "simbackend" / "contract_tests"
 TESTS = Path(__file__).resolve().parent
 #: at most this many of the suite's ~260 tests may fail against a backend that breaks one clause
 MAX_COLLATERAL = 40

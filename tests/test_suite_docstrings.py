@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-SUITE = Path(__file__).resolve().parents[1] / "contract_tests"
+SUITE = Path(__file__).resolve().parents[1] / "src" / "simbackend" / "contract_tests"
 
 
 def _tests(tree: ast.AST):
