@@ -151,14 +151,14 @@ class BareMotrix:
     def __init__(self, sim: Any, body: int):
         import motrixsim as mx
 
-        self.model = mm = sim.mx_model
+        self.model = mm = sim.engine.mx_model
         self.data = mx.SceneData(mm, batch=[sim.num_envs])
-        self.data.reset(mm, sim.data.dof_pos, sim.data.dof_vel, forward_kinematic=True)
-        src = np.asarray(sim.map.actuator_src, np.int64)  # Motrix column of each MuJoCo actuator
+        self.data.reset(mm, sim.engine.data.dof_pos, sim.engine.data.dof_vel, forward_kinematic=True)
+        src = np.asarray(sim.engine.map.actuator_src, np.int64)  # Motrix column of each MuJoCo actuator
         self.act_cols = None if np.array_equal(src, np.arange(src.size)) else np.argsort(src)
-        self.qpos_src = np.asarray(sim.map.qpos_src, np.int64)
-        self.qvel_src = np.asarray(sim.map.qvel_src, np.int64)
-        self.links = [int(sim.map.body_link[body])]
+        self.qpos_src = np.asarray(sim.engine.map.qpos_src, np.int64)
+        self.qvel_src = np.asarray(sim.engine.map.qvel_src, np.int64)
+        self.links = [int(sim.engine.map.body_link[body])]
 
     def __call__(self, ctrl: Any, nsteps: int) -> tuple[Any, Any, Any, Any]:
         import torch
@@ -244,7 +244,7 @@ def bench_engines(s: Settings) -> dict:
                     errors[eng] = f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
                     continue
                 caps[eng] = sim.capabilities.max_envs
-                threads[eng] = _pool_threads(sim) if eng == "motrix" else getattr(sim, "nthread", None)
+                threads[eng] = _pool_threads(sim) if eng == "motrix" else getattr(sim.engine, "nthread", None)
                 sims[eng] = (sim, sim.get_body_ids(BODIES[model]))
 
             def call(eng: str) -> Call:

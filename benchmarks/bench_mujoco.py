@@ -413,7 +413,7 @@ def bench_ant(s: Settings) -> dict:
         calls["gym_sync"] = gym_call
     calls["mjdata_loop"] = loop_call
     samples, iters = interleaved(calls, s)
-    nthread = sim.nthread
+    nthread = sim.engine.nthread
     sim.close()
     if envs is not None:
         envs.close()
@@ -465,7 +465,7 @@ for _ in range(steps):
     sim.get_qpos(); sim.get_qvel()
     sim.get_body_pos_w(ids); sim.get_body_quat_w(ids)
 after_step, _ = rss()
-state_bytes = int(sim.batch.state.nbytes) if hasattr(sim, "batch") else None
+state_bytes = int(sim.engine.batch.state.nbytes) if hasattr(sim, "batch") else None
 print(json.dumps({"n": n, "rss_after_import": after_import, "rss": after_step, "source": source,
                   "state_bytes": state_bytes}))
 """

@@ -94,7 +94,7 @@ def _scene(model: str, n: int) -> Any:
 
 
 def _close(sim: Any) -> None:
-    sim._close_playback()
+    sim._playback.close()
     sim.close()
 
 
@@ -103,7 +103,7 @@ def _gl_renderer(sim: Any) -> str | None:
     try:
         from OpenGL import GL
 
-        cache = sim.__dict__.get("_playback_renderers") or {}
+        cache = sim._playback.renderers or {}
         for r in cache.values():
             r._gl.make_current()
             return GL.glGetString(GL.GL_RENDERER).decode()

@@ -75,7 +75,7 @@ class BareLoop:
     """
 
     def __init__(self, sim: Any, body: int):
-        plan, eng, info = sim.plan, sim.engine, sim.plan.info
+        plan, eng, info = sim.engine.plan, sim.engine.physx, sim.engine.plan.info
         if plan.vel_gain.any() or plan.motor_gear.any():
             raise RuntimeError("the bare loop drives position actuators only; this model has velocity or motor ones")
         self.n, self.nq = eng.num_envs, info.nq
@@ -95,7 +95,7 @@ class BareLoop:
         self.scalar_cols = np.asarray(info.joint_qposadr[scalar], np.int64)
         self.offset = np.asarray(plan.joint_offset[scalar], np.float32)
         self.has_offset = bool(self.offset.any())
-        free = sim.layout.free_joints
+        free = sim.engine.layout.free_joints
         ba, bl = plan.body_link[body]
         self.per_env = [
             ([(eng.arts[n][a], c) for a, c in cols.items()],
@@ -200,7 +200,7 @@ def bench_mujoco(s: Settings) -> dict:
     for n in sizes:
         ctrls = arm_ctrls(n, seed=2)
         plain, rubbing = arm_at_home("sapien", n), _arm_with_frictionloss(n)
-        if not rubbing.plan.forced_friction.size:
+        if not rubbing.engine.plan.forced_friction.size:
             raise RuntimeError("arm7 with frictionloss should have MuJoCo-given friction on its servo joints")
         body = plain.get_body_ids(ARM_BODY)
         for k in s.nsteps:

@@ -150,9 +150,9 @@ def test_unknown_sim_is_a_usage_error(tmp_path: Path, command: str) -> None:
 
 
 def test_runtime_registered_backend_is_accepted_by_sim(runner: CliRunner) -> None:
-    from simbackend.backends.mujoco import MuJoCoBackend
+    from simbackend.backends.mujoco import MuJoCoEngine
 
-    register_backend("CliRuntimeSim", MuJoCoBackend)
+    register_backend("CliRuntimeSim", MuJoCoEngine)
     try:
         result = invoke(runner, "run", "--sim", "cliruntimesim", "--model", "pendulum", "-n", "1", "-s", "2")
         assert result.exit_code == 0, result.output
@@ -243,14 +243,14 @@ MIXED_RANGE_XML = """
 
 def test_run_actions_uniform_within_ctrl_range(runner: CliRunner, tmp_path: Path) -> None:
     """Actions fill each ctrl range ([-1, 1] where unlimited), loaded from a model path."""
-    from simbackend.backends.mujoco import MuJoCoBackend
+    from simbackend.backends.mujoco import MuJoCoEngine
 
     seen: list[np.ndarray] = []
 
-    class Recording(MuJoCoBackend):
-        def _step(self, ctrl, nsteps, hold=None):
+    class Recording(MuJoCoEngine):
+        def step(self, ctrl, nsteps, forces):
             seen.append(ctrl.cpu().numpy().copy())
-            return super()._step(ctrl, nsteps, hold)
+            return super().step(ctrl, nsteps, forces)
 
     xml = tmp_path / "mixed.xml"
     xml.write_text(MIXED_RANGE_XML)
@@ -333,14 +333,14 @@ def test_info_shows_max_envs(runner: CliRunner) -> None:
     """The capability table shows each backend's max_envs, None as "unlimited"."""
     from dataclasses import replace
 
-    from simbackend.backends.mujoco import MuJoCoBackend
+    from simbackend.backends.mujoco import MuJoCoEngine
 
-    class Capped(MuJoCoBackend):
+    class Capped(MuJoCoEngine):
         @property
         def capabilities(self) -> Capabilities:
             return replace(super().capabilities, max_envs=640)
 
-    class Older(MuJoCoBackend):  # capabilities from before the max_envs field
+    class Older(MuJoCoEngine):  # capabilities from before the max_envs field
         @property
         def capabilities(self) -> Any:
             rows = [row for row in super().capabilities.as_rows() if row[0] != "max_envs"]
@@ -410,15 +410,15 @@ def test_parity_json_and_tiers(runner: CliRunner) -> None:
 
 
 def test_parity_failure_exits_1_and_names_the_first_failing_step(runner: CliRunner) -> None:
-    from simbackend.backends.mujoco import MuJoCoBackend
+    from simbackend.backends.mujoco import MuJoCoEngine
 
-    class Kicked(MuJoCoBackend):
-        def _step(self, ctrl, nsteps, hold=None):
-            diverged = super()._step(ctrl, nsteps, hold)
+    class Kicked(MuJoCoEngine):
+        def step(self, ctrl, nsteps, forces):
+            failed = super().step(ctrl, nsteps, forces)
             self._taken = getattr(self, "_taken", 0) + nsteps
             if self._taken == 30:
                 self._qpos[:, 0] += 0.1  # the shoulder jumps after the 30th substep
-            return diverged
+            return failed
 
     register_backend("cli-kicked", Kicked)
     try:
@@ -524,13 +524,14 @@ ABSENT_CUDA = f"cuda:{torch.cuda.device_count()}" if torch.cuda.is_available() e
 @pytest.fixture
 def built(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """Backend "cli-built": MuJoCo that records each construction's device and options (the list returned)."""
-    from simbackend.backends.mujoco import MuJoCoBackend
+    from simbackend.backends.mujoco import MuJoCoEngine
+    from simbackend.contract import SimBackend
 
     calls: list[dict[str, Any]] = []
 
     def factory(model: Any, num_envs: int, **kwargs: Any) -> Any:
         calls.append(dict(kwargs))
-        return MuJoCoBackend(model, num_envs, **kwargs)
+        return SimBackend(MuJoCoEngine, model, num_envs, **kwargs)
 
     register_backend("cli-built", factory)
     yield calls
@@ -674,7 +675,8 @@ def test_contract_forwards_options_to_the_suite(tmp_path: Path) -> None:
 # the pytest plugin: --device, --sim-option, sim_device
 # ----------------------------------------------------------------------------
 PLUGIN_CONFTEST = """
-from simbackend.backends.mujoco import MuJoCoBackend
+from simbackend.backends.mujoco import MuJoCoEngine
+from simbackend.contract import SimBackend
 from simbackend.registry import register_backend
 
 BUILT = []
@@ -682,7 +684,7 @@ BUILT = []
 
 def recording(model, num_envs, **kwargs):
     BUILT.append(kwargs)
-    return MuJoCoBackend(model, num_envs, **kwargs)
+    return SimBackend(MuJoCoEngine, model, num_envs, **kwargs)
 
 
 register_backend("probe-recording", recording)
@@ -701,13 +703,13 @@ def test_probe(make_sim, sim_device, sim_options, capabilities):
     assert BUILT == [{"device": "cpu", "seed": 0, **sim_options}]  # the capabilities fixture's backend
     sim = make_sim("pendulum", 2)
     assert BUILT[-1] == {"device": "cpu", "seed": 0, **sim_options}
-    assert (sim.nthread, sim.physics_dt) == (1, pytest.approx(0.004))
+    assert (sim.engine.nthread, sim.physics_dt) == (1, pytest.approx(0.004))
     own = make_sim("pendulum", 1, timestep=0.002, mujoco={"solver": "cg"})  # a test's own options merge over them
     assert BUILT[-1] == {"device": "cpu", "seed": 0, "nthread": 1, "timestep": 0.002,
                          "mujoco": {"integrator": "rk4", "solver": "cg"}}
     assert own.physics_dt == pytest.approx(0.002)
-    assert own.model.opt.integrator == mujoco.mjtIntegrator.mjINT_RK4
-    assert own.model.opt.solver == mujoco.mjtSolver.mjSOL_CG
+    assert own.engine.model.opt.integrator == mujoco.mjtIntegrator.mjINT_RK4
+    assert own.engine.model.opt.solver == mujoco.mjtSolver.mjSOL_CG
 """
 
 

@@ -24,9 +24,8 @@ import torch
 
 from simbackend.capabilities import Capabilities
 from simbackend.contract import SimBackend
-from simbackend.divergence import diverged_rows
+from simbackend.engine import BodyForces, Engine, EngineBuild
 from simbackend.errors import NonFiniteError, ValueRangeError
-from simbackend.models import compile_model, model_info
 
 _READBACKS = ("cpu", "item", "numpy", "tolist", "__bool__", "__int__", "__float__", "__index__", "__array__")
 
@@ -62,19 +61,18 @@ class SyncMonitor:
                 setattr(torch.Tensor, name, fn)
 
 
-class TorchEngine(SimBackend):
-    """A pure-torch backend declaring ``gpu=True``; hooks assert what the core hands them."""
+class TorchEngine(Engine):
+    """A pure-torch engine declaring ``gpu=True``; its members assert what the front end hands them."""
 
     name = "torch_engine"
-    hook_dtype = torch.float32
+    dtype = torch.float32
 
-    def __init__(self, model: Any, num_envs: int, *, device: Any = None, seed: int = 0, sync_in_hooks: bool = False):
-        m = compile_model(model)
-        super().__init__(model_info(m), num_envs, device=self.resolve_device(device), seed=seed)
+    def __init__(self, build: EngineBuild, sync_in_hooks: bool = False):
+        super().__init__(build)
         self.sync_in_hooks = sync_in_hooks  # a deliberately broken engine: the monitor must see it
         n = self.num_envs
         self.qpos = torch.as_tensor(np.tile(self.info.qpos0, (n, 1)), dtype=torch.float32)
-        self.qvel = torch.zeros((n, self.nv))
+        self.qvel = torch.zeros((n, self.info.nv))
         self.received: list[tuple[str, Any]] = []
         self._caps = Capabilities(gpu=True, site_jacobians=False, joint_types=frozenset({"free", "ball", "hinge", "slide"}))
 
@@ -89,61 +87,62 @@ class TorchEngine(SimBackend):
             assert isinstance(t, torch.Tensor), f"{hook} got {type(t).__name__}, not a tensor"
             assert t.device == self.device, f"{hook} got a tensor on {t.device}"
             if t.dtype != torch.bool:
-                assert t.dtype == self.hook_dtype, f"{hook} got {t.dtype}"
+                assert t.dtype == self.dtype, f"{hook} got {t.dtype}"
         self.received.append((hook, tuple(type(t).__name__ for t in tensors)))
         if self.sync_in_hooks and tensors and tensors[0] is not None:
             tensors[0].cpu()
 
-    def get_qpos(self) -> torch.Tensor:
-        return self._out(self.qpos)
-
-    def get_qvel(self) -> torch.Tensor:
-        return self._out(self.qvel)
+    def read_state(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.qpos, self.qvel
 
     def _links(self, ids: np.ndarray, width: int) -> torch.Tensor:
         base = self.qpos[:, :1].unsqueeze(1).expand(-1, len(ids), width)
-        return self._out(base * 0 + torch.as_tensor(ids, dtype=torch.float32)[None, :, None])
+        return base * 0 + torch.as_tensor(ids, dtype=torch.float32)[None, :, None]
 
-    def _body_pos_w(self, ids: np.ndarray) -> torch.Tensor:
-        return self._links(ids, 3)
-
-    def _body_quat_w(self, ids: np.ndarray) -> torch.Tensor:
+    def _unit(self, ids: np.ndarray) -> torch.Tensor:
         q = torch.zeros((self.num_envs, len(ids), 4))
         q[..., 0] = 1.0
-        return self._out(q)
+        return q
 
-    def _body_lin_vel_w(self, ids: np.ndarray) -> torch.Tensor:
-        return self._links(ids, 3)
+    def body_pose(self, ids: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._links(ids, 3), self._unit(ids)
 
-    def _body_ang_vel_w(self, ids: np.ndarray) -> torch.Tensor:
-        return self._links(ids, 3)
+    def body_velocity(self, ids: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._links(ids, 3), self._links(ids, 3)
 
-    def _site_pos_w(self, ids: np.ndarray) -> torch.Tensor:
-        return self._links(ids, 3)
+    def site_pose(self, ids: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._links(ids, 3), self._unit(ids)
 
-    def _site_quat_w(self, ids: np.ndarray) -> torch.Tensor:
-        return self._body_quat_w(ids)
+    def sensor(self, sensor_id: int) -> torch.Tensor:
+        return torch.zeros((self.num_envs, int(self.info.sensor_dim[sensor_id])))
 
-    def _sensor_data(self, sensor_id: int) -> torch.Tensor:
-        return self._out(torch.zeros((self.num_envs, int(self.info.sensor_dim[sensor_id]))))
-
-    def _set_state(self, env_ids: np.ndarray, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
-        self._check("_set_state", qpos, qvel)
+    def write_state(self, env_ids: np.ndarray, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
+        self._check("write_state", qpos, qvel)
         rows = torch.as_tensor(env_ids, device=self.device)
         self.qpos[rows] = qpos
         self.qvel[rows] = qvel
 
-    def _step(self, ctrl: torch.Tensor, nsteps: int, hold: Optional[torch.Tensor]) -> torch.Tensor:
-        self._check("_step", ctrl, hold, self._force)
-        q0, v0 = self.qpos.clone(), self.qvel.clone()
+    def step(self, ctrl: torch.Tensor, nsteps: int, forces: Optional[BodyForces]) -> None:
+        self._check("step", ctrl, None if forces is None else forces.force)
+        self._before = self.qpos.clone(), self.qvel.clone()
+        dt = self.info.timestep
         for _ in range(nsteps):
-            self.qvel = self.qvel + self.physics_dt * (ctrl.sum(1, keepdim=True) if ctrl.numel() else 0.0)
-            self.qpos = self.qpos + self.physics_dt * self.qvel[:, : self.nq] if self.nq == self.nv else self.qpos
-        bad = diverged_rows(self.qpos, self.qvel)
-        keep = bad if hold is None else bad | hold
-        self.qpos = torch.where(keep[:, None], q0, self.qpos)
-        self.qvel = torch.where(keep[:, None], v0, self.qvel)
-        return bad if hold is None else bad & ~hold
+            self.qvel = self.qvel + dt * (ctrl.sum(1, keepdim=True) if ctrl.numel() else 0.0)
+            self.qpos = self.qpos + dt * self.qvel[:, : self.info.nq] if self.info.nq == self.info.nv else self.qpos
+        return None
+
+    def revert(self, envs: torch.Tensor) -> None:
+        self._check("revert", envs)
+        q0, v0 = self._before
+        self.qpos = torch.where(envs[:, None], q0, self.qpos)
+        self.qvel = torch.where(envs[:, None], v0, self.qvel)
+
+
+def torch_backend(model: Any, num_envs: int, sync_in_hooks: bool = False) -> SimBackend:
+    """A front end on :class:`TorchEngine` (its ``sync_in_hooks`` set)."""
+    engine = TorchEngine if not sync_in_hooks else type("SyncingTorchEngine", (TorchEngine,), {
+        "__init__": lambda self, build: TorchEngine.__init__(self, build, sync_in_hooks=True)})
+    return SimBackend(engine, model, num_envs)
 
 
 def _exercise(sim: SimBackend) -> None:
@@ -179,18 +178,18 @@ def _exercise(sim: SimBackend) -> None:
 
 
 def test_hooks_receive_device_tensors_in_the_hook_dtype() -> None:
-    sim = TorchEngine("cartpole", 4)
+    sim = torch_backend("cartpole", 4)
     _exercise(sim)
-    hooks = {h for h, _ in sim.received}
-    assert hooks == {"_set_state", "_step"}
+    hooks = {h for h, _ in sim.engine.received}
+    assert hooks == {"write_state", "step", "revert"}
     sim.set_state(None, np.zeros((4, sim.nq), np.float64))          # numpy float64 in, float32 tensors out
     sim.step([[0.0]] * 4)                                          # a nested list too
-    assert all(kinds[0] == "Tensor" for _, kinds in sim.received)
+    assert all(kinds[0] == "Tensor" for _, kinds in sim.engine.received)
 
 
 def test_core_makes_no_host_read_on_the_hot_path() -> None:
     """The "no host sync" rule: set_state, step, forces, getters and id round trips read nothing back."""
-    sim = TorchEngine("cartpole", 4)
+    sim = torch_backend("cartpole", 4)
     monitor = SyncMonitor()
     with monitor.watching():
         _exercise(sim)
@@ -199,7 +198,7 @@ def test_core_makes_no_host_read_on_the_hot_path() -> None:
 
 def test_monitor_sees_a_hook_that_syncs() -> None:
     """The monitor is not blind: an engine whose hook calls .cpu() is caught."""
-    sim = TorchEngine("cartpole", 4, sync_in_hooks=True)
+    sim = torch_backend("cartpole", 4, sync_in_hooks=True)
     monitor = SyncMonitor()
     with monitor.watching():
         sim.step(torch.zeros((4, 1)))
@@ -208,8 +207,8 @@ def test_monitor_sees_a_hook_that_syncs() -> None:
 
 def test_core_check_that_reads_back_would_be_seen(monkeypatch: pytest.MonkeyPatch) -> None:
     """Breaking the core (validating ctrl values with bool() as a CPU backend does) is caught by the monitor."""
-    sim = TorchEngine("cartpole", 4)
-    monkeypatch.setattr(TorchEngine, "_defers_checks", property(lambda self: False))
+    sim = torch_backend("cartpole", 4)
+    monkeypatch.setattr(SimBackend, "_defers_checks", property(lambda self: False))
     monitor = SyncMonitor()
     with monitor.watching():
         sim.step(torch.zeros((4, 1)))
@@ -218,7 +217,7 @@ def test_core_check_that_reads_back_would_be_seen(monkeypatch: pytest.MonkeyPatc
 
 def test_gpu_backend_defers_nan_ctrl_without_stepping_the_env() -> None:
     """A NaN ctrl row on a GPU backend: that env is held (not stepped), the others step, the next call raises naming it."""
-    sim = TorchEngine("cartpole", 3)
+    sim = torch_backend("cartpole", 3)
     sim.set_state(None, torch.full((3, 2), 0.1), torch.full((3, 2), 0.5))
     before = sim.get_qpos().clone()
     ctrl = torch.ones((3, 1))
@@ -239,7 +238,7 @@ def test_gpu_backend_defers_nan_ctrl_without_stepping_the_env() -> None:
 
 def test_gpu_backend_defers_bad_state_rows_and_synchronize_reports_them() -> None:
     """set_state rows with inf or out-of-range values keep the env's state; synchronize() raises naming them."""
-    sim = TorchEngine("cartpole", 3)
+    sim = torch_backend("cartpole", 3)
     sim.set_state(None, torch.full((3, 2), 0.1))
     qpos = torch.full((3, 2), 0.3)
     qvel = torch.zeros((3, 2))

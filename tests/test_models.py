@@ -72,7 +72,7 @@ def test_backend_keeps_its_own_model_copy():
     with make_backend("mujoco", m, 1) as sim:
         m.opt.timestep = 0.5
         assert sim.physics_dt != 0.5
-        assert sim.model.opt.timestep != 0.5
+        assert sim.engine.model.opt.timestep != 0.5
 
 
 def test_model_info_layout_quadruped():

@@ -31,12 +31,12 @@ def test_mujoco_simulation_error_is_reported_per_env(tmp_path):
     path.write_text(WELD_XML)
     with make_backend("mujoco", path, 4) as sim:
         qpos0 = sim.get_qpos()
-        eq_type = sim.batch.expand("eq_type")
+        eq_type = sim.engine.batch.expand("eq_type")
         good = int(eq_type[1, 0])
         eq_type[[1, 3], 0] = 99  # an unknown constraint type: MuJoCo raises in those envs
         info = sim.step(None, nsteps=3)
         assert info["diverged"].tolist() == [False, True, False, True]
-        time = sim.batch.bind("time")
+        time = sim.engine.batch.bind("time")
         assert time[1] == 0 and time[3] == 0 and (time[[0, 2]] > 0).all()
         torch.testing.assert_close(sim.get_qpos()[[1, 3]], qpos0[[1, 3]], rtol=0, atol=0)
         eq_type[[1, 3], 0] = good
@@ -45,13 +45,13 @@ def test_mujoco_simulation_error_is_reported_per_env(tmp_path):
 
 def _count_forward(sim, monkeypatch):
     calls = []
-    real = sim.batch.forward
+    real = sim.engine.batch.forward
 
     def spy(ids=None, stage=None):
         calls.append(None if ids is None else list(ids))
         return real(ids, stage=stage)
 
-    monkeypatch.setattr(sim.batch, "forward", spy)
+    monkeypatch.setattr(sim.engine.batch, "forward", spy)
     return calls
 
 
@@ -94,7 +94,7 @@ def test_set_state_refreshes_only_the_named_envs_when_current(monkeypatch):
 def test_options_are_validated():
     """nthread must be an int >= 0 and unknown options are named; device must exist."""
     with make_backend("mujoco", "pendulum", 2, nthread=1) as sim:
-        assert sim.nthread == 1
+        assert sim.engine.nthread == 1
     with pytest.raises(InvalidArgumentError, match="nthread"):
         make_backend("mujoco", "pendulum", 2, nthread=-1)
     with pytest.raises(ArgumentTypeError, match="threads"):
@@ -108,8 +108,8 @@ def test_per_env_model_fields_show_in_mass_and_gravity():
     """get_env_body_mass/get_env_gravity report per-env values once the batch expands those fields."""
     with make_backend("mujoco", "pendulum", 3) as sim:
         np.testing.assert_allclose(sim.get_env_body_mass()[:, 1].numpy(), 1.0)
-        sim.batch.expand("body_mass")[1, 1] = 2.5
-        sim.batch.expand("opt.gravity")[2] = (0, 0, -1.62)
+        sim.engine.batch.expand("body_mass")[1, 1] = 2.5
+        sim.engine.batch.expand("opt.gravity")[2] = (0, 0, -1.62)
         np.testing.assert_allclose(sim.get_env_body_mass()[:, 1].numpy(), [1.0, 2.5, 1.0])
         np.testing.assert_allclose(sim.get_env_gravity()[2].numpy(), [0, 0, -1.62], rtol=1e-6)
 
@@ -123,7 +123,7 @@ def test_mujoco_autoreset_is_off_on_the_backend_copy_only():
     m = compile_model("pendulum")
     with make_backend("mujoco", m, 1) as sim:
         flag = int(mujoco.mjtDisableBit.mjDSBL_AUTORESET)
-        assert sim.model.opt.disableflags & flag
+        assert sim.engine.model.opt.disableflags & flag
         assert not m.opt.disableflags & flag
 
 
@@ -180,15 +180,17 @@ def test_model_fields_read_the_compiled_model(tmp_path):
 
 def test_model_fields_is_optional_in_the_contract():
     """A backend that does not override model_fields says so with UnsupportedFeatureError."""
-    from simbackend.backends.mujoco import MuJoCoBackend
+    from simbackend.backends.mujoco import MuJoCoEngine
     from simbackend.contract import SimBackend
+    from simbackend.engine import Engine
     from simbackend.errors import UnsupportedFeatureError
 
-    class NoFields(MuJoCoBackend):
+    class NoFields(MuJoCoEngine):
         name = "nofields"
-        model_fields = SimBackend.model_fields
+        model_fields = Engine.model_fields
 
-    with NoFields("pendulum", 1) as sim, pytest.raises(UnsupportedFeatureError, match="'nofields'.*model_fields"):
+    with SimBackend(NoFields, "pendulum", 1) as sim, \
+            pytest.raises(UnsupportedFeatureError, match="'nofields'.*model_fields"):
         sim.model_fields()
 
 
@@ -230,7 +232,7 @@ def test_snapshot_restores_bit_for_bit_across_thread_counts():
     ctrl = [torch.rand(8, 12, generator=torch.Generator().manual_seed(k)) for k in range(30)]
     one = make_backend("mujoco", "quadruped", 8, nthread=1, solver_iterations=2)
     two = make_backend("mujoco", "quadruped", 8, nthread=2, solver_iterations=2)
-    assert two.nthread == 2
+    assert two.engine.nthread == 2
     one.set_state(None, one.get_keyframe_qpos("stand").expand(8, -1))
     for c in ctrl[:10]:
         one.step(c, nsteps=2)

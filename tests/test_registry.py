@@ -29,26 +29,28 @@ FAST_SELECTION = "test_name_tables_and_ids or test_pendulum_tip_and_body"
 QUAT_ORDER_TEST = "test_quaternions_are_wxyz_hinge_about_z"
 
 THIRDPARTY_MODULE = '''
-"""A backend shipped by another package, known to simbackend only through its entry point."""
-import torch
+"""An engine shipped by another package, known to simbackend only through its entry point."""
+import numpy as np
 
-from simbackend.backends.mujoco import MuJoCoBackend
+from simbackend.backends.mujoco import MuJoCoEngine
 
 
-class ThirdPartyBackend(MuJoCoBackend):
+class ThirdPartyBackend(MuJoCoEngine):
     name = "thirdparty"
 
 
-class ThirdPartyXyzw(MuJoCoBackend):
+class ThirdPartyXyzw(MuJoCoEngine):
     """Broken on purpose: body and site quaternions in xyzw order."""
 
     name = "thirdparty-xyzw"
 
-    def _body_quat_w(self, ids):
-        return torch.roll(super()._body_quat_w(ids), -1, dims=-1)
+    def body_pose(self, ids):
+        pos, quat = super().body_pose(ids)
+        return pos, np.roll(quat, -1, axis=-1)
 
-    def _site_quat_w(self, ids):
-        return torch.roll(super()._site_quat_w(ids), -1, dims=-1)
+    def site_pose(self, ids):
+        pos, quat = super().site_pose(ids)
+        return pos, np.roll(quat, -1, axis=-1)
 '''
 
 THIRDPARTY_ENTRY_POINTS = f"""
@@ -110,11 +112,12 @@ def test_unknown_backend_lists_registered() -> None:
 
 
 def test_backend_names_are_case_insensitive() -> None:
-    from simbackend.backends.mujoco import MuJoCoBackend
+    from simbackend.backends.mujoco import MuJoCoEngine
+    from simbackend.contract import SimBackend
 
-    assert get_backend_factory("MuJoCo") is MuJoCoBackend
+    assert get_backend_factory("MuJoCo") is MuJoCoEngine
     with make_backend("MUJOCO", "pendulum", 2) as sim:
-        assert isinstance(sim, MuJoCoBackend)
+        assert isinstance(sim, SimBackend) and isinstance(sim.engine, MuJoCoEngine)
         assert sim.num_envs == 2
 
 
@@ -128,10 +131,11 @@ def test_bad_backend_name_rejected(bad: Any) -> None:
 # runtime registration
 # ----------------------------------------------------------------------
 def test_register_and_unregister_at_runtime() -> None:
-    from simbackend.backends.mujoco import MuJoCoBackend
+    from simbackend.backends.mujoco import MuJoCoEngine
+    from simbackend.contract import SimBackend
 
-    def factory(model: Any, num_envs: int, **kwargs: Any) -> MuJoCoBackend:
-        return MuJoCoBackend(model, num_envs, **kwargs)
+    def factory(model: Any, num_envs: int, **kwargs: Any) -> SimBackend:
+        return SimBackend(MuJoCoEngine, model, num_envs, **kwargs)
 
     assert "myengine" not in available_backends()
     register_backend("MyEngine", factory)
@@ -139,7 +143,7 @@ def test_register_and_unregister_at_runtime() -> None:
         assert "myengine" in available_backends()
         assert get_backend_factory("myengine") is factory
         with make_backend("mYeNgInE", "pendulum", 3) as sim:
-            assert isinstance(sim, MuJoCoBackend) and sim.num_envs == 3
+            assert isinstance(sim.engine, MuJoCoEngine) and sim.num_envs == 3
         with pytest.raises(ValueError, match="already registered"):
             register_backend("myengine", factory)
         other = lambda *a, **k: factory(*a, **k)  # noqa: E731
@@ -172,9 +176,9 @@ def test_runtime_registration_takes_precedence_over_entry_point() -> None:
     finally:
         unregister_backend("mujoco")
     assert len(calls) == 1
-    from simbackend.backends.mujoco import MuJoCoBackend
+    from simbackend.backends.mujoco import MuJoCoEngine
 
-    assert get_backend_factory("mujoco") is MuJoCoBackend  # the entry point is back
+    assert get_backend_factory("mujoco") is MuJoCoEngine  # the entry point is back
 
 
 def test_make_backend_passes_arguments_through() -> None:
@@ -199,7 +203,7 @@ def test_make_backend_options_reach_the_mujoco_backend() -> None:
         assert sim.num_envs == 3
         assert sim.seed == 5
         assert str(sim.device) == "cpu"
-        assert sim.nthread == 1
+        assert sim.engine.nthread == 1
     with pytest.raises(TypeError, match="no_such_option"):
         make_backend("mujoco", "pendulum", 1, no_such_option=1)
 
@@ -212,8 +216,8 @@ def test_thirdparty_entry_point_discovered(thirdparty_on_path: Path) -> None:
     assert {"thirdparty", "thirdparty-xyzw", "thirdparty-missing"} <= set(names)  # listed lower case
     assert "thirdparty_sim" not in sys.modules  # listing does not import it
     with make_backend("ThirdParty", "pendulum", 2, seed=4) as sim:
-        assert type(sim).__name__ == "ThirdPartyBackend"
-        assert type(sim).__module__ == "thirdparty_sim"
+        assert type(sim.engine).__name__ == "ThirdPartyBackend"
+        assert type(sim.engine).__module__ == "thirdparty_sim"
         assert sim.name == "thirdparty"
         assert sim.num_envs == 2 and sim.seed == 4
         assert tuple(sim.get_qpos().shape) == (2, 1)

@@ -256,7 +256,7 @@ def test_pendulum_bob_moves_where_the_hinge_angle_says(pendulum) -> None:
     images = sim.get_camera_images({"side": cam}, modes=("rgb", "segmentation"))["side"]
     rgb, seg = images["rgb"].numpy(), images["segmentation"][..., 0].numpy()
     bob = sim.get_geom_ids("bob").item()
-    params = sim._playback_renderer(W, H).camera_params(sim.get_qpos(), cam)
+    params = sim._playback.renderer(W, H).camera_params(sim.get_qpos(), cam)
     cols, rows = [], []
     for i, theta in enumerate(angles[:, 0].tolist()):
         assert rgb[i].std() > 5, "blank frame"
@@ -311,7 +311,7 @@ def test_tiled_view_places_each_env_at_its_grid_offset(pendulum) -> None:
     sim.set_state(None, angles)
     spacing = 2.5
     cam = FreeCamera(lookat=(1.25, 1.25, 0.3), distance=7.0, azimuth=90, elevation=-60)
-    r = sim._playback_renderer(W, H)
+    r = sim._playback.renderer(W, H)
     tiled = r.render_tiled(sim.get_qpos(), cam, modes=("rgb", "segmentation"), spacing=spacing)
     assert tiled["rgb"].shape == (H, W, 3) and tiled["segmentation"].shape == (H, W, 1)
     seg = tiled["segmentation"][..., 0].numpy()
@@ -467,7 +467,8 @@ def test_play_capabilities(pendulum, monkeypatch) -> None:
     sim = make_backend("mujoco", _spec(SCENE_XML), num_envs=1)
     try:
         assert sim.get_play_capabilities().cameras == ("top", "ortho", "free")
-        monkeypatch.setattr(type(sim), "_play_renderers_absent", lambda self: {"sapien": "needs a Vulkan GPU"})
+        caps = replace(sim.capabilities, renderers_absent=(("sapien", "needs a Vulkan GPU"),))
+        monkeypatch.setattr(type(sim.engine), "capabilities", property(lambda self: caps))
         assert sim.get_play_capabilities().absent == {"sapien": "needs a Vulkan GPU"}
         # a backend without its compiled model cannot be drawn, and says why
         monkeypatch.setattr(sim, "_info", replace(sim.info, compiled=None))
@@ -510,9 +511,9 @@ def test_bad_arguments_raise_naming_them_before_rendering(scene_sim, call, error
         with pytest.raises(error, match=needle) as info:
             call(scene_sim)
         assert "\n" not in str(info.value)
-        assert not scene_sim.__dict__.get("_playback_renderers"), "a renderer was created before the check"
+        assert not scene_sim._playback.renderers, "a renderer was created before the check"
     finally:
-        scene_sim._close_playback()  # the next case starts without renderers whatever happened
+        scene_sim._playback.close()  # the next case starts without renderers whatever happened
 
 
 @pytest.mark.parametrize("kwargs,error,needle", [
@@ -572,9 +573,9 @@ def test_backend_close_frees_renderers_and_blocks_calls() -> None:
     sim = make_backend("mujoco", "pendulum", num_envs=1)
     sim.render(width=32, height=24)
     sim.render(width=48, height=24)
-    renderers = list(sim.__dict__["_playback_renderers"].values())
+    renderers = list(sim._playback.renderers.values())
     assert len(renderers) == 2 and not any(r.closed for r in renderers)
-    sim._close_playback()
+    sim._playback.close()
     assert all(r.closed for r in renderers)
     sim.close()
     with pytest.raises(BackendClosedError):

@@ -455,7 +455,7 @@ def test_multi_joint_body_is_a_chain_with_massless_intermediates(tmp_path: Path)
       <joint name="z" type="slide" axis="0 0 1"/><joint name="r" type="hinge" axis="0 1 0"/>
       <geom size=".1" mass="2"/></body>"""
     sim = make_backend("sapien", _mjcf(tmp_path, body), 1)
-    links = sim.plan.articulations[0].links
+    links = sim.engine.plan.articulations[0].links
     assert [lk.jtype for lk in links] == ["fixed", "prismatic", "prismatic", "revolute_unwrapped"]
     assert [lk.joint for lk in links] == [-1, 0, 1, 2]
     assert links[1].mass == links[2].mass == MIN_MASS and not links[1].shapes and not links[2].shapes
@@ -475,7 +475,7 @@ def test_collision_groups_and_parent_filter(tmp_path: Path) -> None:
         <joint name="cy" type="hinge" axis="1 0 0"/><geom size=".1"/></body></body>"""
     path = _mjcf(tmp_path, body, option='gravity="0 0 0"')
     sim = make_backend("sapien", path, 1)
-    art = sim.plan.articulations[0]
+    art = sim.engine.plan.articulations[0]
     p, c = art.links[0], art.links[-1]
     assert p.shapes[0].groups[:2] == [3, 5]
     assert p.shapes[0].groups[2] & c.shapes[0].groups[2], "MuJoCo filters this parent/child pair; PhysX must too"
@@ -590,7 +590,7 @@ def test_height_field_terrain_scans_and_holds_bodies_as_in_mujoco(tmp_path: Path
     heights = {}
     for name in ("mujoco", "sapien"):
         sim = make_backend(name, rough, 2)
-        from simbackend.readout import grid_offsets
+        from simbackend.scanner import grid_offsets
 
         scanner = sim.create_height_scanner("probe", grid_offsets(2.4, 1.8, 0.3), alignment="world")
         heights[name] = scanner.heights().numpy()
@@ -676,10 +676,10 @@ def test_options() -> None:
     """Common options apply (solver_iterations -> PhysX position iterations, timestep); the sapien block is validated."""
     with make_backend("sapien", "pendulum", 1, nthread=2, solver_iterations=12, timestep=0.004,
                       sapien={"solver": "tgs", "solver_velocity_iterations": 2}) as sim:
-        art = sim.engine.arts[0][0]
+        art = sim.engine.physx.arts[0][0]
         assert art.get_solver_position_iterations() == 12 and art.get_solver_velocity_iterations() == 2
-        assert sim.physics_dt == pytest.approx(0.004) and float(sim.engine.systems[0].timestep) == pytest.approx(0.004)
-        assert sim.solver == "tgs"
+        assert sim.physics_dt == pytest.approx(0.004) and float(sim.engine.physx.systems[0].timestep) == pytest.approx(0.004)
+        assert sim.engine.solver == "tgs"
     with pytest.raises(ArgumentTypeError, match="unknown option"):
         make_backend("sapien", "pendulum", 1, solver="tgs")  # engine options live in the sapien={...} block
     with pytest.raises(InvalidArgumentError, match="sapien.solver"):
@@ -771,7 +771,7 @@ def test_interrupted_step_restores_every_scene(where: str) -> None:
         for s in (sim, twin):
             s.step(ctrl, nsteps=2)
         q0, v0 = sim.get_qpos().clone(), sim.get_qvel().clone()
-        e = sim.engine
+        e = sim.engine.physx
         victim = e.systems[1]
         if where == "scene step":
             calls = {"n": 0}
@@ -785,7 +785,7 @@ def test_interrupted_step_restores_every_scene(where: str) -> None:
         e.systems[1] = victim
         e.__dict__.pop("_qacc", None)
         assert torch.equal(sim.get_qpos(), q0) and torch.equal(sim.get_qvel(), v0)
-        torch.testing.assert_close(torch.from_numpy(sim.layout.state_from_pack(e._serialised())[0]), q0.double(),
+        torch.testing.assert_close(torch.from_numpy(sim.engine.layout.state_from_pack(e._serialised())[0]), q0.double(),
                                    rtol=0, atol=1e-6)   # PhysX itself holds the pre-call state
         # the state is restored exactly; PhysX's contact warm-start caches are not part of its
         # serialised state, so the continuation agrees to solver precision, not bit for bit
@@ -839,7 +839,7 @@ def test_layout_with_gpu_rows_and_offsets_matches_cpu(model: str) -> None:
     q = random_qpos(sim, rng)
     v = rng.normal(size=(n, sim.nv))
     sim.set_state(None, q, v)
-    e = sim.engine
+    e = sim.engine.physx
     data = e.link_data(None, arts=np.arange(e.num_arts), velocities=True).clone()
     aq, av = e.art_qpos().clone(), e.art_qvel().clone()
     R = data.shape[0]
@@ -849,9 +849,9 @@ def test_layout_with_gpu_rows_and_offsets_matches_cpu(model: str) -> None:
     g_data[perm], g_q[perm], g_v[perm] = data, aq, av
     env_of_old_row = np.repeat(np.arange(n), e.num_arts)
     g_data[perm, :, :3] += torch.as_tensor(origins[env_of_old_row])[:, None]
-    site_pose = np.concatenate([sim.model.site_pos, sim.model.site_quat], 1)
-    lay = Layout(sim.plan, perm[e.rows], e.cols, origins, site_pose, torch.device("cpu"))
-    ref = sim.layout
+    site_pose = np.concatenate([sim.engine.model.site_pos, sim.engine.model.site_quat], 1)
+    lay = Layout(sim.engine.plan, perm[e.rows], e.cols, origins, site_pose, torch.device("cpu"))
+    ref = sim.engine.layout
     bodies = np.arange(sim.info.nbody)
     free = ref.free_body
     torch.testing.assert_close(lay.gather(g_data, bodies), ref.gather(data, bodies), atol=1e-5, rtol=0)
@@ -920,7 +920,7 @@ def test_gpu_row_restorer_writes_back_only_restored_rows() -> None:
 
 def test_physx_failures_numpy_and_torch_agree() -> None:
     """One rule for both paths: an env fails when one of its rows has |qacc| dt > MAX_QVEL or NaN."""
-    from simbackend.backends.sapien.engine import physx_failures
+    from simbackend.backends.sapien.paths import physx_failures
     from simbackend.divergence import MAX_QVEL
 
     dt = 0.01
@@ -980,8 +980,8 @@ def test_divergence_judged_on_the_serialised_state_equals_the_getters(model: str
         rng = np.random.default_rng(1)
         sim.set_state(None, random_qpos(sim, rng), rng.normal(size=(3, sim.nv)))
         sim.step(np.zeros((3, sim.num_actuators)) if sim.num_actuators else None, nsteps=2)
-        q, v = sim.layout.state_from_pack(sim.engine._serialised())
-        sim._decoded = None   # the getters then read the links and joints, not the serialised states
+        q, v = sim.engine.layout.state_from_pack(sim.engine.physx._serialised())
+        sim.engine._decoded = None   # the getters then read the links and joints, not the serialised states
         np.testing.assert_allclose(q, sim.get_qpos().numpy(), atol=1e-6)
         np.testing.assert_allclose(v, sim.get_qvel().numpy(), atol=1e-5)
 

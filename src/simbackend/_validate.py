@@ -237,3 +237,24 @@ def seed_value(seed: Any) -> int:
     if not 0 <= v < 2**63:
         raise InvalidArgumentError(f"seed: expected an integer in [0, 2**63), got {v}")
     return v
+
+
+#: quaternions with a norm below this are rejected by set_state
+MIN_QUAT_NORM = 1e-9
+
+
+def normalised_quaternions(qpos: torch.Tensor, quat_cols: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``qpos (n, nq)`` with unit quaternions in columns ``quat_cols`` ``(nquat, 4)``, and the
+    ``(n,)`` mask of rows holding a zero (or non-finite) one. Each quaternion is scaled by its
+    largest component first, so no finite quaternion overflows. Device reductions only."""
+    n = qpos.shape[0]
+    if not quat_cols.numel() or not n:
+        return qpos, torch.zeros(n, dtype=torch.bool, device=qpos.device)
+    quats = qpos[:, quat_cols]                                              # (n, nquat, 4)
+    scale = quats.abs().amax(dim=-1, keepdim=True)
+    unit = quats / torch.where(scale > 0, scale, 1.0)
+    norms = torch.linalg.vector_norm(unit, dim=-1, keepdim=True)
+    zero = (scale[..., 0] < MIN_QUAT_NORM).any(dim=1) | ~torch.isfinite(scale[..., 0]).all(dim=1)
+    qpos = qpos.clone()
+    qpos[:, quat_cols] = torch.where(norms > 0, unit / torch.where(norms > 0, norms, 1.0), unit)
+    return qpos, zero

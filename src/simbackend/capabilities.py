@@ -49,6 +49,13 @@ class Capabilities:
         max_envs: the most envs one backend instance (or one process, where the
             engine's limit is per process) can hold; ``None`` for no limit
             beyond memory.
+        delegated: the model elements whose physics this engine does not compute
+            itself but takes from another engine each substep (delegated
+            physics), one line each, e.g. ``"equality 'loop' (connect): MuJoCo's
+            constraint force"``. Empty where the engine computes everything; a
+            parity figure on such an element partly compares MuJoCo with itself.
+        renderers_absent: ``(renderer, reason)`` pairs: renderers the engine has
+            but cannot offer here (``get_play_capabilities().absent`` lists them).
     """
 
     gpu: bool = False
@@ -69,6 +76,8 @@ class Capabilities:
     ray_casting: bool = False
     domain_randomization: frozenset[str] = field(default_factory=frozenset)
     max_envs: Optional[int] = None
+    delegated: frozenset[str] = field(default_factory=frozenset)
+    renderers_absent: tuple[tuple[str, str], ...] = ()
 
     def as_rows(self) -> list[tuple[str, str]]:
         """(capability, value) rows for tables, values rendered as short text."""
@@ -81,6 +90,8 @@ class Capabilities:
                 text = "unlimited"
             elif isinstance(v, frozenset):
                 text = ", ".join(sorted(v)) if v else "-"
+            elif isinstance(v, tuple):
+                text = "; ".join(f"{name}: {why}" for name, why in v) if v else "-"
             else:
                 text = str(v)
             rows.append((f.name, text))

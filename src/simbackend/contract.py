@@ -1,7 +1,16 @@
-"""The SimBackend contract.
+"""The SimBackend contract: the front end every robot-learning component talks to.
 
-One batched simulation of ``N = num_envs`` copies of one model. Conventions
-(``docs/ARCHITECTURE.md``, "Conventions"):
+One batched simulation of ``N = num_envs`` copies of one model. ``SimBackend``
+validates and converts every input, resolves names, keeps the per-env
+bookkeeping (time, controls, pending forces), applies the contract's
+divergence rule and notifies observers; the physics is an
+:class:`~simbackend.engine.Engine`, reached only through that interface. The
+domain-randomization, snapshot, readout, height-scanner and picture calls are
+served by services beside it (:mod:`simbackend.randomization.apply`,
+:mod:`simbackend.snapshot`, :mod:`simbackend.readout`, :mod:`simbackend.scanner`,
+:mod:`simbackend.playback.api`), each built on the engine's public members.
+
+Conventions (``docs/conventions.md``):
 
 * Outputs are ``torch.Tensor`` on ``backend.device``: real values ``float32``,
   ids ``int64``. Batch first: the leading dimension is N. Every getter returns a
@@ -14,55 +23,39 @@ One batched simulation of ``N = num_envs`` copies of one model. Conventions
   ``pos(3) + quat(4)`` in qpos and ``linear velocity (world, 3) + angular
   velocity (body-local, 3)`` in qvel; a ball joint ``quat(4)`` / ``angular
   velocity (local, 3)``; hinge and slide joints one value each.
-* DoFs (``get_dof_pos/vel``) are the hinge and slide joints in joint order:
-  every joint with one scalar coordinate. Free joints (the floating base and
-  any free object) and ball joints are reached through ``qpos``/``qvel``
-  (``get_joint_qpos_indices`` gives any joint's columns).
+* DoFs (``get_dof_pos/vel``) are the hinge and slide joints in joint order.
 * Base: the root body of the model's first kinematic tree.
 * Body quantities describe the body frame: ``pos``/``quat`` of the frame,
   linear velocity of the frame's **origin** (not the centre of mass), angular
   velocity in world coordinates. ``_w``: world frame. ``_b``: the same quantity
-  expressed in the base frame (positions and orientations relative to the
-  base; velocities are the world-frame velocities rotated into base
-  coordinates, not velocities relative to the moving base).
+  expressed in the base frame.
 * Ids index ``body_names`` (world body first), ``joint_names``, ``site_names``,
   ``actuator_names`` and ``sensor_names`` in the compiled model's order.
 * Time: ``physics_dt`` is one substep; ``step(ctrl, nsteps=k)`` advances k
   substeps with the same ctrl. After any call returns, every getter describes
   the same instant (the current state).
-* Divergence is defined once, in :mod:`simbackend.divergence`.
+* Divergence is defined once, in :mod:`simbackend.divergence`, and applied here.
 
 Errors (``simbackend.errors``): every public method validates all of its
 arguments before it writes anything, so a call that raises leaves every env as
 it was. After :meth:`SimBackend.close`, every public method raises
-:class:`~simbackend.errors.BackendClosedError`.
-
-Writing a backend: subclass :class:`SimBackend`, call ``super().__init__`` with
-the model's :class:`~simbackend.model_info.ModelInfo`, and implement the
-abstract hooks (``get_qpos``, ``get_qvel``, ``_body_*``, ``_site_*``,
-``_sensor_data``, ``_set_state``, ``_step``, ...). The hook boundary is
-torch-native: hooks receive validated **torch tensors on the backend's
-device** in its :attr:`SimBackend.hook_dtype`, and ids as int64 host numpy
-arrays. Register the class under the entry-point group
-``simbackend.backends`` and run ``simbackend contract --sim NAME``.
+:class:`~simbackend.errors.BackendClosedError` (the properties describing the
+model keep answering).
 
 GPU backends (``capabilities.gpu``) never synchronise with the host in
 ``step``, ``set_state`` or a getter: shapes and dtypes are checked from tensor
 metadata, ids come from host copies, and input *values* (NaN/inf, magnitudes)
-are checked by device reductions whose verdict is read at the next call: the
-envs whose input was bad are left as they were (their state is not written,
-they are not stepped), and the next ``step``/``set_state``/
-``apply_body_force`` (or :meth:`SimBackend.synchronize`) raises the error
-naming them. CPU backends raise at once.
+are checked by device reductions whose verdict is read at the next call
+(:mod:`simbackend.frontend.faults`). CPU backends raise at once.
 """
 
 from __future__ import annotations
 
-import abc
 import contextlib
-import inspect
+import copy
 import time
-from typing import Any, Callable, ClassVar, Mapping, NamedTuple, Optional, Sequence, Union
+import weakref
+from typing import Any, Callable, Iterator, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -70,7 +63,8 @@ import torch
 from simbackend import _validate as V
 from simbackend.capabilities import Capabilities
 from simbackend.devices import require_device
-from simbackend.divergence import MAX_QPOS, MAX_QVEL
+from simbackend.divergence import MAX_QPOS, MAX_QVEL, diverged_rows
+from simbackend.engine import Engine, EngineBuild
 from simbackend.errors import (
     ArgumentTypeError,
     BackendClosedError,
@@ -79,185 +73,119 @@ from simbackend.errors import (
     InvalidQuaternionError,
     NonFiniteError,
     ReentrantCallError,
-    UnknownNameError,
     UnsupportedFeatureError,
     ValueRangeError,
 )
+from simbackend.frontend.bookkeeping import EnvBook
+from simbackend.frontend.faults import DeferredFaults
+from simbackend.frontend.guard import guard_public_methods
+from simbackend.frontend.names import NameTable
 from simbackend.math import quat_apply_inverse, quat_conj, quat_mul
-from simbackend.model_info import JOINT_BALL, JOINT_FREE, JOINT_TYPE_NAMES, ModelInfo
-from simbackend.options import BackendOptions, EngineOption, parse_options
-from simbackend.randomization.apply import RandomizationMixin
-from simbackend.readout import ReadoutMixin
-from simbackend.playback.api import PlaybackMixin
-from simbackend.snapshot import SnapshotMixin
+from simbackend.model_info import ModelInfo
+from simbackend.options import parse_options
+from simbackend.playback.api import PlayCapabilities, Playback
+from simbackend.randomization.apply import ActuatorGains, Prepared, Randomizer
+from simbackend.randomization.plan import RandomizationPlan
+from simbackend.readout import Readout
+from simbackend.scanner import HeightScanner, check_scanner_arguments
+from simbackend.snapshot import SnapshotLayout, Snapshots
+from simbackend.state import NamedState
+
+__all__ = ["ActuatorGains", "SimBackend"]
 
 Names = Union[str, Sequence[str]]
 Ids = Any  # int, sequence of ints, numpy array or torch tensor
 PreStepControl = Callable[["SimBackend", torch.Tensor], Any]
 
-#: quaternions with a norm below this are rejected by set_state
-MIN_QUAT_NORM = 1e-9
 
-
-class ActuatorGains(NamedTuple):
-    """Per-actuator servo gains, ``(nu,)`` each.
-
-    ``kp``: position gain (force per unit position error) of position
-    actuators, 0 for the others. ``kv``: velocity gain (damping) of position
-    and velocity actuators, 0 for motors.
-    """
-
-    kp: torch.Tensor
-    kv: torch.Tensor
-
-
-class _DeferredFaults:
-    """Input value checks of a GPU backend, computed on the device and read at the next call.
-
-    One ``(K, N)`` bool tensor marks, per (argument, problem) pair, the envs
-    whose input was bad; a CUDA backend copies it to pinned host memory
-    without waiting, and the next call reads the copy once the copy's event
-    has completed (``query`` never blocks). The envs marked were left as they
-    were by the call that saw the bad input.
-    """
-
-    def __init__(self, num_envs: int, device: torch.device):
-        self.kinds: list[tuple[str, str]] = []
-        self.num_envs, self.device = num_envs, device
-        self.masks = torch.zeros((0, num_envs), dtype=torch.bool, device=device)
-        self.host: Optional[np.ndarray] = None
-        self.event = None
-        self.pending = False
-
-    def _row(self, argument: str, problem: str) -> int:
-        key = (argument, problem)
-        if key not in self.kinds:
-            self.kinds.append(key)
-            shape = (len(self.kinds), self.num_envs)
-            if self.device.type == "cpu":  # the marks live in host memory: numpy and torch share it
-                self.host = np.zeros(shape, dtype=bool)
-                grown = torch.from_numpy(self.host)
-            else:
-                grown = torch.zeros(shape, dtype=torch.bool, device=self.device)
-                self.host = None
-            grown[: self.masks.shape[0]] = self.masks
-            self.masks = grown
-        return self.kinds.index(key)
-
-    def record(self, argument: str, problem: str, env_ids: torch.Tensor, bad: torch.Tensor) -> None:
-        """Mark ``env_ids[bad]`` (device tensors) for ``argument``; reads nothing back."""
-        k = self._row(argument, problem)  # may grow self.masks: index it afterwards
-        row = self.masks[k]
-        row[env_ids] = row[env_ids] | bad  # ids are distinct
-        self.pending = True
-
-    def publish(self) -> None:
-        """Start the copy of the marks to the host (no wait)."""
-        if not self.pending:
-            return
-        if self.device.type == "cuda":
-            if self.host is None or self.host.shape != tuple(self.masks.shape):
-                self._pinned = torch.zeros(tuple(self.masks.shape), dtype=torch.bool, pin_memory=True)
-                self.host = self._pinned.numpy()  # a view of pinned host memory: no device read
-                self.event = torch.cuda.Event()
-            self._pinned.copy_(self.masks, non_blocking=True)
-            self.event.record()
-
-    def raise_if_any(self, wait: bool = False) -> None:
-        """Raise the first recorded problem (clearing the marks), once its copy has arrived."""
-        if not self.pending or self.host is None:
-            return
-        if self.event is not None and not (wait or self.event.query()):
-            return
-        if self.event is not None and wait:
-            self.event.synchronize()
-        self.pending = False
-        if not self.host.any():
-            return
-        rows = [(k, np.flatnonzero(self.host[k])) for k in range(len(self.kinds)) if self.host[k].any()]
-        self.masks.zero_()
-        self.host[...] = False
-        (argument, problem), ids = self.kinds[rows[0][0]], rows[0][1]
-        note = " (a GPU backend checks input values on the device and reports them at the next call; those envs were left as they were)"
-        if problem == "nonfinite":
-            err: Exception = NonFiniteError(argument, ids)
-        elif problem == "zero quaternion":
-            err = InvalidQuaternionError(f"{argument}: zero quaternion in env ids {ids[:8].tolist()}")
-        else:
-            err = ValueRangeError(argument, ids, float(problem))
-        err.args = (str(err) + note,)
-        raise err
-
-
-class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, PlaybackMixin, abc.ABC):
+@guard_public_methods
+class SimBackend:
     """A batch of ``num_envs`` simulations of one model behind one engine.
 
-    Construction (``make_backend`` or the class): ``Backend(model, num_envs, *,
-    device=None, seed=0, **options)``; the options every backend accepts are
-    listed in :mod:`simbackend.options`.
+    Build one with :func:`simbackend.make_backend` (``make_backend("mujoco",
+    "arm7", 1024)``) or directly from an engine class:
+    ``SimBackend(MuJoCoEngine, model, num_envs, *, device=None, seed=0,
+    **options)``; the options every backend accepts are listed in
+    :mod:`simbackend.options`, and ``<engine name>={...}`` holds the engine's own.
+
+    Args:
+        engine: the :class:`~simbackend.engine.Engine` subclass that simulates.
+        model: an MJCF/URDF path, a ``mujoco.MjSpec`` or ``mujoco.MjModel``, or a
+            built-in model name (:func:`simbackend.models.builtin_models`).
+        num_envs: N >= 1.
+        device: torch device of every returned tensor (and of the physics on GPU
+            engines); ``None``: ``"cpu"``.
+        seed: seed of the backend's random streams, an integer in ``[0, 2**63)``.
     """
 
-    #: registered name of the backend (lower case)
-    name: ClassVar[str] = "abstract"
-    #: dtype of the real-valued tensors the hooks receive (float32 or float64)
-    hook_dtype: ClassVar[torch.dtype] = torch.float64
-    #: the keys of this engine's option block (``make_backend(..., <name>={...})``)
-    engine_options: ClassVar[Mapping[str, EngineOption]] = {}
+    def __init__(self, engine: Any, model: Any, num_envs: int, *, device: Any = None, seed: int = 0,
+                 **options: Any):
+        self._closed = True  # until the engine is built: a failed construction leaves nothing to close
+        if not (isinstance(engine, type) and issubclass(engine, Engine)):
+            raise ArgumentTypeError(f"engine: expected an Engine subclass (simbackend.engine.Engine), got {engine!r}")
+        num_envs = V.positive_int(num_envs, "num_envs")
+        seed = V.seed_value(seed)
+        opts = parse_options(engine.name, options, engine.options)
+        dev = require_device(device, allowed=engine.devices)
+        from simbackend.models import compile_model, model_info  # MuJoCo's compiler reads every model
 
-    def __init__(self, info: ModelInfo, num_envs: int, *, device: Any, seed: int = 0):
-        self._closed = False
-        self._info = info
-        self._num_envs = V.positive_int(num_envs, "num_envs")
-        self._device = torch.device(device)
-        self._seed = V.seed_value(seed)
+        m = compile_model(model, **opts.model)
+        if m is model or opts.timestep is not None:
+            m = copy.copy(m)  # never hold (or edit) a model the caller passed in
+        if opts.timestep is not None:
+            m.opt.timestep = opts.timestep
+        info = model_info(m)
+        # the front end's per-env tables first: an impossible num_envs fails here, before an engine allocates
+        self._book = EnvBook(info, num_envs, dev, engine.dtype)
+        self._engine: Engine = engine(EngineBuild(info=info, source=model, num_envs=num_envs, device=dev,
+                                                  options=opts, seed=seed))
+        self._info, self._num_envs, self._device, self._seed = info, num_envs, dev, seed
+        self._dtype: torch.dtype = engine.dtype
+        self._names = NameTable(info)
+        self._host_ids = V.HostIds()
+        self._dr = Randomizer(info, num_envs, dev, self._engine)
+        self._snapshots = Snapshots(self, self._engine, self._book, self._dr, self._check_snapshot_state)
+        self._readout = Readout(self, self._host_ids)
+        self._playback = Playback(self, self._host_ids)
+        self._faults: Optional[DeferredFaults] = None
+        self._deferred: Optional[bool] = None  # decided on first use, from capabilities.gpu
         self._pre_step: Optional[PreStepControl] = None
         self._in_step = False
-        self._host_ids = V.HostIds()
-        self._faults: Optional[_DeferredFaults] = None
-        self._deferred: Optional[bool] = None  # decided on first use, from capabilities.gpu
-        # name -> id tables
-        self._ids = {
-            "body": {n: i for i, n in enumerate(info.body_names)},
-            "joint": {n: i for i, n in enumerate(info.joint_names)},
-            "site": {n: i for i, n in enumerate(info.site_names)},
-            "actuator": {n: i for i, n in enumerate(info.actuator_names)},
-            "sensor": {n: i for i, n in enumerate(info.sensor_names)},
-            "geom": {n: i for i, n in enumerate(info.geom_names)},
-            "keyframe": {n: i for i, n in enumerate(info.keyframe_names)},
-        }
-        self._dof_column = {int(j): c for c, j in enumerate(info.dof_joints)}
-        self._index_cache: dict[str, torch.Tensor] = {}
-        quat_cols = info.quat_qpos_index[:, None] + np.arange(4) if info.quat_qpos_index.size else np.zeros((0, 4), int)
-        self._quat_cols = torch.as_tensor(quat_cols, dtype=torch.long, device=self._device)
-        # pending body forces (apply_body_force until the next step): (N, nbody, 3) each, on first use
-        self._force: Optional[torch.Tensor] = None
-        self._torque: Optional[torch.Tensor] = None
-        self._force_bodies = np.zeros(0, np.int64)
-        self._dr_init_state()
-        self._snapshot_init()
         self._observers: list = []
         self._silenced = False
+        self._index_cache: dict[str, torch.Tensor] = {}
+        self._row_memo: dict[int, tuple] = {}
+        quat_cols = info.quat_qpos_index[:, None] + np.arange(4) if info.quat_qpos_index.size else np.zeros((0, 4), int)
+        self._quat_cols = torch.as_tensor(quat_cols, dtype=torch.long, device=dev)
+        self._closed = False
 
     # ------------------------------------------------------------------
-    # construction helpers for subclasses
-    # ------------------------------------------------------------------
-    @classmethod
-    def parse_options(cls, options: Mapping[str, Any]) -> BackendOptions:
-        """Validate ``**options`` (the common ones and this engine's block; see :mod:`simbackend.options`)."""
-        return parse_options(cls.name, options, cls.engine_options)
-
-    @staticmethod
-    def resolve_device(device: Any, allowed: Sequence[str] = ("cpu",)) -> torch.device:
-        """``device`` (``None``: cpu) checked against the device types the backend supports."""
-        return require_device(device, allowed=allowed)
-
-    # ------------------------------------------------------------------
-    # properties
+    # properties: what the backend is (they keep answering after close)
     # ------------------------------------------------------------------
     @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called (every public method then raises ``BackendClosedError``)."""
         return self._closed
+
+    @property
+    def engine(self) -> Engine:
+        """The :class:`~simbackend.engine.Engine` simulating (for engine-specific inspection)."""
+        return self._engine
+
+    @property
+    def name(self) -> str:
+        """Registered name of the engine (lower case)."""
+        return self._engine.name
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """The features this backend supports on its device (see :class:`Capabilities`)."""
+        return self._engine.capabilities
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What the engine's conversion of the model approximates (nothing unsupported is dropped silently)."""
+        return tuple(self._engine.notes)
 
     @property
     def info(self) -> ModelInfo:
@@ -276,6 +204,7 @@ class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, PlaybackMixin,
 
     @property
     def seed(self) -> int:
+        """Seed of the backend's random streams."""
         return self._seed
 
     @property
@@ -310,6 +239,7 @@ class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, PlaybackMixin,
 
     @property
     def joint_names(self) -> tuple[str, ...]:
+        """Joint names in id order."""
         return self._info.joint_names
 
     @property
@@ -319,20 +249,28 @@ class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, PlaybackMixin,
 
     @property
     def site_names(self) -> tuple[str, ...]:
+        """Site names in id order."""
         return self._info.site_names
 
     @property
     def actuator_names(self) -> tuple[str, ...]:
+        """Actuator names in id order (``ctrl`` columns)."""
         return self._info.actuator_names
 
     @property
     def sensor_names(self) -> tuple[str, ...]:
+        """Sensor names in id order."""
         return self._info.sensor_names
 
     @property
     def keyframe_names(self) -> tuple[str, ...]:
         """Names of the model's keyframes (``get_keyframe_qpos`` takes them), in model order."""
         return self._info.keyframe_names
+
+    @property
+    def geom_names(self) -> tuple[str, ...]:
+        """Geom names in id order (unnamed geoms: ``geom<id>``)."""
+        return self._info.geom_names
 
     @property
     def base_body_id(self) -> int:
@@ -345,9 +283,10 @@ class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, PlaybackMixin,
         return self._info.has_floating_base
 
     @property
-    @abc.abstractmethod
-    def capabilities(self) -> Capabilities:
-        """The features this backend supports (see :class:`Capabilities`)."""
+    def snapshot_layout(self) -> SnapshotLayout:
+        """The column layout of this backend's snapshot rows (``capabilities.snapshot_restore``)."""
+        self._require("snapshot_restore")
+        return self._snapshots.layout
 
     # ------------------------------------------------------------------
     # model queries
@@ -366,8 +305,7 @@ class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, PlaybackMixin,
 
     def get_keyframe_qpos(self, name: str) -> torch.Tensor:
         """``(nq,)`` qpos of keyframe ``name`` (:attr:`keyframe_names` lists them)."""
-        k = self._resolve("keyframe", name)
-        return self._out(self._info.key_qpos[k])
+        return self._out(self._info.key_qpos[self._names.resolve("keyframe", name)])
 
     def get_model_actuator_gains(self) -> ActuatorGains:
         """The model's servo gains ``(kp (nu,), kv (nu,))``; see :class:`ActuatorGains`.
@@ -403,37 +341,57 @@ class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, PlaybackMixin,
             * ``gravity`` ``(3,)``: world frame, m/s^2.
 
         Raises:
-            UnsupportedFeatureError: the backend cannot read its model back
-                (the default).
+            UnsupportedFeatureError: the engine cannot read its model back.
         """
-        raise UnsupportedFeatureError(self.name, "model_fields")
+        return self._engine.model_fields()
 
     # ------------------------------------------------------------------
     # name resolution
     # ------------------------------------------------------------------
     def get_body_ids(self, names: Names) -> torch.Tensor:
         """``(n,)`` body ids of ``names`` (a name or a sequence of names)."""
-        return self._id_tensor(self._resolve_many("body", names))
+        return self._id_tensor(self._names.resolve_many("body", names))
 
     def get_joint_ids(self, names: Names) -> torch.Tensor:
         """``(n,)`` joint ids of ``names``."""
-        return self._id_tensor(self._resolve_many("joint", names))
+        return self._id_tensor(self._names.resolve_many("joint", names))
 
     def get_site_ids(self, names: Names) -> torch.Tensor:
         """``(n,)`` site ids of ``names``."""
-        return self._id_tensor(self._resolve_many("site", names))
+        return self._id_tensor(self._names.resolve_many("site", names))
 
     def get_actuator_ids(self, names: Names) -> torch.Tensor:
         """``(n,)`` actuator ids (ctrl columns) of ``names``."""
-        return self._id_tensor(self._resolve_many("actuator", names))
+        return self._id_tensor(self._names.resolve_many("actuator", names))
 
     def get_sensor_ids(self, names: Names) -> torch.Tensor:
         """``(n,)`` sensor ids of ``names``."""
-        return self._id_tensor(self._resolve_many("sensor", names))
+        return self._id_tensor(self._names.resolve_many("sensor", names))
+
+    def get_geom_ids(self, names: Names) -> torch.Tensor:
+        """``(n,)`` geom ids of ``names`` (a name or a sequence of names)."""
+        return self._id_tensor(self._names.resolve_many("geom", names))
+
+    def get_body_id(self, name: str) -> int:
+        """The id of body ``name``, a plain int."""
+        return self._names.resolve("body", name)
+
+    def get_body_subtree_ids(self, body: Any) -> torch.Tensor:
+        """``(k,)`` ids of ``body`` (a name or an id) and all its descendants, in id order."""
+        info = self._info
+        if isinstance(body, str):
+            root = self._names.resolve("body", body)
+        else:
+            root = V.scalar_id(body, info.nbody, "body", "body", self._host_ids)
+        inside = np.zeros(info.nbody, bool)
+        inside[root] = True
+        for b in range(root + 1, info.nbody):  # MuJoCo orders parents before children
+            inside[b] = inside[info.body_parent[b]]
+        return self._id_tensor(np.flatnonzero(inside))
 
     def get_joint_dof_pos_indices(self, names: Names) -> torch.Tensor:
         """``(n,)`` columns of ``get_dof_pos()`` of hinge/slide joints ``names``."""
-        return self._id_tensor(self._dof_columns(names))
+        return self._id_tensor(self._names.dof_columns(names))
 
     def get_joint_dof_vel_indices(self, names: Names) -> torch.Tensor:
         """``(n,)`` columns of ``get_dof_vel()`` of hinge/slide joints ``names``.
@@ -442,7 +400,7 @@ class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, PlaybackMixin,
         :meth:`get_joint_dof_pos_indices`; both exist so that code says which
         array it indexes.
         """
-        return self._id_tensor(self._dof_columns(names))
+        return self._id_tensor(self._names.dof_columns(names))
 
     def get_joint_qpos_indices(self, names: Names) -> torch.Tensor:
         """``(k,)`` columns of ``get_qpos()`` of joints ``names``, any type, in the order named.
@@ -450,7 +408,7 @@ class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, PlaybackMixin,
         A hinge or slide joint has 1 column, a ball joint 4 (its quaternion), a
         free joint 7 (position, then quaternion); ``k`` is their sum.
         """
-        return self._id_tensor(self._joint_columns(names, velocity=False))
+        return self._id_tensor(self._names.joint_columns(names, velocity=False))
 
     def get_joint_qvel_indices(self, names: Names) -> torch.Tensor:
         """``(k,)`` columns of ``get_qvel()`` (and of Jacobians) of joints ``names``, any type.
@@ -459,105 +417,187 @@ class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, PlaybackMixin,
         (linear velocity in the world frame, then body-local angular velocity).
         The one way to find a joint's qvel columns (of ``get_qvel``, ``set_state``'s qvel, ``get_zero_qvel``).
         """
-        return self._id_tensor(self._joint_columns(names, velocity=True))
+        return self._id_tensor(self._names.joint_columns(names, velocity=True))
 
     # ------------------------------------------------------------------
-    # state getters: generalized coordinates
+    # geoms
     # ------------------------------------------------------------------
-    @abc.abstractmethod
-    def get_qpos(self) -> torch.Tensor:
-        """``(N, nq)`` generalized positions, MuJoCo's layout (quaternions wxyz)."""
+    def get_geom_body_ids(self, geom_ids: Ids = None) -> torch.Tensor:
+        """``(G,)`` id of the body owning each geom; ``None`` for all geoms."""
+        return self._id_tensor(self._info.geom_body[self._geom_index(geom_ids)])
 
-    @abc.abstractmethod
-    def get_qvel(self) -> torch.Tensor:
-        """``(N, nv)`` generalized velocities, MuJoCo's layout (free joint: linear world, angular local)."""
+    def get_geom_size(self, geom_ids: Ids = None) -> torch.Tensor:
+        """``(G, 3)`` MuJoCo's size parameters of each geom (model values)."""
+        return self._out(self._info.geom_size[self._geom_index(geom_ids)])
+
+    def get_geom_contact_masks(self, geom_ids: Ids = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(contype (G,), conaffinity (G,))`` int64 contact bit masks: two geoms may touch when
+        ``contype_a & conaffinity_b or contype_b & conaffinity_a``."""
+        ids = self._geom_index(geom_ids)
+        return self._id_tensor(self._info.geom_contype[ids]), self._id_tensor(self._info.geom_conaffinity[ids])
+
+    # ------------------------------------------------------------------
+    # state getters: generalized coordinates, time, controls
+    # ------------------------------------------------------------------
+    def get_qpos(self, env_ids: Ids = None) -> torch.Tensor:
+        """``(n, nq)`` generalized positions of envs ``env_ids`` (``None``: all N), MuJoCo's layout (quaternions wxyz)."""
+        return self._state_out(0, env_ids)
+
+    def get_qvel(self, env_ids: Ids = None) -> torch.Tensor:
+        """``(n, nv)`` generalized velocities of envs ``env_ids`` (``None``: all N), MuJoCo's layout
+        (free joint: linear world, angular local)."""
+        return self._state_out(1, env_ids)
 
     def get_dof_pos(self) -> torch.Tensor:
         """``(N, num_dof)`` hinge/slide joint positions (rad or m), joint order."""
-        return self.get_qpos()[:, self._torch_index("dof_qpos")]
+        return self._out(self._columns(self._engine.read_state()[0], "dof_qpos"))
 
     def get_dof_vel(self) -> torch.Tensor:
         """``(N, num_dof)`` hinge/slide joint velocities (rad/s or m/s), joint order."""
-        return self.get_qvel()[:, self._torch_index("dof_qvel")]
+        return self._out(self._columns(self._engine.read_state()[1], "dof_qvel"))
+
+    def get_zero_qvel(self) -> torch.Tensor:
+        """``(N, nv)`` zeros: the initial velocity of every env (``set_state``'s default).
+
+        Its columns are qvel's; :meth:`get_joint_qvel_indices` is the way to find a joint's columns.
+        """
+        return torch.zeros((self.num_envs, self.nv), dtype=torch.float32, device=self._device)
+
+    def get_time(self, env_ids: Ids = None) -> torch.Tensor:
+        """``(n,)`` float64 simulated time of envs ``env_ids`` (``None``: all N), s.
+
+        Starts at 0; every ``step`` adds ``nsteps * physics_dt`` to the envs it
+        advanced (a diverged env keeps its time with its state). ``set_state``
+        leaves it; ``set_physics_state`` and ``set_named_state`` restore it.
+        float64, unlike the contract's other reals: float32 cannot count 2 ms
+        substeps past a few hours.
+        """
+        if env_ids is None:
+            return self._book.time.clone()
+        return self._book.time[self._row_index(env_ids)]
+
+    def get_ctrl(self, env_ids: Ids = None) -> torch.Tensor:
+        """``(n, nu)`` float32 controls last applied to envs ``env_ids`` (``None``: all N), by ``step``
+        or a pre-step control function, clamped to each ctrl range as the engine applied them;
+        zeros before the first step."""
+        return self._book.clamped_ctrl(None if env_ids is None else self._row_index(env_ids))
 
     # ------------------------------------------------------------------
     # state getters: base
     # ------------------------------------------------------------------
     def get_base_pos(self) -> torch.Tensor:
         """``(N, 3)`` base body frame origin, world frame."""
-        return self._body_pos_w(self._base_ids())[:, 0]
+        return self._out(self._engine.body_pose(self._base_ids())[0][:, 0])
 
     def get_base_quat(self) -> torch.Tensor:
         """``(N, 4)`` base body orientation, wxyz, world frame."""
-        return self._body_quat_w(self._base_ids())[:, 0]
+        return self._out(self._engine.body_pose(self._base_ids())[1][:, 0])
 
     def get_base_lin_vel(self) -> torch.Tensor:
         """``(N, 3)`` linear velocity of the base frame origin, world frame."""
-        return self._body_lin_vel_w(self._base_ids())[:, 0]
+        return self._out(self._engine.body_velocity(self._base_ids())[0][:, 0])
 
     def get_base_ang_vel(self) -> torch.Tensor:
         """``(N, 3)`` angular velocity of the base, world frame (a gyro reads it in the body frame)."""
-        return self._body_ang_vel_w(self._base_ids())[:, 0]
+        return self._out(self._engine.body_velocity(self._base_ids())[1][:, 0])
 
     # ------------------------------------------------------------------
     # state getters: bodies and sites
     # ------------------------------------------------------------------
     def get_body_pos_w(self, body_ids: Ids = None) -> torch.Tensor:
         """``(N, B, 3)`` body frame origins, world frame; ``None`` for all bodies."""
-        return self._body_pos_w(self._body_index(body_ids))
+        return self._out(self._engine.body_pose(self._body_index(body_ids))[0])
 
     def get_body_quat_w(self, body_ids: Ids = None) -> torch.Tensor:
         """``(N, B, 4)`` body orientations, wxyz, world frame."""
-        return self._body_quat_w(self._body_index(body_ids))
+        return self._out(self._engine.body_pose(self._body_index(body_ids))[1])
 
     def get_body_lin_vel_w(self, body_ids: Ids = None) -> torch.Tensor:
         """``(N, B, 3)`` linear velocity of each body frame's origin, world frame."""
-        return self._body_lin_vel_w(self._body_index(body_ids))
+        return self._out(self._engine.body_velocity(self._body_index(body_ids))[0])
 
     def get_body_ang_vel_w(self, body_ids: Ids = None) -> torch.Tensor:
         """``(N, B, 3)`` angular velocity of each body, world frame."""
-        return self._body_ang_vel_w(self._body_index(body_ids))
+        return self._out(self._engine.body_velocity(self._body_index(body_ids))[1])
 
     def get_body_pos_b(self, body_ids: Ids = None) -> torch.Tensor:
         """``(N, B, 3)`` body frame origins relative to the base, in base coordinates."""
         ids = self._body_index(body_ids)
-        base_pos, base_quat = self.get_base_pos(), self.get_base_quat()
-        rel = self._body_pos_w(ids) - base_pos[:, None]
-        return quat_apply_inverse(base_quat[:, None].expand(-1, ids.size, -1), rel)
+        rel = self.get_body_pos_w(ids) - self.get_base_pos()[:, None]
+        return quat_apply_inverse(self.get_base_quat()[:, None].expand(-1, ids.size, -1), rel)
 
     def get_body_quat_b(self, body_ids: Ids = None) -> torch.Tensor:
         """``(N, B, 4)`` body orientations relative to the base (``q_base^-1 * q_body``), wxyz."""
         ids = self._body_index(body_ids)
         base_quat = self.get_base_quat()[:, None].expand(-1, ids.size, -1)
-        return quat_mul(quat_conj(base_quat), self._body_quat_w(ids))
+        return quat_mul(quat_conj(base_quat), self.get_body_quat_w(ids))
 
     def get_body_lin_vel_b(self, body_ids: Ids = None) -> torch.Tensor:
         """``(N, B, 3)`` world-frame origin linear velocities expressed in base coordinates."""
         ids = self._body_index(body_ids)
         base_quat = self.get_base_quat()[:, None].expand(-1, ids.size, -1)
-        return quat_apply_inverse(base_quat, self._body_lin_vel_w(ids))
+        return quat_apply_inverse(base_quat, self.get_body_lin_vel_w(ids))
 
     def get_body_ang_vel_b(self, body_ids: Ids = None) -> torch.Tensor:
         """``(N, B, 3)`` world-frame angular velocities expressed in base coordinates."""
         ids = self._body_index(body_ids)
         base_quat = self.get_base_quat()[:, None].expand(-1, ids.size, -1)
-        return quat_apply_inverse(base_quat, self._body_ang_vel_w(ids))
+        return quat_apply_inverse(base_quat, self.get_body_ang_vel_w(ids))
 
     def get_site_pos_w(self, site_ids: Ids = None) -> torch.Tensor:
         """``(N, S, 3)`` site positions, world frame; ``None`` for all sites."""
-        return self._site_pos_w(self._site_index(site_ids))
+        return self._out(self._engine.site_pose(self._site_index(site_ids))[0])
 
     def get_site_quat_w(self, site_ids: Ids = None) -> torch.Tensor:
         """``(N, S, 4)`` site orientations, wxyz, world frame."""
-        return self._site_quat_w(self._site_index(site_ids))
+        return self._out(self._engine.site_pose(self._site_index(site_ids))[1])
 
     def get_sensor_data(self, name: str) -> torch.Tensor:
         """``(N, dim)`` reading of sensor ``name``, with MuJoCo's meaning and frame for its type."""
-        sid = self._resolve("sensor", name)
-        stype = self._info.sensor_type[sid]
-        if stype not in self.capabilities.sensor_types:
-            raise UnsupportedFeatureError(self.name, f"sensor type {stype}", f"sensor {name!r}")
-        return self._sensor_data(sid)
+        return self._out(self._engine.sensor(self._sensor_id(name)))
+
+    # ------------------------------------------------------------------
+    # combined readouts
+    # ------------------------------------------------------------------
+    def get_body_pose_w(self, body_ids: Ids = None, env_ids: Ids = None, out: Any = None) -> torch.Tensor:
+        """``(n, B, 7)`` body frame position (3) and orientation (wxyz, 4), world frame.
+
+        Each row equals the rows of :meth:`get_body_pos_w` and :meth:`get_body_quat_w`
+        side by side, bit for bit.
+
+        Args:
+            body_ids: bodies (``None``: all).
+            env_ids: env rows in the order given (ids or a ``(N,)`` bool mask; ``None``: all).
+            out: a contiguous float32 tensor of exactly the result's shape on the backend's
+                device, written in place and returned (nothing is allocated for the result);
+                a wrong one raises, naming ``out``, before anything is written.
+        """
+        ids = self._body_index(body_ids)
+        return self._readout.combined([self.get_body_pos_w, self.get_body_quat_w], ids, 7, env_ids, out)
+
+    def get_body_vel_w(self, body_ids: Ids = None, env_ids: Ids = None, out: Any = None) -> torch.Tensor:
+        """``(n, B, 6)`` linear velocity of each body frame's origin (3) and angular velocity (3), world
+        frame: :meth:`get_body_lin_vel_w` and :meth:`get_body_ang_vel_w` side by side (arguments as
+        :meth:`get_body_pose_w`)."""
+        ids = self._body_index(body_ids)
+        return self._readout.combined([self.get_body_lin_vel_w, self.get_body_ang_vel_w], ids, 6, env_ids, out)
+
+    def get_body_state_w(self, body_ids: Ids = None, env_ids: Ids = None, out: Any = None) -> torch.Tensor:
+        """``(n, B, 13)`` pose (7) then velocities (6), as :meth:`get_body_pose_w` and :meth:`get_body_vel_w`."""
+        ids = self._body_index(body_ids)
+        getters = [self.get_body_pos_w, self.get_body_quat_w, self.get_body_lin_vel_w, self.get_body_ang_vel_w]
+        return self._readout.combined(getters, ids, 13, env_ids, out)
+
+    def get_sensors(self, names: Any, env_ids: Ids = None, out: Any = None) -> torch.Tensor:
+        """``(n, sum of dims)`` the named sensors' readings concatenated in the order named
+        (each as :meth:`get_sensor_data` gives it, bit for bit), rows ``env_ids``, into ``out``
+        if given (see :meth:`get_body_pose_w`). A sensor type the backend does not serve raises
+        ``UnsupportedFeatureError`` as :meth:`get_sensor_data` does."""
+        if isinstance(names, str):
+            names = [names]
+        if not isinstance(names, (list, tuple)) or not names:
+            raise ArgumentTypeError("names: expected a sensor name or a non-empty sequence of names")
+        return self._readout.sensors([self._sensor_id(n) for n in names], names, env_ids, out)
 
     # ------------------------------------------------------------------
     # Jacobians
@@ -577,7 +617,8 @@ class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, PlaybackMixin,
         self._require("site_jacobians")
         sid = V.scalar_id(site_id, len(self.site_names), "site", "site_id", self._host_ids)
         cols = V.index_array(dof_indices, self.nv, "qvel column", "dof_indices", host_ids=self._host_ids)
-        return self._site_jacobian_w(sid, cols)
+        jacp, jacr = self._engine.site_jacobian(sid, cols)
+        return self._out(jacp), self._out(jacr)
 
     # ------------------------------------------------------------------
     # mutation
@@ -620,17 +661,18 @@ class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, PlaybackMixin,
             ids, qpos, qvel = ids[order], qpos[perm], qvel[perm]
         checks = [("qpos", qpos, "nonfinite", None), ("qvel", qvel, "nonfinite", None),
                   ("qpos", qpos, MAX_QPOS, None), ("qvel", qvel, MAX_QVEL, None)]
-        qpos, zero = self._normalised_quaternions(qpos)
+        qpos, zero = V.normalised_quaternions(qpos, self._quat_cols)
         held = self._check_values(ids, checks + [("qpos", zero, "zero quaternion", None)])
         if held is not None:  # GPU: rows with bad values keep the env's current state
             rows = torch.as_tensor(ids, device=dev)
-            qpos = torch.where(held[:, None], self.get_qpos()[rows].to(dt), qpos)
-            qvel = torch.where(held[:, None], self.get_qvel()[rows].to(dt), qvel)
-        qpos, qvel = qpos.to(self.hook_dtype), qvel.to(self.hook_dtype)
+            now_q, now_v = self._engine.read_state()
+            qpos = torch.where(held[:, None], torch.as_tensor(now_q, device=dev)[rows].to(dt), qpos)
+            qvel = torch.where(held[:, None], torch.as_tensor(now_v, device=dev)[rows].to(dt), qvel)
+        qpos, qvel = qpos.to(self._dtype), qvel.to(self._dtype)
         if randomization is not None:  # drawn and checked before anything is written
-            prepared = self._dr_prepare(randomization, "reset", ids, True)
-            qpos, qvel = self._dr_commit(prepared, qpos, qvel)
-        self._set_state(ids, qpos.contiguous(), qvel.contiguous())
+            prepared = self._dr.prepare(randomization, "reset", ids, True)
+            qpos, qvel = self._dr.commit(prepared, qpos, qvel)
+        self._engine.write_state(ids, qpos.contiguous(), qvel.contiguous())
         if self._faults is not None:
             self._faults.publish()
         self._notify_write(ids, "set_state")
@@ -668,14 +710,15 @@ class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, PlaybackMixin,
         nsteps = V.positive_int(nsteps, "nsteps")
         ctrl, hold = self._check_ctrl(ctrl, "ctrl")
         fn = self._pre_step
-        held_forces = self._dr_add_held_forces()
+        held_forces = self._dr.held_forces()
+        if held_forces is not None:
+            self._book.add_forces(*held_forces)
         self._in_step = True
         completed = False
         try:
             if fn is None:
-                diverged = self._mask(self._step(ctrl, nsteps, hold))
+                diverged = self._advance(ctrl, nsteps, hold)
                 physics = time.perf_counter() - t0
-                self._after_substeps(ctrl, nsteps, diverged, hold)
             else:
                 diverged = torch.zeros(self.num_envs, dtype=torch.bool, device=self._device)
                 physics = 0.0
@@ -687,20 +730,15 @@ class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, PlaybackMixin,
                     sub, sub_hold = self._check_ctrl(out, "pre-step control output")
                     ts = time.perf_counter()
                     both = hold if sub_hold is None else (sub_hold if hold is None else hold | sub_hold)
-                    sub_diverged = self._mask(self._step(sub, 1, both))
+                    diverged |= self._advance(sub, 1, both)
                     physics += time.perf_counter() - ts
-                    self._after_substeps(sub, 1, sub_diverged, both)
-                    diverged |= sub_diverged
             completed = True
         finally:
             self._in_step = False
             if not completed and held_forces is not None:  # pending forces stay pending, without the held ones
-                bodies, f, t = held_forces
-                cols = torch.as_tensor(bodies, device=self._device)
-                self._force[:, cols] -= f
-                self._torque[:, cols] -= t
-        self._clear_body_forces()
-        self._dr_age_held_forces(nsteps * self.physics_dt)
+                self._book.remove_forces(*held_forces)
+        self._book.clear_forces()
+        self._dr.age_held_forces(nsteps * self.physics_dt)
         if self._faults is not None:
             self._faults.publish()
         info = {
@@ -711,14 +749,6 @@ class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, PlaybackMixin,
             for observer in tuple(self._observers):
                 observer.on_step(self, nsteps, info)
         return info
-
-    def _after_substeps(self, ctrl: torch.Tensor, nsteps: int, diverged: torch.Tensor,
-                        hold: Optional[torch.Tensor]) -> None:
-        """Time and the last applied controls after ``nsteps`` substeps taken with ``ctrl``
-        (diverged and held envs kept their state, and so their time)."""
-        stayed = diverged if hold is None else diverged | hold  # hold: GPU backends only
-        self._advance_time(nsteps * self.physics_dt, stayed)
-        self._last_ctrl = ctrl.clone()  # the caller may reuse the tensor it passed
 
     def set_pre_step_control(self, fn: Optional[PreStepControl]) -> None:
         """Call ``fn(backend, ctrl)`` before every substep; ``None`` removes it.
@@ -774,8 +804,306 @@ class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, PlaybackMixin,
             torque = torch.where(held[:, None, None], 0.0, torque)
             self._faults.publish()
         if ids.size:
-            self._apply_body_force(ids, force.to(self.hook_dtype), torque.to(self.hook_dtype))
+            self._book.add_forces(ids, force, torque)
 
+    def apply_body_velocity_delta(self, body_ids: Ids, delta: Any, env_ids: Ids = None) -> None:
+        """Change the velocity of free bodies (a push): ``(n, B, 6)`` linear (3) and angular (3), world frame.
+
+        Each body must be attached to the world by a free joint; its frame
+        origin's linear velocity and its angular velocity change by exactly
+        ``delta``. The positions are untouched; the envs not named keep their state.
+        """
+        self._enter_mutation("apply_body_velocity_delta")
+        ids = V.env_ids(env_ids, self.num_envs, host_ids=self._host_ids)
+        bodies = V.index_array(body_ids, self._info.nbody, "body", "body_ids", allow_duplicates=False,
+                               host_ids=self._host_ids)
+        adrs = [self._dr.free_dofadr(int(b), "body_ids") for b in bodies]
+        d = V.real_tensor(delta, "delta", (ids.size, bodies.size, 6), device=torch.device("cpu"),
+                          dtype=torch.float64).numpy()
+        if not np.isfinite(d).all():
+            raise NonFiniteError("delta", ids[~np.isfinite(d).all(axis=(1, 2))])
+        if not ids.size or not bodies.size:
+            return
+        order = np.argsort(ids, kind="stable")
+        p = Prepared(ids=ids[order])
+        p.lin_ang_delta = [(adr, d[order, k, :3], d[order, k, 3:]) for k, adr in enumerate(adrs)]
+        self._dr.commit(p)
+        self._notify_write(p.ids, "apply_body_velocity_delta")
+
+    def synchronize(self) -> None:
+        """Wait for the device and raise any input error a GPU backend deferred (no-op on CPU backends)."""
+        if self._faults is not None:
+            self._faults.publish()
+            self._faults.raise_if_any(wait=True)
+
+    # ------------------------------------------------------------------
+    # domain randomization
+    # ------------------------------------------------------------------
+    def get_dr_capabilities(self) -> dict[str, frozenset[str]]:
+        """``{term kind: phases}`` this backend (on this device) applies; absent kinds are unsupported."""
+        return self._dr.capabilities()
+
+    def apply_init_randomization(self, plan: RandomizationPlan, *, strict: bool = True) -> list[str]:
+        """Apply the plan's ``init`` terms to every env: per-env model parameters, set on the cold path.
+
+        Call it before the first ``step`` (it may recompute derived model
+        constants for every env). Every env draws its values from
+        ``(plan.seed, term, env id, draw count)`` (:mod:`simbackend.randomization`).
+
+        Args:
+            plan: a :class:`RandomizationPlan`.
+            strict: ``True``: a term this backend does not support in this
+                phase raises ``UnsupportedFeatureError`` before anything
+                changes. ``False``: such terms are skipped.
+
+        Returns:
+            The names of the terms skipped (``"<index>:<kind>"`` unless named).
+        """
+        self._enter_mutation("apply_init_randomization")
+        prepared = self._dr.prepare(plan, "init", np.arange(self.num_envs), strict)
+        self._dr.commit(prepared)
+        self._notify_write(prepared.ids, "apply_init_randomization")
+        return prepared.dropped
+
+    def apply_interval_randomization(self, plan: RandomizationPlan, env_ids: Ids = None, *,
+                                     terms: Optional[Sequence[str]] = None, strict: bool = True) -> list[str]:
+        """Apply the plan's ``interval`` terms to ``env_ids`` (``None``: all) during an episode.
+
+        Args:
+            plan: a :class:`RandomizationPlan`.
+            env_ids: envs to resample (ids, a bool mask or ``None``); the others are untouched.
+            terms: names of the interval terms to apply (default: all of them);
+                :class:`~simbackend.randomization.IntervalScheduler` passes the due ones.
+            strict: as in :meth:`apply_init_randomization`.
+
+        Returns:
+            The names of the terms skipped (``strict=False``).
+        """
+        self._enter_mutation("apply_interval_randomization")
+        ids = np.unique(V.env_ids(env_ids, self.num_envs, host_ids=self._host_ids))
+        prepared = self._dr.prepare(plan, "interval", ids, strict, only=terms)
+        self._dr.commit(prepared)
+        self._notify_write(ids, "apply_interval_randomization")
+        return prepared.dropped
+
+    def get_env_body_mass(self) -> torch.Tensor:
+        """``(N, nbody)`` mass of every body in every env as the engine holds it, kg (world 0)."""
+        return self._out(self._dr.env_field("body_mass"))
+
+    def get_env_body_com(self) -> torch.Tensor:
+        """``(N, nbody, 3)`` centre of mass of every body in its body frame, m."""
+        return self._out(self._dr.env_field("body_com"))
+
+    def get_env_body_inertia(self) -> torch.Tensor:
+        """``(N, nbody, 3)`` principal moments of inertia about the centre of mass, kg m^2.
+
+        The principal axes are the model's (``info.body_iquat``, relative to the body frame).
+        """
+        return self._out(self._dr.env_field("body_inertia"))
+
+    def get_env_geom_friction(self) -> torch.Tensor:
+        """``(N, ngeom, 3)`` friction coefficients (sliding, torsional, rolling) of every geom."""
+        return self._out(self._dr.env_field("geom_friction"))
+
+    def get_env_actuator_gains(self) -> ActuatorGains:
+        """Per-env servo gains: :class:`ActuatorGains` of ``(N, nu)`` tensors."""
+        return ActuatorGains(self._out(self._dr.env_field("actuator_kp")), self._out(self._dr.env_field("actuator_kv")))
+
+    def get_env_joint_damping(self) -> torch.Tensor:
+        """``(N, nv)`` joint damping per qvel column (``get_joint_qvel_indices`` gives a joint's)."""
+        return self._out(self._dr.env_field("dof_damping"))
+
+    def get_env_joint_armature(self) -> torch.Tensor:
+        """``(N, nv)`` joint armature (rotor inertia) per qvel column."""
+        return self._out(self._dr.env_field("dof_armature"))
+
+    def get_env_joint_frictionloss(self) -> torch.Tensor:
+        """``(N, nv)`` joint dry friction (frictionloss) per qvel column."""
+        return self._out(self._dr.env_field("dof_frictionloss"))
+
+    def get_env_gravity(self) -> torch.Tensor:
+        """``(N, 3)`` gravity of every env, world frame, m/s^2."""
+        return self._out(self._dr.env_field("gravity"))
+
+    def get_env_default_qpos(self) -> torch.Tensor:
+        """``(N, nq)`` each env's default configuration: the model's ``qpos0`` plus any
+        ``joint_default_pos`` randomization (an encoder-offset model for resets and action offsets)."""
+        return self._out(self._dr.env_default_qpos())
+
+    # ------------------------------------------------------------------
+    # snapshots and named states
+    # ------------------------------------------------------------------
+    def get_physics_state(self, env_ids: Ids = None) -> torch.Tensor:
+        """``(n, S)`` float64 snapshots of envs ``env_ids`` (``None``: all), rows in the order given.
+
+        Restoring a row with :meth:`set_physics_state` and stepping with the
+        same controls reproduces the trajectory: bit for bit where the backend
+        declares ``capabilities.snapshot_exact``, otherwise up to the engine's
+        caches it cannot serialise (the backend's documentation gives the
+        measured size). The layout is in :mod:`simbackend.snapshot`; float64
+        so that nothing is rounded.
+        """
+        self._require("snapshot_restore")
+        return self._snapshots.get(V.env_ids(env_ids, self.num_envs, host_ids=self._host_ids))
+
+    def set_physics_state(self, env_ids: Ids, state: Any) -> None:
+        """Restore snapshots: row i of ``state`` ``(n, S)`` into env ``env_ids[i]``.
+
+        Everything the snapshot holds is restored (state, time, controls,
+        per-env parameters, held forces) and the getters describe it at once.
+        Envs not named are untouched.
+
+        Raises:
+            SnapshotMismatchError: a row made by another backend, another model or
+                another layout version (move states between engines with
+                ``set_state`` or :meth:`set_named_state`).
+            InputShapeError / InputDTypeError: not ``(n, S)`` float64.
+            NonFiniteError: NaN or inf in a row (naming the env ids).
+            ValueRangeError: a state the divergence rule would flag at once, or
+                per-env parameters out of their physical bounds.
+        """
+        self._enter_mutation("set_physics_state")
+        self._require("snapshot_restore")
+        ids = self._snapshots.set(V.env_ids(env_ids, self.num_envs, host_ids=self._host_ids), state)
+        self._notify_write(ids, "set_physics_state")
+
+    def get_named_state(self, env_ids: Ids = None) -> NamedState:
+        """The :class:`~simbackend.state.NamedState` of envs ``env_ids`` (``None``: all): every body,
+        joint and actuator by name, the time and the per-env model parameters."""
+        return self._snapshots.named(V.env_ids(env_ids, self.num_envs, host_ids=self._host_ids))
+
+    def set_named_state(self, env_ids: Ids, state: NamedState, *, params: bool = True) -> None:
+        """Import a :class:`~simbackend.state.NamedState` into envs ``env_ids``, matching by name.
+
+        The joints' positions and velocities become the envs' state (as
+        ``set_state``: getters reflect it at once); time and controls are
+        restored; with ``params``, the per-env model parameters the state
+        carries are applied where they differ from what the envs hold (a
+        backend that cannot apply one raises ``UnsupportedFeatureError``).
+        Body poses are not inputs: they follow from the joints. The state must
+        name exactly this model's joints and actuators (a state from another
+        model raises ``UnknownNameError`` or ``InvalidArgumentError``).
+        """
+        self._enter_mutation("set_named_state")
+        ids = V.env_ids(env_ids, self.num_envs, host_ids=self._host_ids)
+        with self._quiet():  # one notification, for the whole import
+            written = self._snapshots.set_named(ids, state, params)
+        self._notify_write(written, "set_named_state")
+
+    # ------------------------------------------------------------------
+    # height scanner
+    # ------------------------------------------------------------------
+    def create_height_scanner(self, body: Any, offsets: Any, *, direction: Any = (0.0, 0.0, -1.0),
+                              alignment: str = "yaw", max_distance: float = 10.0,
+                              exclude_body: bool = True) -> HeightScanner:
+        """A scanner of rays from points fixed to ``body``, created once and queried every step.
+
+        Args:
+            body: a body name or id.
+            offsets: ``(R, 3)`` ray origins in the body frame (:func:`simbackend.scanner.grid_offsets`
+                builds a grid).
+            direction: the rays' direction (normalised); world frame for ``yaw``
+                and ``world``, body frame for ``full``.
+            alignment: ``yaw`` (points turn with the body's heading only, rays
+                keep the world direction: the usual terrain scan), ``full``
+                (points and rays turn with the body) or ``world`` (points only
+                translate with the body).
+            max_distance: longest ray, m; a miss, or a hit farther away, reads this distance.
+            exclude_body: ignore the body's own geoms (never the world body's:
+                a scanner on the world body sees the terrain).
+
+        Queries (``distances``, ``heights``, ``hit_points``) see the collision
+        geoms (``contype`` or ``conaffinity`` non-zero; visual-only geoms are
+        transparent, whatever their colour) of every env at the current state,
+        with the same rules on every engine: a ray reports the first point at
+        distance >= 0 where it crosses a geom's surface (one starting inside a
+        geom reports where it leaves it); planes are unbounded, as in
+        collision, and one-sided (a ray hits one only from its front, moving
+        towards it). Raises ``UnsupportedFeatureError`` where
+        ``capabilities.ray_casting`` is false.
+        """
+        self._require("ray_casting")
+        b = self._names.resolve("body", body) if isinstance(body, str) else V.scalar_id(
+            body, self._info.nbody, "body", "body", self._host_ids)
+        off, d, alignment, max_distance, exclude = check_scanner_arguments(offsets, direction, alignment,
+                                                                           max_distance, exclude_body)
+        return HeightScanner(self._engine, int(b), off, d, alignment, max_distance, exclude, self._out,
+                             self._check_open)
+
+    # ------------------------------------------------------------------
+    # pictures
+    # ------------------------------------------------------------------
+    def get_play_capabilities(self) -> PlayCapabilities:
+        """What pictures this backend can give; see :class:`~simbackend.playback.api.PlayCapabilities`.
+        Creates no GL context."""
+        return self._playback.capabilities()
+
+    def render(self, env_ids: Ids = None, *, camera: Any = "free", width: int = 320, height: int = 240,
+               tile: bool = False, spacing: Optional[float] = None) -> torch.Tensor:
+        """Pictures of envs at their current state.
+
+        Args:
+            env_ids: envs to draw (ids or a ``(N,)`` bool mask; ``None``: all), in that order.
+            camera: a model camera name or id, ``"free"`` (frames the model, or with
+                ``tile`` the whole grid) or a :class:`~simbackend.playback.render.FreeCamera`.
+            width, height: image size, pixels.
+            tile: draw the chosen envs side by side in ONE scene and picture, env ``k``
+                of the list shifted by ``tile_offsets(n, spacing)[k]`` (a grid along
+                +x and +y, the first env in place); the floor is drawn once.
+            spacing: metres between neighbouring envs of a tiled view (default
+                ``1.1 * model extent``).
+
+        Returns:
+            ``(n, H, W, 3)`` uint8, or ``(H, W, 3)`` with ``tile=True``, on ``backend.device``.
+
+        Raises:
+            UnsupportedFeatureError: the backend carries no compiled MuJoCo model.
+            RenderingError: no OpenGL context can be created here.
+        """
+        return self._playback.render(env_ids, camera, width, height, tile, spacing)
+
+    def get_camera_images(self, cameras: Any, env_ids: Ids = None, *, modes: Any = ("rgb",), width: int = 320,
+                          height: int = 240, segmentation: str = "geom") -> dict[str, dict[str, torch.Tensor]]:
+        """Camera observations of envs at their current state.
+
+        Args:
+            cameras: a camera (model camera name or id, ``"free"``, a ``FreeCamera``), a
+                sequence of cameras, or a mapping ``{key: camera}`` naming them.
+            env_ids: envs (ids or a ``(N,)`` bool mask; ``None``: all), in that order.
+            modes: ``"rgb"``, ``"depth"``, ``"segmentation"`` or a sequence of them.
+            width, height: image size, pixels.
+            segmentation: ``"geom"`` (geom ids) or ``"body"`` (body ids).
+
+        Returns:
+            ``{camera key: {mode: tensor}}``, keys the camera names (``"free"`` for a free
+            camera) or the mapping's keys: ``rgb`` ``(n, H, W, 3)`` uint8, ``depth``
+            ``(n, H, W, 1)`` float32 metres along the optical axis (``inf``: nothing hit),
+            ``segmentation`` ``(n, H, W, 1)`` int32 (-1: background or not a geom).
+        """
+        return self._playback.camera_images(cameras, env_ids, modes, width, height, segmentation)
+
+    def get_point_cloud(self, cameras: Any, env_ids: Ids = None, *, width: int = 320, height: int = 240,
+                        segmentation: str = "geom") -> dict[str, torch.Tensor]:
+        """Points the cameras see, fused, in the world frame, for envs at their current state.
+
+        Args:
+            cameras: a camera or a sequence (or mapping) of cameras, as :meth:`get_camera_images`.
+            env_ids: envs (``None``: all), in that order.
+            width, height: each camera's image size, pixels.
+            segmentation: ``"geom"`` or ``"body"`` ids for the ``segmentation`` field.
+
+        Returns:
+            ``xyz`` ``(n, P, 3)`` float32 world-frame metres (0 where invalid), ``rgb``
+            ``(n, P, 3)`` uint8, ``segmentation`` ``(n, P)`` int32 and ``valid`` ``(n, P)``
+            bool (False where nothing was hit), ``P = cameras * H * W``, each camera's pixels
+            row-major in turn. ManiSkill's ``pointcloud`` gives ``xyzw`` with ``w = 0`` for
+            points at infinity instead of the mask (see :mod:`simbackend.playback.render`).
+        """
+        return self._playback.point_cloud(cameras, env_ids, width, height, segmentation)
+
+    # ------------------------------------------------------------------
+    # observers
+    # ------------------------------------------------------------------
     def add_observer(self, observer: Any) -> None:
         """Call ``observer`` after every successful ``step`` and state or parameter write.
 
@@ -790,7 +1118,6 @@ class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, PlaybackMixin,
         in the order added; an exception from one propagates from the call,
         whose own work is already done.
         """
-        self._check_open()
         if not (callable(getattr(observer, "on_step", None)) and callable(getattr(observer, "on_write", None))):
             raise ArgumentTypeError(f"observer: expected an object with on_step and on_write methods,"
                                     f" got {type(observer).__name__}")
@@ -806,40 +1133,18 @@ class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, PlaybackMixin,
                 return
         raise InvalidArgumentError("observer: not added to this backend")
 
-    def _notify_write(self, env_ids: np.ndarray, what: str) -> None:
-        if self._observers and not self._silenced and np.asarray(env_ids).size:
-            ids = np.sort(np.asarray(env_ids, np.int64))
-            for observer in tuple(self._observers):
-                observer.on_write(self, ids, what)
-
-    @contextlib.contextmanager
-    def _quiet(self) -> Any:
-        """Suppress write notifications inside (a call made of other public calls notifies once)."""
-        self._silenced, before = True, self._silenced
-        try:
-            yield
-        finally:
-            self._silenced = before
-
-    def synchronize(self) -> None:
-        """Wait for the device and raise any input error a GPU backend deferred (no-op on CPU backends)."""
-        self._check_open()
-        if self._faults is not None:
-            self._faults.publish()
-            self._faults.raise_if_any(wait=True)
-
+    # ------------------------------------------------------------------
+    # lifecycle
+    # ------------------------------------------------------------------
     def close(self) -> None:
         """Release the engine's resources; idempotent. Every public method raises ``BackendClosedError`` afterwards."""
         if self._closed:
             return
         self._closed = True
         try:
-            try:
-                self._close_playback()
-            finally:
-                self._close()
+            self._playback.close()
         finally:
-            self.__class__ = _closed_class(type(self))
+            self._engine.close()
 
     def __enter__(self) -> "SimBackend":
         return self
@@ -849,146 +1154,50 @@ class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, PlaybackMixin,
 
     def __repr__(self) -> str:
         state = " closed" if self._closed else ""
-        return f"<{type(self).__name__} {self.name!r} num_envs={self.num_envs} device={self.device}{state}>"
+        return f"<SimBackend {self.name!r} num_envs={self.num_envs} device={self.device}{state}>"
 
     # ------------------------------------------------------------------
-    # the engine-specific core: implement these
+    # internals: stepping and the divergence rule
     # ------------------------------------------------------------------
-    @abc.abstractmethod
-    def _body_pos_w(self, ids: np.ndarray) -> torch.Tensor:
-        """(N, B, 3) for validated body ids (int64 host array)."""
+    def _advance(self, ctrl: torch.Tensor, nsteps: int, hold: Optional[torch.Tensor]) -> torch.Tensor:
+        """``nsteps`` engine substeps with ``ctrl``, judged by the contract's divergence rule; diverged
+        and held envs (``hold``: GPU input faults) get back their pre-call state. Returns the
+        ``(N,)`` diverged mask (held envs excluded); time and the last controls follow."""
+        engine = self._engine
+        try:
+            failed = engine.step(ctrl, nsteps, self._book.pending_forces())
+            qpos, qvel = engine.read_state()
+            diverged = self._mask(diverged_rows(qpos, qvel))
+            if failed is not None:
+                diverged = diverged | self._mask(failed)
+            stayed = diverged if hold is None else diverged | hold
+            if self._defers_checks or bool(stayed.any()):  # a GPU engine reverts by mask, no host read
+                engine.revert(stayed)
+        except BaseException:
+            # interrupted (Ctrl-C) or failed anywhere, judging included: every env back at its pre-call state
+            engine.revert(torch.ones(self.num_envs, dtype=torch.bool, device=self._device))
+            raise
+        self._book.advance(nsteps * self.physics_dt, stayed, self._defers_checks)
+        self._book.ctrl = ctrl.clone()  # the caller may reuse the tensor it passed
+        return diverged if hold is None else diverged & ~hold
 
-    @abc.abstractmethod
-    def _body_quat_w(self, ids: np.ndarray) -> torch.Tensor:
-        """(N, B, 4) wxyz for validated body ids."""
-
-    @abc.abstractmethod
-    def _body_lin_vel_w(self, ids: np.ndarray) -> torch.Tensor:
-        """(N, B, 3) velocity of the body frame origins, world frame."""
-
-    @abc.abstractmethod
-    def _body_ang_vel_w(self, ids: np.ndarray) -> torch.Tensor:
-        """(N, B, 3) angular velocities, world frame."""
-
-    @abc.abstractmethod
-    def _site_pos_w(self, ids: np.ndarray) -> torch.Tensor:
-        """(N, S, 3) for validated site ids."""
-
-    @abc.abstractmethod
-    def _site_quat_w(self, ids: np.ndarray) -> torch.Tensor:
-        """(N, S, 4) wxyz for validated site ids."""
-
-    def _sensor_data(self, sensor_id: int) -> torch.Tensor:
-        """(N, dim) for a sensor whose type the capabilities list.
-
-        The default computes the core sensor types from this backend's own body
-        hooks and qpos/qvel, with MuJoCo's meaning (:mod:`simbackend.sensors`);
-        an engine that evaluates MuJoCo's sensors itself overrides it.
-        """
-        from simbackend.sensors import FrameSensors
-
-        sensors = self.__dict__.get("_frame_sensors") or self.__dict__.setdefault("_frame_sensors", FrameSensors(self))
-        return sensors.read(self, sensor_id)
-
-    @abc.abstractmethod
-    def _set_state(self, env_ids: np.ndarray, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
-        """Write the state of sorted, distinct envs; make getters current.
-
-        Args:
-            env_ids: ``(n,)`` int64 host array, sorted, distinct.
-            qpos: ``(n, nq)`` validated state (finite, within the divergence
-                rule's bounds, unit quaternions), :attr:`hook_dtype` on the device.
-            qvel: ``(n, nv)``, likewise.
-        """
-
-    @abc.abstractmethod
-    def _step(self, ctrl: torch.Tensor, nsteps: int, hold: Optional[torch.Tensor]) -> Any:
-        """Advance all envs by ``nsteps``; return the diverged mask ``(N,)`` bool.
-
-        Args:
-            ctrl: ``(N, nu)`` validated (finite) controls, :attr:`hook_dtype`
-                on the device; the backend clamps them to the ctrl ranges.
-            nsteps: substeps (any positive int: a long call must stay
-                interruptible, e.g. by stepping in chunks).
-            hold: ``None``, or on a GPU backend ``(N,)`` bool on the device:
-                envs whose input was rejected (their ctrl rows hold zeros),
-                which must end the call in their pre-call state and are not
-                reported as diverged.
-
-        Returns:
-            A numpy array or a bool tensor (a GPU backend keeps it on its
-            device, so that ``step`` need not synchronise with the host),
-            computed with :func:`simbackend.divergence.diverged_rows` plus the
-            engine's own failure reports; diverged envs are back in their
-            pre-call state.
-
-        Pending body forces (``_force``/``_torque`` for ``_force_bodies``) act in
-        every substep; they are not cleared here. On an exception (including
-        ``KeyboardInterrupt``), every env must be back in its pre-call state
-        before the exception propagates.
-        """
-
-    def _apply_body_force(self, body_ids: np.ndarray, force: torch.Tensor, torque: torch.Tensor) -> None:
-        """Add validated (N, B, 3) world forces/torques at body origins to the pending ones.
-
-        The pending forces live in ``_force``/``_torque``, :attr:`hook_dtype` tensors
-        ``(N, nbody, 3)`` on the device, for the bodies in ``_force_bodies`` (host
-        int64); a backend's ``_step`` applies them (only backends that declare
-        ``body_forces`` are called here).
-        """
-        if self._force is None:
-            self._force = torch.zeros((self.num_envs, self._info.nbody, 3), dtype=self.hook_dtype,
-                                      device=self._device)
-            self._torque = torch.zeros_like(self._force)
-        cols = torch.as_tensor(body_ids, device=self._device)
-        self._force[:, cols] += force
-        self._torque[:, cols] += torque
-        self._force_bodies = np.union1d(self._force_bodies, body_ids)
-
-    def _clear_body_forces(self) -> None:
-        """Drop pending forces (called at the end of every step)."""
-        if self._force_bodies.size:
-            self._force.zero_()
-            self._torque.zero_()
-            self._force_bodies = np.zeros(0, np.int64)
-
-    def _site_jacobian_w(self, site_id: int, cols: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        raise UnsupportedFeatureError(self.name, "site_jacobians")
-
-    def _close(self) -> None:
-        """Release engine resources (called once)."""
+    def _mask(self, mask: Any) -> torch.Tensor:
+        """``(N,)`` bool tensor on the backend's device from an engine's numpy or torch mask."""
+        return torch.as_tensor(mask, dtype=torch.bool).to(self._device)
 
     # ------------------------------------------------------------------
-    # helpers for subclasses
+    # internals: checks
     # ------------------------------------------------------------------
-    def _out(self, a: Any) -> torch.Tensor:
-        """A new float32 tensor on the backend's device holding ``a`` (numpy array or tensor) that the caller owns."""
-        if isinstance(a, torch.Tensor):
-            return a.to(device=self._device, dtype=torch.float32, copy=True)
-        t = torch.from_numpy(np.array(a, dtype=np.float32))
-        return t if self._device.type == "cpu" else t.to(self._device)
-
-    def _mask(self, diverged: Any) -> torch.Tensor:
-        """``(N,)`` bool tensor on the backend's device from a hook's numpy or torch mask."""
-        return torch.as_tensor(diverged, dtype=torch.bool).to(self._device)
-
-    def _id_tensor(self, a: np.ndarray) -> torch.Tensor:
-        host = np.asarray(a, dtype=np.int64)
-        t = torch.as_tensor(host.copy())
-        t = t if self._device.type == "cpu" else t.to(self._device)
-        return self._host_ids.register(t, host)
+    def _check_open(self) -> None:
+        if self._closed:
+            raise BackendClosedError(f"backend {self.name!r} is closed")
 
     def _require(self, capability: str) -> None:
         if not getattr(self.capabilities, capability):
             raise UnsupportedFeatureError(self.name, capability)
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise BackendClosedError(f"backend {self.name!r} is closed")
-
     def _enter_mutation(self, method: str) -> None:
-        """Checks every mutating call starts with: open, not re-entered, no deferred input error pending."""
-        self._check_open()
+        """Checks every mutating call starts with: not re-entered, no deferred input error pending."""
         if self._in_step:
             raise ReentrantCallError(f"{method}: called from inside a pre-step control function while step runs;"
                                      " a pre-step function may read getters and return ctrl, nothing else")
@@ -1000,6 +1209,12 @@ class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, PlaybackMixin,
         if self._deferred is None:
             self._deferred = bool(self.capabilities.gpu)
         return self._deferred
+
+    @property
+    def _input_dtype(self) -> torch.dtype:
+        """dtype inputs are validated in: float64 at least, so that a finite value too large for a
+        float32 engine is reported as too large (``ValueRangeError``), not as infinite after the cast."""
+        return torch.float64 if self._dtype.itemsize < 8 else self._dtype
 
     def _check_values(self, env_ids: np.ndarray, checks: list) -> Optional[torch.Tensor]:
         """Value checks of validated tensors, rows aligned with ``env_ids``.
@@ -1033,7 +1248,7 @@ class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, PlaybackMixin,
                     raise ValueRangeError(argument, rows, float(problem), what)
                 continue
             if self._faults is None:
-                self._faults = _DeferredFaults(self.num_envs, self._device)
+                self._faults = DeferredFaults(self.num_envs, self._device)
             rows_dev = torch.as_tensor(env_ids, device=self._device)
             self._faults.record(argument, "nonfinite" if problem == "nonfinite" else
                                 "zero quaternion" if problem == "zero quaternion" else str(problem), rows_dev, bad)
@@ -1046,19 +1261,74 @@ class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, PlaybackMixin,
         if ctrl is None:
             if self.num_actuators:
                 raise InvalidArgumentError(f"{argument}: required, the model has {self.num_actuators} actuators")
-            return torch.zeros((self.num_envs, 0), dtype=self.hook_dtype, device=dev), None
+            return torch.zeros((self.num_envs, 0), dtype=self._dtype, device=dev), None
         t = V.real_tensor(ctrl, argument, (self.num_envs, self.num_actuators), device=dev, dtype=dt)
         held = self._check_values(np.arange(self.num_envs), [(argument, t, "nonfinite", None),
                                                              (argument, t, V.MAX_REAL_INPUT, None)])
         if held is not None:
             t = torch.where(held[:, None], 0.0, t)
-        return t.to(self.hook_dtype), held
+        return t.to(self._dtype), held
 
-    @property
-    def _input_dtype(self) -> torch.dtype:
-        """dtype inputs are validated in: float64 at least, so that a finite value too large for a
-        float32 hook is reported as too large (``ValueRangeError``), not as infinite after the cast."""
-        return torch.float64 if self.hook_dtype.itemsize < 8 else self.hook_dtype
+    def _check_snapshot_state(self, env_ids: np.ndarray, qpos: Any, qvel: Any) -> None:
+        """The checks ``set_state`` applies (divergence bounds, zero quaternions) on the ``qpos (n, nq)``
+        / ``qvel (n, nv)`` a snapshot's engine rows hold."""
+        qpos = torch.as_tensor(qpos, device=self._device).to(self._input_dtype)
+        qvel = torch.as_tensor(qvel, device=self._device).to(self._input_dtype)
+        _, zero = V.normalised_quaternions(qpos, self._quat_cols)
+        self._check_values(env_ids, [("state (qpos)", qpos, MAX_QPOS, None), ("state (qvel)", qvel, MAX_QVEL, None),
+                                     ("state (qpos)", zero, "zero quaternion", None)])
+
+    # ------------------------------------------------------------------
+    # internals: ids, conversions, frames
+    # ------------------------------------------------------------------
+    def _out(self, a: Any) -> torch.Tensor:
+        """A new float32 tensor on the backend's device holding ``a`` (numpy array or tensor) that the caller owns."""
+        if isinstance(a, torch.Tensor):
+            return a.to(device=self._device, dtype=torch.float32, copy=True)
+        t = torch.from_numpy(np.array(a, dtype=np.float32))
+        return t if self._device.type == "cpu" else t.to(self._device)
+
+    def _id_tensor(self, a: np.ndarray) -> torch.Tensor:
+        host = np.asarray(a, dtype=np.int64)
+        t = torch.as_tensor(host.copy())
+        t = t if self._device.type == "cpu" else t.to(self._device)
+        return self._host_ids.register(t, host)
+
+    def _state_out(self, which: int, env_ids: Ids) -> torch.Tensor:
+        a = self._engine.read_state()[which]
+        if env_ids is None:
+            return self._out(a)
+        rows = self._row_index(env_ids)
+        if isinstance(a, np.ndarray):
+            return self._out(a[rows.cpu().numpy()])
+        return self._out(a[rows])
+
+    def _columns(self, a: Any, which: str) -> Any:
+        """``a[:, cols]`` for the dof columns ``which`` (``dof_qpos``/``dof_qvel``), numpy or tensor."""
+        src = {"dof_qpos": self._info.dof_qpos_index, "dof_qvel": self._info.dof_qvel_index}[which]
+        if isinstance(a, np.ndarray):
+            return a[:, src]
+        cols = self._index_cache.get(which)
+        if cols is None:
+            cols = self._index_cache[which] = torch.as_tensor(src, dtype=torch.long, device=a.device)
+        return a[:, cols]
+
+    def _row_index(self, env_ids: Any) -> torch.Tensor:
+        """Validated env ids (any accepted form) as an index tensor on the device. An id tensor the
+        backend made (``_id_tensor``) or a read-only numpy array is validated once, until it changes
+        (a recorder passes the same one every step)."""
+        memo = self._row_memo
+        if isinstance(env_ids, (torch.Tensor, np.ndarray)):
+            hit = memo.get(id(env_ids))
+            if hit is not None and hit[0]() is env_ids and hit[1] == _version(env_ids):
+                return hit[2]
+        index = torch.as_tensor(V.env_ids(env_ids, self.num_envs, host_ids=self._host_ids), device=self._device)
+        frozen = isinstance(env_ids, np.ndarray) and not env_ids.flags.writeable and env_ids.base is None
+        if frozen or isinstance(env_ids, torch.Tensor) and self._host_ids.lookup(env_ids) is not None:
+            if len(memo) >= 64:
+                memo.clear()
+            memo[id(env_ids)] = (weakref.ref(env_ids), _version(env_ids), index)
+        return index
 
     def _base_ids(self) -> np.ndarray:
         return np.array([self._info.base_body], dtype=np.int64)
@@ -1069,104 +1339,36 @@ class SimBackend(ReadoutMixin, RandomizationMixin, SnapshotMixin, PlaybackMixin,
     def _site_index(self, site_ids: Ids) -> np.ndarray:
         return V.index_array(site_ids, len(self.site_names), "site", "site_ids", host_ids=self._host_ids)
 
-    def _torch_index(self, which: str) -> torch.Tensor:
-        cache = self._index_cache
-        if which not in cache:
-            src = {"dof_qpos": self._info.dof_qpos_index, "dof_qvel": self._info.dof_qvel_index}[which]
-            cache[which] = torch.as_tensor(src, dtype=torch.long, device=self._device)
-        return cache[which]
+    def _geom_index(self, geom_ids: Ids) -> np.ndarray:
+        return V.index_array(geom_ids, self._info.ngeom, "geom", "geom_ids", host_ids=self._host_ids)
 
-    def _resolve(self, kind: str, name: str) -> int:
-        if not isinstance(name, str):
-            raise ArgumentTypeError(f"{kind} name must be a string, got {type(name).__name__}")
-        table = self._ids[kind]
-        if name not in table:
-            raise UnknownNameError(kind, name, table)
-        return table[name]
+    def _sensor_id(self, name: str) -> int:
+        """The id of sensor ``name``, of a type the backend serves."""
+        sid = self._names.resolve("sensor", name)
+        stype = self._info.sensor_type[sid]
+        if stype not in self.capabilities.sensor_types:
+            raise UnsupportedFeatureError(self.name, f"sensor type {stype}", f"sensor {name!r}")
+        return sid
 
-    def _resolve_many(self, kind: str, names: Names) -> np.ndarray:
-        if isinstance(names, str):
-            names = [names]
-        elif names is None or not isinstance(names, (list, tuple)) and not hasattr(names, "__iter__"):
-            raise ArgumentTypeError(f"{kind} names: expected a name or a sequence of names, got {type(names).__name__}")
-        return np.array([self._resolve(kind, n) for n in names], dtype=np.int64)
+    # ------------------------------------------------------------------
+    # internals: observers
+    # ------------------------------------------------------------------
+    def _notify_write(self, env_ids: np.ndarray, what: str) -> None:
+        if self._observers and not self._silenced and np.asarray(env_ids).size:
+            ids = np.sort(np.asarray(env_ids, np.int64))
+            for observer in tuple(self._observers):
+                observer.on_write(self, ids, what)
 
-    def _dof_columns(self, names: Names) -> np.ndarray:
-        joints = self._resolve_many("joint", names)
-        cols = []
-        for j in joints:
-            if int(j) not in self._dof_column:
-                kind = JOINT_TYPE_NAMES[int(self._info.joint_type[j])]
-                raise IndexRangeError(
-                    f"joint {self._info.joint_names[j]!r} is a {kind} joint; only hinge and slide joints"
-                    " have dof columns (get_joint_qpos_indices/get_joint_qvel_indices cover every joint)"
-                )
-            cols.append(self._dof_column[int(j)])
-        return np.array(cols, dtype=np.int64)
-
-    def _joint_columns(self, names: Names, velocity: bool) -> np.ndarray:
-        info = self._info
-        cols = []
-        for j in self._resolve_many("joint", names):
-            t = int(info.joint_type[j])
-            if velocity:
-                width = 6 if t == JOINT_FREE else 3 if t == JOINT_BALL else 1
-                start = int(info.joint_dofadr[j])
-            else:
-                width = 7 if t == JOINT_FREE else 4 if t == JOINT_BALL else 1
-                start = int(info.joint_qposadr[j])
-            cols.extend(range(start, start + width))
-        return np.array(cols, dtype=np.int64)
-
-    def _normalised_quaternions(self, qpos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``qpos`` with unit free/ball quaternions, and the ``(n,)`` mask of rows holding a zero one.
-
-        Scaled by the largest component first, so no finite quaternion overflows.
-        """
-        n = qpos.shape[0]
-        if not self._quat_cols.numel() or not n:
-            return qpos, torch.zeros(n, dtype=torch.bool, device=qpos.device)
-        cols = self._quat_cols
-        quats = qpos[:, cols]                                              # (n, nquat, 4)
-        scale = quats.abs().amax(dim=-1, keepdim=True)
-        unit = quats / torch.where(scale > 0, scale, 1.0)
-        norms = torch.linalg.vector_norm(unit, dim=-1, keepdim=True)
-        zero = (scale[..., 0] < MIN_QUAT_NORM).any(dim=1) | ~torch.isfinite(scale[..., 0]).all(dim=1)
-        qpos = qpos.clone()
-        qpos[:, cols] = torch.where(norms > 0, unit / torch.where(norms > 0, norms, 1.0), unit)
-        return qpos, zero
+    @contextlib.contextmanager
+    def _quiet(self) -> Iterator[None]:
+        """Suppress write notifications inside (a call made of other public calls notifies once)."""
+        self._silenced, before = True, self._silenced
+        try:
+            yield
+        finally:
+            self._silenced = before
 
 
-# ----------------------------------------------------------------------
-# closed backends
-# ----------------------------------------------------------------------
-#: public members a closed backend still answers: its identity and the model description
-_OPEN_AFTER_CLOSE = frozenset({"close", "closed"})
-_CLOSED_CLASSES: dict[type, type] = {}
-
-
-def _closed_method(name: str) -> Callable[..., Any]:
-    def method(self: SimBackend, *args: Any, **kwargs: Any) -> Any:
-        raise BackendClosedError(f"{name}: backend {self.name!r} is closed")
-
-    method.__name__ = name
-    return method
-
-
-def _closed_class(cls: type) -> type:
-    """The class a backend of ``cls`` becomes on close: every public method raises ``BackendClosedError``.
-
-    Properties (names, sizes, ``num_envs``, ``device``, ``capabilities``) keep
-    answering: they describe the model, not the engine's state.
-    """
-    closed = _CLOSED_CLASSES.get(cls)
-    if closed is None:
-        namespace: dict[str, Any] = {"__doc__": cls.__doc__, "__module__": cls.__module__}
-        for attr in dir(cls):
-            if attr.startswith("_") or attr in _OPEN_AFTER_CLOSE:
-                continue
-            member = inspect.getattr_static(cls, attr)
-            if inspect.isfunction(member):
-                namespace[attr] = _closed_method(attr)
-        closed = _CLOSED_CLASSES[cls] = type(cls.__name__, (cls,), namespace)
-    return closed
+def _version(ids: Any) -> int:
+    """A number that changes when ``ids`` is written in place (a read-only array never is)."""
+    return ids._version if isinstance(ids, torch.Tensor) else 0

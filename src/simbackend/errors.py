@@ -30,6 +30,7 @@ __all__ = [
     "UnknownNameError",
     "UnknownBackendError",
     "UnsupportedFeatureError",
+    "MissingExtraError",
     "ModelLoadError",
     "RenderingError",
     "SnapshotMismatchError",
@@ -174,6 +175,15 @@ class RenderingError(SimBackendError, RuntimeError):
     The message says why and what to do (usually: set ``MUJOCO_GL=egl`` in the
     environment before mujoco or simbackend is imported).
     """
+
+
+class MissingExtraError(SimBackendError, ImportError):
+    """A part of simbackend whose optional dependency is not installed; the message names the extra
+    that installs it (``pip install 'simbackend[sapien]'``)."""
+
+    def __init__(self, message: str, extra: str):
+        super().__init__(message)
+        self.extra = extra
 
 
 def closest_names_hint(name: str, known: Iterable[str], n: int = 3) -> str:

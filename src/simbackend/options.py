@@ -103,6 +103,13 @@ def check_positive_float(value: Any, argument: str) -> float:
     return v
 
 
+def check_bool(value: Any, argument: str) -> bool:
+    """``True`` or ``False`` (numbers and strings rejected: ``"false"`` is truthy)."""
+    if not isinstance(value, bool):
+        raise ArgumentTypeError(f"{argument}: expected True or False, got {type(value).__name__} {value!r}")
+    return value
+
+
 def check_choice(*choices: str) -> Callable[[Any, str], str]:
     """A check accepting one of ``choices`` (strings, case-insensitive)."""
 

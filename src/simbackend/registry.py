@@ -1,90 +1,27 @@
-"""Backend registry: entry points (group ``simbackend.backends``) plus runtime registrations.
+"""Build backends by name: ``make_backend("mujoco", "arm7", 1024)``.
 
-Entry points are listed without being loaded, so listing backends (and
-``simbackend --help``) imports no engine. A backend class is imported the first
-time it is asked for by name. Names are case-insensitive.
+The names come from :mod:`simbackend.plugins` (entry points of the group
+``simbackend.backends`` and runtime registrations), re-exported here.
 """
 
 from __future__ import annotations
 
-from importlib import metadata
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
-from simbackend.errors import ArgumentTypeError, InvalidArgumentError, SimBackendError, UnknownBackendError
+from simbackend.plugins import (
+    ENTRY_POINT_GROUP,
+    available_backends,
+    backend_provider,
+    get_backend_factory,
+    register_backend,
+    unregister_backend,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from simbackend.contract import SimBackend
 
-ENTRY_POINT_GROUP = "simbackend.backends"
-
-#: name -> factory registered at run time (takes precedence over entry points)
-_RUNTIME: dict[str, Callable[..., "SimBackend"]] = {}
-
-
-def _entry_points() -> dict[str, metadata.EntryPoint]:
-    eps = metadata.entry_points(group=ENTRY_POINT_GROUP)
-    return {ep.name.lower(): ep for ep in eps}
-
-
-def available_backends() -> tuple[str, ...]:
-    """Names of every registered backend (entry points and runtime), sorted."""
-    return tuple(sorted(set(_entry_points()) | set(_RUNTIME)))
-
-
-def backend_provider(name: str) -> str:
-    """Where backend ``name`` comes from, without loading it.
-
-    ``"runtime: module.Factory"`` for a runtime registration, else the entry
-    point's ``module:attr`` and its distribution; raises
-    :class:`UnknownBackendError` for an unknown name.
-    """
-    key = _check_name(name)
-    factory = _RUNTIME.get(key)
-    if factory is not None:
-        qual = getattr(factory, "__qualname__", type(factory).__qualname__)
-        return f"runtime: {getattr(factory, '__module__', '?')}.{qual}"
-    ep = _entry_points().get(key)
-    if ep is None:
-        raise UnknownBackendError(name, available_backends())
-    dist = getattr(ep, "dist", None)
-    return ep.value + (f" ({dist.name} {dist.version})" if dist is not None else "")
-
-
-def register_backend(name: str, factory: Callable[..., "SimBackend"], *, replace: bool = False) -> None:
-    """Register ``factory`` under ``name`` for this process.
-
-    ``factory(model, num_envs, *, device=None, seed=0, **options)`` must return a
-    :class:`~simbackend.contract.SimBackend`; a backend class is such a factory.
-    Raises ``InvalidArgumentError`` (a ``ValueError``) if the name is taken and ``replace`` is false.
-    """
-    key = _check_name(name)
-    if not callable(factory):
-        raise ArgumentTypeError(f"factory for backend {name!r} must be callable, got {type(factory).__name__}")
-    if not replace and key in _RUNTIME:
-        raise InvalidArgumentError(f"backend {name!r} is already registered; pass replace=True to replace it")
-    _RUNTIME[key] = factory
-
-
-def unregister_backend(name: str) -> None:
-    """Remove a runtime registration (entry points cannot be removed)."""
-    _RUNTIME.pop(name.lower(), None)
-
-
-def get_backend_factory(name: str) -> Callable[..., "SimBackend"]:
-    """The factory registered under ``name`` (case-insensitive), importing it if needed."""
-    key = _check_name(name)
-    if key in _RUNTIME:
-        return _RUNTIME[key]
-    eps = _entry_points()
-    if key not in eps:
-        raise UnknownBackendError(name, available_backends())
-    try:
-        return eps[key].load()
-    except Exception as e:
-        raise SimBackendError(
-            f"backend {name!r} is registered by entry point {eps[key].value!r}, but it failed to load:"
-            f" {type(e).__name__}: {e}"
-        ) from e
+__all__ = ["ENTRY_POINT_GROUP", "available_backends", "backend_provider", "get_backend_factory", "make_backend",
+           "register_backend", "unregister_backend"]
 
 
 def make_backend(sim: str, model: Any, num_envs: int, *, device: Any = None, seed: int = 0, **options: Any) -> "SimBackend":
@@ -99,10 +36,11 @@ def make_backend(sim: str, model: Any, num_envs: int, *, device: Any = None, see
         seed: seed of the backend's random streams.
         **options: backend-specific options (for MuJoCo: ``nthread``).
     """
-    return get_backend_factory(sim)(model, num_envs, device=device, seed=seed, **options)
+    factory = get_backend_factory(sim)
+    from simbackend.engine import Engine
 
+    if isinstance(factory, type) and issubclass(factory, Engine):
+        from simbackend.contract import SimBackend
 
-def _check_name(name: str) -> str:
-    if not isinstance(name, str) or not name.strip():
-        raise InvalidArgumentError(f"backend name must be a non-empty string, got {name!r}")
-    return name.strip().lower()
+        return SimBackend(factory, model, num_envs, device=device, seed=seed, **options)
+    return factory(model, num_envs, device=device, seed=seed, **options)

@@ -7,8 +7,8 @@ frame-based types (``framepos``, ``framequat``, ``framelinvel``,
 velocity of the frame a sensor reads (a body's frame, its inertial frame, a
 site or a geom, placed on its body as the compiled model places it), relative
 to the sensor's reference frame when it has one. :class:`FrameSensors` holds
-where each sensor reads; :meth:`SimBackend._sensor_data` uses it by default,
-so a new backend gets the sensors once its body hooks are right.
+where each sensor reads; :meth:`simbackend.engine.Engine.sensor` uses it by
+default, so a new engine gets the sensors once its frame kinematics are right.
 """
 
 from __future__ import annotations
@@ -20,38 +20,37 @@ import torch
 
 from simbackend.errors import UnsupportedFeatureError
 from simbackend.math import cross, quat_apply, quat_apply_inverse, quat_conj, quat_mul
+from simbackend.model_info import ModelInfo
+from simbackend.models import UNREADABLE, sensor_frames
 
 if TYPE_CHECKING:  # pragma: no cover
-    from simbackend.contract import SimBackend
-
-from simbackend.models import UNREADABLE, sensor_frames
+    from simbackend.engine import Engine
 
 
 class FrameSensors:
-    """Readings of the core sensor types from a backend's body hooks (see the module docstring)."""
+    """Readings of the core sensor types from an engine's frame kinematics (see the module docstring)."""
 
-    def __init__(self, backend: "SimBackend"):
-        info = backend.info
+    def __init__(self, info: ModelInfo):
         if info.compiled is None:
             self.frames: dict[int, tuple] = {}
         else:
             self.frames = sensor_frames(info.compiled)
 
-    def read(self, backend: "SimBackend", sensor_id: int) -> torch.Tensor:
-        """``(N, dim)`` reading of sensor ``sensor_id`` (a core type), float32 on the backend's device."""
-        info = backend.info
+    def read(self, engine: "Engine", sensor_id: int) -> torch.Tensor:
+        """``(N, dim)`` float64 reading of sensor ``sensor_id`` (a core type), on the engine's device."""
+        info = engine.info
         stype = info.sensor_type[sensor_id]
         ob, ol, rb, rl, cutoff, objid = self.frames[sensor_id]
         if stype in ("jointpos", "jointvel"):
-            q = backend.get_qpos() if stype == "jointpos" else backend.get_qvel()
+            q = engine.read_state()[0 if stype == "jointpos" else 1]
             adr = int((info.joint_qposadr if stype == "jointpos" else info.joint_dofadr)[objid])
-            val = q[:, adr:adr + 1]
+            val = torch.as_tensor(q[:, adr:adr + 1], device=engine.device).to(torch.float64)
         else:
             if ob == UNREADABLE or rb == UNREADABLE:
-                raise UnsupportedFeatureError(backend.name, "sensor object type",
+                raise UnsupportedFeatureError(engine.name, "sensor object type",
                                               f"sensor {info.sensor_names[sensor_id]!r} reads an object other than"
                                               " a body, site or geom")
-            p, q, v, w = _frame_state(backend, ob, ol)
+            p, q, v, w = _frame_state(engine, ob, ol)
             if stype == "gyro":
                 val = quat_apply_inverse(q, w)
             elif stype == "velocimeter":
@@ -59,7 +58,7 @@ class FrameSensors:
             elif rb < 0:
                 val = {"framepos": p, "framequat": q, "framelinvel": v, "frameangvel": w}[stype]
             else:
-                rp, rq, rv, rw = _frame_state(backend, rb, rl)
+                rp, rq, rv, rw = _frame_state(engine, rb, rl)
                 if stype == "framepos":
                     val = quat_apply_inverse(rq, p - rp)
                 elif stype == "framequat":
@@ -70,18 +69,17 @@ class FrameSensors:
                     val = quat_apply_inverse(rq, w - rw)
         if cutoff > 0 and stype != "framequat":
             val = val.clamp(-cutoff, cutoff)
-        return backend._out(val)
+        return val
 
 
-def _frame_state(backend: "SimBackend", body: int, local: np.ndarray) -> tuple[torch.Tensor, ...]:
+def _frame_state(engine: "Engine", body: int, local: np.ndarray) -> tuple[torch.Tensor, ...]:
     """(pos, quat, velocity of the frame's point, angular velocity) ``(N, ·)``, float64, of a frame
     fixed on ``body`` at ``local`` (pos + wxyz in the body frame), world coordinates."""
     ids = np.array([body], dtype=np.int64)
-    dt = torch.float64
-    bp = backend._body_pos_w(ids)[:, 0].to(dt)
-    bq = backend._body_quat_w(ids)[:, 0].to(dt)
-    v0 = backend._body_lin_vel_w(ids)[:, 0].to(dt)
-    w = backend._body_ang_vel_w(ids)[:, 0].to(dt)
+    dt, dev = torch.float64, engine.device
+    pose, vel = engine.body_pose(ids), engine.body_velocity(ids)
+    bp, bq = (torch.as_tensor(a, device=dev)[:, 0].to(dt) for a in pose)
+    v0, w = (torch.as_tensor(a, device=dev)[:, 0].to(dt) for a in vel)
     loc = torch.as_tensor(local, dtype=dt, device=bp.device)
     offset = quat_apply(bq, loc[:3].expand_as(bp))
     pos = bp + offset

@@ -1,6 +1,9 @@
 """Snapshots and named states: save and restore the exact state of some envs.
 
-:class:`SnapshotMixin` is part of :class:`~simbackend.contract.SimBackend`.
+:class:`Snapshots` is the front end's snapshot service: it assembles rows from
+the front end's bookkeeping (time, controls), the randomization service's
+per-env values and the engine's own block (``Engine.save_state``), and
+restores them in the same order.
 
 A **snapshot** (``get_physics_state``) is one float64 row per env, ``(n, S)``:
 everything needed so that restoring it (``set_physics_state``) and stepping
@@ -22,7 +25,8 @@ per-env parameters    every per-env model field of domain randomization,
                       damping, armature, frictionloss, gravity)
 engine (k)            the engine's own state: on MuJoCo its integration state
                       (qpos, qvel, act, warm start, ...), on CPU PhysX its own
-                      serialisation; opaque
+                      serialisation and the memory of MuJoCo-computed forces;
+                      opaque
 ====================  =====================================================
 
 Rows are plain tensors: slice them, stack them, save them with anything. A
@@ -43,16 +47,15 @@ after the snapshot was taken).
 
 from __future__ import annotations
 
-import weakref
 import zlib
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, Optional
 
 import numpy as np
 import torch
 
 from simbackend import _validate as V
-from simbackend.divergence import MAX_QPOS, MAX_QVEL
+from simbackend.engine import Engine
 from simbackend.errors import (
     ArgumentTypeError,
     InputDTypeError,
@@ -61,12 +64,12 @@ from simbackend.errors import (
     NonFiniteError,
     SnapshotMismatchError,
     UnknownNameError,
-    UnsupportedFeatureError,
     ValueRangeError,
 )
-from simbackend.model_info import JOINT_BALL, JOINT_FREE
-from simbackend.randomization.apply import FIELDS, _Prepared
-from simbackend.randomization.plan import TERM_KINDS
+from simbackend.frontend.bookkeeping import EnvBook
+from simbackend.frontend.names import joint_columns
+from simbackend.model_info import JOINT_BALL, JOINT_FREE, ModelInfo
+from simbackend.randomization.apply import FIELDS, Prepared, Randomizer
 from simbackend.state import NamedState
 
 #: "SBSNAP" as a 48-bit integer: marks a snapshot row (exact in float64)
@@ -93,7 +96,7 @@ def backend_code(name: str) -> int:
 
 def _backend_named(code: int) -> str:
     """The registered backend whose name has ``code``, or ''."""
-    from simbackend.registry import available_backends
+    from simbackend.plugins import available_backends
 
     return next((name for name in available_backends() if backend_code(name) == code), "")
 
@@ -124,8 +127,7 @@ class SnapshotLayout:
     width: int
 
     @classmethod
-    def of(cls, sim: Any, engine_width: int) -> "SnapshotLayout":
-        info = sim.info
+    def of(cls, info: ModelInfo, engine_width: int) -> "SnapshotLayout":
         col = HEADER_WIDTH
         parts = {}
         for name, size in (("time", 1), ("ctrl", info.nu), ("default_qpos", info.nq), ("force", info.nbody * 6),
@@ -142,172 +144,71 @@ class SnapshotLayout:
         return cls(fields=fields, engine=engine, width=engine.stop, **parts)
 
 
-class SnapshotMixin:
-    """Time, controls, snapshots and named states: members of :class:`~simbackend.contract.SimBackend`."""
+class Snapshots:
+    """Snapshots and named states of one backend (the public calls are ``SimBackend``'s).
 
-    # ------------------------------------------------------------------
-    # time and controls
-    # ------------------------------------------------------------------
-    def get_time(self, env_ids: Any = None) -> torch.Tensor:
-        """``(n,)`` float64 simulated time of envs ``env_ids`` (``None``: all N), s.
+    Args:
+        sim: the front end (its public getters and ``set_state``).
+        engine: the engine (``state_width``, ``save_state``, ``check_saved``, ``restore_state``).
+        book: the front end's per-env time and controls.
+        dr: the randomization service (per-env parameters, default poses, held forces).
+        check_state: the front end's checks of a state ``(env_ids, qpos, qvel)`` (the ones
+            ``set_state`` applies: divergence bounds, zero quaternions), raising naming ``env_ids``.
+    """
 
-        Starts at 0; every ``step`` adds ``nsteps * physics_dt`` to the envs it
-        advanced (a diverged env keeps its time with its state). ``set_state``
-        leaves it; ``set_physics_state`` and ``set_named_state`` restore it.
-        float64, unlike the contract's other reals: float32 cannot count 2 ms
-        substeps past a few hours.
-        """
-        self._check_open()
-        if env_ids is None:
-            return self._time.clone()
-        return self._time[self._row_index(env_ids)]
+    def __init__(self, sim: Any, engine: Engine, book: EnvBook, dr: Randomizer,
+                 check_state: Callable[[np.ndarray, Any, Any], None]):
+        self.sim, self.engine, self.book, self.dr = sim, engine, book, dr
+        self.info: ModelInfo = sim.info
+        self.check_state = check_state
+        self._layout: Optional[SnapshotLayout] = None
 
-    def get_ctrl(self, env_ids: Any = None) -> torch.Tensor:
-        """``(n, nu)`` float32 controls last applied to envs ``env_ids`` (``None``: all N), by ``step``
-        or a pre-step control function, clamped to each ctrl range as the engine applied them;
-        zeros before the first step."""
-        self._check_open()
-        lo, hi = self._ctrl_bounds()
-        ctrl = self._last_ctrl if env_ids is None else self._last_ctrl[self._row_index(env_ids)]
-        return torch.clamp(ctrl.to(torch.float64), lo, hi).to(torch.float32)
-
-    def _row_index(self, env_ids: Any) -> torch.Tensor:
-        """Validated env ids (any accepted form) as an index tensor on the device. An id tensor the
-        backend made (``_id_tensor``) is validated once, until it is edited in place: a recorder
-        passes the same one every step."""
-        memo = self.__dict__.setdefault("_row_memo", {})
-        if isinstance(env_ids, torch.Tensor):
-            hit = memo.get(id(env_ids))
-            if hit is not None and hit[0]() is env_ids and hit[1] == env_ids._version:
-                return hit[2]
-        index = torch.as_tensor(V.env_ids(env_ids, self.num_envs, host_ids=self._host_ids), device=self._device)
-        if isinstance(env_ids, torch.Tensor) and self._host_ids.lookup(env_ids) is not None:
-            if len(memo) >= 64:
-                memo.clear()
-            memo[id(env_ids)] = (weakref.ref(env_ids), env_ids._version, index)
-        return index
-
-    def _ctrl_bounds(self) -> tuple[torch.Tensor, torch.Tensor]:
-        bounds = self._index_cache.get("ctrl_bounds")
-        if bounds is None:
-            r = torch.as_tensor(np.array(self._info.actuator_ctrl_range), dtype=torch.float64, device=self._device)
-            bounds = self._index_cache["ctrl_bounds"] = torch.stack([r[:, 0], r[:, 1]])
-        return bounds[0], bounds[1]
-
-    def _state_rows(self, env_ids: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(n, nq)``, ``(n, nv)`` float32 qpos and qvel of validated host ``env_ids``, as
-        ``get_qpos``/``get_qvel`` give them: for readers of a few rows every step (the recorder).
-        Backends may override it with a cheaper path; the result must be bit-equal."""
-        rows = torch.as_tensor(env_ids, device=self._device)
-        return self.get_qpos()[rows], self.get_qvel()[rows]
-
-    def _rows_now(self, env_ids: np.ndarray) -> tuple[np.ndarray, ...]:
-        """Host copies of ``(time (n,), qpos (n, nq), qvel (n, nv), ctrl (n, nu))`` of validated host
-        ``env_ids``, equal to ``get_time``/``get_qpos``/``get_qvel``/``get_ctrl``'s rows: the few
-        rows a recorder reads every step, with the fewest tensor operations (they dominate its
-        cost). Reads the device on a GPU backend."""
-        qpos, qvel = self._state_rows(env_ids)
-        bounds = self._index_cache.get("ctrl_bounds_host")
-        if bounds is None:
-            bounds = self._index_cache["ctrl_bounds_host"] = np.array(self._info.actuator_ctrl_range).T
-        ctrl = np.clip(self._last_ctrl.cpu().numpy()[env_ids].astype(np.float64), bounds[0], bounds[1])
-        return (self._time.cpu().numpy()[env_ids], qpos.cpu().numpy(), qvel.cpu().numpy(),
-                ctrl.astype(np.float32))
-
-    def _snapshot_init(self) -> None:
-        try:
-            self._time = torch.zeros(self.num_envs, dtype=torch.float64, device=self._device)
-            self._last_ctrl = torch.zeros((self.num_envs, self._info.nu), dtype=self.hook_dtype, device=self._device)
-        except (RuntimeError, MemoryError) as e:  # torch reports an impossible allocation as a RuntimeError
-            raise InvalidArgumentError(f"num_envs: {self.num_envs} envs cannot be allocated"
-                                       f" ({' '.join(str(e).split())[:160]})") from None
-        self._snap_layout: Optional[SnapshotLayout] = None
-
-    def _advance_time(self, seconds: float, diverged: torch.Tensor) -> None:
-        """Add ``seconds`` to the envs not in ``diverged`` (``(N,)`` bool on the device)."""
-        if self._defers_checks:  # a GPU backend: no host read of the mask
-            self._time.add_((~diverged).to(torch.float64), alpha=seconds)
-        elif bool(diverged.any()):
-            self._time[~diverged] += seconds
-        else:
-            self._time += seconds
+    @property
+    def layout(self) -> SnapshotLayout:
+        """The column layout of this backend's snapshot rows."""
+        if self._layout is None:
+            self._layout = SnapshotLayout.of(self.info, int(self.engine.state_width))
+        return self._layout
 
     # ------------------------------------------------------------------
     # snapshots
     # ------------------------------------------------------------------
-    @property
-    def snapshot_layout(self) -> SnapshotLayout:
-        """The column layout of this backend's snapshot rows."""
-        self._require("snapshot_restore")
-        if self._snap_layout is None:
-            self._snap_layout = SnapshotLayout.of(self, int(self._physics_state_width()))
-        return self._snap_layout
-
-    def get_physics_state(self, env_ids: Any = None) -> torch.Tensor:
-        """``(n, S)`` float64 snapshots of envs ``env_ids`` (``None``: all), rows in the order given.
-
-        Restoring a row with :meth:`set_physics_state` and stepping with the
-        same controls reproduces the trajectory: bit for bit where the backend
-        declares ``capabilities.snapshot_exact``, otherwise up to the engine's
-        caches it cannot serialise (the backend's documentation gives the
-        measured size). The layout is in :mod:`simbackend.snapshot`; float64
-        so that nothing is rounded.
-        """
-        self._check_open()
-        L = self.snapshot_layout
-        ids = V.env_ids(env_ids, self.num_envs, host_ids=self._host_ids)
-        n, dev = ids.size, self._device
+    def get(self, ids: np.ndarray) -> torch.Tensor:
+        """``(n, S)`` float64 snapshots of validated host ``ids``, rows in that order."""
+        L = self.layout
+        n, dev = ids.size, self.sim.device
         out = torch.zeros((n, L.width), dtype=torch.float64, device=dev)
         if not n:
             return out
         rows = torch.as_tensor(ids, device=dev)
-        out[:, :HEADER_WIDTH] = self._snapshot_header(L.width).to(dev)
-        out[:, L.time] = self._time[rows, None]
-        out[:, L.ctrl] = self.get_ctrl()[rows].to(torch.float64)
-        default = self._dr_default_qpos
-        out[:, L.default_qpos] = torch.as_tensor(
-            np.tile(self._info.qpos0, (n, 1)) if default is None else default[ids], device=dev)
-        if self._dr_force is not None:
-            out[:, L.force] = torch.as_tensor(self._dr_force[ids].reshape(n, -1), device=dev)
-            left = self._dr_force_left[ids]
+        out[:, :HEADER_WIDTH] = self.header(L.width).to(dev)
+        out[:, L.time] = self.book.time[rows, None]
+        out[:, L.ctrl] = self.book.clamped_ctrl(rows).to(torch.float64)
+        out[:, L.default_qpos] = torch.as_tensor(np.array(self.dr.env_default_qpos()[ids]), device=dev)
+        if self.dr.held_force is not None:
+            out[:, L.force] = torch.as_tensor(self.dr.held_force[ids].reshape(n, -1), device=dev)
+            left = self.dr.held_left[ids]
             out[:, L.force_left] = torch.as_tensor(np.where(np.isinf(left), -1.0, left), device=dev)
-        for name, (cols, shape) in L.fields.items():
-            table = self._dr_values.get(name)
-            values = (np.broadcast_to(self._dr_model_value(name), (n,) + shape) if table is None else table[ids])
-            out[:, cols] = torch.as_tensor(np.array(values).reshape(n, -1), device=dev)
-        out[:, L.engine] = torch.as_tensor(self._get_physics_state(ids), dtype=torch.float64).to(dev)
+        for name, (cols, _shape) in L.fields.items():
+            out[:, cols] = torch.as_tensor(np.array(self.dr.table_rows(name, ids)).reshape(n, -1), device=dev)
+        out[:, L.engine] = torch.as_tensor(self.engine.save_state(ids), dtype=torch.float64).to(dev)
         return out
 
-    def set_physics_state(self, env_ids: Any, state: Any) -> None:
-        """Restore snapshots: row i of ``state`` ``(n, S)`` into env ``env_ids[i]``.
-
-        Everything the snapshot holds is restored (state, time, controls,
-        per-env parameters, held forces) and the getters describe it at once.
-        Envs not named are untouched.
-
-        Raises:
-            SnapshotMismatchError: a row made by another backend, another model or
-                another layout version (move states between engines with
-                ``set_state`` or :meth:`set_named_state`).
-            InputShapeError / InputDTypeError: not ``(n, S)`` float64.
-            NonFiniteError: NaN or inf in a row (naming the env ids).
-            ValueRangeError: a state the divergence rule would flag at once, or
-                per-env parameters out of their physical bounds.
-        """
-        self._enter_mutation("set_physics_state")
-        L = self.snapshot_layout
-        ids = V.env_ids(env_ids, self.num_envs, host_ids=self._host_ids)
-        rows = self._snapshot_rows(state, ids.size, L)
+    def set(self, ids: np.ndarray, state: Any) -> np.ndarray:
+        """Restore rows ``state`` into validated host ``ids`` (row i into ``ids[i]``); everything is
+        checked before anything is written. Returns the sorted ids written."""
+        L = self.layout
+        rows = self.rows(state, ids.size, L)
         order = np.argsort(ids, kind="stable")
         ids, rows = ids[order], rows[torch.as_tensor(order)]
         n = ids.size
         if not n:
-            return
+            return ids
         bad = ~torch.isfinite(rows).all(1)
         if bool(bad.any()):
             raise NonFiniteError("state", ids[bad.numpy()])
-        prepared = self._snapshot_params(ids, {name: rows[:, cols].numpy().reshape((n,) + shape)
-                                               for name, (cols, shape) in L.fields.items()}, "state")
+        prepared = self.dr.prepare_values(ids, {name: rows[:, cols].numpy().reshape((n,) + shape)
+                                                for name, (cols, shape) in L.fields.items()}, "state")
         time = rows[:, L.time.start]
         if bool((time < 0).any()):
             raise ValueRangeError("state (time)", ids[(time < 0).numpy()], 0.0, problem="negative time")
@@ -315,36 +216,27 @@ class SnapshotMixin:
         if (left < -1).any() or ((left < 0) & (left != -1)).any():
             raise ValueRangeError("state (held force time)", ids[((left < 0) & (left != -1)).any(1)], 0.0,
                                   problem="held-force times that are neither >= 0 nor -1")
-        dev = self._device
+        dev = self.sim.device
         engine_rows = rows[:, L.engine].to(dev)
-        self._check_physics_state(ids, engine_rows)
+        qpos, qvel = self.engine.check_saved(ids, engine_rows)
+        self.check_state(ids, qpos, qvel)
         # everything is checked: write
-        self._dr_commit(prepared)
-        default = rows[:, L.default_qpos].numpy()
-        if self._dr_default_qpos is not None or not (default == self._info.qpos0).all():
-            if self._dr_default_qpos is None:
-                self._dr_default_qpos = np.broadcast_to(self._info.qpos0, (self.num_envs, self.nq)).copy()
-            self._dr_default_qpos[ids] = default
-        force, left = rows[:, L.force].numpy().reshape(n, -1, 6), rows[:, L.force_left].numpy()
-        if self._dr_force is not None or force.any():
-            if self._dr_force is None:
-                self._dr_force = np.zeros((self.num_envs, self._info.nbody, 6))
-                self._dr_force_left = np.zeros((self.num_envs, self._info.nbody))
-            self._dr_force[ids] = force
-            self._dr_force_left[ids] = np.where(left == -1, np.inf, left)
+        self.dr.commit(prepared)
+        force = rows[:, L.force].numpy().reshape(n, -1, 6)
+        self.dr.restore_rows(ids, rows[:, L.default_qpos].numpy(), force, np.where(left == -1, np.inf, left))
         dev_ids = torch.as_tensor(ids, device=dev)
-        self._time[dev_ids] = time.to(dev)
-        self._last_ctrl[dev_ids] = rows[:, L.ctrl].to(device=dev, dtype=self.hook_dtype)
-        self._set_physics_state(ids, engine_rows)
-        self._notify_write(ids, "set_physics_state")
+        self.book.time[dev_ids] = time.to(dev)
+        self.book.ctrl[dev_ids] = rows[:, L.ctrl].to(device=dev, dtype=self.book.dtype)
+        self.engine.restore_state(ids, engine_rows)
+        return ids
 
-    def _snapshot_header(self, width: int) -> torch.Tensor:
+    def header(self, width: int) -> torch.Tensor:
         """``(6,)`` float64: the header of this backend's snapshot rows."""
-        fp = self._info.fingerprint
-        return torch.tensor([MAGIC, LAYOUT_VERSION, backend_code(self.name), int(fp[:8], 16), int(fp[8:], 16),
+        fp = self.info.fingerprint
+        return torch.tensor([MAGIC, LAYOUT_VERSION, backend_code(self.sim.name), int(fp[:8], 16), int(fp[8:], 16),
                              width], dtype=torch.float64)
 
-    def _snapshot_rows(self, state: Any, n: int, L: SnapshotLayout) -> torch.Tensor:
+    def rows(self, state: Any, n: int, L: SnapshotLayout) -> torch.Tensor:
         """``state`` as a float64 CPU tensor ``(n, S)``, every row's header checked against this backend."""
         if isinstance(state, torch.Tensor):
             V.check_tensor_storage(state, "state")
@@ -358,7 +250,7 @@ class SnapshotMixin:
             t = torch.from_numpy(np.array(a))
         if t.ndim != 2 or t.shape[0] != n or t.shape[1] < HEADER_WIDTH:
             raise InputShapeError("state", (n, L.width), tuple(t.shape))
-        want = self._snapshot_header(L.width)
+        want = self.header(L.width)
         head = t[:, :HEADER_WIDTH]
 
         def rows_where(bad: torch.Tensor) -> str:
@@ -379,90 +271,50 @@ class SnapshotMixin:
             maker = _backend_named(code)
             raise SnapshotMismatchError(
                 f"{rows_where(bad)}: made by {f'backend {maker!r}' if maker else 'another backend'}, not"
-                f" {self.name!r}; a snapshot holds one engine's own state: move states between engines with"
+                f" {self.sim.name!r}; a snapshot holds one engine's own state: move states between engines with"
                 " set_state(qpos, qvel) or set_named_state")
         bad = (head[:, 3] != want[3]) | (head[:, 4] != want[4])
         if bool(bad.any()):
             fp = describe_snapshot(t[int(np.flatnonzero(bad.numpy())[0])]).fingerprint
             raise SnapshotMismatchError(f"{rows_where(bad)}: made from another model (fingerprint {fp or '?'});"
-                                        f" this backend's model is {self._info.fingerprint}")
+                                        f" this backend's model is {self.info.fingerprint}")
         if t.shape[1] != L.width or bool((head[:, 5] != want[5]).any()):
             raise InputShapeError("state", (n, L.width), tuple(t.shape))
         return t
 
-    def _snapshot_params(self, ids: np.ndarray, values: dict, argument: str) -> _Prepared:
-        """The per-env fields of ``values`` (``(n, ...)`` each) that differ from what the envs hold,
-        checked (bounds, backend support) and ready for ``_dr_commit``; nothing is written."""
-        p = _Prepared(ids=ids)
-        support = self._dr_support()
-        for name, rows in values.items():
-            rows = np.asarray(rows, np.float64)
-            table = self._dr_values.get(name)
-            current = (np.broadcast_to(self._dr_model_value(name), rows.shape) if table is None else table[ids])
-            if rows.shape != current.shape:
-                raise InputShapeError(f"{argument} ({name})", current.shape, rows.shape)
-            if np.array_equal(rows, current):
-                continue
-            terms = [k for k, spec in TERM_KINDS.items() if spec.field == name]
-            if not any(f"{k}:{phase}" in support for k in terms for phase in ("init", "reset", "interval")):
-                raise UnsupportedFeatureError(self.name, f"per-env {name}",
-                                              f"{argument} holds per-env values of {name} this backend cannot apply")
-            p.fields[name] = rows.copy()
-        self._dr_validate(p)
-        return p
-
     # ------------------------------------------------------------------
     # named states
     # ------------------------------------------------------------------
-    def get_named_state(self, env_ids: Any = None) -> NamedState:
-        """The :class:`~simbackend.state.NamedState` of envs ``env_ids`` (``None``: all): every body,
-        joint and actuator by name, the time and the per-env model parameters."""
-        self._check_open()
-        ids = V.env_ids(env_ids, self.num_envs, host_ids=self._host_ids)
-        rows = torch.as_tensor(ids, device=self._device)
-        info = self._info
+    def named(self, ids: np.ndarray) -> NamedState:
+        """The :class:`~simbackend.state.NamedState` of validated host ``ids``."""
+        sim, info = self.sim, self.info
+        dev = sim.device
+        rows = torch.as_tensor(ids, device=dev)
         bodies = np.arange(1, info.nbody)
-        qpos, qvel = self.get_qpos()[rows], self.get_qvel()[rows]
-        pos_cols = {j: self._joint_columns([j], velocity=False) for j in info.joint_names}
-        vel_cols = {j: self._joint_columns([j], velocity=True) for j in info.joint_names}
-        ctrl = self.get_ctrl()[rows]
-        n = ids.size
-        params = {}
-        for name in FIELDS:
-            table = self._dr_values.get(name)
-            model = self._dr_model_value(name)
-            values = np.broadcast_to(model, (n,) + model.shape) if table is None else table[ids]
-            params[name] = torch.as_tensor(np.array(values), device=self._device)
+        qpos, qvel = sim.get_qpos()[rows], sim.get_qvel()[rows]
+        ctrl = self.book.clamped_ctrl(rows)
+        params = {name: torch.as_tensor(np.array(self.dr.table_rows(name, ids)), device=dev) for name in FIELDS}
         return NamedState(
-            time=self._time[rows].clone(), body_names=tuple(info.body_names[1:]),
-            body_pos=self._body_pos_w(bodies)[rows], body_quat=self._body_quat_w(bodies)[rows],
-            body_lin_vel=self._body_lin_vel_w(bodies)[rows], body_ang_vel=self._body_ang_vel_w(bodies)[rows],
-            joint_pos={j: qpos[:, torch.as_tensor(c, device=self._device)] for j, c in pos_cols.items()},
-            joint_vel={j: qvel[:, torch.as_tensor(c, device=self._device)] for j, c in vel_cols.items()},
+            time=self.book.time[rows].clone(), body_names=tuple(info.body_names[1:]),
+            body_pos=sim.get_body_pos_w(bodies)[rows], body_quat=sim.get_body_quat_w(bodies)[rows],
+            body_lin_vel=sim.get_body_lin_vel_w(bodies)[rows], body_ang_vel=sim.get_body_ang_vel_w(bodies)[rows],
+            joint_pos={j: qpos[:, torch.as_tensor(joint_columns(info, k, False), device=dev)]
+                       for k, j in enumerate(info.joint_names)},
+            joint_vel={j: qvel[:, torch.as_tensor(joint_columns(info, k, True), device=dev)]
+                       for k, j in enumerate(info.joint_names)},
             actuator_ctrl={a: ctrl[:, k] for k, a in enumerate(info.actuator_names)},
             params=params, fingerprint=info.fingerprint,
         )
 
-    def set_named_state(self, env_ids: Any, state: NamedState, *, params: bool = True) -> None:
-        """Import a :class:`~simbackend.state.NamedState` into envs ``env_ids``, matching by name.
-
-        The joints' positions and velocities become the envs' state (as
-        ``set_state``: getters reflect it at once); time and controls are
-        restored; with ``params``, the per-env model parameters the state
-        carries are applied where they differ from what the envs hold (a
-        backend that cannot apply one raises ``UnsupportedFeatureError``).
-        Body poses are not inputs: they follow from the joints. The state must
-        name exactly this model's joints and actuators (a state from another
-        model raises ``UnknownNameError`` or ``InvalidArgumentError``).
-        """
-        self._enter_mutation("set_named_state")
+    def set_named(self, ids: np.ndarray, state: Any, params: Any) -> np.ndarray:
+        """Import a named state into validated host ``ids`` (see ``SimBackend.set_named_state``);
+        returns the sorted ids written."""
         if not isinstance(state, NamedState):
             raise ArgumentTypeError(f"state: expected a NamedState, got {type(state).__name__}"
                                     " (NamedState.from_dict reads a dict)")
         if not isinstance(params, bool):
             raise ArgumentTypeError(f"params: expected a bool, got {type(params).__name__}")
-        ids = V.env_ids(env_ids, self.num_envs, host_ids=self._host_ids)
-        info, n = self._info, ids.size
+        info, n = self.info, ids.size
         if state.num_envs != n:
             raise InputShapeError("state (rows)", (n,), (state.num_envs,))
         for kind, given, known in (("joint", state.joint_names, info.joint_names),
@@ -476,13 +328,13 @@ class SnapshotMixin:
                                            f" every {kind} of the model")
         qpos = torch.zeros((n, info.nq), dtype=torch.float64)
         qvel = torch.zeros((n, info.nv), dtype=torch.float64)
-        for j in info.joint_names:
+        for k, j in enumerate(info.joint_names):
             for table, out, velocity, what in ((state.joint_pos, qpos, False, "joint_pos"),
                                                (state.joint_vel, qvel, True, "joint_vel")):
-                cols = self._joint_columns([j], velocity=velocity)
+                cols = joint_columns(info, k, velocity)
                 v = table[j].detach().to("cpu", torch.float64).reshape(n, -1)
                 if v.shape[1] != cols.size:
-                    t = int(info.joint_type[info.joint_names.index(j)])
+                    t = int(info.joint_type[k])
                     kind = "free" if t == JOINT_FREE else "ball" if t == JOINT_BALL else "hinge/slide"
                     raise InputShapeError(f"state.{what}[{j!r}] ({kind} joint)", (n, cols.size), tuple(v.shape))
                 out[:, torch.as_tensor(cols)] = v
@@ -494,49 +346,18 @@ class SnapshotMixin:
                             for a in info.actuator_names], 1) if info.nu else torch.zeros((n, 0), dtype=torch.float64)
         if not bool(torch.isfinite(ctrl).all()):
             raise NonFiniteError("state.actuator_ctrl", ids[(~torch.isfinite(ctrl).all(1)).numpy()])
-        prepared = _Prepared(ids=np.sort(ids))
+        prepared = Prepared(ids=np.sort(ids))
         if params and state.params:
             unknown = sorted(set(state.params) - set(FIELDS))
             if unknown:
                 raise UnknownNameError("per-env parameter", unknown[0], FIELDS)
             order = np.argsort(ids, kind="stable")
             values = {k: v.detach().cpu().numpy().astype(np.float64)[order] for k, v in state.params.items()}
-            prepared = self._snapshot_params(ids[order], values, "state.params")
-        with self._quiet():  # one notification, for the whole import
-            self.set_state(ids, qpos, qvel)  # validates the state before writing anything
-        self._dr_commit(prepared)
-        dev_ids = torch.as_tensor(ids, device=self._device)
-        self._time[dev_ids] = time.to(self._device)
-        self._last_ctrl[dev_ids] = ctrl.to(device=self._device, dtype=self.hook_dtype)
-        self._notify_write(np.sort(ids), "set_named_state")
-
-    # ------------------------------------------------------------------
-    # backend hooks
-    # ------------------------------------------------------------------
-    def _physics_state_width(self) -> int:
-        """Columns of the engine's block of a snapshot (backends declaring ``snapshot_restore``)."""
-        raise UnsupportedFeatureError(self.name, "snapshot_restore")
-
-    def _get_physics_state(self, env_ids: np.ndarray) -> Any:
-        """``(n, k)`` float64 (numpy or tensor) engine state of sorted-or-not host ``env_ids``."""
-        raise UnsupportedFeatureError(self.name, "snapshot_restore")
-
-    def _check_physics_state(self, env_ids: np.ndarray, rows: torch.Tensor) -> None:
-        """Raise (naming the env ids) if engine rows ``(n, k)`` (finite, float64 on the device) cannot
-        be restored: e.g. a state the divergence rule would flag at once. Writes nothing."""
-        raise UnsupportedFeatureError(self.name, "snapshot_restore")
-
-    def _check_snapshot_state(self, env_ids: np.ndarray, qpos: Any, qvel: Any) -> None:
-        """For backends' :meth:`_check_physics_state`: the checks ``set_state`` applies (divergence
-        bounds, zero quaternions) on a snapshot's ``qpos (n, nq)`` / ``qvel (n, nv)``."""
-        dt = self.hook_dtype
-        qpos = torch.as_tensor(qpos, dtype=dt, device=self._device)
-        qvel = torch.as_tensor(qvel, dtype=dt, device=self._device)
-        _, zero = self._normalised_quaternions(qpos)
-        self._check_values(env_ids, [("state (qpos)", qpos, MAX_QPOS, None), ("state (qvel)", qvel, MAX_QVEL, None),
-                                     ("state (qpos)", zero, "zero quaternion", None)])
-
-    def _set_physics_state(self, env_ids: np.ndarray, rows: torch.Tensor) -> None:
-        """Restore checked engine rows ``(n, k)`` into sorted host ``env_ids``; make getters current.
-        The per-env parameters are already restored (``_write_env_params``)."""
-        raise UnsupportedFeatureError(self.name, "snapshot_restore")
+            prepared = self.dr.prepare_values(ids[order], values, "state.params")
+        self.sim.set_state(ids, qpos, qvel)  # validates the state before writing anything (notified once, by the caller)
+        self.dr.commit(prepared)
+        dev = self.sim.device
+        dev_ids = torch.as_tensor(ids, device=dev)
+        self.book.time[dev_ids] = time.to(dev)
+        self.book.ctrl[dev_ids] = ctrl.to(device=dev, dtype=self.book.dtype)
+        return np.sort(ids)

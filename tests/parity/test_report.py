@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from simbackend import parity
-from simbackend.backends.mujoco import MuJoCoBackend
+from simbackend.backends.mujoco import MuJoCoEngine
+from simbackend.contract import SimBackend
 from simbackend.errors import InvalidArgumentError, ModelLoadError
 from simbackend.models import builtin_model_path, builtin_models
 from simbackend.parity import ParityReport, ParityRow, run_parity
@@ -25,32 +26,32 @@ KICK_STEP = 100
 KICK = 0.05
 
 
-class KickedElbow(MuJoCoBackend):
+class KickedElbow(MuJoCoEngine):
     """MuJoCo, but the 'elbow' joint jumps by KICK rad once KICK_STEP substeps have been taken."""
 
     name = "parity-kicked"
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
+    def __init__(self, build):
+        super().__init__(build)
         self._taken = 0
-        self._elbow = int(self.get_joint_qpos_indices("elbow")[0])
+        self._elbow = int(self.info.joint_qposadr[self.info.joint_names.index("elbow")])
 
-    def _step(self, ctrl, nsteps, hold=None):
-        diverged = super()._step(ctrl, nsteps, hold)
+    def step(self, ctrl, nsteps, forces):
+        failed = super().step(ctrl, nsteps, forces)
         before, self._taken = self._taken, self._taken + nsteps
         if before < KICK_STEP <= self._taken:
             self._qpos[:, self._elbow] += KICK
-        return diverged
+        return failed
 
 
-class HeavyLowerLink(MuJoCoBackend):
+class HeavyLowerLink(MuJoCoEngine):
     """MuJoCo with the double pendulum's lower link twice as heavy, in the engine and in model_fields."""
 
     name = "parity-heavy"
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._link = self.body_names.index("lower_link")
+    def __init__(self, build):
+        super().__init__(build)
+        self._link = self.info.body_names.index("lower_link")
         self.batch.expand("body_mass")[:, self._link] *= 2.0
 
     def model_fields(self):
@@ -59,16 +60,16 @@ class HeavyLowerLink(MuJoCoBackend):
         return fields
 
 
-class ShiftedTip(MuJoCoBackend):
+class ShiftedTip(MuJoCoEngine):
     """MuJoCo reporting site 'tip' 1 mm too high."""
 
     name = "parity-shifted"
 
-    def _site_pos_w(self, ids):
-        out = super()._site_pos_w(ids)
-        tip = self.site_names.index("tip")
-        out[:, ids == tip, 2] += 1e-3
-        return out
+    def site_pose(self, ids):
+        pos, quat = super().site_pose(ids)
+        pos = pos.copy()
+        pos[:, ids == self.info.site_names.index("tip"), 2] += 1e-3
+        return pos, quat
 
 
 @pytest.fixture
@@ -198,7 +199,7 @@ def test_report_is_strict_json_and_orders_failures():
 
 
 def test_random_configurations_respect_ranges():
-    with MuJoCoBackend("arm7", 1) as sim:
+    with SimBackend(MuJoCoEngine, "arm7", 1) as sim:
         info = sim.info
     qpos = parity.random_configurations(info, 200, np.random.default_rng(3))
     lo, hi = info.joint_range[info.dof_joints].T
@@ -217,7 +218,7 @@ def test_device_goes_to_the_backend_under_test_and_options_to_both():
 
     def recording(model, num_envs, **kwargs):
         built.append(kwargs)
-        return MuJoCoBackend(model, num_envs, **kwargs)
+        return SimBackend(MuJoCoEngine, model, num_envs, **kwargs)
 
     register_backend("parity-recording", recording)
     try:

@@ -45,7 +45,7 @@ def _write(tmp_path: Path, text: str) -> str:
 
 def test_registered_by_entry_point_not_by_the_core() -> None:
     assert "motrix" in available_backends()
-    assert backend_provider("motrix").startswith("simbackend_motrix:MotrixBackend (simbackend-motrix ")
+    assert backend_provider("motrix").startswith("simbackend_motrix:MotrixEngine (simbackend-motrix ")
 
 
 def test_unnamed_elements_free_and_ball_joints_map_with_wxyz(tmp_path: Path) -> None:
@@ -65,7 +65,7 @@ def test_unnamed_elements_free_and_ball_joints_map_with_wxyz(tmp_path: Path) -> 
     base = sim.get_body_quat_w(sim.get_body_ids("base"))[:, 0].numpy()
     sign = np.sign((base * qpos[:, 3:7]).sum(1, keepdims=True))  # q and -q are one rotation
     np.testing.assert_allclose(base * sign, qpos[:, 3:7], atol=1e-6)
-    raw = sim.data.dof_pos  # Motrix's own layout: the floating base's quaternion is xyzw
+    raw = sim.engine.data.dof_pos  # Motrix's own layout: the floating base's quaternion is xyzw
     np.testing.assert_allclose(raw[:, 3:7], qpos[:, [4, 5, 6, 3]], atol=1e-6)
 
 
@@ -116,10 +116,10 @@ def test_randomized_values_survive_a_full_set_state() -> None:
         {"kind": "gravity", "phase": "init", "operation": "add",
          "distribution": {"kind": "uniform", "low": [-1, -1, 0], "high": [1, 1, 0]}}]})
     sim.apply_init_randomization(plan)
-    mass, gravity = sim._read_env_params("body_mass"), sim._read_env_params("gravity")
+    mass, gravity = sim.engine.read_params("body_mass"), sim.engine.read_params("gravity")
     sim.set_state(None, sim.get_qpos())
-    np.testing.assert_array_equal(sim._read_env_params("body_mass"), mass)
-    np.testing.assert_array_equal(sim._read_env_params("gravity"), gravity)
+    np.testing.assert_array_equal(sim.engine.read_params("body_mass"), mass)
+    np.testing.assert_array_equal(sim.engine.read_params("gravity"), gravity)
     assert np.ptp(mass[:, 1]) > 0 and np.ptp(gravity[:, 0]) > 0
 
 
@@ -151,11 +151,11 @@ def test_inertia_with_rotated_principal_axes_reads_back_and_randomizes(tmp_path:
     sim = make_backend("motrix", _write(tmp_path, xml), 2)
     rod = sim.info.body_names.index("rod")
     assert not np.allclose(sim.info.body_iquat[rod], [1, 0, 0, 0], atol=1e-3)
-    np.testing.assert_allclose(sim._read_env_params("body_inertia")[:, rod], np.tile(sim.info.body_inertia[rod], (2, 1)),
+    np.testing.assert_allclose(sim.engine.read_params("body_inertia")[:, rod], np.tile(sim.info.body_inertia[rod], (2, 1)),
                                rtol=1e-5)
     sim.apply_init_randomization(RandomizationPlan((Term("body_inertia", Distribution.fixed([1.5]),
                                                          operation="scale", targets=("rod",)),), seed=0))
-    np.testing.assert_allclose(sim._read_env_params("body_inertia")[:, rod],
+    np.testing.assert_allclose(sim.engine.read_params("body_inertia")[:, rod],
                                np.tile(1.5 * sim.info.body_inertia[rod], (2, 1)), rtol=1e-5)
     fields = sim.model_fields()["body_inertia"][rod]
     assert abs(fields[0, 1] - 0.05) < 1e-6 and abs(fields[0, 2] + 0.02) < 1e-6 and abs(fields[1, 2] - 0.01) < 1e-6

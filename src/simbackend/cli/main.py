@@ -445,7 +445,7 @@ def run(
         controls = RandomControls(backend, seed)
         frames = VideoCapture(backend, video_path, video_every, video_fps, steps) if video_path else None
 
-        threads = getattr(backend, "nthread", None)
+        threads = getattr(backend.engine, "nthread", None)  # engines that run a thread pool say how big
         console.print(
             Text(sim, style="bold") + Text(f" | {model} | {num_envs} envs x {steps} steps x {nsteps} substeps")
         )

@@ -28,7 +28,7 @@ from simbackend.errors import (
     UnknownNameError,
     UnsupportedFeatureError,
 )
-from simbackend.readout import grid_offsets
+from simbackend.scanner import grid_offsets
 
 #: a floor, a 0.5 m step at x in [0.5, 1.5], a visual-only box, and a free "robot" sphere at z = 2
 TERRAIN_MJCF = """

@@ -1,4 +1,4 @@
-"""Pictures of a backend through the contract: :class:`PlaybackMixin`, a mixin of ``SimBackend``.
+"""Pictures of a backend through the contract: :class:`Playback`, the front end's picture service.
 
 Written only against the contract (``get_qpos``, ``info``, ``num_envs``,
 ``device``, ``name``), so every backend gets it: the images are drawn by
@@ -41,7 +41,7 @@ from simbackend.errors import ArgumentTypeError, InvalidArgumentError, Unsupport
 if TYPE_CHECKING:  # imports mujoco: only when rendering
     from simbackend.playback.render import Renderer
 
-__all__ = ["PlayCapabilities", "PlaybackMixin", "CAMERA_MODES"]
+__all__ = ["PlayCapabilities", "Playback", "CAMERA_MODES"]
 
 #: what ``get_camera_images`` (rgb, depth, segmentation) and ``get_point_cloud`` can give
 CAMERA_MODES = ("rgb", "depth", "segmentation", "point_cloud")
@@ -79,20 +79,28 @@ def _video_available() -> bool:
     return importlib.util.find_spec("imageio") is not None and importlib.util.find_spec("imageio_ffmpeg") is not None
 
 
-class PlaybackMixin:
-    """Images, camera observations and point clouds of :class:`~simbackend.contract.SimBackend`.
+class Playback:
+    """Images, camera observations and point clouds of one backend (the public calls are ``SimBackend``'s).
 
     Renderers (one OpenGL context each) are created on first use, one per image
-    size, kept on the backend and freed by :meth:`_close_playback` (which the
-    backend's ``close()`` calls).
+    size, kept here and freed by :meth:`close` (which the backend's ``close()``
+    calls). Every argument is checked before anything is rendered.
+
+    Args:
+        sim: the front end (its model description and ``get_qpos``).
+        host_ids: the front end's host copies of the id tensors it returned.
     """
+
+    def __init__(self, sim: Any, host_ids: V.HostIds):
+        self.sim = sim
+        self.host_ids = host_ids
+        self.renderers: "OrderedDict[tuple[int, int], Renderer]" = OrderedDict()
 
     # ------------------------------------------------------------------
     # capabilities
     # ------------------------------------------------------------------
-    def get_play_capabilities(self) -> PlayCapabilities:
-        """What pictures this backend can give; see :class:`PlayCapabilities`. Creates no GL context."""
-        self._check_open()
+    def capabilities(self) -> PlayCapabilities:
+        """What pictures the backend can give; creates no GL context."""
         absent: dict[str, str] = {}
         reason = self._mujoco_renderer_absent()
         renderers: tuple[str, ...] = ()
@@ -101,24 +109,16 @@ class PlaybackMixin:
             from simbackend.playback import render as R  # noqa: PLC0415 - imports mujoco
 
             renderers = ("mujoco",)
-            cameras = (*R.camera_names(self.info.compiled), R.FREE)
+            cameras = (*R.camera_names(self.sim.info.compiled), R.FREE)
         else:
             absent["mujoco"] = reason
-        extra = self._play_renderers_absent()
-        if not isinstance(extra, Mapping):
-            raise ArgumentTypeError(f"_play_renderers_absent: expected a dict, got {type(extra).__name__}")
-        absent.update({str(k): str(v) for k, v in extra.items()})
+        absent.update(dict(self.sim.capabilities.renderers_absent))
         return PlayCapabilities(renderers=renderers, camera_modes=CAMERA_MODES if renderers else (),
                                 cameras=cameras, tiled=bool(renderers), video=_video_available(),
                                 absent=dict(absent))
 
-    def _play_renderers_absent(self) -> dict[str, str]:
-        """Renderers this backend could offer but cannot here, with a one-line reason each
-        (added to :attr:`PlayCapabilities.absent`). Backends override it; default: none."""
-        return {}
-
     def _mujoco_renderer_absent(self) -> Optional[str]:
-        if getattr(self.info, "compiled", None) is None:
+        if getattr(self.sim.info, "compiled", None) is None:
             return "the backend's model info carries no compiled MuJoCo model (info.compiled is None)"
         from simbackend.playback import render as R  # noqa: PLC0415 - imports mujoco
 
@@ -127,123 +127,72 @@ class PlaybackMixin:
     # ------------------------------------------------------------------
     # pictures
     # ------------------------------------------------------------------
-    def render(self, env_ids: Any = None, *, camera: Any = "free", width: int = 320, height: int = 240,
-               tile: bool = False, spacing: Optional[float] = None) -> torch.Tensor:
-        """Pictures of envs at their current state.
-
-        Args:
-            env_ids: envs to draw (ids or a ``(N,)`` bool mask; ``None``: all), in that order.
-            camera: a model camera name or id, ``"free"`` (frames the model, or with
-                ``tile`` the whole grid) or a :class:`~simbackend.playback.render.FreeCamera`.
-            width, height: image size, pixels.
-            tile: draw the chosen envs side by side in ONE scene and picture, env ``k``
-                of the list shifted by ``tile_offsets(n, spacing)[k]`` (a grid along
-                +x and +y, the first env in place); the floor is drawn once.
-            spacing: metres between neighbouring envs of a tiled view (default
-                ``1.1 * model extent``).
-
-        Returns:
-            ``(n, H, W, 3)`` uint8, or ``(H, W, 3)`` with ``tile=True``, on ``backend.device``.
-
-        Raises:
-            UnsupportedFeatureError: the backend carries no compiled MuJoCo model.
-            RenderingError: no OpenGL context can be created here.
-        """
-        self._check_open()
+    def render(self, env_ids: Any, camera: Any, width: int, height: int, tile: Any, spacing: Any) -> torch.Tensor:
+        """See ``SimBackend.render``."""
         R = self._render_module()
         width = R.check_image_size(width, "width")
         height = R.check_image_size(height, "height")
-        R.resolve_camera(self.info.compiled, camera)
+        R.resolve_camera(self.sim.info.compiled, camera)
         if not isinstance(tile, (bool, np.bool_)):
             raise ArgumentTypeError(f"tile: expected a bool, got {type(tile).__name__} {tile!r}")
         spacing = R.check_spacing(spacing)
         if spacing is not None and not tile:
             raise InvalidArgumentError("spacing: only used with tile=True")
-        ids = V.env_ids(env_ids, self.num_envs, host_ids=self._host_ids)
+        ids = V.env_ids(env_ids, self.sim.num_envs, host_ids=self.host_ids)
         if tile and ids.size == 0:
             raise InvalidArgumentError("env_ids: a tiled view needs at least one env, got none")
-        renderer = self._playback_renderer(width, height)
-        qpos = self._playback_qpos(ids)
+        renderer = self.renderer(width, height)
+        qpos = self._qpos(ids)
+        device = self.sim.device
         if tile:
-            return renderer.render_tiled(qpos, camera, modes=("rgb",), spacing=spacing, device=self.device)["rgb"]
-        return renderer.render(qpos, camera, modes=("rgb",), device=self.device)["rgb"]
+            return renderer.render_tiled(qpos, camera, modes=("rgb",), spacing=spacing, device=device)["rgb"]
+        return renderer.render(qpos, camera, modes=("rgb",), device=device)["rgb"]
 
-    def get_camera_images(self, cameras: Any, env_ids: Any = None, *, modes: Any = ("rgb",), width: int = 320,
-                          height: int = 240, segmentation: str = "geom") -> dict[str, dict[str, torch.Tensor]]:
-        """Camera observations of envs at their current state.
-
-        Args:
-            cameras: a camera (model camera name or id, ``"free"``, a ``FreeCamera``), a
-                sequence of cameras, or a mapping ``{key: camera}`` naming them.
-            env_ids: envs (ids or a ``(N,)`` bool mask; ``None``: all), in that order.
-            modes: ``"rgb"``, ``"depth"``, ``"segmentation"`` or a sequence of them.
-            width, height: image size, pixels.
-            segmentation: ``"geom"`` (geom ids) or ``"body"`` (body ids).
-
-        Returns:
-            ``{camera key: {mode: tensor}}``, keys the camera names (``"free"`` for a free
-            camera) or the mapping's keys: ``rgb`` ``(n, H, W, 3)`` uint8, ``depth``
-            ``(n, H, W, 1)`` float32 metres along the optical axis (``inf``: nothing hit),
-            ``segmentation`` ``(n, H, W, 1)`` int32 (-1: background or not a geom).
-        """
-        self._check_open()
+    def camera_images(self, cameras: Any, env_ids: Any, modes: Any, width: int, height: int,
+                      segmentation: str) -> dict[str, dict[str, torch.Tensor]]:
+        """See ``SimBackend.get_camera_images``."""
         R = self._render_module()
-        cams = self._playback_cameras(cameras)
+        cams = self._cameras(cameras)
         if isinstance(modes, (list, tuple)) and "point_cloud" in modes or modes == "point_cloud":
             raise InvalidArgumentError("modes: 'point_cloud' is not an image; call get_point_cloud(cameras, ...)")
         modes = R.check_modes(modes)
         renderer, qpos, kind = self._camera_call(R, env_ids, width, height, segmentation)
-        return {key: renderer.render(qpos, cam, modes=modes, segmentation=kind, device=self.device)
+        return {key: renderer.render(qpos, cam, modes=modes, segmentation=kind, device=self.sim.device)
                 for key, cam in cams.items()}
 
-    def get_point_cloud(self, cameras: Any, env_ids: Any = None, *, width: int = 320, height: int = 240,
-                        segmentation: str = "geom") -> dict[str, torch.Tensor]:
-        """Points the cameras see, fused, in the world frame, for envs at their current state.
-
-        Args:
-            cameras: a camera or a sequence (or mapping) of cameras, as :meth:`get_camera_images`.
-            env_ids: envs (``None``: all), in that order.
-            width, height: each camera's image size, pixels.
-            segmentation: ``"geom"`` or ``"body"`` ids for the ``segmentation`` field.
-
-        Returns:
-            ``xyz`` ``(n, P, 3)`` float32 world-frame metres (0 where invalid), ``rgb``
-            ``(n, P, 3)`` uint8, ``segmentation`` ``(n, P)`` int32 and ``valid`` ``(n, P)``
-            bool (False where nothing was hit), ``P = cameras * H * W``, each camera's pixels
-            row-major in turn. ManiSkill's ``pointcloud`` gives ``xyzw`` with ``w = 0`` for
-            points at infinity instead of the mask (see :mod:`simbackend.playback.render`).
-        """
-        self._check_open()
+    def point_cloud(self, cameras: Any, env_ids: Any, width: int, height: int,
+                    segmentation: str) -> dict[str, torch.Tensor]:
+        """See ``SimBackend.get_point_cloud``."""
         R = self._render_module()
-        cams = self._playback_cameras(cameras)
+        cams = self._cameras(cameras)
         renderer, qpos, kind = self._camera_call(R, env_ids, width, height, segmentation)
-        return renderer.point_cloud(qpos, list(cams.values()), segmentation=kind, device=self.device)
+        return renderer.point_cloud(qpos, list(cams.values()), segmentation=kind, device=self.sim.device)
 
     def _camera_call(self, R: Any, env_ids: Any, width: Any, height: Any, segmentation: Any) -> tuple:
         """The checked common arguments of the camera calls: ``(renderer, qpos (n, nq), segmentation kind)``."""
         width = R.check_image_size(width, "width")
         height = R.check_image_size(height, "height")
         kind = R.check_segmentation(segmentation)
-        ids = V.env_ids(env_ids, self.num_envs, host_ids=self._host_ids)
-        return self._playback_renderer(width, height), self._playback_qpos(ids), kind
+        ids = V.env_ids(env_ids, self.sim.num_envs, host_ids=self.host_ids)
+        return self.renderer(width, height), self._qpos(ids), kind
 
     # ------------------------------------------------------------------
     # helpers
     # ------------------------------------------------------------------
     def _render_module(self) -> Any:
         """The renderer module, once the backend is known to carry its compiled model."""
-        if getattr(self.info, "compiled", None) is None:
-            raise UnsupportedFeatureError(self.name, "rendering",
+        if getattr(self.sim.info, "compiled", None) is None:
+            raise UnsupportedFeatureError(self.sim.name, "rendering",
                                           "the backend's model info carries no compiled MuJoCo model")
         from simbackend.playback import render as R  # noqa: PLC0415 - imports mujoco
 
         return R
 
-    def _playback_cameras(self, cameras: Any) -> "OrderedDict[str, Any]":
+    def _cameras(self, cameras: Any) -> "OrderedDict[str, Any]":
         """``{key: camera}`` after checking every camera (names resolved, keys distinct)."""
         from simbackend.playback import render as R  # noqa: PLC0415
 
-        model = self.info.compiled
+        model = self.sim.info.compiled
         if isinstance(cameras, Mapping):
             if not cameras:
                 raise InvalidArgumentError("cameras: expected at least one camera, got an empty mapping")
@@ -268,18 +217,16 @@ class PlaybackMixin:
             out[key] = cam
         return out
 
-    def _playback_qpos(self, ids: np.ndarray) -> torch.Tensor:
+    def _qpos(self, ids: np.ndarray) -> torch.Tensor:
         """``(n, nq)`` current qpos of envs ``ids``."""
-        qpos = self.get_qpos()
-        if ids.size == self.num_envs and np.array_equal(ids, np.arange(self.num_envs)):
+        qpos = self.sim.get_qpos()
+        if ids.size == self.sim.num_envs and np.array_equal(ids, np.arange(self.sim.num_envs)):
             return qpos
         return qpos[torch.as_tensor(ids, device=qpos.device)]
 
-    def _playback_renderer(self, width: int, height: int) -> "Renderer":
+    def renderer(self, width: int, height: int) -> "Renderer":
         """The renderer of this size (created on first use; at most ``MAX_CACHED_RENDERERS`` kept)."""
-        cache: Optional[OrderedDict] = self.__dict__.get("_playback_renderers")
-        if cache is None:
-            cache = self.__dict__["_playback_renderers"] = OrderedDict()
+        cache = self.renderers
         key = (int(width), int(height))
         renderer = cache.get(key)
         if renderer is not None and not renderer.closed:
@@ -287,18 +234,16 @@ class PlaybackMixin:
             return renderer
         from simbackend.playback import render as R  # noqa: PLC0415
 
-        renderer = R.Renderer(self.info.compiled, width, height)
+        renderer = R.Renderer(self.sim.info.compiled, width, height)
         cache[key] = renderer
         while len(cache) > MAX_CACHED_RENDERERS:
             _, oldest = cache.popitem(last=False)
             oldest.close()
         return renderer
 
-    def _close_playback(self) -> None:
-        """Free every renderer this backend created (idempotent; the backend's ``close()`` calls it)."""
-        cache = self.__dict__.pop("_playback_renderers", None)
-        if not cache:
-            return
+    def close(self) -> None:
+        """Free every renderer created (idempotent; the backend's ``close()`` calls it)."""
+        cache, self.renderers = self.renderers, OrderedDict()
         errors = []
         for renderer in cache.values():
             try:

@@ -57,7 +57,7 @@ import numpy as np
 import torch
 
 from simbackend import _validate as V
-from simbackend.errors import ArgumentTypeError, InvalidArgumentError, SnapshotMismatchError
+from simbackend.errors import ArgumentTypeError, BackendClosedError, InvalidArgumentError, SnapshotMismatchError
 from simbackend.model_info import JOINT_BALL, JOINT_FREE
 from simbackend.state import BODY_FIELDS, NamedState
 
@@ -128,9 +128,11 @@ class Recorder:
 
         if not isinstance(sim, SimBackend):
             raise ArgumentTypeError(f"sim: expected a SimBackend, got {type(sim).__name__}")
-        sim._check_open()
+        if sim.closed:
+            raise BackendClosedError(f"sim: backend {sim.name!r} is closed")
         self.path = check_output_path(path, "path", SUFFIXES, overwrite)
-        ids = V.env_ids(env_ids, sim.num_envs, host_ids=sim._host_ids)
+        ids = V.env_ids(env_ids, sim.num_envs)
+        ids.flags.writeable = False  # the backend validates a read-only id array once (every step reads these rows)
         if not ids.size:
             raise InvalidArgumentError("env_ids: no env to record")
         self.chunk_rows = V.positive_int(chunk_rows, "chunk_rows")
@@ -247,8 +249,11 @@ class Recorder:
         i = self._nrow_buf
         b = self._row_buf
         b["nsteps"][i] = nsteps
-        # the getters' values of the recorded rows only (SimBackend._rows_now: fewest tensor calls)
-        b["time"][i], b["qpos"][i], b["qvel"][i], b["ctrl"][i] = sim._rows_now(ids)
+        # the getters' values of the recorded rows only
+        b["time"][i] = sim.get_time(ids).cpu().numpy()
+        b["qpos"][i] = sim.get_qpos(ids).cpu().numpy()
+        b["qvel"][i] = sim.get_qvel(ids).cpu().numpy()
+        b["ctrl"][i] = sim.get_ctrl(ids).cpu().numpy()
         b["diverged"][i] = diverged
         self._nrow_buf += 1
         self.rows_written += 1

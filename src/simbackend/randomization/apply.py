@@ -1,47 +1,51 @@
-"""How a plan reaches a backend: resolution, sampling, validation, then one write.
+"""How a plan reaches an engine: resolution, sampling, validation, then one write.
 
-:class:`RandomizationMixin` is part of :class:`~simbackend.contract.SimBackend`.
+:class:`Randomizer` is the front end's domain-randomization service: it keeps
+the per-env parameters, draw counters, default poses and held forces, and
+reaches the engine only through its public members (``capabilities``,
+``read_params``, ``write_params``, ``read_state``, ``write_state``).
 Applying a plan's terms of one phase to some envs runs in two steps:
 
-1. **prepare** (no writes): check every term against the backend's declared
+1. **prepare** (no writes): check every term against the engine's declared
    support for the phase, resolve targets (cached per term), draw the values
    (:mod:`.sampling`), compose the envs' new per-env model fields from the
    **model's** values, and validate them (positive masses and inertias,
    non-negative friction, damping, armature, frictionloss and gains, float32
    range). Any failure raises here, and nothing has changed.
-2. **commit**: one call of the backend's ``_write_env_params`` hook with the
-   complete new rows of every field touched, then the contract's own terms
-   (the per-env default pose, pushes through the state, held forces), then
-   the draw counters advance.
+2. **commit**: one ``Engine.write_params`` call with the complete new rows
+   of every field touched, then the contract's own terms (the per-env default
+   pose, pushes through the state, held forces), then the draw counters
+   advance.
 
-Per-env model fields have engine-neutral names (:data:`FIELDS`); a backend
-implements ``_write_env_params(env_ids, values)`` and
-``_read_env_params(field)`` for the fields of the terms it declares in
-``capabilities.domain_randomization`` (entries ``"<term>:<phase>"``).
+Per-env model fields have engine-neutral names (:data:`FIELDS`); an engine
+implements ``write_params(env_ids, values)`` and ``read_params(field)`` for
+the fields of the terms it declares in ``capabilities.domain_randomization``
+(entries ``"<term>:<phase>"``).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 import torch
 
 from simbackend import _validate as V
 from simbackend.divergence import MAX_QVEL
+from simbackend.engine import Engine
 from simbackend.errors import (
     ArgumentTypeError,
     IndexRangeError,
+    InputShapeError,
     InvalidArgumentError,
-    NonFiniteError,
     UnknownNameError,
     UnsupportedFeatureError,
     ValueRangeError,
 )
 from simbackend.math import quat_apply_inverse
-from simbackend.model_info import JOINT_BALL, JOINT_FREE, JOINT_HINGE, JOINT_SLIDE
+from simbackend.model_info import JOINT_BALL, JOINT_FREE, JOINT_HINGE, JOINT_SLIDE, ModelInfo
 
 from .plan import FRICTION_COMPONENTS, PHASES, TERM_KINDS, RandomizationPlan, Term
 from .sampling import draw, uniforms
@@ -82,8 +86,20 @@ def core_dr_support(body_forces: bool) -> frozenset[str]:
     return frozenset(f"{t}:{p}" for t in terms for p in PHASES)
 
 
+class ActuatorGains(NamedTuple):
+    """Per-actuator servo gains, ``(nu,)`` each (``(N, nu)`` per env).
+
+    ``kp``: position gain (force per unit position error) of position
+    actuators, 0 for the others. ``kv``: velocity gain (damping) of position
+    and velocity actuators, 0 for motors.
+    """
+
+    kp: torch.Tensor
+    kv: torch.Tensor
+
+
 @dataclass
-class _Prepared:
+class Prepared:
     """Everything one application writes, computed and validated before any write."""
 
     ids: np.ndarray                                    # (n,) sorted env ids
@@ -96,181 +112,73 @@ class _Prepared:
     dropped: list = field(default_factory=list)
 
 
-class RandomizationMixin:
-    """Domain randomization members of :class:`~simbackend.contract.SimBackend`."""
+class Randomizer:
+    """The domain-randomization service of one backend (see the module docstring).
+
+    Attributes (read by the snapshot service, written only here):
+        values: field -> ``(N, ...)`` float64 per-env table of every field written so far.
+        default_qpos: ``(N, nq)`` per-env default configuration once a term changed it, else ``None``.
+        held_force: ``(N, nbody, 6)`` world force and torque of ``body_force`` terms, or ``None``.
+        held_left: ``(N, nbody)`` seconds each held force has left (``inf``: until replaced), or ``None``.
+        counts: plan stream key -> ``(N,)`` draws made per env.
+    """
+
+    def __init__(self, info: ModelInfo, num_envs: int, device: torch.device, engine: Engine):
+        self.info, self.num_envs, self.device, self.engine = info, num_envs, device, engine
+        self.dtype = engine.dtype
+        self.counts: dict[int, np.ndarray] = {}
+        self._resolved: dict[tuple, np.ndarray] = {}
+        self.values: dict[str, np.ndarray] = {}
+        self.default_qpos: Optional[np.ndarray] = None
+        self.held_force: Optional[np.ndarray] = None
+        self.held_left: Optional[np.ndarray] = None
 
     # ------------------------------------------------------------------
-    # public API
+    # what the engine supports, and the values it holds
     # ------------------------------------------------------------------
-    def get_dr_capabilities(self) -> dict[str, frozenset[str]]:
-        """``{term kind: phases}`` this backend (on this device) applies; absent kinds are unsupported."""
-        self._check_open()
+    def support(self) -> frozenset[str]:
+        """Every ``"<term>:<phase>"`` entry the backend applies: the engine's and the contract's own."""
+        caps = self.engine.capabilities  # capabilities objects from before these fields declare no engine terms
+        return (frozenset(getattr(caps, "domain_randomization", frozenset()))
+                | core_dr_support(bool(getattr(caps, "body_forces", False))))
+
+    def capabilities(self) -> dict[str, frozenset[str]]:
+        """``{term kind: phases}`` (see ``SimBackend.get_dr_capabilities``)."""
         out: dict[str, set[str]] = {}
-        for entry in self._dr_support():
+        for entry in self.support():
             kind, phase = entry.split(":")
             out.setdefault(kind, set()).add(phase)
         return {k: frozenset(v) for k, v in sorted(out.items())}
 
-    def apply_init_randomization(self, plan: RandomizationPlan, *, strict: bool = True) -> list[str]:
-        """Apply the plan's ``init`` terms to every env: per-env model parameters, set on the cold path.
+    def model_value(self, name: str) -> np.ndarray:
+        """The model's value of per-env field ``name``, float64."""
+        return np.asarray(getattr(self.info, FIELDS[name][0]), np.float64)
 
-        Call it before the first ``step`` (it may recompute derived model
-        constants for every env). Every env draws its values from
-        ``(plan.seed, term, env id, draw count)`` (:mod:`simbackend.randomization`).
+    def env_field(self, name: str) -> np.ndarray:
+        """``(N, ...)`` float64: every env's value of field ``name`` as the engine holds it."""
+        read = self.engine.read_params(name)
+        if read is None:
+            model = self.model_value(name)
+            return np.broadcast_to(model, (self.num_envs,) + model.shape)
+        return np.asarray(read, np.float64)
 
-        Args:
-            plan: a :class:`RandomizationPlan`.
-            strict: ``True``: a term this backend does not support in this
-                phase raises ``UnsupportedFeatureError`` before anything
-                changes. ``False``: such terms are skipped.
+    def env_default_qpos(self) -> np.ndarray:
+        """``(N, nq)`` each env's default configuration."""
+        if self.default_qpos is None:
+            return np.broadcast_to(self.info.qpos0, (self.num_envs, self.info.nq))
+        return self.default_qpos
 
-        Returns:
-            The names of the terms skipped (``"<index>:<kind>"`` unless named).
-        """
-        self._enter_mutation("apply_init_randomization")
-        prepared = self._dr_prepare(plan, "init", np.arange(self.num_envs), strict)
-        self._dr_commit(prepared)
-        self._notify_write(prepared.ids, "apply_init_randomization")
-        return prepared.dropped
+    def table_rows(self, name: str, ids: np.ndarray) -> np.ndarray:
+        """``(n, ...)`` the per-env values of field ``name`` the front end recorded for envs ``ids``."""
+        table = self.values.get(name)
+        if table is None:
+            model = self.model_value(name)
+            return np.broadcast_to(model, (ids.size,) + model.shape)
+        return table[ids]
 
-    def apply_interval_randomization(self, plan: RandomizationPlan, env_ids: Any = None, *,
-                                     terms: Optional[Sequence[str]] = None, strict: bool = True) -> list[str]:
-        """Apply the plan's ``interval`` terms to ``env_ids`` (``None``: all) during an episode.
-
-        Args:
-            plan: a :class:`RandomizationPlan`.
-            env_ids: envs to resample (ids, a bool mask or ``None``); the others are untouched.
-            terms: names of the interval terms to apply (default: all of them);
-                :class:`~simbackend.randomization.IntervalScheduler` passes the due ones.
-            strict: as in :meth:`apply_init_randomization`.
-
-        Returns:
-            The names of the terms skipped (``strict=False``).
-        """
-        self._enter_mutation("apply_interval_randomization")
-        ids = np.unique(V.env_ids(env_ids, self.num_envs, host_ids=self._host_ids))
-        prepared = self._dr_prepare(plan, "interval", ids, strict, only=terms)
-        self._dr_commit(prepared)
-        self._notify_write(ids, "apply_interval_randomization")
-        return prepared.dropped
-
-    def apply_body_velocity_delta(self, body_ids: Any, delta: Any, env_ids: Any = None) -> None:
-        """Change the velocity of free bodies (a push): ``(n, B, 6)`` linear (3) and angular (3), world frame.
-
-        Each body must be attached to the world by a free joint; its frame
-        origin's linear velocity and its angular velocity change by exactly
-        ``delta``. The positions are untouched; the envs not named keep their state.
-        """
-        self._enter_mutation("apply_body_velocity_delta")
-        ids = V.env_ids(env_ids, self.num_envs, host_ids=self._host_ids)
-        bodies = V.index_array(body_ids, self._info.nbody, "body", "body_ids", allow_duplicates=False,
-                               host_ids=self._host_ids)
-        adrs = [self._free_dofadr(int(b), "body_ids") for b in bodies]
-        d = V.real_tensor(delta, "delta", (ids.size, bodies.size, 6), device=torch.device("cpu"),
-                          dtype=torch.float64).numpy()
-        if not np.isfinite(d).all():
-            raise NonFiniteError("delta", ids[~np.isfinite(d).all(axis=(1, 2))])
-        if not ids.size or not bodies.size:
-            return
-        order = np.argsort(ids, kind="stable")
-        p = _Prepared(ids=ids[order])
-        p.lin_ang_delta = [(adr, d[order, k, :3], d[order, k, 3:]) for k, adr in enumerate(adrs)]
-        self._dr_commit(p)
-        self._notify_write(p.ids, "apply_body_velocity_delta")
-
-    # per-env model values --------------------------------------------------
-    def get_env_body_mass(self) -> torch.Tensor:
-        """``(N, nbody)`` mass of every body in every env as the engine holds it, kg (world 0)."""
-        return self._env_field("body_mass")
-
-    def get_env_body_com(self) -> torch.Tensor:
-        """``(N, nbody, 3)`` centre of mass of every body in its body frame, m."""
-        return self._env_field("body_com")
-
-    def get_env_body_inertia(self) -> torch.Tensor:
-        """``(N, nbody, 3)`` principal moments of inertia about the centre of mass, kg m^2.
-
-        The principal axes are the model's (``info.body_iquat``, relative to the body frame).
-        """
-        return self._env_field("body_inertia")
-
-    def get_env_geom_friction(self) -> torch.Tensor:
-        """``(N, ngeom, 3)`` friction coefficients (sliding, torsional, rolling) of every geom."""
-        return self._env_field("geom_friction")
-
-    def get_env_actuator_gains(self) -> Any:
-        """Per-env servo gains: :class:`~simbackend.contract.ActuatorGains` of ``(N, nu)`` tensors."""
-        from simbackend.contract import ActuatorGains
-
-        return ActuatorGains(self._env_field("actuator_kp"), self._env_field("actuator_kv"))
-
-    def get_env_joint_damping(self) -> torch.Tensor:
-        """``(N, nv)`` joint damping per qvel column (``get_joint_qvel_indices`` gives a joint's)."""
-        return self._env_field("dof_damping")
-
-    def get_env_joint_armature(self) -> torch.Tensor:
-        """``(N, nv)`` joint armature (rotor inertia) per qvel column."""
-        return self._env_field("dof_armature")
-
-    def get_env_joint_frictionloss(self) -> torch.Tensor:
-        """``(N, nv)`` joint dry friction (frictionloss) per qvel column."""
-        return self._env_field("dof_frictionloss")
-
-    def get_env_gravity(self) -> torch.Tensor:
-        """``(N, 3)`` gravity of every env, world frame, m/s^2."""
-        return self._env_field("gravity")
-
-    def get_env_default_qpos(self) -> torch.Tensor:
-        """``(N, nq)`` each env's default configuration: the model's ``qpos0`` plus any
-        ``joint_default_pos`` randomization (an encoder-offset model for resets and action offsets)."""
-        self._check_open()
-        if self._dr_default_qpos is None:
-            return self._out(np.broadcast_to(self._info.qpos0, (self.num_envs, self.nq)))
-        return self._out(self._dr_default_qpos)
-
-    # ------------------------------------------------------------------
-    # backend hooks
-    # ------------------------------------------------------------------
-    def _write_env_params(self, env_ids: np.ndarray, values: dict[str, np.ndarray]) -> None:
-        """Write per-env model fields: ``values[field]`` ``(n, ...)`` float64 rows for sorted ``env_ids``.
-
-        Only fields of terms the backend declares are passed; the rows are
-        complete (untouched entries hold their current values) and validated.
-        A backend that must refuse a value (an engine limit) raises before it
-        writes anything.
-        """
-        raise UnsupportedFeatureError(self.name, "domain_randomization")
-
-    def _read_env_params(self, name: str) -> np.ndarray:
-        """``(N, ...)`` the engine's current per-env values of field ``name`` (default: the model's)."""
-        return np.broadcast_to(self._dr_model_value(name), (self.num_envs,) + self._dr_model_value(name).shape)
-
-    # ------------------------------------------------------------------
-    # internals
-    # ------------------------------------------------------------------
-    def _dr_init_state(self) -> None:
-        self._dr_counts: dict[int, np.ndarray] = {}
-        self._dr_resolved: dict[tuple, np.ndarray] = {}
-        self._dr_values: dict[str, np.ndarray] = {}
-        self._dr_default_qpos: Optional[np.ndarray] = None
-        # held forces (body_force terms): (N, nbody, 6) and seconds left (inf: until replaced)
-        self._dr_force: Optional[np.ndarray] = None
-        self._dr_force_left: Optional[np.ndarray] = None
-
-    def _dr_support(self) -> frozenset[str]:
-        caps = self.capabilities  # capabilities objects from before these fields declare no engine terms
-        return (frozenset(getattr(caps, "domain_randomization", frozenset()))
-                | core_dr_support(bool(getattr(caps, "body_forces", False))))
-
-    def _dr_model_value(self, name: str) -> np.ndarray:
-        return np.asarray(getattr(self._info, FIELDS[name][0]), np.float64)
-
-    def _env_field(self, name: str) -> torch.Tensor:
-        self._check_open()
-        return self._out(np.asarray(self._read_env_params(name), np.float64))
-
-    def _free_dofadr(self, body: int, argument: str) -> int:
-        info = self._info
+    def free_dofadr(self, body: int, argument: str) -> int:
+        """The first qvel column of the free joint attaching ``body``; raises naming ``argument`` otherwise."""
+        info = self.info
         for j in np.flatnonzero(info.joint_body == body):
             if info.joint_type[j] == JOINT_FREE:
                 return int(info.joint_dofadr[j])
@@ -278,28 +186,27 @@ class RandomizationMixin:
                               " a velocity change needs a free body")
 
     # resolution -------------------------------------------------------------
-    def _dr_names(self, element: str) -> tuple[str, ...]:
-        info = self._info
+    def _names(self, element: str) -> tuple[str, ...]:
+        info = self.info
         return {"body": info.body_names, "geom": info.geom_names, "joint": info.joint_names,
                 "actuator": info.actuator_names}[element]
 
-    def _dr_targets(self, term: Term, where: str) -> np.ndarray:
+    def _targets(self, term: Term, where: str) -> np.ndarray:
         """Element ids of ``term``'s targets, sorted, checked for the term kind (cached)."""
         key = (term.kind, term.targets)
-        hit = self._dr_resolved.get(key)
+        hit = self._resolved.get(key)
         if hit is not None:
             return hit
         spec = TERM_KINDS[term.kind]
-        info = self._info
         if spec.element is None:
             ids = np.zeros(0, np.int64)
         else:
-            names = self._dr_names(spec.element)
+            names = self._names(spec.element)
             if term.targets is None:
                 ids = np.arange(len(names), dtype=np.int64)
                 if spec.element == "body":
                     ids = ids[1:]
-                ids = self._dr_eligible(term, ids, where, implicit=True)
+                ids = self._eligible(term, ids, where, implicit=True)
             else:
                 found: set[int] = set()
                 for entry in term.targets:
@@ -317,16 +224,16 @@ class RandomizationMixin:
                         err.args = (f"{where}: {err} (no {spec.element} name matches it as a pattern either)",)
                         raise err
                     found.update(hits)
-                ids = self._dr_eligible(term, np.array(sorted(found), np.int64), where, implicit=False)
+                ids = self._eligible(term, np.array(sorted(found), np.int64), where, implicit=False)
         if spec.element is not None and not ids.size:
             raise InvalidArgumentError(f"{where}: no {spec.element} of this model can take this term")
         ids.flags.writeable = False
-        self._dr_resolved[key] = ids
+        self._resolved[key] = ids
         return ids
 
-    def _dr_eligible(self, term: Term, ids: np.ndarray, where: str, implicit: bool) -> np.ndarray:
+    def _eligible(self, term: Term, ids: np.ndarray, where: str, implicit: bool) -> np.ndarray:
         """``ids`` the term kind applies to; named ones that do not qualify raise, implicit ones are dropped."""
-        info = self._info
+        info = self.info
         kind = term.kind
         if kind.startswith("body_"):
             ok = ids > 0
@@ -351,14 +258,14 @@ class RandomizationMixin:
             ok = np.ones(ids.size, bool)
             why = ""
         if not implicit and not ok.all():
-            names = self._dr_names(TERM_KINDS[kind].element)
+            names = self._names(TERM_KINDS[kind].element)
             bad = [names[i] for i in ids[~ok]]
             raise InvalidArgumentError(f"{where}: {TERM_KINDS[kind].element}(s) {bad[:5]} cannot take it ({why})")
         return ids[ok]
 
     # prepare ------------------------------------------------------------------
-    def _dr_prepare(self, plan: Any, phase: str, ids: np.ndarray, strict: Any,
-                    only: Optional[Sequence[str]] = None) -> _Prepared:
+    def prepare(self, plan: Any, phase: str, ids: np.ndarray, strict: Any,
+                    only: Optional[Sequence[str]] = None) -> Prepared:
         if not isinstance(plan, RandomizationPlan):
             raise ArgumentTypeError(f"plan: expected a RandomizationPlan, got {type(plan).__name__}"
                                     " (RandomizationPlan.from_dict reads a dict)")
@@ -373,51 +280,51 @@ class RandomizationMixin:
                 if name not in known:
                     raise UnknownNameError(f"{phase} term", name, known)
             selected = tuple((i, t) for i, t in selected if plan.term_name(i) in set(only))
-        support = self._dr_support()
-        p = _Prepared(ids=ids)
+        support = self.support()
+        p = Prepared(ids=ids)
         n = ids.size
         for index, term in selected:
             name = plan.term_name(index)
             if f"{term.kind}:{phase}" not in support:
                 if strict:
-                    raise UnsupportedFeatureError(self.name, f"domain randomization term {term.kind!r} in phase {phase!r}",
+                    raise UnsupportedFeatureError(self.engine.name, f"domain randomization term {term.kind!r} in phase {phase!r}",
                                                   f"plan term {name!r} (get_dr_capabilities() lists what this backend"
                                                   " applies; strict=False skips such terms)")
                 p.dropped.append(name)
                 continue
             where = f"plan term {name!r} ({term.kind})"
-            targets = self._dr_targets(term, where)
+            targets = self._targets(term, where)
             if not n:
                 continue
             key = plan.stream_key(index)
-            counts = self._dr_counts.get(key)
+            counts = self.counts.get(key)
             drawn = np.zeros(n, np.int64) if counts is None else counts[ids]
             groups = 1 if term.shared or TERM_KINDS[term.kind].element is None else targets.size
             u = uniforms(plan.seed, key, ids, drawn, groups * term.width).reshape(n, groups, term.width)
             values = draw(term.distribution, u)
             if groups == 1 and targets.size > 1:
                 values = np.broadcast_to(values, (n, targets.size, term.width))
-            self._dr_compose(p, term, targets, values, where)
+            self._compose(p, term, targets, values, where)
             p.counted.append(key)
-        self._dr_validate(p)
+        self.validate(p)
         return p
 
-    def _dr_rows(self, p: _Prepared, name: str) -> np.ndarray:
+    def _rows(self, p: Prepared, name: str) -> np.ndarray:
         """The prepared new rows of field ``name`` (from the envs' current values on first use)."""
         rows = p.fields.get(name)
         if rows is None:
-            current = self._dr_values.get(name)
+            current = self.values.get(name)
             if current is None:
-                model = self._dr_model_value(name)
+                model = self.model_value(name)
                 rows = np.broadcast_to(model, (p.ids.size,) + model.shape).copy()
             else:
                 rows = current[p.ids].copy()
             p.fields[name] = rows
         return rows
 
-    def _dr_compose(self, p: _Prepared, term: Term, targets: np.ndarray, values: np.ndarray, where: str) -> None:
+    def _compose(self, p: Prepared, term: Term, targets: np.ndarray, values: np.ndarray, where: str) -> None:
         """Fold one term's ``values`` ``(n, T, width)`` into the prepared writes."""
-        info = self._info
+        info = self.info
         kind, op = term.kind, term.operation
 
         def combine(model: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -425,24 +332,24 @@ class RandomizationMixin:
 
         if kind == "joint_default_pos":
             if p.default_qpos is None:
-                base = self._dr_default_qpos
-                p.default_qpos = (np.broadcast_to(info.qpos0, (p.ids.size, self.nq)).copy() if base is None
+                base = self.default_qpos
+                p.default_qpos = (np.broadcast_to(info.qpos0, (p.ids.size, self.info.nq)).copy() if base is None
                                   else base[p.ids].copy())
             cols = info.joint_qposadr[targets]
             p.default_qpos[:, cols] = combine(info.qpos0[cols], values[..., 0])
             return
         if kind == "body_velocity_delta":
             for k, b in enumerate(targets):
-                p.lin_ang_delta.append((self._free_dofadr(int(b), where), values[:, k, :3], values[:, k, 3:]))
+                p.lin_ang_delta.append((self.free_dofadr(int(b), where), values[:, k, :3], values[:, k, 3:]))
             return
         if kind == "body_force":
-            if not self.capabilities.body_forces:
-                raise UnsupportedFeatureError(self.name, "body_forces", where)
+            if not self.engine.capabilities.body_forces:
+                raise UnsupportedFeatureError(self.engine.name, "body_forces", where)
             p.forces.append((targets, values.copy(), term.duration))
             return
         fname = TERM_KINDS[kind].field
-        model = self._dr_model_value(fname)
-        rows = self._dr_rows(p, fname)
+        model = self.model_value(fname)
+        rows = self._rows(p, fname)
         if fname == "gravity":
             rows[:] = combine(model, values[:, 0, :])
         elif fname == "geom_friction":
@@ -462,10 +369,10 @@ class RandomizationMixin:
         else:  # body_mass, actuator_kp, actuator_kv: one value per target
             rows[:, targets] = combine(model[targets], values[..., 0])
             if term.scale_inertia:
-                inertia = self._dr_rows(p, "body_inertia")
-                inertia[:, targets] = self._dr_model_value("body_inertia")[targets] * values[..., :1]
+                inertia = self._rows(p, "body_inertia")
+                inertia[:, targets] = self.model_value("body_inertia")[targets] * values[..., :1]
 
-    def _dr_validate(self, p: _Prepared) -> None:
+    def validate(self, p: Prepared) -> None:
         """Physical bounds of every new value, before anything is written."""
         limit = V.MAX_REAL_INPUT
         for name, rows in p.fields.items():
@@ -493,50 +400,49 @@ class RandomizationMixin:
                 raise ValueRangeError("body force", p.ids[(np.abs(v) > limit).reshape(v.shape[0], -1).any(1)], limit)
 
     # commit -------------------------------------------------------------------
-    def _dr_commit(self, p: _Prepared, qpos: Optional[torch.Tensor] = None,
+    def commit(self, p: Prepared, qpos: Optional[torch.Tensor] = None,
                    qvel: Optional[torch.Tensor] = None) -> Optional[tuple[torch.Tensor, torch.Tensor]]:
         """Write ``p``. With ``qpos``/``qvel`` (a reset's new state rows), pushes are added to ``qvel``
         and the pair is returned for the caller to write; otherwise pushes write the current state."""
         ids = p.ids
         if p.lin_ang_delta and qpos is None:  # check the pushed state before writing anything
-            qpos = self.get_qpos()[torch.as_tensor(ids, device=self._device)].to(self.hook_dtype)
-            qvel = self.get_qvel()[torch.as_tensor(ids, device=self._device)].to(self.hook_dtype)
+            qpos, qvel = self._state_rows(ids)
             write_state = True
         else:
             write_state = False
         if p.lin_ang_delta:
-            qvel = self._dr_pushed(ids, qpos, qvel, p.lin_ang_delta)
+            qvel = self._pushed(ids, qpos, qvel, p.lin_ang_delta)
         if p.fields:
-            self._write_env_params(ids, p.fields)
+            self.engine.write_params(ids, p.fields)
             for name, rows in p.fields.items():
-                table = self._dr_values.get(name)
+                table = self.values.get(name)
                 if table is None:
-                    model = self._dr_model_value(name)
-                    table = self._dr_values[name] = np.broadcast_to(model, (self.num_envs,) + model.shape).copy()
+                    model = self.model_value(name)
+                    table = self.values[name] = np.broadcast_to(model, (self.num_envs,) + model.shape).copy()
                 table[ids] = rows
         if p.default_qpos is not None:
-            if self._dr_default_qpos is None:
-                self._dr_default_qpos = np.broadcast_to(self._info.qpos0, (self.num_envs, self.nq)).copy()
-            self._dr_default_qpos[ids] = p.default_qpos
+            if self.default_qpos is None:
+                self.default_qpos = np.broadcast_to(self.info.qpos0, (self.num_envs, self.info.nq)).copy()
+            self.default_qpos[ids] = p.default_qpos
         for bodies, v, duration in p.forces:
-            if self._dr_force is None:
-                self._dr_force = np.zeros((self.num_envs, self._info.nbody, 6))
-                self._dr_force_left = np.zeros((self.num_envs, self._info.nbody))
-            self._dr_force[np.ix_(ids, bodies)] = v
-            self._dr_force_left[np.ix_(ids, bodies)] = np.inf if duration is None else duration
+            if self.held_force is None:
+                self.held_force = np.zeros((self.num_envs, self.info.nbody, 6))
+                self.held_left = np.zeros((self.num_envs, self.info.nbody))
+            self.held_force[np.ix_(ids, bodies)] = v
+            self.held_left[np.ix_(ids, bodies)] = np.inf if duration is None else duration
         for key in p.counted:
-            counts = self._dr_counts.get(key)
+            counts = self.counts.get(key)
             if counts is None:
-                counts = self._dr_counts[key] = np.zeros(self.num_envs, np.int64)
+                counts = self.counts[key] = np.zeros(self.num_envs, np.int64)
             counts[ids] += 1
         if write_state:
-            self._set_state(ids, qpos.contiguous(), qvel.contiguous())
+            self.engine.write_state(ids, qpos.contiguous(), qvel.contiguous())
             return None
         return None if qpos is None else (qpos, qvel)
 
-    def _dr_pushed(self, ids: np.ndarray, qpos: torch.Tensor, qvel: torch.Tensor, deltas: list) -> torch.Tensor:
+    def _pushed(self, ids: np.ndarray, qpos: torch.Tensor, qvel: torch.Tensor, deltas: list) -> torch.Tensor:
         """``qvel`` with the pushes added (free joints: linear world, angular body-local), checked."""
-        info = self._info
+        info = self.info
         qvel = qvel.clone()
         for adr, lin, ang in deltas:
             j = next(j for j in np.flatnonzero(info.joint_type == JOINT_FREE) if info.joint_dofadr[j] == adr)
@@ -553,23 +459,67 @@ class RandomizationMixin:
         return qvel
 
     # held forces ---------------------------------------------------------------
-    def _dr_add_held_forces(self) -> Optional[tuple[np.ndarray, torch.Tensor, torch.Tensor]]:
-        """Add the held ``body_force`` terms to the pending forces of this step; returns what was added."""
-        if self._dr_force is None:
+    def _state_rows(self, ids: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """The engine's current ``(qpos (n, nq), qvel (n, nv))`` of host ``ids``, in its dtype on the device."""
+        qpos, qvel = self.engine.read_state()
+        rows = torch.as_tensor(ids, device=self.device)
+        return (torch.as_tensor(qpos, device=self.device)[rows].to(self.dtype),
+                torch.as_tensor(qvel, device=self.device)[rows].to(self.dtype))
+
+    # held forces ---------------------------------------------------------------
+    def held_forces(self) -> Optional[tuple[np.ndarray, torch.Tensor, torch.Tensor]]:
+        """The held ``body_force`` terms acting in the next step: ``(bodies (B,), force (N, B, 3),
+        torque (N, B, 3))`` world frame, or ``None``."""
+        if self.held_force is None:
             return None
-        active = self._dr_force_left > 0
+        active = self.held_left > 0
         bodies = np.flatnonzero(active.any(0))
         if not bodies.size:
             return None
-        held = np.where(active[:, bodies, None], self._dr_force[:, bodies], 0.0)
-        f = torch.as_tensor(held[..., :3], dtype=self.hook_dtype, device=self._device)
-        t = torch.as_tensor(held[..., 3:], dtype=self.hook_dtype, device=self._device)
-        self._apply_body_force(bodies, f, t)
+        held = np.where(active[:, bodies, None], self.held_force[:, bodies], 0.0)
+        f = torch.as_tensor(held[..., :3], dtype=self.dtype, device=self.device)
+        t = torch.as_tensor(held[..., 3:], dtype=self.dtype, device=self.device)
         return bodies, f, t
 
-    def _dr_age_held_forces(self, seconds: float) -> None:
-        if self._dr_force is not None:
-            self._dr_force_left -= seconds
-            expired = self._dr_force_left <= 0
-            self._dr_force[expired] = 0.0
-            self._dr_force_left[expired] = 0.0
+    def age_held_forces(self, seconds: float) -> None:
+        """``seconds`` of simulated time passed: held forces whose time is up are dropped."""
+        if self.held_force is not None:
+            self.held_left -= seconds
+            expired = self.held_left <= 0
+            self.held_force[expired] = 0.0
+            self.held_left[expired] = 0.0
+
+    # per-env values from a snapshot or a named state ------------------------------------------
+    def prepare_values(self, ids: np.ndarray, values: Mapping[str, Any], argument: str) -> Prepared:
+        """The per-env fields of ``values`` (``(n, ...)`` each, sorted ``ids``) that differ from what
+        the envs hold, checked (bounds, engine support) and ready for :meth:`commit`; writes nothing."""
+        p = Prepared(ids=ids)
+        support = self.support()
+        for name, rows in values.items():
+            rows = np.asarray(rows, np.float64)
+            current = self.table_rows(name, ids)
+            if rows.shape != current.shape:
+                raise InputShapeError(f"{argument} ({name})", current.shape, rows.shape)
+            if np.array_equal(rows, current):
+                continue
+            terms = [k for k, spec in TERM_KINDS.items() if spec.field == name]
+            if not any(f"{k}:{phase}" in support for k in terms for phase in PHASES):
+                raise UnsupportedFeatureError(self.engine.name, f"per-env {name}",
+                                              f"{argument} holds per-env values of {name} this backend cannot apply")
+            p.fields[name] = rows.copy()
+        self.validate(p)
+        return p
+
+    def restore_rows(self, ids: np.ndarray, default_qpos: np.ndarray, force: np.ndarray, left: np.ndarray) -> None:
+        """Restore envs ``ids``' default configuration ``(n, nq)`` and held forces ``(n, nbody, 6)`` with
+        their times left ``(n, nbody)`` (``inf``: until replaced), from a snapshot."""
+        if self.default_qpos is not None or not (default_qpos == self.info.qpos0).all():
+            if self.default_qpos is None:
+                self.default_qpos = np.broadcast_to(self.info.qpos0, (self.num_envs, self.info.nq)).copy()
+            self.default_qpos[ids] = default_qpos
+        if self.held_force is not None or force.any():
+            if self.held_force is None:
+                self.held_force = np.zeros((self.num_envs, self.info.nbody, 6))
+                self.held_left = np.zeros((self.num_envs, self.info.nbody))
+            self.held_force[ids] = force
+            self.held_left[ids] = left

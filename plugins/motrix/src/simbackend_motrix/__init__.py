@@ -4,6 +4,6 @@ Depends only on simbackend's public API and ``motrixsim``; simbackend does not
 import it or know its name. See README.md for the three commands.
 """
 
-from .backend import MotrixBackend
+from .engine import MotrixEngine
 
-__all__ = ["MotrixBackend"]
+__all__ = ["MotrixEngine"]

@@ -7,7 +7,7 @@ each ignored ``element@attribute``:
 
 * **notes**: what does not change the dynamics the contract describes
   (visual and compiler settings, sizes of MuJoCo's buffers) or what Motrix
-  replaces by its own scheme (the integrator); :attr:`MotrixBackend.notes`
+  replaces by its own scheme (the integrator); :attr:`MotrixEngine.notes`
   lists them;
 * **rejected**: everything else. The load fails with a ``ModelLoadError``
   naming the elements and their lines, instead of simulating another model.

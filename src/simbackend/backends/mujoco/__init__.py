@@ -1,5 +1,9 @@
-"""MuJoCo reference backend (``mujoco.batch.Batch``)."""
+"""MuJoCo reference engine (``mujoco.batch.Batch``)."""
 
-from simbackend.backends.mujoco.backend import MuJoCoBackend
+from simbackend._extras import require_extra
 
-__all__ = ["MuJoCoBackend"]
+require_extra("mujoco", purpose="the MuJoCo engine")
+
+from simbackend.backends.mujoco.engine import MuJoCoEngine  # noqa: E402
+
+__all__ = ["MuJoCoEngine"]

@@ -1,4 +1,4 @@
-"""The SAPIEN 3 / PhysX 5 backend: the same compiled model, the same contract.
+"""The SAPIEN 3 / PhysX 5 engine: the same compiled model, behind the same contract.
 
 The model is compiled by MuJoCo and converted by :mod:`.plan` into PhysX
 articulations (names, order and kinematics agree with MuJoCo by construction).
@@ -22,51 +22,54 @@ PhysX defaults MuJoCo does not have, and the value this backend sets:
 * contact offset 0.01 m and rest offset 0 (SAPIEN's defaults); enhanced
   determinism on.
 
-Divergence: the contract's rule (:mod:`simbackend.divergence`) on the qpos/qvel
-the backend reports, plus PhysX's own failures: a non-finite serialised state,
-or joint accelerations a substep cannot integrate (``|qacc| dt > MAX_QVEL``:
-PhysX answers such a step by zeroing the velocities, a finite state no
-threshold sees). Diverged envs get back their pre-call state (PhysX's own
-serialisation on the CPU, masked device writes on the GPU).
+Divergence: ``step`` reports PhysX's own failures, joint accelerations a
+substep cannot integrate (``|qacc| dt > MAX_QVEL``: PhysX answers such a step
+by zeroing the velocities, a finite state no threshold sees); the front end
+adds the contract's rule on the qpos/qvel the engine reads (a non-finite
+serialised state decodes to non-finite values). ``revert`` gives envs back
+their pre-call state (PhysX's own serialisation on the CPU, masked device
+writes on the GPU).
+
+Delegated physics: where PhysX has no counterpart for a model feature
+(equalities, frictionloss on a driven joint, tendon forces, fluid, actuators
+without a PhysX drive), MuJoCo computes the force each CPU substep
+(:mod:`.mujoco_forces`). ``capabilities.delegated`` names every such element;
+``sapien={"delegate": False}`` refuses those models instead, naming the element.
 """
 
 from __future__ import annotations
 
-import copy
 from typing import Any, Optional
 
 import numpy as np
 import torch
 
 from simbackend.capabilities import CORE_SENSOR_TYPES, Capabilities
-from simbackend.contract import SimBackend
-from simbackend.divergence import diverged_rows
-from simbackend.errors import UnsupportedFeatureError
-from simbackend.models import compile_model, model_info
-from simbackend.options import EngineOption, check_choice, check_int, optional
+from simbackend.engine import BodyForces, Engine, EngineBuild
+from simbackend.errors import InvalidArgumentError, ModelLoadError, UnsupportedFeatureError, ValueRangeError
+from simbackend.options import EngineOption, check_bool, check_choice, check_int, check_positive_float, optional
 
 from .layout import Layout
+from .mujoco_forces import MujocoForces
 from .plan import build_plan
 from .randomize import CPU_TERMS, EnvParams
 
 _SENSOR_TYPES = frozenset(CORE_SENSOR_TYPES)
 #: PhysX position iterations when ``solver_iterations`` is not given
 DEFAULT_POSITION_ITERATIONS = 32
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+#: renderers the engine has but does not offer here (``get_play_capabilities().absent``)
+_RENDERERS_ABSENT = (("sapien", "SAPIEN's renderer needs a Vulkan GPU and is not wired to this backend;"
+                                " MuJoCo's renderer draws its state on any machine"),)
 
 
-def _positive_length(value: Any, argument: str) -> float:
-    from simbackend.options import check_positive_float
-
-    return check_positive_float(value, argument)
-
-
-def _capabilities(gpu: bool) -> Capabilities:
+def _capabilities(gpu: bool, delegated: tuple[str, ...]) -> Capabilities:
     from .cpu import MAX_CPU_SCENES
 
     return Capabilities(
         gpu=gpu,
         joint_types=frozenset({"free", "hinge", "slide"}),
-        # CPU: other gain/bias laws (without activation dynamics) are computed by MuJoCo (.constraints)
+        # CPU: other gain/bias laws (without activation dynamics) are computed by MuJoCo (.mujoco_forces)
         actuator_kinds=frozenset({"motor", "position", "velocity"} | (set() if gpu else {"other"})),
         sensor_types=_SENSOR_TYPES,
         body_forces=not gpu,
@@ -81,30 +84,29 @@ def _capabilities(gpu: bool) -> Capabilities:
         snapshot_restore=not gpu,
         snapshot_exact=False,
         max_envs=None if gpu else MAX_CPU_SCENES,  # CPU: one scene per env, SAPIEN's cap (see .cpu)
+        delegated=frozenset(delegated),
+        renderers_absent=_RENDERERS_ABSENT,
     )
 
 
-class SapienBackend(SimBackend):
-    """SAPIEN/PhysX backend.
+class SapienEngine(Engine):
+    """SAPIEN/PhysX engine.
 
-    Args:
-        model: MJCF/URDF path, ``mujoco.MjSpec``, ``mujoco.MjModel`` or built-in name.
-        num_envs: number of simulations N.
-        device: ``"cpu"`` (default: CPU PhysX, one scene per env, at most
-            ``capabilities.max_envs`` per process) or ``"cuda"`` (GPU PhysX,
-            one sub-scene per env).
-        seed: seed of the backend's random streams.
-        **options: the common options (:mod:`simbackend.options`):
-            ``solver_iterations`` (PhysX position iterations, default 32),
-            ``timestep``, the model options, and ``nthread``, an upper bound:
-            CPU PhysX steps its scenes one after another on the calling thread
-            (SAPIEN holds the GIL in ``system.step()``), so it uses one thread.
-            The block ``sapien={...}`` takes ``solver`` (``"pgs"``, the default,
-            or ``"tgs"``: TGS reports joint velocities that stay biased at rest
-            under load, 1.7e-2 rad/s on ``arm7`` held by its position actuators
-            where PGS gives 3e-5), ``solver_velocity_iterations`` (default 4)
-            and ``spacing`` (distance between sub-scene origins on the GPU,
-            metres; default from the model's extent).
+    Devices: ``"cpu"`` (default: CPU PhysX, one scene per env, at most
+    ``capabilities.max_envs`` per process) or ``"cuda"`` (GPU PhysX, one
+    sub-scene per env).
+
+    Options: the common ones (:mod:`simbackend.options`): ``solver_iterations``
+    (PhysX position iterations, default 32), ``timestep``, the model options,
+    and ``nthread``, an upper bound: CPU PhysX steps its scenes one after
+    another on the calling thread (SAPIEN holds the GIL in ``system.step()``),
+    so it uses one thread. The block ``sapien={...}`` takes ``solver``
+    (``"pgs"``, the default, or ``"tgs"``: TGS reports joint velocities that stay
+    biased at rest under load, 1.7e-2 rad/s on ``arm7`` held by its position
+    actuators where PGS gives 3e-5), ``solver_velocity_iterations`` (default 4),
+    ``spacing`` (distance between sub-scene origins on the GPU, metres; default
+    from the model's extent) and ``delegate`` (default ``True``; ``False``
+    refuses models whose physics MuJoCo would compute, naming the element).
 
     Raises:
         ModelLoadError: the model holds something PhysX cannot represent (the
@@ -112,60 +114,59 @@ class SapienBackend(SimBackend):
     """
 
     name = "sapien"
-    engine_options = {
+    devices = ("cpu", "cuda")
+    options = {
         "solver": EngineOption("pgs", check_choice("pgs", "tgs"), "PhysX solver"),
         "solver_velocity_iterations": EngineOption(
             4, lambda v, a: check_int(v, a, minimum=1, maximum=255), "PhysX velocity iterations"),
-        "spacing": EngineOption(None, optional(_positive_length), "GPU sub-scene spacing, m (from the model if unset)"),
+        "spacing": EngineOption(None, optional(check_positive_float), "GPU sub-scene spacing, m (from the model if unset)"),
+        "delegate": EngineOption(True, check_bool, "let MuJoCo compute what PhysX lacks (False: refuse such models)"),
     }
 
-    def __init__(self, model: Any, num_envs: int, *, device: Any = None, seed: int = 0, **options: Any):
-        opts = self.parse_options(options)
+    def __init__(self, build: EngineBuild):
+        super().__init__(build)
+        opts = build.options
         e = opts.engine
         position_iters = DEFAULT_POSITION_ITERATIONS if opts.solver_iterations is None else opts.solver_iterations
         if position_iters > 255:
-            from simbackend.errors import InvalidArgumentError
-
             raise InvalidArgumentError(f"solver_iterations: PhysX takes at most 255 position iterations, got {position_iters}")
         iters = (position_iters, e["solver_velocity_iterations"])
-        device = self.resolve_device(device, allowed=("cpu", "cuda"))
-        m = compile_model(model, **opts.model)
-        if opts.timestep is not None:
-            m = copy.copy(m)  # never edit a model the caller passed in
-            m.opt.timestep = opts.timestep
-        info = model_info(m)
-        plan = build_plan(m, info)
-        super().__init__(info, num_envs, device=device, seed=seed)
+        m = build.info.compiled
+        plan = build_plan(m, build.info)
+        if not e["delegate"] and plan.delegated:
+            more = f" (and {len(plan.delegated) - 1} more)" if len(plan.delegated) > 1 else ""
+            raise ModelLoadError(f"sapien.delegate=False: {plan.delegated[0]}{more}; PhysX has no counterpart and"
+                                 " this backend would take the force from MuJoCo each substep")
         self.model, self.plan = m, plan
         self.solver = e["solver"]
-        if device.type == "cuda":
+        self._gpu = self.device.type == "cuda"
+        if self._gpu:
             from .gpu import GpuPhysx
 
-            self.engine = GpuPhysx(plan, self.num_envs, iters, self.solver == "tgs", device, e["spacing"])
+            self.physx: Any = GpuPhysx(plan, self.num_envs, iters, self.solver == "tgs", self.device, e["spacing"])
         else:
             from .cpu import CpuPhysx
 
-            self.engine = CpuPhysx(plan, self.num_envs, iters, self.solver == "tgs")
-        self._gpu = device.type == "cuda"
+            self.physx = CpuPhysx(plan, self.num_envs, iters, self.solver == "tgs")
+        #: MuJoCo's forces for what PhysX lacks (delegated physics); holds nothing where nothing is delegated
+        self.mujoco_forces = MujocoForces(m, plan, self.num_envs)
         #: (qpos, qvel) float64 numpy decoded from the CPU states the last step serialised; None when stale
         self._decoded: Optional[tuple[np.ndarray, np.ndarray]] = None
-        e = self.engine
+        p = self.physx
         site_pose = np.concatenate([np.asarray(m.site_pos, np.float64), np.asarray(m.site_quat, np.float64)], 1)
-        self.layout = Layout(plan, e.rows, e.cols, e.origins, site_pose, device)
+        self.layout = Layout(plan, p.rows, p.cols, p.origins, site_pose, self.device)
         self._params = None if self._gpu else EnvParams(self)
-        if not self._gpu and plan.needs_mujoco:
-            from .constraints import MujocoConstraints
-
-            e.constraints = MujocoConstraints(m, plan, self.num_envs)
-            e.decode = self.layout.state_from_pack
+        self._ray_caster: Any = None
         if self._gpu:  # place every env at qpos0 through the CUDA buffers (links start at their entity poses)
             ids = np.arange(self.num_envs)
-            q0 = torch.as_tensor(np.tile(np.asarray(info.qpos0, np.float64), (self.num_envs, 1)), device=device)
-            self._set_state(ids, q0, torch.zeros((self.num_envs, info.nv), dtype=torch.float64, device=device))
+            q0 = torch.as_tensor(np.tile(np.asarray(build.info.qpos0, np.float64), (self.num_envs, 1)),
+                                 device=self.device)
+            self.write_state(ids, q0, torch.zeros((self.num_envs, build.info.nv), dtype=torch.float64,
+                                                  device=self.device))
 
     @property
     def capabilities(self) -> Capabilities:
-        return _capabilities(self._gpu)
+        return _capabilities(self._gpu, self.mujoco_forces.elements)
 
     @property
     def notes(self) -> tuple[str, ...]:
@@ -176,162 +177,145 @@ class SapienBackend(SimBackend):
     # ------------------------------------------------------------------
     # model fields
     # ------------------------------------------------------------------
-    def _read_env_params(self, name: str) -> np.ndarray:
+    def read_params(self, field: str) -> Optional[np.ndarray]:
         """What PhysX holds: the first env's objects until a field is randomized, then every env's."""
-        read = None if self._params is None else self._params.read(name)
+        read = None if self._params is None else self._params.read(field)
         if read is not None:
             return read
-        if name == "body_mass":
-            return np.broadcast_to(self.engine.body_masses(), (self.num_envs, self._info.nbody))
-        if name == "gravity":
-            return np.broadcast_to(self.engine.gravity(), (self.num_envs, 3))
-        return super()._read_env_params(name)
+        if field == "body_mass":
+            return np.broadcast_to(self.physx.body_masses(), (self.num_envs, self.info.nbody))
+        if field == "gravity":
+            return np.broadcast_to(self.physx.gravity(), (self.num_envs, 3))
+        return None
 
-    def _write_env_params(self, env_ids: np.ndarray, values: dict[str, np.ndarray]) -> None:
+    def write_params(self, env_ids: np.ndarray, values: Any) -> None:
         if self._params is None:
             raise UnsupportedFeatureError(self.name, "domain randomization on the GPU")
-        self._decoded = None
+        self._stale()
         self._params.write(env_ids, values)
 
     def model_fields(self) -> dict[str, np.ndarray]:
         """What PhysX holds, read back from the first env's links (see the contract)."""
-        return self.engine.model_fields(self.model)
+        return self.physx.model_fields(self.model)
 
     # ------------------------------------------------------------------
     # state
     # ------------------------------------------------------------------
     def _free_links(self, velocities: bool) -> torch.Tensor:
         ids = self.layout.free_body
-        return self.layout.gather(self.engine.link_data(ids, velocities=velocities), ids)
+        return self.layout.gather(self.physx.link_data(ids, velocities=velocities), ids)
 
-    def _state64(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The contract's ``(qpos, qvel)``, float64, from the PhysX buffers."""
-        return self._qpos64(), self._qvel64()
-
-    def _qpos64(self) -> torch.Tensor:
+    def read_state(self) -> tuple[torch.Tensor, torch.Tensor]:
         if self._decoded is not None:  # decoded from the states the last step serialised anyway
-            return torch.from_numpy(self._decoded[0])
-        free = self._free_links(False) if self.layout.free_joints.size else None
-        return self.layout.qpos(self.engine.art_qpos(), free)
+            return torch.from_numpy(self._decoded[0]), torch.from_numpy(self._decoded[1])
+        if not self._gpu and self.physx.reached is not None:
+            self._decoded = self.layout.state_from_pack(self.physx.reached)
+            return torch.from_numpy(self._decoded[0]), torch.from_numpy(self._decoded[1])
+        lay = self.layout
+        has_free = bool(lay.free_joints.size)
+        qpos = lay.qpos(self.physx.art_qpos(), self._free_links(False) if has_free else None)
+        qvel = lay.qvel(self.physx.art_qvel(), self._free_links(True) if has_free else None)
+        return qpos, qvel
 
-    def _qvel64(self) -> torch.Tensor:
-        if self._decoded is not None:
-            return torch.from_numpy(self._decoded[1])
-        free = self._free_links(True) if self.layout.free_joints.size else None
-        return self.layout.qvel(self.engine.art_qvel(), free)
+    def write_state(self, env_ids: np.ndarray, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
+        self._stale()
+        packed = self.layout.pack_state(env_ids, qpos, qvel)
+        self.physx.write_state(env_ids, packed)
+        self.mujoco_forces.forget(env_ids)  # a fresh scene has no previous substep
 
-    def get_qpos(self) -> torch.Tensor:
-        return self._out(self._qpos64())
+    def _stale(self) -> None:
+        """The state changes: the states serialised by the last step no longer describe it."""
+        self._decoded = None
+        self.physx.reached = None
 
-    def get_qvel(self) -> torch.Tensor:
-        return self._out(self._qvel64())
-
+    # ------------------------------------------------------------------
+    # frames
+    # ------------------------------------------------------------------
     def _links(self, ids: np.ndarray) -> torch.Tensor:
-        return self.layout.gather(self.engine.link_data(ids), ids)
+        return self.layout.gather(self.physx.link_data(ids), ids)
 
-    def _body_pos_w(self, ids: np.ndarray) -> torch.Tensor:
-        return self._out(self._links(ids)[..., :3])
+    def body_pose(self, ids: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        links = self._links(ids)
+        return links[..., :3], links[..., 3:7]
 
-    def _body_quat_w(self, ids: np.ndarray) -> torch.Tensor:
-        return self._out(self._links(ids)[..., 3:7])
-
-    def _body_vel_w(self, ids: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        qvel = self._qvel64()
+    def body_velocity(self, ids: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        qvel = self.read_state()[1]
         arts = np.unique(self.plan.body_link[ids, 0])
-        data = self.engine.link_data(ids, arts=arts[arts >= 0])
+        data = self.physx.link_data(ids, arts=arts[arts >= 0])
         return self.layout.body_velocities(data, qvel, ids)
 
-    def _body_lin_vel_w(self, ids: np.ndarray) -> torch.Tensor:
-        return self._out(self._body_vel_w(ids)[0])
-
-    def _body_ang_vel_w(self, ids: np.ndarray) -> torch.Tensor:
-        return self._out(self._body_vel_w(ids)[1])
-
-    def _site_frames(self, ids: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    def site_pose(self, ids: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         bodies = self.layout.site_body[ids]
         return self.layout.frames(self._links(bodies), self.layout.site_local[self.layout.ids(ids)])
 
-    def _site_pos_w(self, ids: np.ndarray) -> torch.Tensor:
-        return self._out(self._site_frames(ids)[0])
-
-    def _site_quat_w(self, ids: np.ndarray) -> torch.Tensor:
-        return self._out(self._site_frames(ids)[1])
-
-    def _site_jacobian_w(self, site_id: int, cols: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    def site_jacobian(self, site_id: int, cols: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         art = self.plan.body_link[self.layout.site_body[site_id], 0]
-        data = self.engine.link_data(None, arts=np.array([art]) if art >= 0 else None)  # joint frames of its tree
-        jacp, jacr = self.layout.site_jacobian(data, site_id, cols)
-        return self._out(jacp), self._out(jacr)
+        data = self.physx.link_data(None, arts=np.array([art]) if art >= 0 else None)  # joint frames of its tree
+        return self.layout.site_jacobian(data, site_id, cols)
 
     # ------------------------------------------------------------------
-    # mutation
+    # stepping
     # ------------------------------------------------------------------
-    def _set_state(self, env_ids: np.ndarray, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
-        self._decoded = None
-        packed = self.layout.pack_state(env_ids, qpos, qvel)
-        self.engine.write_state(env_ids, packed)
-
-    def _step(self, ctrl: torch.Tensor, nsteps: int, hold: Optional[torch.Tensor] = None) -> Any:
+    def step(self, ctrl: torch.Tensor, nsteps: int, forces: Optional[BodyForces]) -> Any:
         drive = self.layout.pack_ctrl(ctrl)
-        if getattr(self.engine, "constraints", None) is not None and self.info.nu:
-            self.engine.constraints.set_ctrl(ctrl.cpu().numpy())
-        forces = None
-        if self._force_bodies.size:
-            b = self._force_bodies
-            forces = (b, self._force[:, b], self._torque[:, b])
-        self._decoded = None
-        try:
-            diverged = self.engine.step(drive, nsteps, forces, self._judge, hold)
-        except BaseException:
-            self._decoded = None  # the judge may have decoded the state the engine has just undone
-            raise
-        if self._decoded is not None and np.asarray(diverged).any():
-            self._decoded = None  # restored envs no longer hold the decoded state
-        return diverged
+        forces_tuple = None if forces is None else (forces.bodies, forces.force, forces.torque)
+        delegated = self.mujoco_forces
+        self._stale()
+        if delegated.active:
+            delegated.set_ctrl(ctrl.cpu().numpy())
+            delegated.save()
+        return self.physx.step(drive, nsteps, forces_tuple, self._mujoco_qfrc if delegated.active else None)
 
-    def _judge(self, states: Optional[np.ndarray]) -> Any:
-        """``(N,)`` envs the contract's divergence rule flags: from the serialised CPU states
-        ``(N, pack_size)`` when given (no link read again), else from the PhysX buffers."""
-        if states is not None:
-            self._decoded = self.layout.state_from_pack(states)
-            return diverged_rows(*self._decoded)
-        return diverged_rows(*self._state64())
+    def _mujoco_qfrc(self, states: np.ndarray) -> np.ndarray:
+        """The per-substep hook of the CPU path: MuJoCo's forces for the serialised states PhysX is in."""
+        return self.mujoco_forces.qfrc(*self.layout.state_from_pack(states))
 
-    def _play_renderers_absent(self) -> dict[str, str]:
-        """SAPIEN's own renderer is not used: pictures come from MuJoCo's renderer (the core's)."""
-        return {"sapien": "SAPIEN's renderer needs a Vulkan GPU and is not wired to this backend;"
-                          " MuJoCo's renderer draws its state on any machine"}
+    def revert(self, envs: torch.Tensor) -> None:
+        mask = envs if self._gpu else envs.cpu().numpy()
+        self._stale()  # restored envs no longer hold the states the step reached
+        self.physx.revert(mask)
+        if not self._gpu:
+            self.mujoco_forces.restore(np.asarray(mask, bool))
 
     # ------------------------------------------------------------------
-    # snapshots (CPU): PhysX's own serialisation of each env's scene
+    # snapshots (CPU): PhysX's own serialisation of each env's scene, and the memory of MuJoCo's forces
     # ------------------------------------------------------------------
-    def _physics_state_width(self) -> int:
+    @property
+    def state_width(self) -> int:
         if self._gpu:
             raise UnsupportedFeatureError(self.name, "snapshot_restore", "on the GPU")
-        return int(self.engine.cols.pack_size)
+        return int(self.physx.cols.pack_size) + self.mujoco_forces.memory_width
 
-    def _get_physics_state(self, env_ids: np.ndarray) -> np.ndarray:
-        return self.engine.serialised(env_ids).astype(np.float64)
+    def save_state(self, env_ids: np.ndarray) -> np.ndarray:
+        return np.concatenate([self.physx.serialised(env_ids).astype(np.float64),
+                               self.mujoco_forces.memory(env_ids)], axis=1)
 
-    def _check_physics_state(self, env_ids: np.ndarray, rows: torch.Tensor) -> None:
-        packed = rows.cpu().numpy()
-        if (np.abs(packed) > np.finfo(np.float32).max).any():
-            from simbackend.errors import ValueRangeError
+    def check_saved(self, env_ids: np.ndarray, rows: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+        packed = rows.cpu().numpy()[:, : self.physx.cols.pack_size]
+        big = (np.abs(packed) > _FLOAT32_MAX).any(1)
+        if big.any():
+            raise ValueRangeError("state", env_ids[big], _FLOAT32_MAX)
+        return self.layout.state_from_pack(packed.astype(np.float32))
 
-            raise ValueRangeError("state", env_ids[(np.abs(packed) > np.finfo(np.float32).max).any(1)],
-                                  float(np.finfo(np.float32).max))
-        self._check_snapshot_state(env_ids, *self.layout.state_from_pack(packed.astype(np.float32)))
+    def restore_state(self, env_ids: np.ndarray, rows: torch.Tensor) -> None:
+        self._stale()
+        r = rows.cpu().numpy()
+        width = self.physx.cols.pack_size
+        self.physx.restore_serialised(env_ids, r[:, :width].astype(np.float32))
+        self.mujoco_forces.load_memory(env_ids, r[:, width:])
 
-    def _set_physics_state(self, env_ids: np.ndarray, rows: torch.Tensor) -> None:
-        self._decoded = None
-        self.engine.restore_serialised(env_ids, rows.cpu().numpy().astype(np.float32))
-
-    def _ray_cast(self, origins: torch.Tensor, directions: torch.Tensor, exclude_body: int) -> torch.Tensor:
+    # ------------------------------------------------------------------
+    # rays, resources
+    # ------------------------------------------------------------------
+    def cast_rays(self, origins: torch.Tensor, directions: torch.Tensor, exclude_body: int) -> torch.Tensor:
         from .raycast import RayCaster  # rays against the shapes at the links' current poses (see .raycast)
 
-        caster = self.__dict__.get("_ray_caster") or self.__dict__.setdefault("_ray_caster", RayCaster(self.plan, self.engine))
+        if self._ray_caster is None:
+            self._ray_caster = RayCaster(self.plan, self.physx)
+        caster = self._ray_caster
         ids = caster.bodies
-        return caster.cast(origins, directions, exclude_body, self._body_pos_w(ids), self._body_quat_w(ids))
+        pos, quat = self.body_pose(ids)
+        return caster.cast(origins, directions, exclude_body, pos, quat)
 
-    def _close(self) -> None:
-        self.engine.close()
+    def close(self) -> None:
+        self.physx.close()

@@ -37,7 +37,7 @@ from simbackend.errors import InvalidArgumentError, SimBackendError
 from simbackend.math import quat_apply
 from simbackend.model_info import JOINT_FREE, JOINT_HINGE, JOINT_SLIDE
 
-from .engine import PhysxEngine, scene_config
+from .paths import JointForces, PhysxPath, scene_config
 from .layout import Columns
 from .plan import Plan
 from .scene import MaterialCache, build_scene, pose
@@ -53,7 +53,7 @@ def _release(n: int) -> None:
     _alive[0] -= n
 
 
-class CpuPhysx(PhysxEngine):
+class CpuPhysx(PhysxPath):
     """``num_envs`` CPU scenes; buffer row of env n's articulation a is ``n * A + a``.
 
     Args:
@@ -125,10 +125,6 @@ class CpuPhysx(PhysxEngine):
         self._scalar = np.flatnonzero(np.isin(kinds, (JOINT_HINGE, JOINT_SLIDE)))
         self._scalar_art = p.joint_link[self._scalar, 0]
         self._free = np.flatnonzero(kinds == JOINT_FREE)
-        #: MuJoCo's constraint forces for what PhysX lacks (:mod:`.constraints`), set by the backend;
-        #: ``decode`` turns serialised states into the contract's ``(qpos, qvel)``
-        self.constraints = None
-        self.decode = None
         #: (N, D) joint forces of the running step's motors, per articulation that has motors
         self._qf: dict = {}
         self._set_drives()
@@ -162,8 +158,6 @@ class CpuPhysx(PhysxEngine):
             self._cache_joints(n)
         if self.on_rebuild is not None:
             self.on_rebuild(env_ids)
-        if self.constraints is not None:  # a fresh scene has no previous substep
-            self.constraints.forget(env_ids)
 
     def regravitate(self, env_ids: np.ndarray, gravity: np.ndarray) -> None:
         """Give envs ``env_ids`` gravity ``gravity[n]`` ``(N, 3)``: PhysX fixes it when a scene is
@@ -285,7 +279,7 @@ class CpuPhysx(PhysxEngine):
         self._stale()
 
     # ------------------------------------------------------------------
-    # the pieces of PhysxEngine.step
+    # the pieces of PhysxPath.step
     # ------------------------------------------------------------------
     def _write_ctrl(self, drive: dict) -> None:
         targets = drive["target"][:, self._pos_j].tolist()
@@ -317,25 +311,24 @@ class CpuPhysx(PhysxEngine):
     def _save(self) -> None:
         # the state each env had at the end of the last call is its pre-call state now
         self._before = [b if b is not None else s.pack() for b, s in zip(self._packed, self.systems)]
-        if self.constraints is not None:
-            self.constraints.save()
 
-    def _substep(self, forces: Optional[tuple]) -> None:
+    def _substep(self, forces: Optional[tuple], joint_forces: Optional[JointForces]) -> None:
         if forces is not None:
             self._apply_forces(forces)
         if self._gravcomp:
             self._compensate_gravity()
-        if self.constraints is not None:
-            self._apply_constraint_forces()
+        if joint_forces is not None:
+            self._apply_joint_forces(joint_forces)
         for s in self.systems:
             s.step()
 
-    def _apply_constraint_forces(self) -> None:
-        """MuJoCo's constraint forces (:mod:`.constraints`) for the state PhysX is in, before every
-        substep: hinge/slide components added to the motors' joint forces, free-joint components
-        as a force at the root's frame origin and a torque (MuJoCo's is in the body frame)."""
+    def _apply_joint_forces(self, joint_forces: JointForces) -> None:
+        """Generalized forces computed outside PhysX for the state it is in (the per-substep hook: MuJoCo's
+        forces, :mod:`.mujoco_forces`), before a substep: hinge/slide components added to the motors'
+        joint forces, free-joint components as a force at the root's frame origin and a torque (the
+        contract's free-joint torque is in the body frame)."""
         states = np.frombuffer(b"".join(s.pack() for s in self.systems), np.float32).reshape(self.num_envs, -1)
-        qfrc = self.constraints.qfrc(*self.decode(states))
+        qfrc = joint_forces(states)
         info, plan, cols = self.plan.info, self.plan, self.cols
         for a in self._dof_arts:
             qf = self._qf.get(a)
@@ -372,6 +365,7 @@ class CpuPhysx(PhysxEngine):
     def _serialised(self) -> np.ndarray:
         self._stale()
         self._after = [s.pack() for s in self.systems]
+        self._packed = self._after  # the next call's pre-call states, unless some envs are reverted
         return np.frombuffer(b"".join(self._after), np.float32).reshape(self.num_envs, self.cols.pack_size)
 
     def _qacc(self) -> np.ndarray:
@@ -381,21 +375,18 @@ class CpuPhysx(PhysxEngine):
         return buf
 
     def _restore(self, envs: np.ndarray) -> None:
+        envs = np.asarray(envs, bool)
+        if envs.all():  # after an exception too, when the states reached are not known
+            for s, b in zip(self.systems, self._before):
+                s.unpack(b)
+            self._packed = list(self._before)
+            self._stale()
+            return
         after = self._after
         for n in np.flatnonzero(envs):
             self.systems[n].unpack(self._before[n])
             after[n] = self._before[n]
-        if self.constraints is not None:
-            self.constraints.restore(np.asarray(envs, bool))
         self._packed = after
-
-    def _restore_all(self) -> None:
-        for s, b in zip(self.systems, self._before):
-            s.unpack(b)
-        if self.constraints is not None:
-            self.constraints.restore(np.ones(self.num_envs, bool))
-        self._packed = self._before
-        self._stale()
 
     def close(self) -> None:
         self._finalizer()  # the scenes no longer count against MAX_CPU_SCENES

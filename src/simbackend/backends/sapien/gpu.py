@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import platform
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import sapien
@@ -29,7 +29,7 @@ from sapien import physx
 
 from simbackend.errors import SimBackendError
 
-from .engine import PhysxEngine, scene_config
+from .paths import PhysxPath, scene_config
 from .layout import Columns
 from .plan import Plan
 from .scene import MaterialCache, build_scene
@@ -130,7 +130,7 @@ class RowRestorer:
         return self.index
 
 
-class GpuPhysx(PhysxEngine):
+class GpuPhysx(PhysxPath):
     """One ``PhysxGpuSystem``: env n in sub-scene n (origin ``origins[n]``), plus one spare sub-scene.
 
     Args:
@@ -251,7 +251,7 @@ class GpuPhysx(PhysxEngine):
         self._stale()
 
     # ------------------------------------------------------------------
-    # the pieces of PhysxEngine.step: no host synchronisation
+    # the pieces of PhysxPath.step: no host synchronisation
     # ------------------------------------------------------------------
     @property
     def _rows_index(self) -> torch.Tensor:
@@ -273,9 +273,9 @@ class GpuPhysx(PhysxEngine):
         s.gpu_apply_articulation_target_velocity()
         s.gpu_apply_articulation_qf()
 
-    def _substep(self, forces: Optional[tuple]) -> None:
-        if forces is not None:
-            raise SimBackendError("body forces are not available on the GPU path")
+    def _substep(self, forces: Optional[tuple], joint_forces: Any = None) -> None:
+        if forces is not None or joint_forces is not None:
+            raise SimBackendError("body forces and per-substep joint forces are not available on the GPU path")
         self.system.step()
         self._stale()
 
@@ -296,9 +296,6 @@ class GpuPhysx(PhysxEngine):
             s.gpu_apply_articulation_qvel(index)
         s.gpu_update_articulation_kinematics()
         self._fresh["pose"] = self._fresh["vel"] = False   # non-root links moved; qpos/qvel buffers are current
-
-    def _restore_all(self) -> None:
-        self._restore(torch.ones(self.num_envs, dtype=torch.bool, device=self._qpos.device))
 
     def close(self) -> None:
         self._keep.clear()

@@ -175,7 +175,7 @@ class Plan:
     #: at its centre of mass (the CPU engine applies it; the GPU path refuses models that have it)
     gravcomp: np.ndarray = field(default_factory=lambda: np.zeros(0))
     #: joints whose frictionloss MuJoCo's solver gives, as a force each substep (their PhysX
-    #: drive is taken by an actuator, stiffness or damping; see :mod:`.constraints`); other
+    #: drive is taken by an actuator, stiffness or damping; see :mod:`.mujoco_forces`); other
     #: frictionloss is a saturating drive
     forced_friction: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     #: names of the active equalities, forces from MuJoCo's solver each substep
@@ -205,9 +205,16 @@ class Plan:
         return out
 
     @property
-    def needs_mujoco(self) -> bool:
-        """Whether MuJoCo gives forces each substep (:mod:`.constraints`)."""
-        return bool(self.forced_friction.size or self.equalities or self.mujoco_actuators.size or self.mujoco_passive)
+    def delegated(self) -> list[str]:
+        """Every element whose physics MuJoCo computes each substep (:mod:`.mujoco_forces`), one line
+        each: the engine's ``capabilities.delegated``, and what ``sapien={"delegate": False}`` refuses."""
+        info = self.info
+        out = [f"joint {info.joint_names[int(j)]!r}: frictionloss (its PhysX drive is taken), MuJoCo's constraint"
+               " force" for j in self.forced_friction]
+        out += [f"equality {name!r}: MuJoCo's constraint force" for name in self.equalities]
+        out += [f"actuator {info.actuator_names[int(a)]!r}: MuJoCo's actuator force" for a in self.mujoco_actuators]
+        out += [f"{line}: MuJoCo's forces" for line in self.mujoco_passive]
+        return out
 
     @property
     def drive_joints(self) -> np.ndarray:
@@ -298,7 +305,7 @@ def _reject_unsupported(m: mujoco.MjModel, info: ModelInfo) -> None:
             problems.append(f"actuator {aname!r}: a body (adhesion) transmission acts through contacts, which are"
                             " PhysX's")
         elif a in by_mujoco:
-            continue  # MuJoCo computes its force each substep (.constraints)
+            continue  # MuJoCo computes its force each substep (.mujoco_forces)
         elif any(m.actuator_gear[a, 1:] != 0) and trn != int(mujoco.mjtTrn.mjTRN_TENDON):
             problems.append(f"actuator {aname!r}: gear with more than one component is not supported")
     if problems:
@@ -322,7 +329,7 @@ def _equality_problem(m: mujoco.MjModel, e: int) -> str:
     return f"{mujoco.mjtEq(kind).name[len('mjEQ_'):].lower()} equalities have no PhysX counterpart"
 
 
-#: equality types whose forces MuJoCo's solver gives each substep (:mod:`.constraints`)
+#: equality types whose forces MuJoCo's solver gives each substep (:mod:`.mujoco_forces`)
 _BY_FORCES = tuple(int(t) for t in (mujoco.mjtEq.mjEQ_JOINT, mujoco.mjtEq.mjEQ_CONNECT, mujoco.mjtEq.mjEQ_WELD,
                                     mujoco.mjtEq.mjEQ_TENDON))
 
@@ -336,7 +343,7 @@ def fixed_tendon_joints(m: mujoco.MjModel, t: int) -> list[tuple[int, float]]:
 def _tendon_problem(m: mujoco.MjModel, t: int, info: ModelInfo) -> str:
     """Why tendon ``t`` cannot be built, or ``""``. Fixed and spatial tendons load: MuJoCo
     computes their lengths, and the forces of their springs, dampers, friction and limits
-    (:mod:`.constraints`); only tendon armature, which adds inertia along the tendon, does not."""
+    (:mod:`.mujoco_forces`); only tendon armature, which adds inertia along the tendon, does not."""
     adr, num = int(m.tendon_adr[t]), int(m.tendon_num[t])
     if getattr(m, "tendon_armature", np.zeros(m.ntendon))[t] != 0:
         return "tendon armature (inertia along the tendon) has no PhysX counterpart"
@@ -354,7 +361,7 @@ def is_fixed_tendon(m: mujoco.MjModel, t: int) -> bool:
 
 
 def mujoco_actuators(m: mujoco.MjModel, info: ModelInfo) -> np.ndarray:
-    """Actuators whose force MuJoCo computes each substep (:mod:`.constraints`): all but motors,
+    """Actuators whose force MuJoCo computes each substep (:mod:`.mujoco_forces`): all but motors,
     position and velocity servos on hinge/slide joints (PhysX drives and joint forces) and motors
     on fixed tendons (their force reaches the joints through the coefficients): general
     actuators of other gain/bias laws, actuators on tendons, sites, slider-cranks, free joints."""
@@ -577,7 +584,7 @@ def _drives(m: mujoco.MjModel, info: ModelInfo, q0: np.ndarray) -> dict:
         g = float(m.actuator_gear[a, 0])
         kind = info.actuator_kind[a]
         if a in by_mujoco:
-            continue  # MuJoCo computes its force each substep (.constraints)
+            continue  # MuJoCo computes its force each substep (.mujoco_forces)
         if kind == "motor":
             if int(m.actuator_trntype[a]) == int(mujoco.mjtTrn.mjTRN_TENDON):
                 for tj, coef in fixed_tendon_joints(m, int(m.actuator_trnid[a, 0])):
@@ -610,7 +617,7 @@ def _drives(m: mujoco.MjModel, info: ModelInfo, q0: np.ndarray) -> dict:
         if fl <= 0 or no_friction:
             continue
         if driven[j] or stiffness[j] > 0 or damping[j] > 0:
-            rubbing.append(j)  # the drive is taken: MuJoCo's solver gives the force (.constraints)
+            rubbing.append(j)  # the drive is taken: MuJoCo's solver gives the force (.mujoco_forces)
             continue
         # dry friction: a velocity drive to rest whose force saturates at frictionloss
         damping[j] = FRICTIONLOSS_DAMPING

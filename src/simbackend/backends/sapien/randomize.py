@@ -71,12 +71,18 @@ def drive_rows(plan: Any, info: Any, gear: np.ndarray, kp: np.ndarray, kv: np.nd
 
 
 class EnvParams:
-    """The per-env model fields of a CPU sapien backend (see the module docstring)."""
+    """The per-env model fields of a CPU sapien engine (see the module docstring).
 
-    def __init__(self, backend: Any):
-        self.backend = backend
-        self.engine = backend.engine
-        self.plan, self.info, self.model = backend.plan, backend.info, backend.model
+    Args:
+        engine: the :class:`~.backend.SapienEngine` (its CPU PhysX path ``physx``, ``plan``, ``model``,
+            ``layout`` and ``mujoco_forces``).
+    """
+
+    def __init__(self, engine: Any):
+        self.owner = engine
+        self.physx = engine.physx
+        self.forces = engine.mujoco_forces
+        self.plan, self.info, self.model = engine.plan, engine.info, engine.model
         self.values: dict[str, np.ndarray] = {}
         self.drives: Optional[dict[str, np.ndarray]] = None
         self._materials: dict[float, physx.PhysxMaterial] = {}
@@ -89,12 +95,12 @@ class EnvParams:
         for k, s in enumerate(self.plan.static_shapes):
             self.geom_shape[int(s.geom)] = (-1, -1, k)
         self.gear = np.array(self.model.actuator_gear[:, 0], np.float64)
-        self.engine.on_rebuild = self.apply
+        self.physx.on_rebuild = self.apply
 
     # checks -------------------------------------------------------------------
     def check(self, env_ids: np.ndarray, values: dict[str, np.ndarray]) -> None:
         """Raise for values PhysX cannot represent, before anything is written."""
-        info, name = self.info, self.backend.name
+        info, name = self.info, self.owner.name
         body_link = self.plan.body_link
         for field in ("body_mass", "body_com", "body_inertia"):
             rows = values.get(field)
@@ -140,7 +146,7 @@ class EnvParams:
     # writes -------------------------------------------------------------------
     def write(self, env_ids: np.ndarray, values: dict[str, np.ndarray]) -> None:
         self.check(env_ids, values)
-        n_all = self.backend.num_envs
+        n_all = self.owner.num_envs
         for field, rows in values.items():
             table = self.values.get(field)
             if table is None:
@@ -149,10 +155,10 @@ class EnvParams:
             table[env_ids] = rows
         if {"actuator_kp", "actuator_kv", "dof_damping"}.intersection(values):
             self._update_drives()
-        if getattr(self.engine, "constraints", None) is not None:  # MuJoCo's forces see the env's inertia
-            self.engine.constraints.set_inertia(self.values)
+        self.forces.set_inertia(self.values)  # MuJoCo's forces see the env's inertia
         if "gravity" in values:
-            self.engine.regravitate(env_ids, self.values["gravity"])  # new scenes: on_rebuild applies the rest
+            self.physx.regravitate(env_ids, self.values["gravity"])  # new scenes: on_rebuild applies the rest
+            self.forces.forget(env_ids)  # a fresh scene has no previous substep
             rest = {k: v for k, v in values.items() if k != "gravity"}
         else:
             rest = values
@@ -160,7 +166,7 @@ class EnvParams:
             self.apply(env_ids, tuple(rest))
 
     def _update_drives(self) -> None:
-        info, n = self.info, self.backend.num_envs
+        info, n = self.info, self.owner.num_envs
 
         def field(name: str, model: np.ndarray) -> np.ndarray:
             v = self.values.get(name)
@@ -168,18 +174,16 @@ class EnvParams:
 
         self.drives = drive_rows(self.plan, info, self.gear, field("actuator_kp", info.actuator_kp),
                                  field("actuator_kv", info.actuator_kv), field("dof_damping", info.dof_damping))
-        self.backend.layout.set_env_drives(self.drives)
-        self.engine.env_drives = self.drives
-        if getattr(self.engine, "constraints", None) is not None:  # servos on tendons: MuJoCo's gains
-            self.engine.constraints.set_gains(field("actuator_kp", info.actuator_kp),
-                                              field("actuator_kv", info.actuator_kv))
+        self.owner.layout.set_env_drives(self.drives)
+        self.physx.env_drives = self.drives
+        self.forces.set_gains(field("actuator_kp", info.actuator_kp), field("actuator_kv", info.actuator_kv))
 
     def apply(self, env_ids: Any, fields: Optional[tuple] = None) -> None:
         """Write the stored per-env values of ``fields`` (default: all) into envs ``env_ids``' PhysX objects."""
         fields = tuple(self.values) if fields is None else fields
         if not fields:
             return
-        plan, info, eng = self.plan, self.info, self.engine
+        plan, info, eng = self.plan, self.info, self.physx
         env_ids = np.asarray(env_ids)
         body_fields = [f for f in ("body_mass", "body_com", "body_inertia") if f in fields]
         if body_fields:
@@ -223,9 +227,9 @@ class EnvParams:
         """``(N, ...)`` read back from the PhysX objects; None for the model's values (nothing written)."""
         if field not in self.values:
             return None
-        plan, info, eng = self.plan, self.info, self.engine
+        plan, info, eng = self.plan, self.info, self.physx
         out = self.values[field].copy()
-        n_all = self.backend.num_envs
+        n_all = self.owner.num_envs
         if field in ("body_mass", "body_com", "body_inertia"):
             for b, (a, l) in enumerate(plan.body_link):
                 if b == 0 or a < 0:

@@ -1,4 +1,4 @@
-"""The MotrixSim backend: the SimBackend contract on Motrix's batched scene data.
+"""The MotrixSim engine: the SimBackend contract on Motrix's batched scene data.
 
 One ``motrixsim.SceneData(batch=[N])`` holds every env; ``SceneModel.step``
 advances them together on Motrix's thread pool (no Python loop over envs).
@@ -16,11 +16,11 @@ warm starts through ``reset``. Body poses and velocities come from
 read for the bodies asked, once per state.
 
 Divergence: Motrix never raises from a step and reports no per-env failure;
-a blown-up env turns non-finite or huge, which the contract's rule
-(:mod:`simbackend.divergence`) flags on the state read after the call. Those
-envs get back their pre-call state.
+a blown-up env turns non-finite or huge, which the front end's rule
+(:mod:`simbackend.divergence`) flags on the state read after the call; ``revert``
+gives those envs their pre-call state back.
 
-Everything is float32 (Motrix's real type), so the hooks take float32.
+Everything is float32 (Motrix's real type), so the engine takes float32.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ import numpy as np
 import torch
 
 from simbackend.capabilities import CORE_SENSOR_TYPES, Capabilities
-from simbackend.contract import SimBackend
-from simbackend.divergence import diverged_rows
+from simbackend.engine import BodyForces, Engine, EngineBuild
+from simbackend.errors import ModelLoadError, ValueRangeError
 from simbackend.model_info import JOINT_BALL
 from simbackend.models import describe_source, model_info
 from simbackend.options import EngineOption, check_positive_float, optional
@@ -71,23 +71,18 @@ def _thread_pool(nthread: int) -> int:
     return _pool_threads
 
 
-class MotrixBackend(SimBackend):
-    """MotrixSim backend (CPU).
+class MotrixEngine(Engine):
+    """MotrixSim engine (CPU).
 
-    Args:
-        model: MJCF/URDF path, ``mujoco.MjSpec`` or built-in name (a compiled
-            ``mujoco.MjModel`` cannot be given: Motrix compiles MJCF itself).
-        num_envs: number of simulations N, one batched ``SceneData``.
-        device: ``"cpu"`` (Motrix runs on the CPU).
-        seed: seed of the backend's random streams.
-        **options: the common options (:mod:`simbackend.options`):
-            ``nthread`` sizes Motrix's thread pool, which Motrix creates once
-            per process (the first Motrix backend of a process sets it; the
-            trajectories are bit-identical for any count);
-            ``solver_iterations`` (Motrix's ``max_iterations``, default 100);
-            ``timestep`` and the model options. The block ``motrix={...}``
-            takes ``solver_tolerance`` (default 1e-6, :data:`DEFAULT_TOLERANCE`;
-            Motrix's own is 1e-4).
+    Model sources: an MJCF/URDF path, a ``mujoco.MjSpec`` or a built-in name (a
+    compiled ``mujoco.MjModel`` only if this process wrote it as MJCF before:
+    Motrix compiles MJCF itself). Options: the common ones
+    (:mod:`simbackend.options`): ``nthread`` sizes Motrix's thread pool, which
+    Motrix creates once per process (the first Motrix backend of a process sets
+    it; the trajectories are bit-identical for any count); ``solver_iterations``
+    (Motrix's ``max_iterations``, default 100); ``timestep`` and the model
+    options. The block ``motrix={...}`` takes ``solver_tolerance`` (default
+    1e-6, :data:`DEFAULT_TOLERANCE`; Motrix's own is 1e-4).
 
     Raises:
         ModelLoadError: the model holds something Motrix cannot represent
@@ -96,18 +91,18 @@ class MotrixBackend(SimBackend):
     """
 
     name = "motrix"
-    hook_dtype = torch.float32
-    engine_options = {
+    dtype = torch.float32
+    options = {
         "solver_tolerance": EngineOption(None, optional(check_positive_float), "Motrix solver tolerance"),
     }
 
-    def __init__(self, model: Any, num_envs: int, *, device: Any = None, seed: int = 0, **options: Any):
-        opts = self.parse_options(options)
-        device = self.resolve_device(device, allowed=("cpu",))
+    def __init__(self, build: EngineBuild):
+        super().__init__(build)
+        opts = build.options
         threads = _thread_pool(opts.nthread)
         import motrixsim as mx
 
-        m, mm, notes = load(model, opts.model)
+        m, mm, notes = load(build.source, opts.model)
         o = mm.options
         if opts.timestep is not None:
             m = copy.copy(m)
@@ -117,9 +112,11 @@ class MotrixBackend(SimBackend):
             o.max_iterations = opts.solver_iterations
         tol = opts.engine["solver_tolerance"]
         o.solver_tolerance = DEFAULT_TOLERANCE if tol is None else tol
-        info = model_info(m)
-        mapping = Mapping(info, mm, describe_source(model))
-        super().__init__(info, num_envs, device=device, seed=seed)
+        info = self.info
+        if model_info(m).fingerprint != info.fingerprint:  # the source compiled again must be the same model
+            raise ModelLoadError(f"{describe_source(build.source)}: compiling it again for Motrix gave another model"
+                                 " (a source that changed since the backend compiled it?)")
+        mapping = Mapping(info, mm, describe_source(build.source))
         self._mx = mx
         self.model, self.mx_model, self.map = m, mm, mapping
         self.data = mx.SceneData(mm, batch=[self.num_envs])
@@ -128,6 +125,7 @@ class MotrixBackend(SimBackend):
                                       f" tolerance {o.solver_tolerance:g}")
         self._reads: dict[tuple, np.ndarray] = {}
         self._state: Optional[tuple[np.ndarray, np.ndarray]] = None
+        self._before: Optional[tuple[np.ndarray, np.ndarray]] = None  # the pre-call state of the last step
         self._sites = [mm.sites[int(k)] for k in mapping.site_index]
         self._ctrl = np.zeros((self.num_envs, mm.num_actuators), np.float32)
         self._dr_written: set[str] = set()
@@ -136,7 +134,7 @@ class MotrixBackend(SimBackend):
                                  if float(mm.links[int(mapping.body_link[b])].mass) == 0.0 and info.body_mass[b] > 0)
         every = np.arange(self.num_envs)
         q0 = torch.as_tensor(np.tile(info.qpos0.astype(np.float32), (self.num_envs, 1)))
-        self._set_state(every, q0, torch.zeros((self.num_envs, info.nv)))
+        self.write_state(every, q0, torch.zeros((self.num_envs, info.nv)))
 
     @property
     def capabilities(self) -> Capabilities:
@@ -149,6 +147,8 @@ class MotrixBackend(SimBackend):
             snapshot_restore=True,
             snapshot_exact=False,
             domain_randomization=frozenset(f"{t}:{p}" for t in DR_TERMS for p in ("init", "reset", "interval")),
+            renderers_absent=(("motrix", "Motrix's renderer needs a GPU window and is not wired to this backend;"
+                                         " MuJoCo's renderer draws its state on any machine"),),
         )
 
     @property
@@ -168,11 +168,9 @@ class MotrixBackend(SimBackend):
             self._state = (self.data.dof_pos, self.data.dof_vel)
         return self._state
 
-    def get_qpos(self) -> torch.Tensor:
-        return torch.from_numpy(self._dofs()[0][:, self.map.qpos_src])
-
-    def get_qvel(self) -> torch.Tensor:
-        return torch.from_numpy(self._dofs()[1][:, self.map.qvel_src])
+    def read_state(self) -> tuple[np.ndarray, np.ndarray]:
+        pos, vel = self._dofs()
+        return pos[:, self.map.qpos_src], vel[:, self.map.qvel_src]
 
     def _links(self, kind: str, ids: np.ndarray) -> np.ndarray:
         """``(N, B, ·)`` of bodies ``ids``: ``"pos"``, ``"quat"`` (wxyz), ``"lin"`` (velocity of the frame
@@ -199,17 +197,11 @@ class MotrixBackend(SimBackend):
         self._reads[key] = out
         return out
 
-    def _body_pos_w(self, ids: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(self._links("pos", ids).copy())
+    def body_pose(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self._links("pos", ids), self._links("quat", ids)
 
-    def _body_quat_w(self, ids: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(self._links("quat", ids).copy())
-
-    def _body_lin_vel_w(self, ids: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(self._links("lin", ids).copy())
-
-    def _body_ang_vel_w(self, ids: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(self._links("ang", ids).copy())
+    def body_velocity(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self._links("lin", ids), self._links("ang", ids)
 
     def _site_poses(self, ids: np.ndarray) -> np.ndarray:
         """``(N, S, 7)`` site poses (pos + xyzw) of sites ``ids``."""
@@ -218,19 +210,17 @@ class MotrixBackend(SimBackend):
             out[:, k] = self._sites[int(s)].get_pose(self.data)
         return out
 
-    def _site_pos_w(self, ids: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(np.ascontiguousarray(self._site_poses(ids)[..., :3]))
+    def site_pose(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        poses = self._site_poses(ids)
+        return poses[..., :3], poses[..., 3:][..., WXYZ_FROM_XYZW]
 
-    def _site_quat_w(self, ids: np.ndarray) -> torch.Tensor:
-        return torch.from_numpy(np.ascontiguousarray(self._site_poses(ids)[..., 3:][..., WXYZ_FROM_XYZW]))
-
-    def _site_jacobian_w(self, site_id: int, cols: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    def site_jacobian(self, site_id: int, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         site = self._sites[site_id]
         compact = site.get_jacobian(self.data)                       # (N, 6, k): angular rows, then linear
-        full = np.zeros((self.num_envs, 6, self.nv), np.float32)
+        full = np.zeros((self.num_envs, 6, self.info.nv), np.float32)
         full[:, :, self.map.qvel_of_dof[np.asarray(site.dof_vel_indices, np.int64)]] = compact
         full = full[:, :, cols]
-        return torch.from_numpy(np.ascontiguousarray(full[:, 3:])), torch.from_numpy(np.ascontiguousarray(full[:, :3]))
+        return full[:, 3:], full[:, :3]
 
     # ------------------------------------------------------------------
     # writes
@@ -263,12 +253,12 @@ class MotrixBackend(SimBackend):
     def _fresh_data(self) -> None:
         """A new batch, with the randomized model values carried over: Motrix keeps contact warm starts
         through ``reset``, so only fresh data replays bit for bit (a subset write cannot clear them)."""
-        carried = {name: self._read_env_params(name) for name in self._dr_written}
+        carried = {name: self.read_params(name) for name in self._dr_written}
         self.data = self._mx.SceneData(self.mx_model, batch=[self.num_envs])
         if carried:
-            self._write_env_params(np.arange(self.num_envs), carried)
+            self.write_params(np.arange(self.num_envs), carried)
 
-    def _set_state(self, env_ids: np.ndarray, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
+    def write_state(self, env_ids: np.ndarray, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
         n = env_ids.size
         dof_pos = np.empty((n, self.mx_model.num_dof_pos), np.float32)
         dof_vel = np.empty((n, self.mx_model.num_dof_vel), np.float32)
@@ -276,45 +266,51 @@ class MotrixBackend(SimBackend):
         dof_vel[:, self.map.qvel_src] = qvel.numpy()
         self._write_dofs(env_ids, dof_pos, dof_vel)
 
-    def _step(self, ctrl: torch.Tensor, nsteps: int, hold: Optional[torch.Tensor]) -> Any:
+    def step(self, ctrl: torch.Tensor, nsteps: int, forces: Optional[BodyForces]) -> None:
         mm, data = self.mx_model, self.data
+        self._before = None
         self._ctrl[:, self.map.actuator_src] = ctrl.numpy()  # Motrix clamps to the ctrl ranges itself
         before = self._dofs()
-        forces = self._pending_forces()
-        try:
-            if self._ctrl.shape[1]:  # Motrix panics on an empty control array
-                data.actuator_ctrls = self._ctrl
-            done = 0
-            while done < nsteps:
-                if forces:  # Motrix clears external forces after every substep: add them to each
-                    for link, f, t in forces:
-                        link.add_external_force(data, f, local=False)
-                        link.add_external_torque(data, t, local=False)
-                    mm.step(data)
-                    done += 1
-                else:
-                    k = min(CHUNK, nsteps - done)
-                    mm.step_n(data, k) if k > 1 else mm.step(data)
-                    done += k
-        except BaseException:
-            self._write_dofs(np.arange(self.num_envs), *before, exact=True, keep_caches=True)
-            raise
+        self._before = before
+        pending = self._pending_forces(forces)
+        if self._ctrl.shape[1]:  # Motrix panics on an empty control array
+            data.actuator_ctrls = self._ctrl
+        done = 0
+        self._invalidate()
+        while done < nsteps:
+            if pending:  # Motrix clears external forces after every substep: add them to each
+                for link, f, t in pending:
+                    link.add_external_force(data, f, local=False)
+                    link.add_external_torque(data, t, local=False)
+                mm.step(data)
+                done += 1
+            else:
+                k = min(CHUNK, nsteps - done)
+                mm.step_n(data, k) if k > 1 else mm.step(data)
+                done += k
         mm.forward_kinematic(data)  # Motrix's link states after a step describe the state before its last substep
         self._invalidate()
-        bad = diverged_rows(*self._dofs())
-        if bad.any():
-            ids = np.flatnonzero(bad)
-            self._write_dofs(ids, before[0][ids], before[1][ids], exact=True, keep_caches=True)
-        return bad
+        return None  # Motrix reports no per-env failure: the front end's rule judges the state
 
-    def _pending_forces(self) -> list:
-        if not self._force_bodies.size:
+    def revert(self, envs: torch.Tensor) -> None:
+        if self._before is None:  # the step raised before it changed anything
+            return
+        mask = envs.cpu().numpy()
+        pos, vel = self._before
+        if mask.all():  # an undone step: its envs go on as if it had not been called
+            self._write_dofs(np.arange(self.num_envs), pos, vel, exact=True, keep_caches=True)
+        else:
+            ids = np.flatnonzero(mask)
+            self._write_dofs(ids, pos[ids], vel[ids], exact=True, keep_caches=True)
+
+    def _pending_forces(self, forces: Optional[BodyForces]) -> list:
+        if forces is None:
             return []
         out = []
-        for b in self._force_bodies:
+        for k, b in enumerate(forces.bodies):
             link = self.mx_model.links[int(self.map.body_link[b])]
-            out.append((link, np.ascontiguousarray(self._force[:, b].numpy()),
-                        np.ascontiguousarray(self._torque[:, b].numpy())))
+            out.append((link, np.ascontiguousarray(forces.force[:, k].numpy()),
+                        np.ascontiguousarray(forces.torque[:, k].numpy())))
         return out
 
     # ------------------------------------------------------------------
@@ -322,7 +318,7 @@ class MotrixBackend(SimBackend):
     # ------------------------------------------------------------------
     def model_fields(self) -> dict[str, np.ndarray]:
         """What Motrix holds (its links, joints, actuators and options), in the compiled model's order."""
-        mm, info = self.mx_model, self._info
+        mm, info = self.mx_model, self.info
         nb = info.nbody
         mass, com, inertia = np.zeros(nb), np.zeros((nb, 3)), np.zeros((nb, 3, 3))
         pristine = self._mx.SceneData(mm, batch=[1])  # the model's values: no env's randomization
@@ -350,11 +346,11 @@ class MotrixBackend(SimBackend):
     def _principal_to_tensor(self, b: int) -> np.ndarray:
         from simbackend.math import quat_to_matrix
 
-        r = quat_to_matrix(torch.tensor(self._info.body_iquat[b])).numpy()
-        return r @ np.diag(self._info.body_inertia[b]) @ r.T
+        r = quat_to_matrix(torch.tensor(self.info.body_iquat[b])).numpy()
+        return r @ np.diag(self.info.body_inertia[b]) @ r.T
 
-    def _write_env_params(self, env_ids: np.ndarray, values: dict[str, np.ndarray]) -> None:
-        mm, info, view = self.mx_model, self._info, self._view(env_ids)
+    def write_params(self, env_ids: np.ndarray, values: Any) -> None:
+        mm, info, view = self.mx_model, self.info, self._view(env_ids)
         self._dr_written |= set(values)
         f32 = lambda a: np.ascontiguousarray(a, np.float32)  # noqa: E731
         # bodies welded to the world are part of Motrix's static world (the core never randomizes them)
@@ -392,7 +388,7 @@ class MotrixBackend(SimBackend):
         """Servo gains through the override each Motrix actuator class has. A general actuator's force
         is ``gain ctrl + bias - stiffness q - damping qdot``: a position servo's kp is its gain and its
         stiffness, kv its damping; a velocity servo's kv is its gain and its damping."""
-        info = self._info
+        info = self.info
         for a, kind in enumerate(info.actuator_kind):
             act = self.mx_model.actuators[int(self.map.actuator_src[a])]
             k = None if kp is None else np.ascontiguousarray(kp[:, a], np.float32)
@@ -413,8 +409,9 @@ class MotrixBackend(SimBackend):
                     act.set_gain_override(view, d)
                     act.set_damping_override(view, d)
 
-    def _read_env_params(self, name: str) -> np.ndarray:
-        mm, info, data = self.mx_model, self._info, self.data
+    def read_params(self, field: str) -> Optional[np.ndarray]:
+        name = field
+        mm, info, data = self.mx_model, self.info, self.data
         n = self.num_envs
         moving = [b for b in range(1, info.nbody) if b not in self._static]
         if name == "body_mass":
@@ -442,7 +439,7 @@ class MotrixBackend(SimBackend):
                 out[:, b] = np.einsum("ji,njk,ki->ni", axes[b], _inertia_matrix(rows.reshape(n, 6)), axes[b])
             return out
         if name in ("actuator_kp", "actuator_kv"):
-            out = np.array(np.broadcast_to(self._dr_model_value(name), (n, info.nu)))
+            out = np.array(np.broadcast_to(getattr(info, name), (n, info.nu)), np.float64)
             for a, kind in enumerate(info.actuator_kind):
                 act = mm.actuators[int(self.map.actuator_src[a])]
                 if kind == "position":
@@ -456,7 +453,7 @@ class MotrixBackend(SimBackend):
                 out[:, a] = np.asarray(getattr(act, getter)(data), np.float64).reshape(n)
             return out
         if name in ("dof_armature", "dof_frictionloss"):
-            out = np.array(np.broadcast_to(self._dr_model_value(name), (n, info.nv)))
+            out = np.array(np.broadcast_to(getattr(info, name), (n, info.nv)), np.float64)
             getter = "get_armature_override" if name == "dof_armature" else "get_frictionloss_override"
             for j, k in enumerate(self.map.joint_index):
                 if k >= 0:
@@ -465,15 +462,16 @@ class MotrixBackend(SimBackend):
                     out[:, adr:adr + width] = np.asarray(getattr(mm.joints[int(k)], getter)(data),
                                                          np.float64).reshape(n, width)
             return out
-        return super()._read_env_params(name)
+        return None
 
     # ------------------------------------------------------------------
     # snapshots: Motrix's own state (dof_pos, dof_vel) of each env
     # ------------------------------------------------------------------
-    def _physics_state_width(self) -> int:
+    @property
+    def state_width(self) -> int:
         return int(self.mx_model.num_dof_pos + self.mx_model.num_dof_vel)
 
-    def _get_physics_state(self, env_ids: np.ndarray) -> np.ndarray:
+    def save_state(self, env_ids: np.ndarray) -> np.ndarray:
         pos, vel = self._dofs()
         return np.concatenate([pos[env_ids], vel[env_ids]], axis=1).astype(np.float64)
 
@@ -481,25 +479,19 @@ class MotrixBackend(SimBackend):
         p = self.mx_model.num_dof_pos
         return rows[:, :p], rows[:, p:]
 
-    def _check_physics_state(self, env_ids: np.ndarray, rows: torch.Tensor) -> None:
+    def check_saved(self, env_ids: np.ndarray, rows: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
         host = rows.cpu().numpy()
         pos, vel = self._split(host)
         big = (np.abs(host) > np.finfo(np.float32).max).any(1)
         if big.any():
-            from simbackend.errors import ValueRangeError
-
             raise ValueRangeError("state", env_ids[big], float(np.finfo(np.float32).max))
-        self._check_snapshot_state(env_ids, pos[:, self.map.qpos_src], vel[:, self.map.qvel_src])
+        return pos[:, self.map.qpos_src], vel[:, self.map.qvel_src]
 
-    def _set_physics_state(self, env_ids: np.ndarray, rows: torch.Tensor) -> None:
+    def restore_state(self, env_ids: np.ndarray, rows: torch.Tensor) -> None:
         pos, vel = self._split(rows.cpu().numpy())
         self._write_dofs(env_ids, pos, vel, exact=True)
 
-    def _play_renderers_absent(self) -> dict[str, str]:
-        return {"motrix": "Motrix's renderer needs a GPU window and is not wired to this backend;"
-                          " MuJoCo's renderer draws its state on any machine"}
-
-    def _close(self) -> None:
+    def close(self) -> None:
         self.data = None
         self._invalidate()
 
@@ -518,4 +510,4 @@ def _inertia_matrix(rows: np.ndarray) -> np.ndarray:
     return np.stack([np.stack([xx, xy, xz], -1), np.stack([xy, yy, yz], -1), np.stack([xz, yz, zz], -1)], -2)
 
 
-__all__ = ["MotrixBackend"]
+__all__ = ["MotrixEngine"]

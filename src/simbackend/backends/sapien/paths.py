@@ -1,14 +1,14 @@
-"""The PhysX engine interface the backend drives, and what both paths share.
+"""The two PhysX paths (CPU scenes, one GPU system) and what they share.
 
-:class:`PhysxEngine` is the interface between :class:`~.backend.SapienBackend`
+:class:`PhysxPath` is the interface between :class:`~.backend.SapienEngine`
 and a physics path: :class:`~.cpu.CpuPhysx` (one CPU scene per env) and
 :class:`~.gpu.GpuPhysx` (one GPU system, a sub-scene per env). Both hold the
 state in PhysX's GPU buffer layout (:mod:`.layout`): link data ``(R, L, 13)``
 and joint coordinates ``(R, D)``, rows ``rows[env, articulation]``, columns
 given by :class:`~.layout.Columns`. The base class owns the step sequence
-(save, drive, substeps, verdict, restore) and the divergence verdict, so both
-paths judge and restore alike; the paths implement the pieces. It also reads
-the model back from the first env and sets the scene configuration.
+(save, drive, substeps, PhysX's own failure report) and :meth:`PhysxPath.revert`,
+so both paths step and restore alike; the paths implement the pieces. It also
+reads the model back from the first env and sets the scene configuration.
 """
 
 from __future__ import annotations
@@ -29,9 +29,10 @@ from .plan import Plan
 
 #: the force limit PhysX drives get for "no limit" (finite: PhysX rejects inf)
 NO_FORCE_LIMIT = 3.0e38
-#: ``judge(states)``: the contract's divergence rule ``(N,)`` on the reached state; ``states`` is
-#: the ``(N, pack_size)`` serialised CPU states (decoded without reading links again) or None
-Judge = Callable[[Optional[np.ndarray]], Any]
+#: ``joint_forces(states) -> qfrc``: generalized forces ``(N, nv)`` (the contract's qvel layout) to add
+#: before a substep, computed outside PhysX for the ``(N, pack_size)`` serialised CPU states PhysX is in
+#: (delegated physics: :mod:`.mujoco_forces`); the per-substep hook of the CPU path
+JointForces = Callable[[np.ndarray], np.ndarray]
 
 
 @contextlib.contextmanager
@@ -73,7 +74,7 @@ def physx_failures(qacc: Any, rows: Any, timestep: float) -> Any:
     return bad_row[rows].any(1)
 
 
-class PhysxEngine(abc.ABC):
+class PhysxPath(abc.ABC):
     """One physics path over ``num_envs`` envs of one plan.
 
     Subclasses build the scenes, then set:
@@ -84,8 +85,8 @@ class PhysxEngine(abc.ABC):
     * ``systems``, ``arts[n][a]``, ``comps[n][a][l]`` (link components in plan order).
 
     and implement the reads, :meth:`write_state`, :meth:`close` and the pieces
-    of :meth:`step` (:meth:`_save`, :meth:`_write_ctrl`, :meth:`_substep`,
-    :meth:`_serialised`, :meth:`_qacc`, :meth:`_restore`, :meth:`_restore_all`).
+    of :meth:`step` and :meth:`revert` (:meth:`_save`, :meth:`_write_ctrl`,
+    :meth:`_substep`, :meth:`_serialised`, :meth:`_qacc`, :meth:`_restore`).
     Masks are numpy on the CPU path and device bool tensors on the GPU path.
     """
 
@@ -137,33 +138,41 @@ class PhysxEngine(abc.ABC):
     # ------------------------------------------------------------------
     # the step, the same sequence on both paths
     # ------------------------------------------------------------------
-    def step(self, drive: dict, nsteps: int, forces: Optional[tuple], judge: Judge,
-             hold: Optional[Any] = None) -> Any:
-        """Advance every env ``nsteps`` substeps; return the ``(N,)`` diverged mask (held envs excluded).
+    def step(self, drive: dict, nsteps: int, forces: Optional[tuple],
+             joint_forces: Optional[JointForces] = None) -> Any:
+        """Advance every env ``nsteps`` substeps; return the ``(N,)`` envs PhysX failed (:func:`physx_failures`).
 
         Args:
             drive: :meth:`.layout.Layout.pack_ctrl`'s ``target``/``vel_target``/``force`` ``(N, njnt)``.
             nsteps: substeps.
             forces: ``None`` or ``(bodies (B,) host ids, force (N, B, 3), torque (N, B, 3))``, world
                 frame at body origins, applied in every substep.
-            judge: the contract's divergence rule on the reached state (see :data:`Judge`).
-            hold: ``None`` or ``(N,)`` bool (GPU): envs to leave in their pre-call state.
+            joint_forces: the per-substep hook for forces computed outside PhysX (CPU path), or ``None``.
 
-        Diverged envs (``judge`` or :func:`physx_failures`) and held envs get back
-        their pre-call state. On any exception, ``KeyboardInterrupt`` included,
-        every env gets back its pre-call state before it propagates.
+        Every env's pre-call state is kept first, for :meth:`revert`; afterwards
+        :attr:`reached` holds the serialised states reached (CPU path) or ``None``.
         """
+        self._saved = False
         self._save()
-        try:
-            self._write_ctrl(drive)
-            for _ in range(nsteps):
-                self._substep(forces)
-            diverged = judge(self._serialised()) | physx_failures(self._qacc(), self._rows_index, self.plan.timestep)
-            self._restore(diverged if hold is None else diverged | hold)
-        except BaseException:  # interrupted (Ctrl-C) or failed anywhere in the call
-            self._restore_all()
-            raise
-        return diverged if hold is None else diverged & ~hold
+        self._saved = True
+        self.reached = None
+        self._write_ctrl(drive)
+        for _ in range(nsteps):
+            self._substep(forces, joint_forces)
+        self.reached = self._serialised()
+        return physx_failures(self._qacc(), self._rows_index, self.plan.timestep)
+
+    def revert(self, envs: Any) -> None:
+        """Envs ``envs`` ``(N,)`` bool (numpy on the CPU path, a device tensor on the GPU path) get back
+        the state they had before the last :meth:`step`; buffers stay consistent. After a step that
+        raised before it had kept the pre-call state, nothing has changed and nothing is done."""
+        if self._saved:
+            self._restore(envs)
+
+    #: the ``(N, pack_size)`` serialised states the last step reached (CPU path), else ``None``
+    reached: Optional[np.ndarray] = None
+    #: whether the pre-call state of the last step is kept (a revert has something to restore)
+    _saved = False
 
     @property
     def _rows_index(self) -> Any:
@@ -179,8 +188,8 @@ class PhysxEngine(abc.ABC):
         """Set drive targets and joint forces from ``drive`` (see :meth:`step`)."""
 
     @abc.abstractmethod
-    def _substep(self, forces: Optional[tuple]) -> None:
-        """Apply ``forces`` (see :meth:`step`) and advance every env one substep."""
+    def _substep(self, forces: Optional[tuple], joint_forces: Optional[JointForces]) -> None:
+        """Apply ``forces`` and ``joint_forces`` (see :meth:`step`) and advance every env one substep."""
 
     def _serialised(self) -> Optional[np.ndarray]:
         """The ``(N, pack_size)`` serialised states reached, where the path has them (CPU), else None."""
@@ -192,11 +201,9 @@ class PhysxEngine(abc.ABC):
 
     @abc.abstractmethod
     def _restore(self, envs: Any) -> None:
-        """Put envs ``envs`` ``(N,)`` bool back in their pre-call state; buffers stay consistent."""
+        """Put envs ``envs`` ``(N,)`` bool back in their pre-call state (every env after an exception);
+        buffers stay consistent."""
 
-    @abc.abstractmethod
-    def _restore_all(self) -> None:
-        """Put every env back in its pre-call state (after an exception)."""
 
     #: per-env drive tables ``stiffness``/``damping`` ``(N, njnt)`` once gains or damping are randomized
     env_drives: Optional[dict] = None
