@@ -21,7 +21,7 @@ import torch
 from typer.testing import CliRunner
 
 from simbackend.capabilities import Capabilities
-from simbackend.cli.main import _check_sim, app
+from simbackend.cli.common import app, check_sim
 from simbackend.models import builtin_models
 from simbackend.registry import register_backend, unregister_backend
 
@@ -128,8 +128,8 @@ def test_installed_script_help_imports_no_engine(tmp_path: Path) -> None:
 # --sim
 # ----------------------------------------------------------------------
 def test_sim_normalised_to_lower_case() -> None:
-    assert _check_sim("MuJoCo") == "mujoco"
-    assert _check_sim(" MUJOCO ") == "mujoco"
+    assert check_sim("MuJoCo") == "mujoco"
+    assert check_sim(" MUJOCO ") == "mujoco"
 
 
 def test_sim_case_insensitive_run(runner: CliRunner) -> None:

@@ -71,6 +71,28 @@ def test_the_file_holds_the_header_the_timeline_and_the_events(tmp_path) -> None
         assert rec.model().nq == sim.nq
 
 
+COUPLED = """<mujoco><worldbody>
+  <body name="a" pos="0 0 1"><joint name="h1" type="hinge" axis="0 1 0"/><geom type="capsule" fromto="0 0 0 .3 0 0"
+    size=".03"/><body name="b" pos=".3 0 0"><joint name="h2" type="hinge" axis="0 1 0"/><geom type="capsule"
+    fromto="0 0 0 .3 0 0" size=".03"/></body></body></worldbody>
+  <equality><joint name="couple" joint1="h1" joint2="h2"/></equality></mujoco>"""
+
+
+@pytest.mark.parametrize("engine", ["mujoco", "sapien"])
+def test_the_header_says_what_the_engine_took_from_mujoco(tmp_path, engine: str) -> None:
+    """A recording carries the engine's delegated elements (capabilities.delegated): a replay or a
+    figure made from it knows which physics MuJoCo computed for the recording engine."""
+    path = tmp_path / "coupled.xml"
+    path.write_text(COUPLED)
+    sim = make_backend(engine, str(path), 2)
+    with Recorder(sim, tmp_path / "run.h5"):
+        sim.step(None, nsteps=3)
+    with Recording(tmp_path / "run.h5") as rec:
+        assert rec.delegated == tuple(sorted(sim.capabilities.delegated))
+        assert rec.delegated == (() if engine == "mujoco" else ("equality 'couple': MuJoCo's constraint force",))
+    sim.close()
+
+
 @pytest.mark.parametrize("source", ["mujoco", "sapien"])
 def test_a_recording_replays_on_the_other_engine(tmp_path, source: str) -> None:
     """Cartpole recorded on one engine, replayed on both: on its own engine from exact snapshots (no

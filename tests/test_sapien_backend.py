@@ -207,6 +207,45 @@ def test_joint_equalities_follow_mujoco(tmp_path: Path) -> None:
     np.testing.assert_allclose(residual["sapien"], residual["mujoco"], atol=2e-3)
 
 
+def test_delegated_elements_are_declared_and_can_be_refused(tmp_path: Path) -> None:
+    """Delegated physics is explicit: capabilities.delegated names every element MuJoCo computes for PhysX
+    (the two active joint equalities here, not the inactive one), sapien={"delegate": False} refuses
+    such a model naming the first element, and accepts one that needs nothing from MuJoCo."""
+    from simbackend.errors import ModelLoadError
+
+    path = _mjcf(tmp_path, EQUALITIES, EQUALITY_ELEMENTS)
+    with make_backend("sapien", path, 1) as sim:
+        assert sim.capabilities.delegated == frozenset({
+            "equality 'follow': MuJoCo's constraint force", "equality 'pend': MuJoCo's constraint force",
+            "equality 'hold': MuJoCo's constraint force"})
+    with pytest.raises(ModelLoadError, match=r"sapien\.delegate=False: equality 'follow'.*and 2 more"):
+        make_backend("sapien", path, 1, sapien={"delegate": False})
+    with make_backend("sapien", _mjcf(tmp_path, ARM), 1, sapien={"delegate": False}) as sim:
+        assert sim.capabilities.delegated == frozenset()
+    with make_backend("mujoco", path, 1) as sim:
+        assert sim.capabilities.delegated == frozenset()  # the reference computes everything itself
+    with pytest.raises(ArgumentTypeError, match="sapien.delegate: expected True or False"):
+        make_backend("sapien", path, 1, sapien={"delegate": "no"})
+
+
+def test_snapshot_holds_the_memory_of_mujocos_forces(tmp_path: Path) -> None:
+    """MuJoCo's constraint solve uses the previous substep's acceleration; a snapshot holds that memory, so
+    an env restored from it continues as the original does. Contact-free, one scene per env: the
+    continuation is bit for bit (PhysX's serialisation holds the rest). Without the memory, the first
+    substep after the restore solves with none and the trajectories part."""
+    path = _mjcf(tmp_path, EQUALITIES, EQUALITY_ELEMENTS)
+    sim = make_backend("sapien", path, 2)
+    ctrl = torch.tensor([[0.8, 3.0], [-0.6, -4.0]])
+    sim.step(ctrl, nsteps=40)  # moving: the memory is far from zero
+    snap = sim.get_physics_state([0])
+    memory = snap[0, -sim.engine.mujoco_forces.memory_width:]
+    assert memory[-1] == 1.0 and memory[:-1].abs().max() > 1e-3, "the snapshot should hold a previous substep"
+    sim.set_physics_state([1], snap)
+    sim.step(ctrl[[0, 0]], nsteps=30)
+    q = sim.get_qpos()
+    assert torch.equal(q[0], q[1]), f"the restored env drifted from the original: {(q[0] - q[1]).abs().max():.3g}"
+
+
 def test_randomized_masses_reach_mujocos_constraint_forces(tmp_path: Path) -> None:
     """Masses randomized to 10-20 % of the model's reach the private model MuJoCo solves the
     equalities in (with its derived constants recomputed): the envs follow MuJoCo with the same

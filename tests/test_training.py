@@ -157,6 +157,7 @@ def test_training_writes_its_files(trained: object) -> None:
 def test_checkpoint_holds_what_evaluation_needs(trained: object) -> None:
     ckpt = load_checkpoint(trained.checkpoint)
     assert (ckpt.task, ckpt.sim, ckpt.iteration, ckpt.env_steps) == ("cartpole", "mujoco", 4, 1024)
+    assert ckpt.delegated == () and ckpt.data["delegated"] == []  # MuJoCo takes nothing from another engine
     assert ckpt.task_config["episode_length"] == 250
     assert ckpt.train_config.num_envs == 16 and ckpt.train_config.seed == 3
     norm = ckpt.data["obs_normalizer"]
@@ -179,6 +180,7 @@ def test_evaluate_on_both_engines(trained: object) -> None:
         assert res.mean_return.n == 2 and math.isfinite(res.mean_return.half_width)
         d = res.to_dict()
         assert set(d["mean_return"]) >= {"mean", "ci_low", "ci_high"} and d["sim"] == sim
+        assert d["delegated"] == [] and d["trained_delegated"] == []  # cartpole: every engine computes it all
         json.dumps(d)
     # the same seeds play the same episodes on both engines: the lengths agree up to the engines' differences
     for a, b in zip(results["mujoco"].per_seed, results["sapien"].per_seed):

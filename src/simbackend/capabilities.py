@@ -89,7 +89,7 @@ class Capabilities:
             elif v is None:
                 text = "unlimited"
             elif isinstance(v, frozenset):
-                text = ", ".join(sorted(v)) if v else "-"
+                text = ("; " if f.name == "delegated" else ", ").join(sorted(v)) if v else "-"
             elif isinstance(v, tuple):
                 text = "; ".join(f"{name}: {why}" for name, why in v) if v else "-"
             else:

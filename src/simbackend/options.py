@@ -154,7 +154,7 @@ def parse_options(
         InvalidArgumentError: a value out of range, naming the option.
     """
     if other_engines is None:
-        from simbackend.registry import available_backends
+        from simbackend.plugins import available_backends
 
         other_engines = available_backends()
     own = backend.lower()

@@ -112,3 +112,32 @@ def test_known_gaps_are_current() -> None:
         if row.passed:
             stale.append(f"{label} {tier}/{quantity} now passes ({row.max_error:.3g} <= {row.tolerance:.3g})")
     assert not stale, "remove from known_gaps.KNOWN_GAPS (and README's gap list):\n" + "\n".join(stale)
+
+
+COUPLED = """<mujoco><worldbody>
+  <body name="a" pos="0 0 1"><joint name="h1" type="hinge" axis="0 1 0" damping="0.1"/>
+    <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03" mass="1"/>
+    <body name="b" pos="0.3 0 0"><joint name="h2" type="hinge" axis="0 1 0" damping="0.1"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03" mass="1"/></body></body>
+  </worldbody>
+  <equality><joint name="couple" joint1="h1" joint2="h2" polycoef="0 1 0 0 0"/></equality>
+  <actuator><motor name="m1" joint="h1" ctrlrange="-1 1"/></actuator></mujoco>"""
+
+
+def test_rows_that_depend_on_delegated_forces_are_marked(tmp_path: Any) -> None:
+    """A parity figure over an element whose force MuJoCo computes for PhysX partly compares MuJoCo with
+    itself: the report names the delegated elements and marks the rows of the tiers that step the physics
+    (not the static ones), in its JSON and its summary; MuJoCo against itself marks nothing."""
+    path = tmp_path / "coupled.xml"
+    path.write_text(COUPLED)
+    report = run_parity(SIM, str(path), reference=REFERENCE, tiers=("kinematics", "dynamics"), num_envs=4)
+    assert report.delegated == ("equality 'couple': MuJoCo's constraint force",)
+    marked = {r.tier for r in report.rows if r.delegated}
+    assert marked == {"dynamics"}, marked
+    data = report.to_dict()
+    assert data["delegated"] == list(report.delegated)
+    assert all(row["delegated"] == (row["tier"] == "dynamics") for row in data["rows"])
+    assert "partly compare MuJoCo with itself" in report.summary()
+    own = run_parity(REFERENCE, str(path), reference=REFERENCE, tiers=("dynamics",), num_envs=4)
+    assert own.delegated == () and not any(r.delegated for r in own.rows)
+    assert "MuJoCo with itself" not in own.summary()

@@ -31,185 +31,32 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass
 from typing import Any, Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 import simbackend
 from simbackend.registry import available_backends
 
-#: distribution names of the engines behind the known backends (for version reports)
-ENGINE_DISTRIBUTIONS = {"mujoco": ("mujoco",), "sapien": ("sapien",)}
-
-#: model every backend is built on to read its capabilities
-CAPABILITY_PROBE_MODEL = "pendulum"
-
-app = typer.Typer(
-    name="simbackend",
-    help="One contract between robot-learning code and physics engines.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
+from .common import (
+    CAPABILITY_PROBE_MODEL,
+    ENGINE_DISTRIBUTIONS,
+    BuildFlags,
+    RandomControls,
+    app,
+    check_output,
+    check_sim,
+    check_writable,
+    console,
+    err_console,
+    fail,
+    load_plan,
+    sim_option,
+    start_plan,
+    with_build_flags,
 )
-
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
-
-
-# ----------------------------------------------------------------------
-# --sim: a registered backend, case-insensitive
-# ----------------------------------------------------------------------
-def _check_sim(value: Optional[str]) -> Optional[str]:
-    """Normalise ``--sim`` to a registered lower-case name, or fail with a usage error (exit 2)."""
-    if value is None:
-        return None
-    name = value.strip().lower()
-    registered = available_backends()  # read at call time: runtime registrations count
-    if name not in registered:
-        listing = ", ".join(registered) if registered else "(none)"
-        raise typer.BadParameter(f"{value!r} is not a registered backend; registered backends: {listing}")
-    return name
-
-
-def _complete_sim(incomplete: str) -> list[str]:
-    return [n for n in available_backends() if n.startswith(incomplete.lower())]
-
-
-def _sim_option() -> Any:
-    return typer.Option(
-        "mujoco",
-        "--sim",
-        envvar="SIMBACKEND_SIM",
-        callback=_check_sim,
-        autocompletion=_complete_sim,
-        metavar="NAME",
-        help=f"Registered backend, case-insensitive ({', '.join(available_backends()) or 'none registered'}).",
-    )
-
-
-def _fail(message: str, code: int = 1) -> "typer.Exit":
-    """Print ``error: message`` on stderr as one line (the terminal wraps it, not rich) and return the exit."""
-    err_console.print(Text("error: ", style="bold red") + Text(" ".join(message.split())), soft_wrap=True)
-    return typer.Exit(code)
-
-
-def _version_callback(value: bool) -> None:
-    if value:
-        console.print(f"simbackend {simbackend.__version__}")
-        raise typer.Exit(0)
-
-
-# ----------------------------------------------------------------------
-# construction options and device, shared by run, parity and contract
-# ----------------------------------------------------------------------
-@dataclass(frozen=True)
-class BuildFlags:
-    """What a command's construction flags say, checked.
-
-    Attributes:
-        options: keyword options for ``make_backend(..., **options)``
-            (:mod:`simbackend.options`): the ``--option`` pairs, then the
-            convenience flags over them.
-        device: the ``--device`` text (``None``: each backend's default).
-        texts: the same options as ``KEY=VALUE`` texts, in order (for
-            ``pytest --sim-option``; a later text overrides an earlier one).
-    """
-
-    options: dict[str, Any]
-    device: Optional[str]
-    texts: tuple[str, ...]
-
-
-#: the construction flags: (parameter, annotation, typer option); see :func:`_with_build_flags`
-_BUILD_FLAGS: tuple[tuple[str, Any, Any], ...] = (
-    ("option", Optional[list[str]], typer.Option(
-        None, "--option", "-o", metavar="KEY=VALUE",
-        help="Construction option of the backend, repeatable. VALUE is read as JSON where it parses (2, 1e-3,"
-             " true, '[\"a\", \"b\"]'), else as text. ENGINE.KEY=VALUE sets a key of that engine's block"
-             " (e.g. -o sapien.solver=tgs); blocks of other engines are ignored. The flags below override the"
-             " same key given here.")),
-    ("nthread", Optional[int], typer.Option(
-        None, "--nthread", metavar="N", help="At most N CPU threads step the physics (0: as many as the engine uses).")),
-    ("solver_iterations", Optional[int], typer.Option(
-        None, "--solver-iterations", metavar="N", help="Constraint-solver iterations (default: the model's).")),
-    ("timestep", Optional[float], typer.Option(
-        None, "--timestep", metavar="SECONDS", help="Physics substep, replacing the model's timestep.")),
-    ("package_dir", Optional[list[str]], typer.Option(
-        None, "--package-dir", metavar="PATH", help="Folder where a URDF's package:// URIs resolve, repeatable.")),
-    ("device", Optional[str], typer.Option(
-        None, "--device", metavar="DEVICE",
-        help="Torch device of the backend: cpu, cuda or cuda:N (default: the backend's own). Asking for CUDA on a"
-             " machine without it stops at once.")),
-)
-
-
-def _with_build_flags(command: Any) -> Any:
-    """Give ``command`` the construction flags (``-o``, ``--nthread``, ..., ``--device``).
-
-    ``command`` declares a parameter ``build: BuildFlags`` instead of the
-    flags; the wrapper typer sees has the flags in its place, checks them
-    before the command body runs (malformed option text, or a device this
-    machine lacks: one-line error, exit 2) and passes the result as ``build``.
-    """
-    import functools
-    import inspect
-    import typing
-
-    hints = typing.get_type_hints(command)
-    own = [p.replace(annotation=hints.get(p.name, p.annotation))
-           for p in inspect.signature(command).parameters.values() if p.name != "build"]
-    flags = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default, annotation=annotation)
-             for name, annotation, default in _BUILD_FLAGS]
-
-    @functools.wraps(command)
-    def wrapper(**kwargs: Any) -> Any:
-        given = {name: kwargs.pop(name) for name, _, _ in _BUILD_FLAGS}
-        return command(**kwargs, build=_build_flags(**given))
-
-    del wrapper.__wrapped__  # typer must read the signature below, not the command's
-    wrapper.__signature__ = inspect.Signature(own + flags)
-    wrapper.__annotations__ = {p.name: p.annotation for p in own + flags}
-    return wrapper
-
-
-def _build_flags(option: Optional[list[str]], nthread: Optional[int], solver_iterations: Optional[int],
-                 timestep: Optional[float], package_dir: Optional[list[str]], device: Optional[str]) -> BuildFlags:
-    """Check the construction flags; malformed option text or an absent device is a usage error (exit 2)."""
-    import json
-
-    from simbackend.errors import SimBackendError
-    from simbackend.options import merge_cli_options, parse_cli_option
-
-    texts = list(option or [])
-    for key, value in (("nthread", nthread), ("solver_iterations", solver_iterations), ("timestep", timestep),
-                       ("package_dirs", list(package_dir) if package_dir else None)):
-        if value is not None:
-            texts.append(f"{key}={json.dumps(value)}")
-    try:
-        options = merge_cli_options([parse_cli_option(text) for text in texts])
-    except SimBackendError as e:
-        raise _fail(str(e), code=2)
-    if device is not None:
-        from simbackend.devices import require_device
-
-        try:
-            require_device(device, argument="--device")
-        except SimBackendError as e:
-            raise _fail(str(e), code=2)
-    return BuildFlags(options, device, tuple(texts))
-
-
-@app.callback()
-def _root(
-    version: bool = typer.Option(
-        False, "--version", callback=_version_callback, is_eager=True, help="Print the version and exit."
-    ),
-) -> None:
-    """One contract between robot-learning code and physics engines."""
 
 
 # ----------------------------------------------------------------------
@@ -249,13 +96,14 @@ def _provider(name: str) -> str:
         return "?"
 
 
-def _probe_capabilities(name: str) -> tuple[Optional[list[tuple[str, str]]], str]:
-    """(capability rows, status) of backend ``name`` built on the probe model with one env; the
+def _probe_capabilities(name: str, model: str = CAPABILITY_PROBE_MODEL, device: Optional[str] = None,
+                        options: Optional[dict] = None) -> tuple[Optional[list[tuple[str, str]]], str]:
+    """(capability rows, status) of backend ``name`` built on ``model`` with one env; the
     domain-randomization terms come as rows ``dr:<term>`` listing their phases."""
     from simbackend.registry import make_backend
 
     try:
-        sim = make_backend(name, CAPABILITY_PROBE_MODEL, 1)
+        sim = make_backend(name, model, 1, device=device, **(options or {}))
     except Exception as e:  # a broken backend is reported, not fatal
         return None, f"failed to load: {type(e).__name__}: {e}"
     try:
@@ -282,6 +130,11 @@ def _probe_capabilities(name: str) -> tuple[Optional[list[tuple[str, str]]], str
 
 def _abbreviate(key: str, text: str, limit: int = 8) -> str:
     """A long ``'a, b, ...'`` capability value shortened for the table (``--full`` shows it all)."""
+    if key == "delegated":  # one line per element, each may hold commas
+        items = [] if text == "-" else text.split("; ")
+        if len(items) <= 3:
+            return text
+        return f"{'; '.join(items[:2])}; ... {len(items)} elements in all (--full lists them)"
     items = [] if text == "-" else text.split(", ")
     if len(items) <= limit:
         return text
@@ -295,18 +148,28 @@ def _abbreviate(key: str, text: str, limit: int = 8) -> str:
 
 
 @app.command()
+@with_build_flags
 def info(
     capabilities: bool = typer.Option(
         True, "--capabilities/--no-capabilities", help="Build every backend to read its capability table."
     ),
     full: bool = typer.Option(False, "--full", help="List long capability values (e.g. sensor types) in full."),
+    model: str = typer.Option(
+        CAPABILITY_PROBE_MODEL, "--model", "-m",
+        help="Model every backend is built on for the capability table (a built-in name or an MJCF/URDF path):"
+             " some capabilities depend on it (delegated)."),
+    *,
+    build: BuildFlags,
 ) -> None:
     """Registered backends, engine and torch versions, devices, and capabilities.
 
-    The capability table builds every backend on the pendulum model; max_envs
-    is the largest batch a backend takes ("unlimited": only memory limits it);
-    the dr:<term> rows list the phases in which each domain-randomization term
-    applies ("-": not on this backend and device).
+    The capability table builds every backend on --model (default: the
+    pendulum) with the construction flags; max_envs is the largest batch a
+    backend takes ("unlimited": only memory limits it); delegated lists the
+    model's elements whose physics a backend takes from MuJoCo each substep
+    ("-": none); the dr:<term> rows list the phases in which each
+    domain-randomization term applies ("-": not on this backend and device).
+    A backend that cannot build the model shows why in its status.
     """
     import platform
 
@@ -337,13 +200,13 @@ def info(
 
     if not capabilities or not names:
         return
-    probed = {name: _probe_capabilities(name) for name in names}
+    probed = {name: _probe_capabilities(name, model, build.device, build.options) for name in names}
     rows: list[str] = []
     for caps, _ in probed.values():
         for key, _value in caps or ():
             if key not in rows:
                 rows.append(key)
-    table = Table(title=f"Capabilities (probe model: {CAPABILITY_PROBE_MODEL})", title_justify="left")
+    table = Table(title=f"Capabilities (probe model: {model})", title_justify="left")
     table.add_column("capability", style="bold")
     for name in names:
         table.add_column(name, overflow="fold")
@@ -384,9 +247,9 @@ def _fmt_vec(values: Any) -> str:
 
 
 @app.command()
-@_with_build_flags
+@with_build_flags
 def run(
-    sim: str = _sim_option(),
+    sim: str = sim_option(),
     model: str = typer.Option(..., "--model", "-m", help="Built-in model name or path to an MJCF/URDF file."),
     num_envs: int = typer.Option(1024, "--num-envs", "-n", min=1, help="Number of parallel envs N."),
     steps: int = typer.Option(500, "--steps", "-s", min=1, help="Number of step() calls."),
@@ -421,25 +284,31 @@ def run(
     """
     import json
 
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
 
     from simbackend.errors import SimBackendError
     from simbackend.registry import make_backend
 
     if json_path:
-        _check_writable(json_path)
+        check_writable(json_path)
     if video_path:
-        _check_output(video_path, "--video", (".mp4",))
-    plan = _load_plan(dr_path, num_envs)
+        check_output(video_path, "--video", (".mp4",))
+    plan = load_plan(dr_path, num_envs)
     t_build = time.perf_counter()
     try:
         backend = make_backend(sim, model, num_envs, device=build.device, seed=seed, **build.options)
     except (SimBackendError, ValueError, TypeError, RuntimeError) as e:
-        raise _fail(f"could not build backend {sim!r} for model {model!r}: {e}")
+        raise fail(f"could not build backend {sim!r} for model {model!r}: {e}")
     build_s = time.perf_counter() - t_build
 
     with backend:
-        scheduler, dr_figures = _start_plan(backend, plan, dr_path)
+        scheduler, dr_figures = start_plan(backend, plan, dr_path)
         dev = backend.device
         nu = backend.num_actuators
         controls = RandomControls(backend, seed)
@@ -539,74 +408,8 @@ def run(
                 json.dump(figures, f, indent=2)
                 f.write("\n")
         except OSError as e:
-            raise _fail(f"could not write {json_path}: {e}")
+            raise fail(f"could not write {json_path}: {e}")
         console.print(Text(f"figures written to {json_path}"))
-
-
-def _load_plan(dr_path: Optional[str], num_envs: int) -> Any:
-    """The ``--dr`` plan, checked before anything is built (exit 2), or None."""
-    if not dr_path:
-        return None
-    from simbackend.errors import SimBackendError
-    from simbackend.randomization import IntervalScheduler, RandomizationPlan
-
-    try:
-        plan = RandomizationPlan.load(dr_path)
-        if plan.phase_terms("interval"):
-            IntervalScheduler(plan, num_envs)  # checks every interval term has its schedule
-    except (SimBackendError, ValueError, TypeError) as e:
-        raise _fail(f"--dr: {e}", code=2)
-    return plan
-
-
-def _start_plan(backend: Any, plan: Any, dr_path: Optional[str]) -> tuple[Any, Optional[dict]]:
-    """Apply a plan's init terms and a reset of every env with its reset terms; the interval
-    scheduler (or None) and the figures to report."""
-    if plan is None:
-        return None, None
-    from simbackend.errors import SimBackendError
-    from simbackend.randomization import IntervalScheduler
-
-    try:
-        t_dr = time.perf_counter()
-        backend.apply_init_randomization(plan)
-        if plan.phase_terms("reset"):
-            backend.set_state(None, backend.get_env_default_qpos(), None, randomization=plan)
-        init_s = time.perf_counter() - t_dr
-        scheduler = IntervalScheduler(plan, backend.num_envs) if plan.phase_terms("interval") else None
-    except (SimBackendError, ValueError, TypeError) as e:
-        raise _fail(f"--dr: {e}")
-    console.print(Text(f"domain randomization: {len(plan.terms)} terms from {dr_path},"
-                       f" init and reset applied in {init_s * 1e3:.1f} ms"))
-    return scheduler, {"plan": dr_path, "terms": len(plan.terms), "init_s": init_s, "interval_applications": 0}
-
-
-class RandomControls:
-    """Uniform random controls within each actuator's ctrl range ([-1, 1] where unlimited), from a
-    torch generator seeded with ``seed``; ``zero=True`` gives zeros. Calling it gives the next ``(N, nu)``
-    (``None`` for a model without actuators)."""
-
-    def __init__(self, backend: Any, seed: int, zero: bool = False):
-        import torch
-
-        dev = backend.device
-        self.shape = (backend.num_envs, backend.num_actuators)
-        ctrl_range = backend.get_actuator_ctrl_range().to(dev)
-        low, high = ctrl_range[:, 0].clone(), ctrl_range[:, 1].clone()
-        unlimited = ~(torch.isfinite(low) & torch.isfinite(high))
-        low[unlimited], high[unlimited] = -1.0, 1.0
-        self.low, self.span, self.zero = low, high - low, zero
-        self.gen = torch.Generator(device=dev)
-        self.gen.manual_seed(seed)
-
-    def __call__(self) -> Any:
-        import torch
-
-        if not self.shape[1]:
-            return None
-        if self.zero:
-            return torch.zeros(self.shape, device=self.low.device)
-        return self.low + self.span * torch.rand(self.shape, generator=self.gen, device=self.low.device)
 
 
 class VideoCapture:
@@ -629,29 +432,6 @@ class VideoCapture:
 
     def close(self) -> int:
         return self.writer.close()
-
-
-def _check_output(path: str, flag: str, suffixes: tuple[str, ...]) -> None:
-    """Fail at once (exit 2) for an output file with the wrong suffix or in a missing folder."""
-    from simbackend.errors import SimBackendError
-    from simbackend.playback.recording import check_output_path
-
-    try:
-        check_output_path(path, flag, suffixes)
-    except SimBackendError as e:
-        raise _fail(str(e), code=2)
-
-
-def _check_writable(path: str) -> None:
-    """Fail at once (exit 2) when ``path`` cannot be written, instead of after a long run."""
-    target = os.path.abspath(path)
-    parent = os.path.dirname(target) or "."
-    if os.path.isdir(target):
-        raise _fail(f"--json: {path} is a folder, not a file", code=2)
-    if not os.path.isdir(parent):
-        raise _fail(f"--json: the folder {parent} does not exist", code=2)
-    if not os.access(parent, os.W_OK) or (os.path.exists(target) and not os.access(target, os.W_OK)):
-        raise _fail(f"--json: {path} is not writable", code=2)
 
 
 # ----------------------------------------------------------------------
@@ -690,7 +470,7 @@ def _parity_table(report: Any) -> Table:
             Text(r.quantity),  # "dof_pos[elbow]" is no rich markup
             "-" if r.max_error is None else f"{r.max_error:.3g}",
             "-" if r.tolerance is None else f"{r.tolerance:.3g}",
-            Text(r.status, style=styles[r.status]),
+            Text(r.status + ("*" if r.delegated else ""), style=styles[r.status]),
             "-" if r.first_step is None else str(r.first_step),
             Text(r.detail),
         )
@@ -698,9 +478,9 @@ def _parity_table(report: Any) -> Table:
 
 
 @app.command()
-@_with_build_flags
+@with_build_flags
 def parity(
-    sim: str = _sim_option(),
+    sim: str = sim_option(),
     model: str = typer.Option(
         ..., "--model", "-m", help="Built-in model name (e.g. pendulum, arm7, box_drop) or path to an MJCF/URDF file."
     ),
@@ -709,7 +489,7 @@ def parity(
         help=f"Tier to run, repeatable ({', '.join(PARITY_TIERS)}); default: the tiers that apply to the model.",
     ),
     reference: str = typer.Option(
-        "mujoco", "--reference", callback=_check_sim, metavar="NAME", help="Registered reference backend."
+        "mujoco", "--reference", callback=check_sim, metavar="NAME", help="Registered reference backend."
     ),
     num_envs: int = typer.Option(
         64, "--num-envs", "-n", min=1, help="Random configurations (envs) of the kinematics and jacobian tiers."
@@ -739,11 +519,14 @@ def parity(
         report = run_parity(sim, model, reference=reference, tiers=tier, num_envs=num_envs, seed=seed,
                             device=build.device, options=build.options)
     except (SimBackendError, ValueError, TypeError) as e:
-        raise _fail(f"could not run parity for model {model!r}: {e}", code=2)
+        raise fail(f"could not run parity for model {model!r}: {e}", code=2)
     if as_json:
         sys.stdout.write(json.dumps(report.to_dict(), indent=2) + "\n")
     else:
         console.print(_parity_table(report))
+        note = report.delegation_note()
+        if note:
+            console.print(Text(f"* {note}", style="yellow"), soft_wrap=True)
         if report.passed:
             console.print(Text(f"PASSED: {len(report.rows)} rows within tolerance", style="bold green"))
         else:
@@ -765,17 +548,17 @@ def contract_suite_dir() -> str:
 
     spec = importlib.util.find_spec("simbackend.contract_tests")
     if spec is None or not spec.submodule_search_locations:
-        raise _fail("the conformance suite (simbackend.contract_tests) is not installed")
+        raise fail("the conformance suite (simbackend.contract_tests) is not installed")
     return list(spec.submodule_search_locations)[0]
 
 
 @app.command(
     context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
 )
-@_with_build_flags
+@with_build_flags
 def contract(
     ctx: typer.Context,
-    sim: str = _sim_option(),
+    sim: str = sim_option(),
     *,
     build: BuildFlags,
 ) -> None:

@@ -1,6 +1,6 @@
 """``simbackend record`` and ``simbackend play``: recordings, replays and videos from the command line.
 
-Registered on the application of :mod:`simbackend.cli.main` when it is
+Registered on the application (:mod:`simbackend.cli.common`) when :mod:`simbackend.cli.main` is
 imported; nothing here loads torch or an engine before a command runs.
 """
 
@@ -12,18 +12,19 @@ from typing import Any, Optional
 import typer
 from rich.text import Text
 
-from .main import (
+from .common import (
     BuildFlags,
     RandomControls,
-    _check_output,
-    _fail,
-    _load_plan,
-    _sim_option,
-    _start_plan,
-    _with_build_flags,
     app,
+    check_output,
+    check_sim,
     console,
     err_console,
+    fail,
+    load_plan,
+    sim_option,
+    start_plan,
+    with_build_flags,
 )
 
 
@@ -41,16 +42,16 @@ def _parse_envs(text: Optional[str], flag: str = "--envs") -> Optional[list[int]
             else:
                 out.append(int(part))
     except ValueError:
-        raise _fail(f"{flag}: expected env ids like 0,1,2 or 0-3, got {text!r}", code=2)
+        raise fail(f"{flag}: expected env ids like 0,1,2 or 0-3, got {text!r}", code=2)
     if not out or len(set(out)) != len(out) or min(out) < 0:
-        raise _fail(f"{flag}: expected distinct non-negative env ids, got {text!r}", code=2)
+        raise fail(f"{flag}: expected distinct non-negative env ids, got {text!r}", code=2)
     return out
 
 
 @app.command()
-@_with_build_flags
+@with_build_flags
 def record(
-    sim: str = _sim_option(),
+    sim: str = sim_option(),
     model: str = typer.Option(..., "--model", "-m", help="Built-in model name or path to an MJCF/URDF file."),
     out: str = typer.Option(..., "--out", metavar="RUN.h5", help="The recording to write (.h5 or .hdf5)."),
     steps: int = typer.Option(200, "--steps", "-s", min=1, help="Number of step() calls."),
@@ -79,25 +80,31 @@ def record(
     from simbackend.registry import make_backend
 
     if ctrl not in ("random", "zero"):
-        raise _fail(f"--ctrl: expected 'random' or 'zero', got {ctrl!r}", code=2)
-    _check_output(out, "--out", SUFFIXES)
+        raise fail(f"--ctrl: expected 'random' or 'zero', got {ctrl!r}", code=2)
+    check_output(out, "--out", SUFFIXES)
     ids = _parse_envs(envs)
     if ids is not None and max(ids) >= num_envs:
-        raise _fail(f"--envs: env {max(ids)} is not among the {num_envs} envs (--num-envs)", code=2)
-    plan = _load_plan(dr_path, num_envs)
+        raise fail(f"--envs: env {max(ids)} is not among the {num_envs} envs (--num-envs)", code=2)
+    plan = load_plan(dr_path, num_envs)
     try:
         backend = make_backend(sim, model, num_envs, device=build.device, seed=seed, **build.options)
     except (SimBackendError, ValueError, TypeError, RuntimeError) as e:
-        raise _fail(f"could not build backend {sim!r} for model {model!r}: {e}")
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+        raise fail(f"could not build backend {sim!r} for model {model!r}: {e}")
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
 
     with backend:
         if keyframe is not None:
             try:
                 backend.set_state(None, backend.get_keyframe_qpos(keyframe).expand(num_envs, -1))
             except SimBackendError as e:
-                raise _fail(f"--keyframe: {e}", code=2)
-        scheduler, _ = _start_plan(backend, plan, dr_path)
+                raise fail(f"--keyframe: {e}", code=2)
+        scheduler, _ = start_plan(backend, plan, dr_path)
         controls = RandomControls(backend, seed, zero=ctrl == "zero")
         diverged = 0
         t0 = time.perf_counter()
@@ -146,30 +153,29 @@ def play(
     from simbackend.playback.replay import kinematic_replay
     from simbackend.playback.video import VideoWriter, write_png
 
-    from .main import _check_sim
 
     try:
-        sim = _check_sim(sim)
+        sim = check_sim(sim)
     except typer.BadParameter as e:
-        raise _fail(f"--sim: {e}", code=2)
+        raise fail(f"--sim: {e}", code=2)
     if out is None and png is None and not dynamic:
-        raise _fail("nothing to do: give --out VIDEO.mp4, --png STILL.png or --dynamic", code=2)
+        raise fail("nothing to do: give --out VIDEO.mp4, --png STILL.png or --dynamic", code=2)
     if out is not None:
-        _check_output(out, "--out", (".mp4",))
+        check_output(out, "--out", (".mp4",))
     if png is not None:
-        _check_output(png, "--png", (".png",))
+        check_output(png, "--png", (".png",))
     ids = _parse_envs(envs)
     try:
         rec = Recording(recording)
     except SimBackendError as e:
-        raise _fail(str(e), code=2)
+        raise fail(str(e), code=2)
     with rec:
         try:
             shown = rec.env_ids[rec.env_positions(ids)].tolist()
             backend = rec.make_backend(sim, num_envs=len(shown))
             backend.render([0], camera=camera, width=width, height=height)  # checks the camera and the size
         except SimBackendError as e:
-            raise _fail(str(e), code=2)
+            raise fail(str(e), code=2)
         with backend:
             picture = Picture(backend, list(range(len(shown))) if tile else [0], camera, width, height)
             stepped = int((rec.nsteps > 0).sum())

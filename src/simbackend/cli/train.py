@@ -1,6 +1,6 @@
 """``simbackend train`` and ``simbackend eval``: PPO (rsl-rl) on a task, and a checkpoint on any engine.
 
-Registered on the application of :mod:`simbackend.cli.main` when it is
+Registered on the application (:mod:`simbackend.cli.common`) when :mod:`simbackend.cli.main` is
 imported; nothing here loads torch, rsl-rl or an engine before a command runs.
 """
 
@@ -17,16 +17,16 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from .main import (
+from .common import (
     BuildFlags,
-    _check_output,
-    _check_sim,
-    _fail,
-    _load_plan,
-    _sim_option,
-    _with_build_flags,
     app,
+    check_output,
+    check_sim,
     console,
+    fail,
+    load_plan,
+    sim_option,
+    with_build_flags,
 )
 
 
@@ -38,7 +38,7 @@ def _check_task(task: str) -> str:
     try:
         get_task_class(task)
     except SimBackendError as e:
-        raise _fail(f"--task: {e}", code=2)
+        raise fail(f"--task: {e}", code=2)
     return task
 
 
@@ -54,9 +54,9 @@ def _parse_seeds(text: str) -> tuple[int, ...]:
             else:
                 out.append(int(part))
     except ValueError:
-        raise _fail(f"--seeds: expected seeds like 0,1,2 or 0-4, got {text!r}", code=2)
+        raise fail(f"--seeds: expected seeds like 0,1,2 or 0-4, got {text!r}", code=2)
     if not out or min(out) < 0 or len(set(out)) != len(out):
-        raise _fail(f"--seeds: expected distinct non-negative seeds, got {text!r}", code=2)
+        raise fail(f"--seeds: expected distinct non-negative seeds, got {text!r}", code=2)
     return tuple(out)
 
 
@@ -71,7 +71,7 @@ def _parse_rate(text: str | None) -> Any:
     except ValueError:
         rate = math.nan
     if not (0.0 < rate <= 1.0):
-        raise _fail(f"--stop-at-success: expected a success rate in (0, 1] or 'off', got {text!r}", code=2)
+        raise fail(f"--stop-at-success: expected a success rate in (0, 1] or 'off', got {text!r}", code=2)
     return rate
 
 
@@ -85,10 +85,10 @@ def _fmt_ci(est: Any, digits: int = 3) -> str:
 # train
 # ----------------------------------------------------------------------
 @app.command("train")
-@_with_build_flags
+@with_build_flags
 def train_command(
     task: str = typer.Option(..., "--task", "-t", metavar="TASK", help="Registered task (e.g. cartpole)."),
-    sim: str = _sim_option(),
+    sim: str = sim_option(),
     num_envs: int | None = typer.Option(None, "--num-envs", "-n", min=1,
                                            help="Parallel training envs (default: the task's training default)."),
     dr_path: str | None = typer.Option(None, "--dr", metavar="PLAN.json",
@@ -120,13 +120,13 @@ def train_command(
     file).
     """
     if time_budget is not None and not (time_budget > 0 and math.isfinite(time_budget)):
-        raise _fail(f"--time-budget: expected a number of seconds > 0, got {time_budget!r}", code=2)
+        raise fail(f"--time-budget: expected a number of seconds > 0, got {time_budget!r}", code=2)
     task = _check_task(task)
     rate = _parse_rate(stop_at_success)
     if out is None:
         out = str(Path("runs") / f"{task}-{sim}-{time.strftime('%Y%m%d-%H%M%S')}")
     if Path(out).exists() and not Path(out).is_dir():
-        raise _fail(f"--out: {out} is a file, not a folder", code=2)
+        raise fail(f"--out: {out} is a file, not a folder", code=2)
 
     from simbackend.errors import SimBackendError
     from simbackend.training import TrainConfig, train
@@ -141,13 +141,13 @@ def train_command(
     try:
         config = TrainConfig.for_task(task, **overrides)
     except SimBackendError as e:
-        raise _fail(str(e), code=2)
-    plan = _load_plan(dr_path, config.num_envs)
+        raise fail(str(e), code=2)
+    plan = load_plan(dr_path, config.num_envs)
     try:
         result = train(task, sim, train_config=config, randomization=plan, out_dir=out, progress=progress,
                        device=build.device, backend_options=build.options)
     except (SimBackendError, ValueError, TypeError, RuntimeError) as e:
-        raise _fail(f"training {task!r} on {sim!r} failed: {e}")
+        raise fail(f"training {task!r} on {sim!r} failed: {e}")
     if as_json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
         return
@@ -172,13 +172,13 @@ def train_command(
 # eval
 # ----------------------------------------------------------------------
 @app.command("eval")
-@_with_build_flags
+@with_build_flags
 def eval_command(
     checkpoint: str = typer.Option(..., "--checkpoint", "-c", metavar="CKPT.pt",
                                    help="A checkpoint written by `simbackend train`."),
     task: str | None = typer.Option(None, "--task", "-t", metavar="TASK",
                                        help="The checkpoint's task (a check; default: read from the checkpoint)."),
-    sim: str | None = typer.Option(None, "--sim", callback=_check_sim, metavar="NAME",
+    sim: str | None = typer.Option(None, "--sim", callback=check_sim, metavar="NAME",
                                       help="Backend to evaluate on (default: the one it was trained on)."),
     num_envs: int | None = typer.Option(None, "--num-envs", "-n", min=1,
                                            help="Parallel envs per seed (default: --episodes)."),
@@ -202,9 +202,9 @@ def eval_command(
     """
     seed_list = _parse_seeds(seeds)
     if video is not None:
-        _check_output(video, "--video", (".mp4",))
+        check_output(video, "--video", (".mp4",))
     if not Path(checkpoint).is_file():
-        raise _fail(f"--checkpoint: no such file {checkpoint}", code=2)
+        raise fail(f"--checkpoint: no such file {checkpoint}", code=2)
 
     from simbackend.errors import SimBackendError
     from simbackend.training import evaluate, load_checkpoint
@@ -212,14 +212,14 @@ def eval_command(
     try:
         ckpt = load_checkpoint(checkpoint)
     except SimBackendError as e:
-        raise _fail(f"--checkpoint: {str(e).removeprefix('checkpoint: ')}", code=2)
+        raise fail(f"--checkpoint: {str(e).removeprefix('checkpoint: ')}", code=2)
     if task is not None and task != ckpt.task:
-        raise _fail(f"--task: the checkpoint was trained on task {ckpt.task!r}, not {task!r}", code=2)
+        raise fail(f"--task: the checkpoint was trained on task {ckpt.task!r}, not {task!r}", code=2)
     try:
         result = evaluate(ckpt, sim, num_envs=num_envs, seeds=seed_list, episodes_per_seed=episodes, video=video,
                           device=build.device, backend_options=build.options)
     except (SimBackendError, ValueError, TypeError, RuntimeError) as e:
-        raise _fail(f"evaluating {checkpoint} on {sim or ckpt.sim!r} failed: {e}")
+        raise fail(f"evaluating {checkpoint} on {sim or ckpt.sim!r} failed: {e}")
     if as_json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
         return
@@ -240,5 +240,10 @@ def eval_command(
     console.print(Text(f"{n} seed{'s' if n > 1 else ''} ({', '.join(map(str, result.seeds))}) x"
                        f" {result.episodes_per_seed} episodes, {result.num_envs} envs; 95% CI: Student's t over seeds"
                        f" (n-1 dof{', none for one seed' if n == 1 else ''}) | {result.wall_s:.1f} s"), soft_wrap=True)
+    for engine, elements in {result.trained_on: result.trained_delegated, result.sim: result.delegated}.items():
+        if elements:
+            console.print(Text(f"note: {engine} took the physics of {len(elements)} element(s) from MuJoCo"
+                               f" ({'; '.join(elements[:3])}{'; ...' if len(elements) > 3 else ''})",
+                               style="yellow"), soft_wrap=True)
     if result.video:
         console.print(Text(f"video written to {result.video}"))

@@ -25,7 +25,7 @@ def test_task_episode_starts_are_their_draws(make_sim: Callable[..., Any]) -> No
     cls = get_task_class("cartpole")
     small = cls(make_sim("cartpole", 2), seed=5)
     big = cls(make_sim("cartpole", 4), seed=5)
-    u = uniforms(5, small._reset_key, np.arange(4), np.zeros(4, np.int64), cls.reset_draws)
+    u = uniforms(5, small.reset_key, np.arange(4), np.zeros(4, np.int64), cls.reset_draws)
     expected = small.config.init_noise * (2 * u - 1)
     np.testing.assert_allclose(to_np(big.backend.get_qpos()), expected[:, :2], atol=1e-6, rtol=0)
     np.testing.assert_allclose(to_np(big.backend.get_qvel()), expected[:, 2:], atol=1e-6, rtol=0)

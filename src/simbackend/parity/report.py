@@ -25,6 +25,8 @@ class ParityRow:
             substeps) where the error exceeded the tolerance; ``None`` otherwise.
         detail: where the worst error is, both values, or why it failed or was skipped.
         skipped: the tier does not apply to this model (``detail`` says why).
+        delegated: the row's result depends on forces the backend under test took from MuJoCo
+            (a rollout tier on a model with delegated elements, :attr:`ParityReport.delegated`).
     """
 
     tier: str
@@ -35,6 +37,7 @@ class ParityRow:
     first_step: Optional[int] = None
     detail: str = ""
     skipped: bool = False
+    delegated: bool = False
 
     @property
     def status(self) -> str:
@@ -52,7 +55,12 @@ class ParityRow:
 
 @dataclass
 class ParityReport:
-    """All rows of one parity run of backend ``sim`` against ``reference`` on ``model``."""
+    """All rows of one parity run of backend ``sim`` against ``reference`` on ``model``.
+
+    ``delegated`` lists the model elements whose physics the backend under test
+    takes from MuJoCo (its ``capabilities.delegated``); the rows of the tiers that
+    step the physics are then marked (:attr:`ParityRow.delegated`).
+    """
 
     sim: str
     reference: str
@@ -61,6 +69,7 @@ class ParityReport:
     num_envs: int
     seed: int
     rows: list[ParityRow] = field(default_factory=list)
+    delegated: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -103,16 +112,29 @@ class ParityReport:
             return min(stepped, key=lambda r: r.first_step)
         return failed[0]
 
+    def delegation_note(self) -> str:
+        """One line on the rows that depend on MuJoCo-computed forces, or ``""``."""
+        marked = sum(r.delegated for r in self.rows)
+        if not self.delegated or not marked:
+            return ""
+        shown = "; ".join(self.delegated[:3]) + ("; ..." if len(self.delegated) > 3 else "")
+        return (f"{marked} row(s) marked delegated depend on forces {self.sim} took from MuJoCo for"
+                f" {len(self.delegated)} element(s) ({shown}): there they partly compare MuJoCo with itself")
+
     def summary(self) -> str:
         """One line per failed row (or ``"all passed"``), for logs and assertion messages."""
+        note = self.delegation_note()
         if self.passed:
-            return f"{self.sim} vs {self.reference} on {self.model}: all {len(self.rows)} rows passed"
+            return f"{self.sim} vs {self.reference} on {self.model}: all {len(self.rows)} rows passed" + (
+                f"\n  {note}" if note else "")
         lines = [f"{self.sim} vs {self.reference} on {self.model}: {len(self.failures)} failed rows"]
         for r in self.failures:
             step = f" first at step {r.first_step}" if r.first_step is not None else ""
             lines.append(
                 f"  {r.tier}/{r.quantity}: max error {_fmt(r.max_error)} > {_fmt(r.tolerance)}{step}; {r.detail}"
             )
+        if note:
+            lines.append(f"  {note}")
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -125,6 +147,7 @@ class ParityReport:
             "num_envs": self.num_envs,
             "seed": self.seed,
             "passed": self.passed,
+            "delegated": list(self.delegated),
             "rows": [r.to_dict() for r in self.rows],
         }
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 from typing import Any, Callable, Iterable, Optional, Sequence
 
@@ -72,6 +74,7 @@ def run_parity(
     except Exception as e:  # any failure to build is reported as the load row
         report.rows.append(ParityRow("load", "build", None, None, False, detail=f"{type(e).__name__}: {e}"))
         return report
+    report.delegated = tuple(sorted(probe.capabilities.delegated))
     probe.close()
     report.rows.append(ParityRow("load", "build", None, None, True, detail="the backend built the model"))
 
@@ -89,6 +92,8 @@ def run_parity(
             rows = runners[tier](ctx, num_envs)
         except Exception as e:  # a tier that cannot run is a failed tier, reported with the reason
             rows = [ParityRow(tier, "run", None, None, False, detail=f"{type(e).__name__}: {e}")]
+        if report.delegated and tier in ROLLOUT_TIERS:  # the result depends on MuJoCo-computed forces
+            rows = [dataclasses.replace(r, delegated=True) for r in rows]
         report.rows.extend(rows)
     return report
 

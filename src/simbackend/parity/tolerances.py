@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 __all__ = [
-    "TIERS", "STATIC_TIERS", "MODEL_DEFAULT_TIERS", "default_tiers",
+    "TIERS", "STATIC_TIERS", "ROLLOUT_TIERS", "MODEL_DEFAULT_TIERS", "default_tiers",
     "MODEL_RTOL", "MODEL_SCALE_FLOOR", "MODEL_LENGTH_ATOL", "MODEL_GRAVITY_ATOL",
     "KIN_NUM_ENVS", "KIN_POS_TOL", "KIN_ANGLE_TOL", "KIN_UNLIMITED_HINGE", "KIN_UNLIMITED_SLIDE", "JAC_TOL",
     "DYN_DURATION", "DYN_POS_TOL", "DYN_NUM_ENVS", "DYN_INITIAL_OFFSET", "DYN_SINE_HZ", "DYN_SINE_AMPLITUDE",
@@ -22,6 +22,9 @@ TIERS = ("model", "kinematics", "jacobian", "dynamics", "servo", "contact", "ran
 
 #: tiers that need no simulation, run on every model by default
 STATIC_TIERS = ("model", "kinematics", "jacobian")
+#: the tiers that step the physics: where the backend under test takes some physics from MuJoCo
+#: (``capabilities.delegated``), their rows are marked: those figures partly compare MuJoCo with itself
+ROLLOUT_TIERS = ("dynamics", "servo", "contact", "randomized")
 
 #: built-in model name (or file stem) -> tiers run by default; other models get :data:`STATIC_TIERS`
 MODEL_DEFAULT_TIERS = {

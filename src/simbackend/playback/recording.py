@@ -17,7 +17,9 @@ Format ``simbackend-recording``, version 1 (:data:`VERSION`):
     (0 when the backend has no snapshots), ``plan`` (a randomization plan as
     JSON, or ``""``), ``metadata`` (JSON), ``simbackend`` (version),
     ``created`` (ISO 8601), ``write_kinds`` (JSON list: the codes of
-    ``events/kind``).
+    ``events/kind``), ``delegated`` (JSON list: the model elements whose
+    physics the recording engine took from MuJoCo, ``capabilities.delegated``;
+    absent in files written before 0.8, read as none).
 ``/model``
     the compiled MuJoCo model as MJB bytes (``uint8``), so that the recording
     replays and renders without the files the model came from.
@@ -163,6 +165,7 @@ class Recorder:
                 "snapshot_width": S, "plan": "" if plan is None else plan.to_json(), "metadata": meta,
                 "simbackend": _version(), "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
                 "write_kinds": json.dumps(WRITE_KINDS),
+                "delegated": json.dumps(sorted(sim.capabilities.delegated)),
             })
             f.create_dataset("model", data=np.frombuffer(model_to_bytes(info.compiled), np.uint8))
             strings = h5.string_dtype()
@@ -344,6 +347,8 @@ class Recording:
             self.metadata = json.loads(a["metadata"])
             self.created = str(a["created"])
             self.write_kinds = tuple(json.loads(a["write_kinds"]))
+            #: the elements whose physics the recording engine took from MuJoCo (capabilities.delegated)
+            self.delegated = tuple(json.loads(a.get("delegated", "[]")))
             self._plan_json = str(a["plan"])
             self.env_ids = np.asarray(f["env_ids"][()], np.int64)
             self.body_names = tuple(s.decode() if isinstance(s, bytes) else str(s) for s in f["names/body"][()])

@@ -172,7 +172,8 @@ class Task:
         self.num_envs = backend.num_envs
         self.device = backend.device
         self.control_dt = backend.physics_dt * config.decimation
-        self._reset_key = int.from_bytes(hashlib.blake2b(f"task:{self.name}".encode(), digest_size=8).digest(), "little")
+        #: the random-stream key of the task's episode starts (env i's start depends on (seed, reset_key, i, episode))
+        self.reset_key = int.from_bytes(hashlib.blake2b(f"task:{self.name}".encode(), digest_size=8).digest(), "little")
         n = self.num_envs
         self.episode_count = np.zeros(n, np.int64)
         self.episode_step = torch.zeros(n, dtype=torch.int64, device=self.device)
@@ -275,7 +276,7 @@ class Task:
         """
         ids = np.unique(V.env_ids(env_ids, self.num_envs))
         if ids.size:
-            u = torch.as_tensor(uniforms(self.seed, self._reset_key, ids, self.episode_count[ids],
+            u = torch.as_tensor(uniforms(self.seed, self.reset_key, ids, self.episode_count[ids],
                                          max(self.reset_draws, 1)), device=self.device)
             tids = torch.as_tensor(ids, device=self.device)
             qpos, qvel = self._initial_state(tids, u)

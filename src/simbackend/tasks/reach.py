@@ -124,7 +124,8 @@ class ReachTask(Task):
         qpos[:, self._qpos_cols] += self.config.joint_noise * (2 * u[:, 3:10] - 1)
         return qpos, None
 
-    def _to_base(self, p_w: torch.Tensor) -> torch.Tensor:
+    def to_base(self, p_w: torch.Tensor) -> torch.Tensor:
+        """``(N, 3)`` world points ``p_w`` expressed in the arm base's frame."""
         base_pos = self.backend.get_body_pos_w(self._base)[:, 0]
         base_quat = self.backend.get_body_quat_w(self._base)[:, 0]
         return quat_apply_inverse(base_quat, p_w - base_pos)
@@ -138,8 +139,8 @@ class ReachTask(Task):
         return torch.linalg.vector_norm(self.targets - self.ee_pos_w(), dim=1)
 
     def _observations(self) -> dict[str, torch.Tensor]:
-        ee = self._to_base(self.ee_pos_w())
-        target = self._to_base(self.targets)
+        ee = self.to_base(self.ee_pos_w())
+        target = self.to_base(self.targets)
         return {
             "joint_pos": self.backend.get_dof_pos()[:, self._dof_cols],
             "joint_vel": self.backend.get_dof_vel()[:, self._dof_cols],
@@ -168,5 +169,5 @@ def scripted_action(task: ReachTask, gain: float = 1.0) -> torch.Tensor:
     if task.config.controller != "ee_delta_pos":
         raise InvalidArgumentError(f"task: the scripted reach baseline needs controller='ee_delta_pos',"
                                    f" got {task.config.controller!r}")
-    error = task._to_base(task.targets) - task._to_base(task.ee_pos_w())
+    error = task.to_base(task.targets) - task.to_base(task.ee_pos_w())
     return (gain * error / task.config.max_delta).clamp(-1.0, 1.0)

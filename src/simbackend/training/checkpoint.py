@@ -4,7 +4,9 @@ A checkpoint is one ``torch.save`` file of plain values (it loads with ``weights
 
 * ``"format"``: :data:`FORMAT`;
 * ``"task"``, ``"task_config"`` (``config.to_dict()``, a randomization plan as its dict), ``"sim"`` (the
-  engine it was trained on), ``"describe"`` (``task.describe()``);
+  engine it was trained on), ``"delegated"`` (the model elements whose physics that engine took from
+  MuJoCo, its ``capabilities.delegated``: a policy trained there partly learned MuJoCo's forces),
+  ``"describe"`` (``task.describe()``);
 * ``"train_config"`` (:meth:`TrainConfig.to_dict`), ``"rsl_rl_cfg"`` (the runner configuration);
 * ``"observation_size"``, ``"action_dim"``, ``"iteration"``, ``"env_steps"``, ``"eval"`` (the last
   evaluation's figures or ``None``);
@@ -75,6 +77,11 @@ class Checkpoint:
     @property
     def sim(self) -> str:
         return self.data["sim"]
+
+    @property
+    def delegated(self) -> tuple[str, ...]:
+        """The elements whose physics the training engine took from MuJoCo (empty in checkpoints before 0.8)."""
+        return tuple(self.data.get("delegated", ()))
 
     @property
     def task_config(self) -> dict:

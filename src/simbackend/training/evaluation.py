@@ -91,6 +91,9 @@ class EvalResult:
 
     Attributes:
         task, sim, trained_on: the task, the engine evaluated on, the engine the checkpoint was trained on.
+        delegated, trained_delegated: the model elements whose physics the evaluation engine and the
+            training engine took from MuJoCo (``capabilities.delegated``; empty where an engine computed
+            everything): a sim-to-sim figure over such elements partly compares MuJoCo with itself.
         checkpoint: its path. iteration, env_steps: of the checkpoint.
         seeds, episodes_per_seed, num_envs: the evaluation's design.
         per_seed: ``[{"seed", "mean_return", "success_rate", "mean_length", "wall_s"}]``.
@@ -115,11 +118,14 @@ class EvalResult:
     mean_length: Estimate | None = None
     wall_s: float = 0.0
     video: str | None = None
+    delegated: tuple[str, ...] = ()
+    trained_delegated: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
         """JSON-ready figures."""
         return {
             "task": self.task, "sim": self.sim, "trained_on": self.trained_on, "checkpoint": self.checkpoint,
+            "delegated": list(self.delegated), "trained_delegated": list(self.trained_delegated),
             "iteration": self.iteration, "env_steps": self.env_steps, "seeds": list(self.seeds),
             "episodes_per_seed": self.episodes_per_seed, "num_envs": self.num_envs, "per_seed": self.per_seed,
             "mean_return": self.mean_return.to_dict(), "success_rate": self.success_rate.to_dict(),
@@ -211,10 +217,12 @@ def _evaluate(checkpoint: Any, sim: str | None, *, num_envs: int | None, seeds: 
         VideoWriter(video, progress=False).close()  # checks the path before any rollout
 
     per_seed = []
+    delegated: tuple[str, ...] = ()
     t0 = time.perf_counter()
     for j, seed in enumerate(seeds):
         t_seed = time.perf_counter()
         task = make_task(ckpt.task, sim, n, config=config, seed=seed, device=device, **dict(backend_options or {}))
+        delegated = tuple(sorted(task.backend.capabilities.delegated))
         frames = _Frames(task, video, video_size) if video is not None and j == 0 else None
         try:
             r = run_episodes(task, policy, episodes, on_step=frames)
@@ -236,4 +244,5 @@ def _evaluate(checkpoint: Any, sim: str | None, *, num_envs: int | None, seeds: 
         success_rate=estimate(s["success_rate"] for s in per_seed),
         mean_length=estimate(s["mean_length"] for s in per_seed),
         wall_s=time.perf_counter() - t0, video=None if video is None else str(Path(video)),
+        delegated=delegated, trained_delegated=ckpt.delegated,
     )

@@ -171,8 +171,10 @@ def _train(task_name: str, sim: str, tc: TrainConfig, *, randomization: Any, tas
         alg = runner.alg
         describe = task.describe()
         task_config_dict = task.config.to_dict()
+        delegated = sorted(task.backend.capabilities.delegated)  # physics the engine took from MuJoCo
         (out / "config.json").write_text(json.dumps({
-            "task": task_name, "sim": sim, "task_config": task_config_dict, "train_config": tc.to_dict(),
+            "task": task_name, "sim": sim, "delegated": delegated, "task_config": task_config_dict,
+            "train_config": tc.to_dict(),
             "rsl_rl_cfg": rsl_cfg, "describe": describe, "backend_options": options,
             "networks": printed.getvalue(),
         }, indent=1, default=str) + "\n", encoding="utf-8")
@@ -200,7 +202,8 @@ def _train(task_name: str, sim: str, tc: TrainConfig, *, randomization: Any, tas
             norm = actor.obs_normalizer
             return {
                 **alg.save(),
-                "task": task_name, "task_config": task_config_dict, "sim": sim, "describe": describe,
+                "task": task_name, "task_config": task_config_dict, "sim": sim, "delegated": delegated,
+                "describe": describe,
                 "train_config": tc.to_dict(), "rsl_rl_cfg": rsl_cfg,
                 "observation_size": task.observation_size, "action_dim": task.action_dim,
                 "iteration": iteration, "env_steps": env_steps, "eval": last_eval,

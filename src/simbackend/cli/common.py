@@ -1,0 +1,279 @@
+"""What the ``simbackend`` commands share: the application, its consoles, the --sim and construction flags.
+
+:mod:`simbackend.cli.main` defines the commands on this application (and
+imports :mod:`.play` and :mod:`.train`, which add theirs); every command module
+imports from here, and nothing here imports a command module. Importing it
+loads neither torch nor any engine.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+import simbackend
+from simbackend.registry import available_backends
+
+#: distribution names of the engines behind the known backends (for version reports)
+ENGINE_DISTRIBUTIONS = {"mujoco": ("mujoco",), "sapien": ("sapien",)}
+
+#: model every backend is built on to read its capabilities
+CAPABILITY_PROBE_MODEL = "pendulum"
+
+app = typer.Typer(
+    name="simbackend",
+    help="One contract between robot-learning code and physics engines.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+
+# ----------------------------------------------------------------------
+# --sim: a registered backend, case-insensitive
+# ----------------------------------------------------------------------
+def check_sim(value: Optional[str]) -> Optional[str]:
+    """Normalise ``--sim`` to a registered lower-case name, or fail with a usage error (exit 2)."""
+    if value is None:
+        return None
+    name = value.strip().lower()
+    registered = available_backends()  # read at call time: runtime registrations count
+    if name not in registered:
+        listing = ", ".join(registered) if registered else "(none)"
+        raise typer.BadParameter(f"{value!r} is not a registered backend; registered backends: {listing}")
+    return name
+
+
+def complete_sim(incomplete: str) -> list[str]:
+    return [n for n in available_backends() if n.startswith(incomplete.lower())]
+
+
+def sim_option() -> Any:
+    return typer.Option(
+        "mujoco",
+        "--sim",
+        envvar="SIMBACKEND_SIM",
+        callback=check_sim,
+        autocompletion=complete_sim,
+        metavar="NAME",
+        help=f"Registered backend, case-insensitive ({', '.join(available_backends()) or 'none registered'}).",
+    )
+
+
+def fail(message: str, code: int = 1) -> "typer.Exit":
+    """Print ``error: message`` on stderr as one line (the terminal wraps it, not rich) and return the exit."""
+    err_console.print(Text("error: ", style="bold red") + Text(" ".join(message.split())), soft_wrap=True)
+    return typer.Exit(code)
+
+
+def version_callback(value: bool) -> None:
+    if value:
+        console.print(f"simbackend {simbackend.__version__}")
+        raise typer.Exit(0)
+
+
+# ----------------------------------------------------------------------
+# construction options and device, shared by run, parity and contract
+# ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class BuildFlags:
+    """What a command's construction flags say, checked.
+
+    Attributes:
+        options: keyword options for ``make_backend(..., **options)``
+            (:mod:`simbackend.options`): the ``--option`` pairs, then the
+            convenience flags over them.
+        device: the ``--device`` text (``None``: each backend's default).
+        texts: the same options as ``KEY=VALUE`` texts, in order (for
+            ``pytest --sim-option``; a later text overrides an earlier one).
+    """
+
+    options: dict[str, Any]
+    device: Optional[str]
+    texts: tuple[str, ...]
+
+
+#: the construction flags: (parameter, annotation, typer option); see :func:`with_build_flags`
+BUILD_FLAGS: tuple[tuple[str, Any, Any], ...] = (
+    ("option", Optional[list[str]], typer.Option(
+        None, "--option", "-o", metavar="KEY=VALUE",
+        help="Construction option of the backend, repeatable. VALUE is read as JSON where it parses (2, 1e-3,"
+             " true, '[\"a\", \"b\"]'), else as text. ENGINE.KEY=VALUE sets a key of that engine's block"
+             " (e.g. -o sapien.solver=tgs); blocks of other engines are ignored. The flags below override the"
+             " same key given here.")),
+    ("nthread", Optional[int], typer.Option(
+        None, "--nthread", metavar="N", help="At most N CPU threads step the physics (0: as many as the engine uses).")),
+    ("solver_iterations", Optional[int], typer.Option(
+        None, "--solver-iterations", metavar="N", help="Constraint-solver iterations (default: the model's).")),
+    ("timestep", Optional[float], typer.Option(
+        None, "--timestep", metavar="SECONDS", help="Physics substep, replacing the model's timestep.")),
+    ("package_dir", Optional[list[str]], typer.Option(
+        None, "--package-dir", metavar="PATH", help="Folder where a URDF's package:// URIs resolve, repeatable.")),
+    ("device", Optional[str], typer.Option(
+        None, "--device", metavar="DEVICE",
+        help="Torch device of the backend: cpu, cuda or cuda:N (default: the backend's own). Asking for CUDA on a"
+             " machine without it stops at once.")),
+)
+
+
+def with_build_flags(command: Any) -> Any:
+    """Give ``command`` the construction flags (``-o``, ``--nthread``, ..., ``--device``).
+
+    ``command`` declares a parameter ``build: BuildFlags`` instead of the
+    flags; the wrapper typer sees has the flags in its place, checks them
+    before the command body runs (malformed option text, or a device this
+    machine lacks: one-line error, exit 2) and passes the result as ``build``.
+    """
+    import functools
+    import inspect
+    import typing
+
+    hints = typing.get_type_hints(command)
+    own = [p.replace(annotation=hints.get(p.name, p.annotation))
+           for p in inspect.signature(command).parameters.values() if p.name != "build"]
+    flags = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default, annotation=annotation)
+             for name, annotation, default in BUILD_FLAGS]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> Any:
+        given = {name: kwargs.pop(name) for name, _, _ in BUILD_FLAGS}
+        return command(**kwargs, build=build_flags(**given))
+
+    del wrapper.__wrapped__  # typer must read the signature below, not the command's
+    wrapper.__signature__ = inspect.Signature(own + flags)
+    wrapper.__annotations__ = {p.name: p.annotation for p in own + flags}
+    return wrapper
+
+
+def build_flags(option: Optional[list[str]], nthread: Optional[int], solver_iterations: Optional[int],
+                 timestep: Optional[float], package_dir: Optional[list[str]], device: Optional[str]) -> BuildFlags:
+    """Check the construction flags; malformed option text or an absent device is a usage error (exit 2)."""
+    import json
+
+    from simbackend.errors import SimBackendError
+    from simbackend.options import merge_cli_options, parse_cli_option
+
+    texts = list(option or [])
+    for key, value in (("nthread", nthread), ("solver_iterations", solver_iterations), ("timestep", timestep),
+                       ("package_dirs", list(package_dir) if package_dir else None)):
+        if value is not None:
+            texts.append(f"{key}={json.dumps(value)}")
+    try:
+        options = merge_cli_options([parse_cli_option(text) for text in texts])
+    except SimBackendError as e:
+        raise fail(str(e), code=2)
+    if device is not None:
+        from simbackend.devices import require_device
+
+        try:
+            require_device(device, argument="--device")
+        except SimBackendError as e:
+            raise fail(str(e), code=2)
+    return BuildFlags(options, device, tuple(texts))
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=version_callback, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """One contract between robot-learning code and physics engines."""
+
+
+def load_plan(dr_path: Optional[str], num_envs: int) -> Any:
+    """The ``--dr`` plan, checked before anything is built (exit 2), or None."""
+    if not dr_path:
+        return None
+    from simbackend.errors import SimBackendError
+    from simbackend.randomization import IntervalScheduler, RandomizationPlan
+
+    try:
+        plan = RandomizationPlan.load(dr_path)
+        if plan.phase_terms("interval"):
+            IntervalScheduler(plan, num_envs)  # checks every interval term has its schedule
+    except (SimBackendError, ValueError, TypeError) as e:
+        raise fail(f"--dr: {e}", code=2)
+    return plan
+
+
+def start_plan(backend: Any, plan: Any, dr_path: Optional[str]) -> tuple[Any, Optional[dict]]:
+    """Apply a plan's init terms and a reset of every env with its reset terms; the interval
+    scheduler (or None) and the figures to report."""
+    if plan is None:
+        return None, None
+    from simbackend.errors import SimBackendError
+    from simbackend.randomization import IntervalScheduler
+
+    try:
+        t_dr = time.perf_counter()
+        backend.apply_init_randomization(plan)
+        if plan.phase_terms("reset"):
+            backend.set_state(None, backend.get_env_default_qpos(), None, randomization=plan)
+        init_s = time.perf_counter() - t_dr
+        scheduler = IntervalScheduler(plan, backend.num_envs) if plan.phase_terms("interval") else None
+    except (SimBackendError, ValueError, TypeError) as e:
+        raise fail(f"--dr: {e}")
+    console.print(Text(f"domain randomization: {len(plan.terms)} terms from {dr_path},"
+                       f" init and reset applied in {init_s * 1e3:.1f} ms"))
+    return scheduler, {"plan": dr_path, "terms": len(plan.terms), "init_s": init_s, "interval_applications": 0}
+
+
+class RandomControls:
+    """Uniform random controls within each actuator's ctrl range ([-1, 1] where unlimited), from a
+    torch generator seeded with ``seed``; ``zero=True`` gives zeros. Calling it gives the next ``(N, nu)``
+    (``None`` for a model without actuators)."""
+
+    def __init__(self, backend: Any, seed: int, zero: bool = False):
+        import torch
+
+        dev = backend.device
+        self.shape = (backend.num_envs, backend.num_actuators)
+        ctrl_range = backend.get_actuator_ctrl_range().to(dev)
+        low, high = ctrl_range[:, 0].clone(), ctrl_range[:, 1].clone()
+        unlimited = ~(torch.isfinite(low) & torch.isfinite(high))
+        low[unlimited], high[unlimited] = -1.0, 1.0
+        self.low, self.span, self.zero = low, high - low, zero
+        self.gen = torch.Generator(device=dev)
+        self.gen.manual_seed(seed)
+
+    def __call__(self) -> Any:
+        import torch
+
+        if not self.shape[1]:
+            return None
+        if self.zero:
+            return torch.zeros(self.shape, device=self.low.device)
+        return self.low + self.span * torch.rand(self.shape, generator=self.gen, device=self.low.device)
+
+
+def check_output(path: str, flag: str, suffixes: tuple[str, ...]) -> None:
+    """Fail at once (exit 2) for an output file with the wrong suffix or in a missing folder."""
+    from simbackend.errors import SimBackendError
+    from simbackend.playback.recording import check_output_path
+
+    try:
+        check_output_path(path, flag, suffixes)
+    except SimBackendError as e:
+        raise fail(str(e), code=2)
+
+
+def check_writable(path: str) -> None:
+    """Fail at once (exit 2) when ``path`` cannot be written, instead of after a long run."""
+    target = os.path.abspath(path)
+    parent = os.path.dirname(target) or "."
+    if os.path.isdir(target):
+        raise fail(f"--json: {path} is a folder, not a file", code=2)
+    if not os.path.isdir(parent):
+        raise fail(f"--json: the folder {parent} does not exist", code=2)
+    if not os.access(parent, os.W_OK) or (os.path.exists(target) and not os.access(target, os.W_OK)):
+        raise fail(f"--json: {path} is not writable", code=2)
