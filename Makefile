@@ -1,5 +1,6 @@
-# Set-up and main jobs. `make demo` and `make test` create the virtual environment
-# and install everything on first use.
+# Set-up and main jobs. `make demo` and `make test` create the virtual environment on first use:
+# `make demo` installs the core with the extra of the engine it runs (simbackend[mujoco] by default),
+# `make test` every extra, the test tools and the Motrix plugin.
 #
 # TORCH_SPEC pins PyTorch to the CPU build. On a machine with a GPU, override it:
 #   make test TORCH_SPEC=torch            (or e.g. TORCH_SPEC='torch==2.13.0+cu128')
@@ -12,15 +13,24 @@ SIM        ?= mujoco
 SIMS       ?= mujoco sapien motrix
 # CPU PhysX holds one scene per env (at most 1000 per process): a smaller demo batch there
 DEMO_ENVS  ?= $(if $(filter sapien,$(SIM)),256,1024)
+# the extra `make demo` installs: the engine's own (motrix is a plugin: the full set-up)
+DEMO_EXTRA ?= $(if $(filter sapien,$(SIM)),sapien,mujoco)
 BIN        := $(VENV)/bin
 STAMP      := $(VENV)/.simbackend-installed
+DEMO_STAMP := $(VENV)/.simbackend-$(DEMO_EXTRA)
 
-.PHONY: setup demo test contract bench clean
+.PHONY: setup demo test lint contract bench clean
 
-$(STAMP): pyproject.toml plugins/motrix/pyproject.toml Makefile
+$(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
+
+$(DEMO_STAMP): pyproject.toml Makefile | $(VENV)/bin/python
+	$(BIN)/python -m pip install --quiet -e ".[$(DEMO_EXTRA)]"
+	touch $(DEMO_STAMP)
+
+$(STAMP): pyproject.toml plugins/motrix/pyproject.toml Makefile | $(VENV)/bin/python
 	$(BIN)/python -m pip install --quiet -e ".[test]"
 # the MotrixSim backend is a separate distribution (a plugin): installed after the package it plugs into
 	$(BIN)/python -m pip install --quiet -e plugins/motrix
@@ -28,7 +38,7 @@ $(STAMP): pyproject.toml plugins/motrix/pyproject.toml Makefile
 
 setup: $(STAMP)
 
-demo: $(STAMP)
+demo: $(if $(filter motrix,$(SIM)),$(STAMP),$(DEMO_STAMP))
 	MUJOCO_GL=egl $(BIN)/simbackend run --sim $(SIM) --model arm7 --num-envs $(DEMO_ENVS) --steps 500 --nsteps 4
 
 test: $(STAMP)

@@ -158,3 +158,19 @@ def test_engines_define_only_the_declared_interface(engine: type) -> None:
     public = {k for k, v in vars(engine).items() if not k.startswith("_") and (callable(v) or isinstance(v, property))}
     assert public <= set(ENGINE_MEMBERS), f"{engine.__name__} adds public members {sorted(public - set(ENGINE_MEMBERS))}"
     assert engine.name != "abstract" and engine.name == engine.name.lower()
+
+
+def test_writing_a_backend_lists_exactly_the_engine_interface() -> None:
+    """docs/writing-a-backend.md documents one section per engine member, in the declared order, and no other;
+    the members without a default are the abstract ones."""
+    import re
+
+    from simbackend.engine import ENGINE_MEMBERS, OPTIONAL_MEMBERS, Engine
+
+    page = (REPO / "docs" / "writing-a-backend.md").read_text()
+    documented = re.findall(r"^### `([^`]+)`$", page, flags=re.M)
+    assert documented == list(ENGINE_MEMBERS)
+    abstract = set(Engine.__abstractmethods__) | {"__init__", "name"}
+    assert abstract == set(ENGINE_MEMBERS) - set(OPTIONAL_MEMBERS)
+    for member in ENGINE_MEMBERS:  # every member exists on the interface
+        assert member in vars(Engine), member

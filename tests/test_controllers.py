@@ -9,6 +9,7 @@ error naming the argument and changes nothing.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -19,12 +20,15 @@ from simbackend import make_backend
 from simbackend.controllers import (
     EE_FRAMES,
     CombinedController,
+    Controller,
     EEPoseConfig,
     EEPoseController,
     JointPDConfig,
     JointPositionConfig,
     PassiveConfig,
+    available_controllers,
     make_controller,
+    register_controller,
 )
 from simbackend.controllers._rotation import quat_from_rotvec, rotvec_from_quat
 from simbackend.errors import (
@@ -624,3 +628,72 @@ def test_rotation_helpers_round_trip():
     assert torch.allclose(rotvec_from_quat(q), v, atol=1e-5, rtol=1e-5)
     assert torch.allclose(rotvec_from_quat(-q), v, atol=1e-5, rtol=1e-5)
     assert np.isfinite(rotvec_from_quat(torch.tensor([[1.0, 0, 0, 0]])).numpy()).all()
+
+
+# ----------------------------------------------------------------------
+# registration: a third party's controller built by make_controller
+# ----------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class _HoldConfig:
+    joints: tuple
+    value: float = 0.0
+
+
+class _HoldController(Controller):
+    """Writes a constant to the motors of ``joints``: the smallest controller a third party could add."""
+
+    config_type = _HoldConfig
+
+    def __init__(self, backend, config):
+        ids = [i for i, j in enumerate(backend.info.actuator_joint) if backend.info.joint_names[j] in config.joints]
+        super().__init__(backend, config, np.asarray(ids), [], [], physics_rate=False, normalize_action=True)
+
+    def compute(self):
+        return torch.full((self.num_envs, self.actuator_ids.numel()), self.config.value, device=self.backend.device)
+
+    def reanchor(self, ids):
+        pass
+
+    def store_targets(self, action):
+        pass
+
+
+def test_a_registered_third_party_controller_is_built_alone_and_in_a_mapping():
+    b = backend("mujoco", "pendulum")
+    with pytest.raises(ArgumentTypeError, match=r"config: expected one of \[.*'JointPDConfig'.*got _HoldConfig"):
+        make_controller(b, _HoldConfig(("hinge",)))
+    assert register_controller(_HoldController) is _HoldController
+    try:
+        assert available_controllers()[_HoldConfig] is _HoldController
+        alone = make_controller(b, _HoldConfig(("hinge",), 0.25))
+        assert isinstance(alone, _HoldController)
+        assert torch.equal(alone.ctrl(), torch.full((N, 1), 0.25))
+        both = make_controller(b, {"hold": _HoldConfig(("hinge",), -0.5)})
+        assert isinstance(both, CombinedController) and both.action_dim == 0
+        assert torch.equal(both.ctrl(), torch.full((N, 1), -0.5))
+    finally:
+        _unregister(_HoldConfig)
+
+
+def _unregister(config_type):
+    from simbackend.controllers import registry
+
+    registry._CONTROLLERS.pop(config_type, None)
+
+
+def test_register_controller_refuses_what_it_cannot_build():
+    with pytest.raises(ArgumentTypeError, match="register_controller: expected a Controller subclass"):
+        register_controller(JointPDConfig)
+
+    class NoConfig(_HoldController):
+        config_type = None
+
+    with pytest.raises(InvalidArgumentError, match=r"NoConfig\.config_type must name its config class"):
+        register_controller(NoConfig)
+
+    class Rival(_HoldController):
+        config_type = JointPDConfig
+
+    with pytest.raises(InvalidArgumentError, match="JointPDConfig is built by JointPDController already"):
+        register_controller(Rival)
+    assert available_controllers()[JointPDConfig].__name__ == "JointPDController"

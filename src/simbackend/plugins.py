@@ -17,7 +17,13 @@ from __future__ import annotations
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
-from simbackend.errors import ArgumentTypeError, InvalidArgumentError, SimBackendError, UnknownBackendError
+from simbackend.errors import (
+    ArgumentTypeError,
+    InvalidArgumentError,
+    MissingExtraError,
+    SimBackendError,
+    UnknownBackendError,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     pass
@@ -88,6 +94,8 @@ def get_backend_factory(name: str) -> Any:
         raise UnknownBackendError(name, available_backends())
     try:
         return eps[key].load()
+    except MissingExtraError as e:  # an engine whose extra is not installed: say which extra
+        raise MissingExtraError(f"backend {name!r}: {e}", extra=e.extra) from e
     except Exception as e:
         raise SimBackendError(
             f"backend {name!r} is registered by entry point {eps[key].value!r}, but it failed to load:"

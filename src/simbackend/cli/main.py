@@ -569,6 +569,13 @@ def contract(
     become pytest's --sim-option and --device). Example: simbackend contract
     --sim sapien -o sapien.solver=tgs --nthread 2 -q -x -k "names or shapes"
     """
+    from simbackend._extras import require_extra
+    from simbackend.errors import MissingExtraError
+
+    try:
+        require_extra("pytest", "hypothesis", purpose="the conformance suite")
+    except MissingExtraError as e:
+        raise fail(str(e), code=2) from None
     import pytest
 
     args = [contract_suite_dir(), "--sim", sim, "-p", "no:cacheprovider"]

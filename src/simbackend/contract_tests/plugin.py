@@ -18,8 +18,12 @@ from __future__ import annotations
 import os
 from typing import Any, Callable
 
-import pytest
-from hypothesis import HealthCheck, settings
+from simbackend._extras import require_extra
+
+require_extra("pytest", "hypothesis", purpose="the conformance suite (simbackend.contract_tests)")
+
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
 
 CI_PROFILE = "simbackend-ci"
 THOROUGH_PROFILE = "simbackend-thorough"

@@ -20,6 +20,11 @@ config                         drives                      action
 :class:`EEPoseConfig`          position actuators (IK)     site pose: translation + rotation vector
 :class:`PassiveConfig`         motors held at 0            none
 =============================  ==========================  =========================================
+
+A new controller is a :class:`Controller` subclass naming its config in
+``config_type``, registered with :func:`register_controller` or through the
+entry-point group ``simbackend.controllers``; :func:`make_controller` then
+builds it from that config, alone or inside a mapping.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from .config import (
 )
 from .ee import EEPoseController
 from .joint import JointPDController, JointPositionController, PassiveController
+from .registry import available_controllers, controller_class, register_controller
 
 __all__ = [
     "EE_FRAMES",
@@ -52,16 +58,10 @@ __all__ = [
     "JointPositionController",
     "PassiveConfig",
     "PassiveController",
+    "available_controllers",
     "make_controller",
+    "register_controller",
 ]
-
-#: config class -> controller class
-CONTROLLER_CLASSES: dict[type, type] = {
-    JointPositionConfig: JointPositionController,
-    JointPDConfig: JointPDController,
-    EEPoseConfig: EEPoseController,
-    PassiveConfig: PassiveController,
-}
 
 
 def make_controller(backend: Any, config: Any, *, allow_unowned: bool = False,
@@ -72,8 +72,9 @@ def make_controller(backend: Any, config: Any, *, allow_unowned: bool = False,
 
     Args:
         backend: the :class:`~simbackend.contract.SimBackend`.
-        config: a :class:`JointPositionConfig`, :class:`JointPDConfig`,
-            :class:`EEPoseConfig` or :class:`PassiveConfig`, or a mapping of names to them.
+        config: a config of a registered controller (:class:`JointPositionConfig`,
+            :class:`JointPDConfig`, :class:`EEPoseConfig`, :class:`PassiveConfig` or
+            a third party's), or a mapping of names to them.
         allow_unowned, default_ctrl: for a mapping, passed to :class:`CombinedController`
             (``default_ctrl``: ``(N, nu)`` or ``(nu,)``).
 
@@ -86,18 +87,13 @@ def make_controller(backend: Any, config: Any, *, allow_unowned: bool = False,
         for name, c in config.items():
             if not isinstance(name, str):
                 raise ArgumentTypeError(f"config: names must be strings, got {type(name).__name__}")
-            if type(c) not in CONTROLLER_CLASSES:
-                raise ArgumentTypeError(f"config[{name!r}]: expected one of"
-                                        f" {[k.__name__ for k in CONTROLLER_CLASSES]}, got {type(c).__name__}")
-            children[name] = c
+            children[name] = (controller_class(c, f"config[{name!r}]"), c)
         if not children:
             raise InvalidArgumentError("config: expected at least one controller config, got an empty mapping")
-        built = {name: CONTROLLER_CLASSES[type(c)](backend, c) for name, c in children.items()}
+        built = {name: cls(backend, c) for name, (cls, c) in children.items()}
         return CombinedController(backend, built, allow_unowned=allow_unowned, default_ctrl=default_ctrl)
-    if type(config) not in CONTROLLER_CLASSES:
-        raise ArgumentTypeError(f"config: expected one of {[k.__name__ for k in CONTROLLER_CLASSES]}"
-                                f" or a mapping of them, got {type(config).__name__}")
+    cls = controller_class(config)
     if allow_unowned or default_ctrl is not None:
         raise InvalidArgumentError("allow_unowned, default_ctrl: only for a mapping of configs"
                                    " (a CombinedController)")
-    return CONTROLLER_CLASSES[type(config)](backend, config)
+    return cls(backend, config)

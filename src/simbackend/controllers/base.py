@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -116,6 +116,7 @@ class Controller(abc.ABC):
         config: the config it was built from (``None`` for a combination).
         actuator_ids: ``(k,)`` int64 ctrl columns this controller writes, in the
             order of :meth:`compute`'s columns.
+        actuator_columns: the same columns as a host ``(k,)`` int64 numpy array.
         action_dim: size of one env's action.
         action_low, action_high: ``(action_dim,)`` float32 bounds of the action
             in the controller's units (rad, m, ...); actions are clipped to them.
@@ -126,7 +127,17 @@ class Controller(abc.ABC):
 
     The targets of every env exist from construction on, anchored at the state
     the backend held then (as if :meth:`reset` had been called).
+
+    A new controller subclasses this with a ``config_type`` (its frozen config
+    dataclass) and implements :meth:`compute`, :meth:`reanchor` and
+    :meth:`store_targets` (and :meth:`physics_parts` when only some of its columns
+    run at the physics rate); :func:`~simbackend.controllers.register_controller`
+    (or the entry-point group ``simbackend.controllers``) lets
+    :func:`~simbackend.controllers.make_controller` build it from its config.
     """
+
+    #: the config dataclass this controller is built from (``make_controller`` looks it up)
+    config_type: ClassVar[type | None] = None
 
     backend: SimBackend
     config: Any
@@ -142,8 +153,8 @@ class Controller(abc.ABC):
         self.backend = backend
         self.config = config
         dev = backend.device
-        self._actuator_ids_np = np.asarray(actuator_ids, dtype=np.int64)
-        self.actuator_ids = torch.as_tensor(self._actuator_ids_np, dtype=torch.int64, device=dev)
+        self.actuator_columns = np.asarray(actuator_ids, dtype=np.int64)
+        self.actuator_ids = torch.as_tensor(self.actuator_columns, dtype=torch.int64, device=dev)
         self.action_low = torch.as_tensor(action_low, dtype=torch.float32, device=dev).reshape(-1)
         self.action_high = torch.as_tensor(action_high, dtype=torch.float32, device=dev).reshape(-1)
         self.action_dim = int(self.action_low.numel())
@@ -186,7 +197,7 @@ class Controller(abc.ABC):
         """
         ids = self._env_rows(env_ids)
         if ids.numel():
-            self._reset(ids)
+            self.reanchor(ids)
 
     def set_action(self, action: Any) -> None:
         """Store the targets that ``action`` asks for.
@@ -203,7 +214,7 @@ class Controller(abc.ABC):
                 backend's deferred check reports them at its next call).
             Nothing is changed when it raises.
         """
-        self._set_checked(self._check_action(action))
+        self.store_action(self._check_action(action))
 
     @abc.abstractmethod
     def compute(self) -> torch.Tensor:
@@ -236,7 +247,7 @@ class Controller(abc.ABC):
         pre-step function: attaching replaces any other."""
         if not self.physics_rate:
             return
-        parts = self._physics_parts()
+        parts = self.physics_parts()
 
         def pre_step(backend: SimBackend, ctrl: torch.Tensor) -> torch.Tensor:
             for cols, compute in parts:
@@ -271,38 +282,42 @@ class Controller(abc.ABC):
         nsteps = V.positive_int(nsteps, "nsteps")
         self._check_owns_all()
         action = self._check_action(action)
-        self._set_checked(action)
+        self.store_action(action)
         if self.physics_rate and self._hook is None:
             self.attach()
         return self.backend.step(self.ctrl(), nsteps)
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}(action_dim={self.action_dim}, actuators="
-                f"{[self.backend.actuator_names[i] for i in self._actuator_ids_np]})")
+                f"{[self.backend.actuator_names[i] for i in self.actuator_columns]})")
 
     # ------------------------------------------------------------------
-    # for subclasses
+    # what a subclass implements (called by the public methods above)
     # ------------------------------------------------------------------
     @abc.abstractmethod
-    def _reset(self, ids: torch.Tensor) -> None:
-        """Re-anchor rows ``ids`` (``(n,)`` int64 on the device, n >= 1)."""
+    def reanchor(self, ids: torch.Tensor) -> None:
+        """Re-anchor the targets of rows ``ids`` (``(n,)`` int64 on the device, n >= 1) at the
+        current state; :meth:`reset` calls it after checking ``env_ids``."""
 
     @abc.abstractmethod
-    def _set_action(self, action: torch.Tensor) -> None:
-        """Store targets from a validated ``(N, action_dim)`` action in the controller's units,
-        already within ``[action_low, action_high]``."""
+    def store_targets(self, action: torch.Tensor) -> None:
+        """Store targets from a validated ``(N, action_dim)`` float32 action in the controller's
+        units, already within ``[action_low, action_high]``."""
 
-    def _physics_parts(self) -> list[tuple[torch.Tensor, Callable[[], torch.Tensor]]]:
-        """``[(columns (k,), compute)]`` of the physics-rate parts."""
+    def physics_parts(self) -> list[tuple[torch.Tensor, Callable[[], torch.Tensor]]]:
+        """``[(columns (k,) int64, compute)]``: the columns :meth:`attach` recomputes before every
+        substep and the function returning their ``(N, k)`` values; by default all columns with
+        :meth:`compute` when :attr:`physics_rate`, none otherwise."""
         return [(self.actuator_ids, self.compute)] if self.physics_rate else []
 
-    def _set_checked(self, action: torch.Tensor) -> None:
-        """Scale/clip a validated raw action and store its targets."""
+    def store_action(self, action: torch.Tensor) -> None:
+        """Scale (``normalize_action``) or clip a validated ``(N, action_dim)`` action onto
+        ``[action_low, action_high]`` and :meth:`store_targets` it; :meth:`set_action` after its checks."""
         if self.normalize_action:
             action = self.action_low + (action.clamp(-1.0, 1.0) + 1.0) * 0.5 * self._span
         else:
             action = torch.maximum(torch.minimum(action, self.action_high), self.action_low)
-        self._set_action(action)
+        self.store_targets(action)
 
     def _check_action(self, action: Any) -> torch.Tensor:
         dev = self.backend.device
@@ -318,7 +333,7 @@ class Controller(abc.ABC):
         return torch.as_tensor(ids, dtype=torch.int64, device=self.backend.device)
 
     def _unowned(self) -> np.ndarray:
-        return np.setdiff1d(np.arange(self.backend.num_actuators), self._actuator_ids_np)
+        return np.setdiff1d(np.arange(self.backend.num_actuators), self.actuator_columns)
 
     def _check_owns_all(self) -> None:
         if self._allow_unowned:
@@ -381,7 +396,7 @@ class CombinedController(Controller):
         info = backend.info
         owner: dict[int, str] = {}
         for name, c in controllers.items():
-            for a in c._actuator_ids_np:
+            for a in c.actuator_columns:
                 if int(a) in owner:
                     raise InvalidArgumentError(
                         f"controllers: actuator {info.actuator_names[a]!r} is driven by both"
@@ -417,7 +432,7 @@ class CombinedController(Controller):
         children = dict(controllers)
         lows = [c.action_low for c in children.values()]
         highs = [c.action_high for c in children.values()]
-        ids = np.concatenate([c._actuator_ids_np for c in children.values()]).astype(np.int64)
+        ids = np.concatenate([c.actuator_columns for c in children.values()]).astype(np.int64)
         super().__init__(backend, None, ids, torch.cat(lows).cpu(), torch.cat(highs).cpu(),
                          physics_rate=any(c.physics_rate for c in children.values()),
                          normalize_action=modes.pop() if modes else True)
@@ -435,21 +450,21 @@ class CombinedController(Controller):
         parts = [c.compute() for c in self.controllers.values()]
         return torch.cat(parts, dim=1)
 
-    def _reset(self, ids: torch.Tensor) -> None:
+    def reanchor(self, ids: torch.Tensor) -> None:
         for c in self.controllers.values():
-            c._reset(ids)
+            c.reanchor(ids)
 
-    def _set_checked(self, action: torch.Tensor) -> None:
+    def store_action(self, action: torch.Tensor) -> None:
         for name, c in self.controllers.items():
-            c._set_checked(action[:, self.action_slices[name]])
+            c.store_action(action[:, self.action_slices[name]])
 
-    def _set_action(self, action: torch.Tensor) -> None:  # pragma: no cover - _set_checked splits first
+    def store_targets(self, action: torch.Tensor) -> None:  # pragma: no cover - store_action splits first
         raise AssertionError("unreachable")
 
-    def _physics_parts(self) -> list[tuple[torch.Tensor, Callable[[], torch.Tensor]]]:
+    def physics_parts(self) -> list[tuple[torch.Tensor, Callable[[], torch.Tensor]]]:
         parts: list = []
         for c in self.controllers.values():
-            parts.extend(c._physics_parts())
+            parts.extend(c.physics_parts())
         return parts
 
     def __repr__(self) -> str:

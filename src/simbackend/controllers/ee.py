@@ -28,6 +28,7 @@ from .base import (
     sorted_range,
 )
 from .config import EEPoseConfig
+from .registry import register_controller
 
 __all__ = ["EEPoseController"]
 
@@ -41,6 +42,7 @@ def _ancestors(parent: np.ndarray, body: int) -> list[int]:
     return out
 
 
+@register_controller
 class EEPoseController(Controller):
     """End-effector (site) pose targets reached by joint position targets (:class:`EEPoseConfig`).
 
@@ -73,6 +75,8 @@ class EEPoseController(Controller):
         targets: ``(N, k)`` joint targets; target_pos, target_quat: ``(N, 3)``,
             ``(N, 4)`` the target site pose in the root frame (wxyz).
     """
+
+    config_type = EEPoseConfig
 
     def __init__(self, backend: SimBackend, config: EEPoseConfig):
         backend = check_backend(backend)
@@ -137,7 +141,7 @@ class EEPoseController(Controller):
         self._target = torch.zeros((n, len(acts)), dtype=torch.float32, device=dev)
         self._target_pos = torch.zeros((n, 3), dtype=torch.float32, device=dev)
         self._target_quat = torch.zeros((n, 4), dtype=torch.float32, device=dev)
-        self._reset(torch.arange(n, device=dev))
+        self.reanchor(torch.arange(n, device=dev))
 
     # ------------------------------------------------------------------
     @property
@@ -178,14 +182,14 @@ class EEPoseController(Controller):
     def _clip(self, t: torch.Tensor) -> torch.Tensor:
         return torch.maximum(torch.minimum(t, self._target_high), self._target_low)
 
-    def _reset(self, ids: torch.Tensor) -> None:
+    def reanchor(self, ids: torch.Tensor) -> None:
         p_r, q_r = self.root_pose()
         p_e, q_e = self.site_pose()
         self._target_pos[ids] = quat_apply_inverse(q_r, p_e - p_r)[ids]
         self._target_quat[ids] = quat_normalize(quat_mul(quat_conj(q_r), q_e))[ids]
         self._target[ids] = self._clip(self.backend.get_qpos()[:, self._qpos_cols])[ids]
 
-    def _set_action(self, action: torch.Tensor) -> None:
+    def store_targets(self, action: torch.Tensor) -> None:
         cfg = self.config
         dp, dr = action[:, :3], action[:, 3:]
         p_r, q_r = self.root_pose()

@@ -18,6 +18,7 @@ from .base import (
     sorted_range,
 )
 from .config import JointPDConfig, JointPositionConfig, PassiveConfig
+from .registry import register_controller
 
 __all__ = ["JointPDController", "JointPositionController", "PassiveController"]
 
@@ -43,11 +44,11 @@ class _JointTargets(Controller):
     def _clip_target(self, t: torch.Tensor) -> torch.Tensor:
         return torch.maximum(torch.minimum(t, self._target_high), self._target_low)
 
-    def _reset(self, ids: torch.Tensor) -> None:
+    def reanchor(self, ids: torch.Tensor) -> None:
         q = self._joint_state(self._qpos_cols)
         self._target[ids] = self._clip_target(q[ids])
 
-    def _set_action(self, action: torch.Tensor) -> None:
+    def store_targets(self, action: torch.Tensor) -> None:
         cfg = self.config
         if cfg.use_delta:
             base = self._target if cfg.use_target else self._joint_state(self._qpos_cols)
@@ -69,6 +70,7 @@ def _action_bounds(cfg, default: np.ndarray, n: int, device: torch.device, what:
             torch.as_tensor(default[:, 1], dtype=torch.float32, device=device))
 
 
+@register_controller
 class JointPositionController(_JointTargets):
     """Joint position targets for joints driven by position actuators (:class:`JointPositionConfig`).
 
@@ -80,6 +82,8 @@ class JointPositionController(_JointTargets):
         joint_ids: ``(k,)`` the joints, in config order.
         targets: ``(N, k)`` the current joint targets.
     """
+
+    config_type = JointPositionConfig
 
     def __init__(self, backend: SimBackend, config: JointPositionConfig):
         backend = check_backend(backend)
@@ -105,6 +109,7 @@ class JointPositionController(_JointTargets):
         return self._target * self._gear
 
 
+@register_controller
 class JointPDController(_JointTargets):
     """A PD law on motors, recomputed every physics substep (:class:`JointPDConfig`).
 
@@ -117,6 +122,8 @@ class JointPDController(_JointTargets):
         joint_ids: ``(k,)`` the joints. kp, kd: ``(k,)`` float32 gains.
         targets: ``(N, k)`` the current joint targets.
     """
+
+    config_type = JointPDConfig
 
     def __init__(self, backend: SimBackend, config: JointPDConfig):
         backend = check_backend(backend)
@@ -151,12 +158,15 @@ class JointPDController(_JointTargets):
         return torch.maximum(torch.minimum(torque / self._scale, self._ctrl_high), self._ctrl_low)
 
 
+@register_controller
 class PassiveController(Controller):
     """Joints left to the physics (:class:`PassiveConfig`): ``action_dim`` 0, their motors at 0.
 
     ``actuator_ids`` are the motors on those joints (possibly none);
     :meth:`compute` gives ``(N, k)`` zeros.
     """
+
+    config_type = PassiveConfig
 
     def __init__(self, backend: SimBackend, config: PassiveConfig):
         backend = check_backend(backend)
@@ -181,8 +191,8 @@ class PassiveController(Controller):
         return torch.zeros((self.num_envs, self.actuator_ids.numel()), dtype=torch.float32,
                            device=self.backend.device)
 
-    def _reset(self, ids: torch.Tensor) -> None:
+    def reanchor(self, ids: torch.Tensor) -> None:
         pass
 
-    def _set_action(self, action: torch.Tensor) -> None:
+    def store_targets(self, action: torch.Tensor) -> None:
         pass

@@ -58,9 +58,13 @@ from typing import Any
 
 import numpy as np
 import torch
-from gymnasium import logger, spaces
-from gymnasium.vector import AutoresetMode, VectorEnv
-from gymnasium.vector.utils import batch_space
+from simbackend._extras import require_extra
+
+require_extra("gymnasium", purpose="the gymnasium adapter (simbackend.envs.gym)")
+
+from gymnasium import logger, spaces  # noqa: E402
+from gymnasium.vector import AutoresetMode, VectorEnv  # noqa: E402
+from gymnasium.vector.utils import batch_space  # noqa: E402
 
 from simbackend import _validate as V
 from simbackend.errors import (

@@ -44,8 +44,12 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from rsl_rl.env import VecEnv
-from tensordict import TensorDict
+from simbackend._extras import require_extra
+
+require_extra("rsl_rl", "tensordict", purpose="the rsl-rl adapter (simbackend.envs.rsl)")
+
+from rsl_rl.env import VecEnv  # noqa: E402
+from tensordict import TensorDict  # noqa: E402
 
 from simbackend.errors import ArgumentTypeError
 

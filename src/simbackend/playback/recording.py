@@ -72,6 +72,9 @@ SUFFIXES = (".h5", ".hdf5")
 
 
 def _h5py() -> Any:
+    from simbackend._extras import require_extra
+
+    require_extra("h5py", purpose="recordings")
     import h5py
 
     return h5py

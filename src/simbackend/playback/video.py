@@ -106,6 +106,9 @@ class VideoWriter:
         try:
             a = _frame(frame, f"frames[{self.count}]")
             if self._shape is None:
+                from simbackend._extras import require_extra  # noqa: PLC0415
+
+                require_extra("imageio", "imageio_ffmpeg", purpose="videos")
                 import imageio  # noqa: PLC0415 - only when writing
 
                 self._shape = a.shape
@@ -213,6 +216,9 @@ def write_png(path: Any, frame: Any) -> Path:
     """
     p = _check_path(path, ".png")
     a = _frame(frame, "frame", channels=(1, 3))
+    from simbackend._extras import require_extra  # noqa: PLC0415
+
+    require_extra("imageio", purpose="PNG stills")
     import imageio.v3 as iio  # noqa: PLC0415
 
     iio.imwrite(str(p), a[..., 0] if a.shape[2] == 1 else a, extension=".png")

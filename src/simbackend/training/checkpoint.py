@@ -22,7 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tensordict import TensorDict
+from simbackend._extras import require_extra
+
+require_extra("rsl_rl", "tensordict", "matplotlib", "tqdm", purpose="training (simbackend.training)")
+
+from tensordict import TensorDict  # noqa: E402
 
 from simbackend.errors import InvalidArgumentError
 
