@@ -22,6 +22,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import torch
 
+from simbackend import checks
 from simbackend.errors import (
     EnvIdError,
     IndexRangeError,
@@ -210,33 +211,21 @@ def scalar_id(i: Any, size: int, kind: str, argument: str, host_ids: Optional[Ho
         raise IndexRangeError(f"{argument}: expected one integer {kind} id, got {i!r}")
     a = _as_ids(i, size, argument, host_ids)
     if a.ndim > 1 or a.size != 1 or a.dtype.kind not in "iu":
-        raise IndexRangeError(f"{argument}: expected one integer {kind} id, got {_short(i)}")
+        raise IndexRangeError(f"{argument}: expected one integer {kind} id, got {checks.short_repr(i)}")
     v = int(a.reshape(-1)[0])
     if not 0 <= v < size:
         raise IndexRangeError(f"{argument}: {kind} id must be in [0, {size}), got {v}")
     return v
 
 
-def _short(x: Any) -> str:
-    text = repr(x)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def positive_int(n: Any, argument: str) -> int:
-    """Validate an integer >= 1 (``bool``, floats and None rejected)."""
-    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or int(n) < 1:
-        raise InvalidArgumentError(f"{argument}: expected an integer >= 1, got {_short(n)}")
-    return int(n)
+    """An integer >= 1 (``bool``, floats and None refused); :func:`simbackend.checks.integer`."""
+    return checks.integer(n, argument, minimum=1)
 
 
 def seed_value(seed: Any) -> int:
-    """Validate a seed: an integer in ``[0, 2**63)`` (``bool``, floats, strings and None rejected)."""
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-        raise InvalidArgumentError(f"seed: expected an integer >= 0, got {type(seed).__name__} {_short(seed)}")
-    v = int(seed)
-    if not 0 <= v < 2**63:
-        raise InvalidArgumentError(f"seed: expected an integer in [0, 2**63), got {v}")
-    return v
+    """A seed: an integer in ``[0, 2**63)`` (``bool``, floats, strings and None refused)."""
+    return checks.integer(seed, "seed", minimum=0, maximum=2**63 - 1)
 
 
 #: quaternions with a norm below this are rejected by set_state

@@ -20,6 +20,7 @@ __all__ = [
     "InputDTypeError",
     "InvalidArgumentError",
     "ArgumentTypeError",
+    "ScalarTypeError",
     "NonFiniteError",
     "ValueRangeError",
     "BackendClosedError",
@@ -62,6 +63,12 @@ class InvalidArgumentError(SimBackendError, ValueError):
 
 class ArgumentTypeError(SimBackendError, TypeError):
     """An argument of the wrong Python type (a name that is not a string, ...)."""
+
+
+class ScalarTypeError(ArgumentTypeError, InvalidArgumentError):
+    """A scalar argument of the wrong Python type (``nsteps=1.5``, ``fps="30"``, ``True`` for a
+    count): both an :class:`ArgumentTypeError` and an :class:`InvalidArgumentError`, so code
+    catching either (or ``TypeError`` / ``ValueError``) sees it. Raised by :mod:`simbackend.checks`."""
 
 
 class InputDTypeError(SimBackendError, ValueError):

@@ -36,10 +36,10 @@ unchanged to :func:`simbackend.models.compile_model`, which validates them.
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
 
+from simbackend import checks
 from simbackend.errors import ArgumentTypeError, InvalidArgumentError
 
 #: options every backend accepts (documented in the module docstring and README)
@@ -83,40 +83,25 @@ class BackendOptions:
 # value checks, shared by the core and the engines' blocks
 # ----------------------------------------------------------------------
 def check_int(value: Any, argument: str, *, minimum: int = 0, maximum: Optional[int] = None) -> int:
-    """An integer in ``[minimum, maximum]`` (``bool`` and floats rejected)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ArgumentTypeError(f"{argument}: expected an integer, got {type(value).__name__} {value!r}")
-    v = int(value)
-    if v < minimum or (maximum is not None and v > maximum):
-        bound = f"in [{minimum}, {maximum}]" if maximum is not None else f">= {minimum}"
-        raise InvalidArgumentError(f"{argument}: expected an integer {bound}, got {v}")
-    return v
+    """An integer in ``[minimum, maximum]`` (``bool`` and floats refused); :func:`simbackend.checks.integer`."""
+    return checks.integer(value, argument, minimum=minimum, maximum=maximum)
 
 
 def check_positive_float(value: Any, argument: str) -> float:
-    """A finite real number > 0."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise ArgumentTypeError(f"{argument}: expected a positive number, got {type(value).__name__} {value!r}")
-    v = float(value)
-    if not (v > 0.0 and v < float("inf")):
-        raise InvalidArgumentError(f"{argument}: expected a finite number > 0, got {value!r}")
-    return v
+    """A finite real number > 0; :func:`simbackend.checks.real`."""
+    return checks.real(value, argument, minimum=0.0, above=True)
 
 
 def check_bool(value: Any, argument: str) -> bool:
-    """``True`` or ``False`` (numbers and strings rejected: ``"false"`` is truthy)."""
-    if not isinstance(value, bool):
-        raise ArgumentTypeError(f"{argument}: expected True or False, got {type(value).__name__} {value!r}")
-    return value
+    """``True`` or ``False`` (numbers and strings refused: ``"false"`` is truthy)."""
+    return checks.boolean(value, argument)
 
 
 def check_choice(*choices: str) -> Callable[[Any, str], str]:
     """A check accepting one of ``choices`` (strings, case-insensitive)."""
 
     def check(value: Any, argument: str) -> str:
-        if not isinstance(value, str) or value.lower() not in choices:
-            raise InvalidArgumentError(f"{argument}: expected one of {list(choices)}, got {value!r}")
-        return value.lower()
+        return checks.choice(value, argument, choices, case_sensitive=False)
 
     return check
 

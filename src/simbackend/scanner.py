@@ -15,6 +15,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from simbackend import checks
 from simbackend import _validate as V
 from simbackend.engine import Engine
 from simbackend.errors import ArgumentTypeError, InputShapeError, InvalidArgumentError
@@ -27,11 +28,10 @@ SCANNER_ALIGNMENTS = ("yaw", "full", "world")
 def grid_offsets(size_x: float, size_y: float, resolution: float, height: float = 0.0) -> np.ndarray:
     """``(R, 3)`` a regular grid of points centred on the origin, ``size_x`` by ``size_y`` metres,
     ``resolution`` apart (both ends included), at ``height`` above the frame: the usual scanner pattern."""
-    for name, v in (("size_x", size_x), ("size_y", size_y), ("resolution", resolution), ("height", height)):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not np.isfinite(v):
-            raise InvalidArgumentError(f"{name}: expected a finite number, got {v!r}")
-    if size_x < 0 or size_y < 0 or not resolution > 0:
-        raise InvalidArgumentError("grid_offsets: sizes must be >= 0 and resolution > 0")
+    size_x = checks.real(size_x, "size_x", minimum=0.0)
+    size_y = checks.real(size_y, "size_y", minimum=0.0)
+    resolution = checks.real(resolution, "resolution", minimum=0.0, above=True)
+    height = checks.real(height, "height")
     xs = np.arange(-size_x / 2, size_x / 2 + 1e-9, resolution)
     ys = np.arange(-size_y / 2, size_y / 2 + 1e-9, resolution)
     gx, gy = np.meshgrid(xs, ys, indexing="ij")

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from simbackend import checks
 from simbackend.errors import ArgumentTypeError, InvalidArgumentError
 
 __all__ = [
@@ -51,9 +52,7 @@ def _arg(obj: Any, name: str) -> str:
 
 
 def _check_bool(obj: Any, name: str) -> None:
-    v = getattr(obj, name)
-    if not isinstance(v, bool):
-        raise ArgumentTypeError(f"{_arg(obj, name)}: expected True or False, got {type(v).__name__}")
+    checks.boolean(getattr(obj, name), _arg(obj, name))
 
 
 def _check_names(obj: Any, name: str, what: str) -> tuple[str, ...]:
@@ -288,19 +287,12 @@ class EEPoseConfig:
         if self.frame not in EE_FRAMES:
             raise InvalidArgumentError(f"{_arg(self, 'frame')}: expected one of {list(EE_FRAMES)}, got {self.frame!r}")
         _check_delta_flags(self)
-        if not _real(self.damping):
-            raise ArgumentTypeError(f"{_arg(self, 'damping')}: expected a number, got {type(self.damping).__name__}")
-        if not (math.isfinite(self.damping) and self.damping > 0):
-            raise InvalidArgumentError(f"{_arg(self, 'damping')}: expected a finite number > 0, got {self.damping}")
-        _set(self, "damping", float(self.damping))
+        _set(self, "damping", checks.real(self.damping, _arg(self, "damping"), minimum=0.0, above=True))
         if self.root_body is not None and not isinstance(self.root_body, str):
             raise ArgumentTypeError(f"{_arg(self, 'root_body')}: expected a body name or None,"
                                     f" got {type(self.root_body).__name__}")
-        it = self.ik_iterations
-        if isinstance(it, bool) or not isinstance(it, int):
-            raise ArgumentTypeError(f"{_arg(self, 'ik_iterations')}: expected an int, got {type(it).__name__}")
-        if not 1 <= it <= 100:
-            raise InvalidArgumentError(f"{_arg(self, 'ik_iterations')}: expected 1 to 100, got {it}")
+        _set(self, "ik_iterations", checks.integer(self.ik_iterations, _arg(self, "ik_iterations"),
+                                                    minimum=1, maximum=100))
 
     @property
     def translation_frame(self) -> str:

@@ -9,6 +9,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 
 import numpy as np
 
+from simbackend import checks
 from simbackend.errors import InvalidArgumentError
 from simbackend.math import quat_angle_between
 from simbackend.model_info import JOINT_FREE
@@ -62,8 +63,7 @@ def run_parity(
     if unknown:
         raise InvalidArgumentError(f"tiers: unknown tier(s) {unknown}; known tiers: {', '.join(TIERS)}")
     chosen = tuple(t for t in TIERS if t in chosen)  # canonical order
-    if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
-        raise InvalidArgumentError(f"num_envs: expected an integer >= 1, got {num_envs!r}")
+    num_envs = checks.integer(num_envs, "num_envs", minimum=1)
     report = ParityReport(sim, reference, _model_label(model), chosen, num_envs, int(seed))
     ctx = _Context(sim, reference, model, seed=int(seed), device=device, options=dict(options or {}))
 

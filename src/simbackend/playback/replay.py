@@ -24,6 +24,7 @@ from typing import Any, Iterator, Optional
 import numpy as np
 import torch
 
+from simbackend import checks
 from simbackend.errors import ArgumentTypeError, InvalidArgumentError, SnapshotMismatchError
 
 from .recording import Recording
@@ -67,8 +68,7 @@ def kinematic_replay(recording: Recording, sim: Any, envs: Any = None, *, rows: 
     """
     rec = _open(recording)
     pos = _check(rec, sim, envs)
-    if isinstance(every, bool) or not isinstance(every, int) or every < 1:
-        raise InvalidArgumentError(f"every: expected an int >= 1, got {every!r}")
+    every = checks.integer(every, "every", minimum=1)
     span = range(len(rec))[rows if rows is not None else slice(None)][::every]
     ids = np.arange(pos.size)
     block = 256
@@ -169,9 +169,8 @@ def dynamic_replay(recording: Recording, sim: Any, envs: Any = None, *, qpos_tol
     """
     rec = _open(recording)
     pos = _check(rec, sim, envs)
-    for name, value in (("qpos_tolerance", qpos_tolerance), ("qvel_tolerance", qvel_tolerance)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0):
-            raise InvalidArgumentError(f"{name}: expected a positive number, got {value!r}")
+    qpos_tolerance = checks.real(qpos_tolerance, "qpos_tolerance", minimum=0.0, above=True)
+    qvel_tolerance = checks.real(qvel_tolerance, "qvel_tolerance", minimum=0.0, above=True, allow_none=True)
     qvel_tol = 100.0 * qpos_tolerance if qvel_tolerance is None else float(qvel_tolerance)
     e = pos.size
     exact = sim.name == rec.backend and rec.snapshot_width > 0 and bool(sim.capabilities.snapshot_restore)

@@ -12,14 +12,13 @@ Imports no engine.
 
 from __future__ import annotations
 
-import math
-import numbers
 import os
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
 import numpy as np
 
+from simbackend import checks
 from simbackend.errors import ArgumentTypeError, InputDTypeError, InputShapeError, InvalidArgumentError
 
 __all__ = ["VideoWriter", "write_video", "write_png"]
@@ -89,12 +88,9 @@ class VideoWriter:
 
     def __init__(self, path: Any, fps: float = 30.0, progress: bool = True, total: Optional[int] = None):
         self.path = _check_path(path, ".mp4")
-        if isinstance(fps, (bool, np.bool_)) or not isinstance(fps, numbers.Real) or not (
-                math.isfinite(float(fps)) and fps > 0):
-            raise InvalidArgumentError(f"fps: expected a finite number > 0, got {fps!r}")
-        if total is not None and (isinstance(total, bool) or not isinstance(total, numbers.Integral) or total < 0):
-            raise InvalidArgumentError(f"total: expected an integer >= 0 or None, got {total!r}")
-        self.fps, self.count = float(fps), 0
+        fps = checks.real(fps, "fps", minimum=0.0, above=True)
+        total = checks.integer(total, "total", minimum=0, allow_none=True)
+        self.fps, self.count = fps, 0
         self._writer: Any = None
         self._shape: Optional[tuple[int, ...]] = None
         self._bar = _progress(self.path, total) if progress else None

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Mapping, NamedTuple, Optional
@@ -30,6 +29,7 @@ from typing import Any, ClassVar, Mapping, NamedTuple, Optional
 import numpy as np
 import torch
 
+from simbackend import checks
 from simbackend import _validate as V
 from simbackend.errors import ArgumentTypeError, InvalidArgumentError, NonFiniteError
 from simbackend.randomization import IntervalScheduler, RandomizationPlan, uniforms
@@ -40,9 +40,7 @@ __all__ = ["Task", "TaskConfig", "TaskStep", "check_non_negative", "load_plan"]
 def check_non_negative(config: Any, *names: str) -> None:
     """Raise naming ``config.<name>`` unless each field is a finite real number >= 0 (not a bool)."""
     for name in names:
-        v = getattr(config, name)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not (v >= 0 and math.isfinite(v)):
-            raise InvalidArgumentError(f"config.{name}: expected a finite number >= 0, got {v!r}")
+        checks.real(getattr(config, name), f"config.{name}", minimum=0.0)
 
 
 def load_plan(plan: Any) -> Optional[RandomizationPlan]:
@@ -84,9 +82,7 @@ class TaskConfig:
 
     def __post_init__(self) -> None:
         for name in ("episode_length", "decimation"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise InvalidArgumentError(f"config.{name}: expected an int >= 1, got {v!r}")
+            object.__setattr__(self, name, checks.integer(getattr(self, name), f"config.{name}", minimum=1))
         object.__setattr__(self, "randomization", load_plan(self.randomization))
         size = self.image_size
         if (not isinstance(size, (tuple, list)) or len(size) != 2

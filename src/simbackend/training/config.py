@@ -4,11 +4,11 @@ per-task defaults (:data:`TASK_DEFAULTS`, :meth:`TrainConfig.for_task`)."""
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from simbackend import checks
 from simbackend.errors import ArgumentTypeError, InvalidArgumentError
 
 __all__ = ["TASK_DEFAULTS", "TrainConfig"]
@@ -78,19 +78,12 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         def integer(name: str, lo: int) -> None:
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
-                raise InvalidArgumentError(f"train_config.{name}: expected an int >= {lo}, got {v!r}")
+            object.__setattr__(self, name, checks.integer(getattr(self, name), f"train_config.{name}", minimum=lo))
 
-        def number(name: str, lo: float, hi: float = math.inf, optional: bool = False, open_lo: bool = False) -> None:
-            v = getattr(self, name)
-            if optional and v is None:
-                return
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not (
-                    (v > lo if open_lo else v >= lo) and v <= hi):
-                rng = f"{'(' if open_lo else '['}{lo:g}, {hi:g}]"
-                raise InvalidArgumentError(f"train_config.{name}: expected a number in {rng}"
-                                           f"{' or None' if optional else ''}, got {v!r}")
+        def number(name: str, lo: float, hi: float | None = None, optional: bool = False,
+                   open_lo: bool = False) -> None:
+            object.__setattr__(self, name, checks.real(getattr(self, name), f"train_config.{name}", minimum=lo,
+                                                       maximum=hi, above=open_lo, allow_none=optional))
 
         for name in ("num_envs", "max_iterations", "num_steps_per_env", "num_learning_epochs", "num_mini_batches",
                      "eval_episodes"):

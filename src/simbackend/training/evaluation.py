@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from simbackend import checks
 from simbackend.errors import InvalidArgumentError
 
 from .checkpoint import Checkpoint, load_checkpoint
@@ -54,8 +55,7 @@ def run_episodes(task: Any, policy: Callable[[torch.Tensor], torch.Tensor], epis
         ``{"return", "length", "success"}``: ``(episodes,)`` float64 tensors on the CPU, in the order
         ``k * num_envs + i``.
     """
-    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
-        raise InvalidArgumentError(f"episodes: expected an int >= 1, got {episodes!r}")
+    episodes = checks.integer(episodes, "episodes", minimum=1)
     n = task.num_envs
     rounds = math.ceil(episodes / n)
     need = torch.tensor([sum(1 for k in range(rounds) if k * n + i < episodes) for i in range(n)])
@@ -204,11 +204,8 @@ def _evaluate(checkpoint: Any, sim: str | None, *, num_envs: int | None, seeds: 
     if len(set(seeds)) != len(seeds):
         raise InvalidArgumentError(f"seeds: expected distinct seeds, got {list(seeds)!r}")
     episodes = ckpt.train_config.eval_episodes if episodes_per_seed is None else episodes_per_seed
-    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
-        raise InvalidArgumentError(f"episodes_per_seed: expected an int >= 1, got {episodes!r}")
-    n = episodes if num_envs is None else num_envs
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise InvalidArgumentError(f"num_envs: expected an int >= 1, got {n!r}")
+    episodes = checks.integer(episodes, "episodes_per_seed", minimum=1)
+    n = episodes if num_envs is None else checks.integer(num_envs, "num_envs", minimum=1)
     config = _merged_config(ckpt, task_config_override)
     policy = ckpt.policy()
     if video is not None:

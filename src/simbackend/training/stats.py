@@ -13,6 +13,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from simbackend import checks
 from simbackend.errors import InvalidArgumentError
 
 __all__ = ["Estimate", "estimate", "t_critical", "t_two_sided_probability"]
@@ -20,8 +21,7 @@ __all__ = ["Estimate", "estimate", "t_critical", "t_two_sided_probability"]
 
 def t_two_sided_probability(t: float, df: int) -> float:
     """``P(|T| <= t)`` for Student's t with integer ``df >= 1`` degrees of freedom."""
-    if isinstance(df, bool) or not isinstance(df, int) or df < 1:
-        raise InvalidArgumentError(f"df: expected an int >= 1, got {df!r}")
+    df = checks.integer(df, "df", minimum=1)
     if t <= 0:
         return 0.0
     theta = math.atan(t / math.sqrt(df))
