@@ -41,7 +41,13 @@ setup: $(STAMP)
 demo: $(if $(filter motrix,$(SIM)),$(STAMP),$(DEMO_STAMP))
 	MUJOCO_GL=egl $(BIN)/simbackend run --sim $(SIM) --model arm7 --num-envs $(DEMO_ENVS) --steps 500 --nsteps 4
 
-test: $(STAMP)
+# ruff (lint + format) and mypy (its files are listed in pyproject.toml), then the tests and the suite
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks plugins
+	$(BIN)/ruff format --check src tests benchmarks plugins
+	$(BIN)/mypy
+
+test: lint
 	MUJOCO_GL=egl $(BIN)/python -m pytest tests plugins/motrix/tests
 	for sim in $(SIMS); do MUJOCO_GL=egl $(BIN)/python -m pytest src/simbackend/contract_tests --sim $$sim || exit 1; done
 
@@ -54,6 +60,7 @@ bench: $(STAMP)
 	MUJOCO_GL=egl $(BIN)/python benchmarks/bench_motrix.py
 	MUJOCO_GL=egl $(BIN)/python benchmarks/bench_playback.py
 	MUJOCO_GL=egl $(BIN)/python benchmarks/bench_tasks.py
+	$(BIN)/python benchmarks/report.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

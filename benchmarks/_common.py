@@ -13,6 +13,7 @@ A script defines its sections (``name -> fn(settings) -> dict``) and calls
 from __future__ import annotations
 
 import argparse
+import datetime
 import gc
 import json
 import os
@@ -20,13 +21,14 @@ import platform
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 ARM = "arm7"
-ARM_BODY = "link7"            # the body whose pose the step sections read
+ARM_BODY = "link7"  # the body whose pose the step sections read
 
 
 # ----------------------------------------------------------------------------
@@ -71,8 +73,9 @@ def calibrate(calls: dict[str, Call], settings: BaseSettings) -> int:
     return max(settings.min_iters, int(settings.block_s / max(per_call)))
 
 
-def interleaved(calls: dict[str, Call], settings: BaseSettings, iters: int | None = None
-                ) -> tuple[dict[str, list[float]], int]:
+def interleaved(
+    calls: dict[str, Call], settings: BaseSettings, iters: int | None = None
+) -> tuple[dict[str, list[float]], int]:
     """Per-round mean seconds-per-call of every variant, interleaved call by call.
 
     Each round makes ``iters`` calls of every variant, alternating variants
@@ -123,12 +126,26 @@ def variant(samples: list[float], work_per_call: float, unit: str, iters: int, l
     }
 
 
-def figure(name: str, value: float, target: float, op: str, unit: str, spread: tuple[float, float] | None = None,
-           note: str = "") -> dict:
+def figure(
+    name: str,
+    value: float,
+    target: float,
+    op: str,
+    unit: str,
+    spread: tuple[float, float] | None = None,
+    note: str = "",
+) -> dict:
     ok = value >= target if op == ">=" else value <= target
-    fig = {"name": name, "value": value, "unit": unit, "target": target, "op": op, "meets_target": bool(ok),
-           # value / target: >= 1 means the target is met for ">=", <= 1 for "<="
-           "ratio_to_target": value / target}
+    fig = {
+        "name": name,
+        "value": value,
+        "unit": unit,
+        "target": target,
+        "op": op,
+        "meets_target": bool(ok),
+        # value / target: >= 1 means the target is met for ">=", <= 1 for "<="
+        "ratio_to_target": value / target,
+    }
     if spread is not None:
         fig["min"], fig["max"] = spread
     if note:
@@ -140,9 +157,20 @@ def figure(name: str, value: float, target: float, op: str, unit: str, spread: t
 # the arm7 workload shared by the step sections
 # ----------------------------------------------------------------------------
 
-def versus_bare(settings: BaseSettings, ours: str, step_and_read: Callable[[Any, int], Any],
-                bare: Callable[[Any, int], Any], ctrls: list, num_envs: int, nsteps: int,
-                labels: tuple[str, str], title: str, target: float, unit: str = "env-steps/s") -> dict:
+
+def versus_bare(
+    settings: BaseSettings,
+    ours: str,
+    step_and_read: Callable[[Any, int], Any],
+    bare: Callable[[Any, int], Any],
+    ctrls: list,
+    num_envs: int,
+    nsteps: int,
+    labels: tuple[str, str],
+    title: str,
+    target: float,
+    unit: str = "env-steps/s",
+) -> dict:
     """A backend's ``step`` + reads against a bare engine loop doing the same work, interleaved.
 
     ``step_and_read(ctrl, k)`` and ``bare(ctrl, k)`` take the i-th control set of ``ctrls``
@@ -150,6 +178,7 @@ def versus_bare(settings: BaseSettings, ours: str, step_and_read: Callable[[Any,
     throughput ratio ``ours / bare`` (key ``ratio_<ours>_vs_bare``) and its figure against
     ``target`` (at least).
     """
+
     def ours_call(i: int) -> None:
         step_and_read(ctrls[i % len(ctrls)], nsteps)
 
@@ -161,11 +190,14 @@ def versus_bare(settings: BaseSettings, ours: str, step_and_read: Callable[[Any,
     return {
         "num_envs": num_envs,
         "nsteps": nsteps,
-        "variants": {ours: variant(samples[ours], num_envs, unit, iters, labels[0]),
-                     "bare": variant(samples["bare"], num_envs, unit, iters, labels[1])},
+        "variants": {
+            ours: variant(samples[ours], num_envs, unit, iters, labels[0]),
+            "bare": variant(samples["bare"], num_envs, unit, iters, labels[1]),
+        },
         f"ratio_{ours}_vs_bare": ratio,
         "figure": figure(title, ratio["median"], target, ">=", "x", (ratio["min"], ratio["max"])),
     }
+
 
 def make_arm_backend(backend: str, n: int, **options: Any):
     """The arm7 ``backend``; the model file may still be being written: retry a while."""
@@ -178,8 +210,10 @@ def make_arm_backend(backend: str, n: int, **options: Any):
         except Exception as e:  # noqa: BLE001 - any failure to load means "not ready yet"
             if time.monotonic() > deadline:
                 raise
-            print(f"[bench] make_backend({backend!r}, {ARM!r}) failed ({type(e).__name__}: {e}); retrying in 30 s",
-                  file=sys.stderr)
+            print(
+                f"[bench] make_backend({backend!r}, {ARM!r}) failed ({type(e).__name__}: {e}); retrying in 30 s",
+                file=sys.stderr,
+            )
             time.sleep(30)
 
 
@@ -199,13 +233,15 @@ def arm_ctrls(n: int, seed: int, count: int = 8):
     same through the run.
     """
     import torch
+
     from simbackend.models import compile_model
 
     model = compile_model(ARM)
     home = np.asarray(model.key("home").ctrl)
     rng = np.random.default_rng(seed)
-    return [torch.from_numpy((home + rng.uniform(-0.1, 0.1, size=(n, home.size))).astype(np.float32))
-            for _ in range(count)]
+    return [
+        torch.from_numpy((home + rng.uniform(-0.1, 0.1, size=(n, home.size))).astype(np.float32)) for _ in range(count)
+    ]
 
 
 # ----------------------------------------------------------------------------
@@ -298,8 +334,13 @@ def fmt_rate(v: dict) -> str:
 RowsHook = Callable[[Any, dict, Any], None]  # hook(table, result["sections"], console)
 
 
-def print_tables(result: dict, header: str, busy_hint: str, extra_variant_rows: RowsHook | None = None,
-                 extra_figure_rows: RowsHook | None = None) -> None:
+def print_tables(
+    result: dict,
+    header: str,
+    busy_hint: str,
+    extra_variant_rows: RowsHook | None = None,
+    extra_figure_rows: RowsHook | None = None,
+) -> None:
     """The variants table and the figures-vs-targets table; hooks add a script's informational rows."""
     from rich.console import Console
     from rich.table import Table
@@ -340,23 +381,41 @@ def print_tables(result: dict, header: str, busy_hint: str, extra_variant_rows: 
         for f in data.get("figures", []):
             spread = f"{f['min']:.3f}..{f['max']:.3f}" if "min" in f else ""
             ok = "[green]yes[/green]" if f["meets_target"] else "[red]NO[/red]"
-            figs.add_row(name, f["name"] + (f"  ({f['note']})" if "note" in f else ""), f"{f['value']:.3f} {f['unit']}",
-                         spread, f"{f['op']} {f['target']} {f['unit']}", f"{f['ratio_to_target']:.2f}", ok, other)
+            figs.add_row(
+                name,
+                f["name"] + (f"  ({f['note']})" if "note" in f else ""),
+                f"{f['value']:.3f} {f['unit']}",
+                spread,
+                f"{f['op']} {f['target']} {f['unit']}",
+                f"{f['ratio_to_target']:.2f}",
+                ok,
+                other,
+            )
     if extra_figure_rows is not None:
         extra_figure_rows(figs, sec, console)
     console.print(figs)
     if busy:
-        console.print(f"[yellow]warning:[/yellow] other processes used > 0.25 of a core during {', '.join(busy)}; "
-                      f"{busy_hint} Re-run on a quiet machine.")
+        console.print(
+            f"[yellow]warning:[/yellow] other processes used > 0.25 of a core during {', '.join(busy)}; "
+            f"{busy_hint} Re-run on a quiet machine."
+        )
     console.print(f"runtime {result['runtime_s']:.1f} s; JSON written to {result['out']}")
 
 
 # ----------------------------------------------------------------------------
 # command line
 # ----------------------------------------------------------------------------
-def main(argv: list[str] | None, *, description: str, sections: dict[str, Callable[[Any], dict]],
-         settings: Callable[[bool], BaseSettings], default_out: Path, quick_help: str,
-         machine_info: Callable[[], dict], report: Callable[[dict], None]) -> int:
+def main(
+    argv: list[str] | None,
+    *,
+    description: str,
+    sections: dict[str, Callable[[Any], dict]],
+    settings: Callable[[bool], BaseSettings],
+    default_out: Path,
+    quick_help: str,
+    machine_info: Callable[[], dict],
+    report: Callable[[dict], None],
+) -> int:
     """Parse ``--quick/--only/--out/--wait-quiet``, run the sections, write the JSON, print the report.
 
     A section that raises is recorded as ``{"error": ...}``; the others still run
@@ -364,21 +423,36 @@ def main(argv: list[str] | None, *, description: str, sections: dict[str, Callab
     """
     p = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help=quick_help)
-    p.add_argument("--only", choices=tuple(sections), action="append",
-                   help="run only this section (repeatable); default: all")
+    p.add_argument(
+        "--only", choices=tuple(sections), action="append", help="run only this section (repeatable); default: all"
+    )
     p.add_argument("--out", type=Path, default=default_out, help=f"JSON output path (default {default_out})")
-    p.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
-                   help="before each section, wait up to S seconds for other processes to use < 0.15 cores")
+    p.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="before each section, wait up to S seconds for other processes to use < 0.15 cores",
+    )
     args = p.parse_args(argv)
 
     s = settings(args.quick)
     t0 = time.perf_counter()
-    result: dict[str, Any] = {"machine": machine_info(), "settings": s.as_dict(), "sections": {}}
+    result: dict[str, Any] = {
+        "date": datetime.date.today().isoformat(),
+        "script": Path(sys.argv[0]).name,
+        "machine": machine_info(),
+        "settings": s.as_dict(),
+        "sections": {},
+    }
     failed = False
     for name in args.only or tuple(sections):
         waited = wait_quiet(args.wait_quiet) if args.wait_quiet > 0 else None
-        print(f"[bench] {name} ..." + (f" (waited {waited['waited_s']:.0f} s for a quiet machine)" if waited else ""),
-              file=sys.stderr, flush=True)
+        print(
+            f"[bench] {name} ..." + (f" (waited {waited['waited_s']:.0f} s for a quiet machine)" if waited else ""),
+            file=sys.stderr,
+            flush=True,
+        )
         ts, snap = time.perf_counter(), cpu_snapshot()
         try:
             data = sections[name](s)

@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 if not os.environ.get("MUJOCO_GL"):
     os.environ["MUJOCO_GL"] = "egl"
@@ -38,15 +39,14 @@ if not os.environ.get("MUJOCO_GL"):
 import numpy as np
 
 import _common
-from _common import (ARM, ARM_BODY, BaseSettings, Call, arm_ctrls, interleaved, paired_ratio, variant,
-                     versus_bare)
+from _common import ARM, ARM_BODY, BaseSettings, Call, arm_ctrls, interleaved, paired_ratio, variant, versus_bare
 from bench_mujoco import _gym_assets
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "results" / "motrix.json"
-UNIT = "env-steps/s"          # N per call; one env-step is one step() call of nsteps substeps
+UNIT = "env-steps/s"  # N per call; one env-step is one step() call of nsteps substeps
 OVERHEAD_TARGET = 0.9
-ANT = "ant"                   # gymnasium's ant.xml (envs/mujoco/assets), as in bench_mujoco.py's ant section
+ANT = "ant"  # gymnasium's ant.xml (envs/mujoco/assets), as in bench_mujoco.py's ant section
 #: the body whose pose every loop reads, per model
 BODIES = {ARM: ARM_BODY, "quadruped": "torso", ANT: "torso"}
 #: the keyframe every env starts at (ant: the initial pose of ant.xml, torso 0.75 m up)
@@ -68,7 +68,7 @@ class Settings(BaseSettings):
         self.n_engines = [16, 64] if quick else [64, 1024]
         self.engine_nsteps = 4
         self.settle_substeps = 20 if quick else 100  # before timing: the ant lands, the quadruped sinks
-        self.check_calls = 3   # calls of plugin and bare loop compared before timing
+        self.check_calls = 3  # calls of plugin and bare loop compared before timing
 
 
 # ----------------------------------------------------------------------------
@@ -98,6 +98,7 @@ def _ctrls(model: str, n: int, seed: int, count: int = 8) -> list:
     without tumbling over (no episode resets are needed for a steady cost).
     """
     import torch
+
     from simbackend.models import compile_model, model_info
 
     if model == ARM:
@@ -105,8 +106,9 @@ def _ctrls(model: str, n: int, seed: int, count: int = 8) -> list:
     lo, hi = model_info(compile_model(_source(model))).actuator_ctrl_range.T
     mid, half = (lo + hi) / 2, 0.1 * (hi - lo) / 2
     rng = np.random.default_rng(seed)
-    return [torch.from_numpy((mid + half * rng.uniform(-1, 1, size=(n, lo.size))).astype(np.float32))
-            for _ in range(count)]
+    return [
+        torch.from_numpy((mid + half * rng.uniform(-1, 1, size=(n, lo.size))).astype(np.float32)) for _ in range(count)
+    ]
 
 
 def _reads(sim: Any, body: Any) -> tuple[Any, Any, Any, Any]:
@@ -173,9 +175,9 @@ class BareMotrix:
         mm.forward_kinematic(data)
         qpos = torch.from_numpy(data.dof_pos[:, self.qpos_src])
         qvel = torch.from_numpy(data.dof_vel[:, self.qvel_src])
-        pose = mm.get_link_poses(data, self.links)                      # (N, 1, 7): xyz + xyzw
+        pose = mm.get_link_poses(data, self.links)  # (N, 1, 7): xyz + xyzw
         pos = torch.from_numpy(np.ascontiguousarray(pose[..., :3]))
-        quat = torch.from_numpy(pose[..., 3:][..., XYZW_TO_WXYZ])       # a fancy index: a fresh contiguous array
+        quat = torch.from_numpy(pose[..., 3:][..., XYZW_TO_WXYZ])  # a fancy index: a fresh contiguous array
         return qpos, qvel, pos, quat
 
 
@@ -199,23 +201,52 @@ def bench_overhead(s: Settings) -> dict:
             sim.step(ctrls[i], nsteps=1)
             mine = bare(ctrls[i], 1)
             diff = np.maximum(diff, [float((a - b).abs().max()) for a, b in zip(_reads(sim, body), mine)])
-        checks[model] = {"calls": s.check_calls, "qpos_max_abs_diff": diff[0], "qvel_max_abs_diff": diff[1],
-                         "body_pos_max_abs_diff": diff[2], "body_quat_max_abs_diff": diff[3]}
+        checks[model] = {
+            "calls": s.check_calls,
+            "qpos_max_abs_diff": diff[0],
+            "qvel_max_abs_diff": diff[1],
+            "body_pos_max_abs_diff": diff[2],
+            "body_quat_max_abs_diff": diff[3],
+        }
         _settle(sim, ctrls[0], s.settle_substeps)
         bare(ctrls[0], s.settle_substeps)
 
         for k in s.nsteps:
-            cases[f"{model},nsteps={k}"] = {"model": model, **versus_bare(
-                s, "plugin", lambda c, k: (sim.step(c, nsteps=k), _reads(sim, body)), bare, ctrls, n, k,
-                (f"step(ctrl,{k}) + get_qpos + get_qvel + get_body_pos_w/quat_w(1 body)",
-                 f"actuator_ctrls, step_n({k}), forward_kinematic, dof_pos/vel, get_link_poses"),
-                f"{model} N={n} k={k}: plugin / bare Motrix loop", OVERHEAD_TARGET, UNIT)}
+            cases[f"{model},nsteps={k}"] = {
+                "model": model,
+                **versus_bare(
+                    s,
+                    "plugin",
+                    lambda c, k: (sim.step(c, nsteps=k), _reads(sim, body)),
+                    bare,
+                    ctrls,
+                    n,
+                    k,
+                    (
+                        f"step(ctrl,{k}) + get_qpos + get_qvel + get_body_pos_w/quat_w(1 body)",
+                        f"actuator_ctrls, step_n({k}), forward_kinematic, dof_pos/vel, get_link_poses",
+                    ),
+                    f"{model} N={n} k={k}: plugin / bare Motrix loop",
+                    OVERHEAD_TARGET,
+                    UNIT,
+                ),
+            }
         sim.close()
-    return {"params": {"models": {m: _source(m) for m in s.overhead_models}, "num_envs": n, "nsteps": s.nsteps,
-                       "bodies": bodies, "motrix_threads": threads, "settle_substeps": s.settle_substeps,
-                       "start": {m: KEYFRAMES.get(m, "model's initial pose") for m in s.overhead_models},
-                       "work_unit": "env-step = one step() call of nsteps substeps"},
-            "same_work_check": checks, "cases": cases, "figures": [c["figure"] for c in cases.values()]}
+    return {
+        "params": {
+            "models": {m: _source(m) for m in s.overhead_models},
+            "num_envs": n,
+            "nsteps": s.nsteps,
+            "bodies": bodies,
+            "motrix_threads": threads,
+            "settle_substeps": s.settle_substeps,
+            "start": {m: KEYFRAMES.get(m, "model's initial pose") for m in s.overhead_models},
+            "work_unit": "env-step = one step() call of nsteps substeps",
+        },
+        "same_work_check": checks,
+        "cases": cases,
+        "figures": [c["figure"] for c in cases.values()],
+    }
 
 
 # ----------------------------------------------------------------------------
@@ -233,9 +264,12 @@ def bench_engines(s: Settings) -> dict:
             for eng in ENGINES:
                 cap = caps.get(eng)
                 if cap is not None and n > cap:
-                    skipped[eng] = (f"N={n} > capabilities.max_envs={cap} of the {eng} backend"
-                                    + (" (CPU: one PhysX scene per env; SAPIEN aborts the interpreter when it frees"
-                                       " more than about 1000)" if eng == "sapien" else ""))
+                    skipped[eng] = f"N={n} > capabilities.max_envs={cap} of the {eng} backend" + (
+                        " (CPU: one PhysX scene per env; SAPIEN aborts the interpreter when it frees"
+                        " more than about 1000)"
+                        if eng == "sapien"
+                        else ""
+                    )
                     continue
                 try:
                     sim = _make(eng, model, n)
@@ -260,9 +294,15 @@ def bench_engines(s: Settings) -> dict:
             if sims:
                 samples, iters = interleaved({eng: call(eng) for eng in sims}, s)
                 case["variants"] = {
-                    eng: variant(samples[eng], n, UNIT, iters,
-                                 f"{eng}: step(ctrl,{k}) + get_qpos + get_qvel + get_body_pos_w/quat_w(1 body)")
-                    for eng in sims}
+                    eng: variant(
+                        samples[eng],
+                        n,
+                        UNIT,
+                        iters,
+                        f"{eng}: step(ctrl,{k}) + get_qpos + get_qvel + get_body_pos_w/quat_w(1 body)",
+                    )
+                    for eng in sims
+                }
                 if "motrix" in sims and "mujoco" in sims:
                     case["ratio_motrix_vs_mujoco"] = paired_ratio(samples["mujoco"], samples["motrix"])
                 if "motrix" in sims and "sapien" in sims:
@@ -275,13 +315,23 @@ def bench_engines(s: Settings) -> dict:
                 sim.close()  # SAPIEN's scenes count against its per-process cap until closed
             sims.clear()
             cases[f"{model},N={n}"] = case
-    return {"params": {"models": {m: _source(m) for m in s.engine_models}, "num_envs": sorted(s.n_engines),
-                       "nsteps": k, "engines": list(ENGINES), "device": "cpu", "threads": threads,
-                       "max_envs": caps, "bodies": {m: BODIES[m] for m in s.engine_models},
-                       "settle_substeps": s.settle_substeps,
-                       "start": {m: KEYFRAMES.get(m, "model's initial pose") for m in s.engine_models},
-                       "work_unit": "env-step = one step() call of nsteps substeps"},
-            "cases": cases, "figures": []}
+    return {
+        "params": {
+            "models": {m: _source(m) for m in s.engine_models},
+            "num_envs": sorted(s.n_engines),
+            "nsteps": k,
+            "engines": list(ENGINES),
+            "device": "cpu",
+            "threads": threads,
+            "max_envs": caps,
+            "bodies": {m: BODIES[m] for m in s.engine_models},
+            "settle_substeps": s.settle_substeps,
+            "start": {m: KEYFRAMES.get(m, "model's initial pose") for m in s.engine_models},
+            "work_unit": "env-step = one step() call of nsteps substeps",
+        },
+        "cases": cases,
+        "figures": [],
+    }
 
 
 # ----------------------------------------------------------------------------
@@ -289,17 +339,32 @@ def bench_engines(s: Settings) -> dict:
 # ----------------------------------------------------------------------------
 def machine() -> dict:
     v = _common.package_version
-    return _common.machine({"motrixsim": v("motrixsim"), "simbackend_motrix": v("simbackend-motrix"),
-                            "mujoco": v("mujoco"), "sapien": v("sapien")},
-                           {"gymnasium": v("gymnasium")})
+    return _common.machine(
+        {
+            "motrixsim": v("motrixsim"),
+            "simbackend_motrix": v("simbackend-motrix"),
+            "mujoco": v("mujoco"),
+            "sapien": v("sapien"),
+        },
+        {"gymnasium": v("gymnasium")},
+    )
 
 
 def _figure_rows(figs: Any, sec: dict, console: Any) -> None:
     for model, c in sec.get("overhead", {}).get("same_work_check", {}).items():
-        worst = max(c["qpos_max_abs_diff"], c["qvel_max_abs_diff"], c["body_pos_max_abs_diff"],
-                    c["body_quat_max_abs_diff"])
-        figs.add_row("overhead", f"{model}: max |plugin - bare| over qpos, qvel, body pos, quat after "
-                                 f"{c['calls']} identical calls (same work check)", f"{worst:.2g}", "", "", "", "")
+        worst = max(
+            c["qpos_max_abs_diff"], c["qvel_max_abs_diff"], c["body_pos_max_abs_diff"], c["body_quat_max_abs_diff"]
+        )
+        figs.add_row(
+            "overhead",
+            f"{model}: max |plugin - bare| over qpos, qvel, body pos, quat after "
+            f"{c['calls']} identical calls (same work check)",
+            f"{worst:.2g}",
+            "",
+            "",
+            "",
+            "",
+        )
 
 
 def _engines_table(sec: dict, console: Any) -> None:
@@ -309,8 +374,10 @@ def _engines_table(sec: dict, console: Any) -> None:
     if not data or "cases" not in data:
         return
     k = data["params"]["nsteps"]
-    t = Table(title=f"Engines: env-steps/s, step(ctrl, {k}) + get_qpos + get_qvel + one body's pose "
-                    "(median over rounds, interleaved)")
+    t = Table(
+        title=f"Engines: env-steps/s, step(ctrl, {k}) + get_qpos + get_qvel + one body's pose "
+        "(median over rounds, interleaved)"
+    )
     for col in ("model", "N", *(ENGINE_LABELS[e] for e in ENGINES), "Motrix / MuJoCo (min..max)"):
         t.add_column(col, justify="left" if col == "model" else "right")
     for case in data["cases"].values():
@@ -337,10 +404,12 @@ def print_tables(result: dict) -> None:
     from rich.console import Console
 
     m = result["machine"]
-    header = (f"[bold]bench_motrix[/bold]  cpus={m['cpu_count']} ({m['cpu_model']})  motrixsim {m['motrixsim']}  "
-              f"simbackend-motrix {m['simbackend_motrix']}  mujoco {m['mujoco']}  sapien {m['sapien']}  "
-              f"torch {m['torch']}  numpy {m['numpy']}  "
-              f"rounds={result['settings']['rounds']}  quick={result['settings']['quick']}")
+    header = (
+        f"[bold]bench_motrix[/bold]  cpus={m['cpu_count']} ({m['cpu_model']})  motrixsim {m['motrixsim']}  "
+        f"simbackend-motrix {m['simbackend_motrix']}  mujoco {m['mujoco']}  sapien {m['sapien']}  "
+        f"torch {m['torch']}  numpy {m['numpy']}  "
+        f"rounds={result['settings']['rounds']}  quick={result['settings']['quick']}"
+    )
     _common.print_tables(result, header, "the figures are then noisier.", extra_figure_rows=_figure_rows)
     console = Console()
     if not console.is_terminal:
@@ -355,9 +424,16 @@ BENCHES: dict[str, Callable[[Settings], dict]] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    return _common.main(argv, description=__doc__.split("\n\n")[0], sections=BENCHES, settings=Settings,
-                        default_out=DEFAULT_OUT, quick_help="few rounds, short blocks, small N: a smoke check",
-                        machine_info=machine, report=print_tables)
+    return _common.main(
+        argv,
+        description=__doc__.split("\n\n")[0],
+        sections=BENCHES,
+        settings=Settings,
+        default_out=DEFAULT_OUT,
+        quick_help="few rounds, short blocks, small N: a smoke check",
+        machine_info=machine,
+        report=print_tables,
+    )
 
 
 if __name__ == "__main__":

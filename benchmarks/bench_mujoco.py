@@ -48,19 +48,32 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
-from _common import (ARM, ARM_BODY, BaseSettings, Call, arm_ctrls, figure, interleaved, make_arm_backend, median,
-                     package_version, paired_ratio, variant)
 import _common
+from _common import (
+    ARM,
+    ARM_BODY,
+    BaseSettings,
+    Call,
+    arm_ctrls,
+    figure,
+    interleaved,
+    make_arm_backend,
+    median,
+    package_version,
+    paired_ratio,
+    variant,
+)
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "results" / "mujoco.json"
 
-ARM_SITE = "ee_site"          # the site of the Jacobian section
+ARM_SITE = "ee_site"  # the site of the Jacobian section
 ARM_JOINTS = tuple(f"joint{i}" for i in range(1, 8))
 
 
@@ -101,6 +114,7 @@ def _raw_arm_batch(n: int, nthread: int, *fields: str):
     """A raw ``mujoco.batch.Batch`` of arm7 at keyframe "home", and its bound ``fields``."""
     import mujoco
     from mujoco import batch as mjbatch
+
     from simbackend.models import compile_model
 
     model = compile_model(ARM)
@@ -157,21 +171,33 @@ def bench_step(s: Settings) -> dict:
         cases[f"nsteps={k}"] = {
             "nsteps": k,
             "variants": {
-                "backend": variant(samples["backend"], work, unit, iters,
-                                    "step(ctrl,k) + get_qpos + get_body_pos_w/quat_w(1 body)"),
-                "raw_vel": variant(samples["raw_vel"], work, unit, iters,
-                                    "Batch.step(nstep=k, stage=VEL) + same float32 copies"),
-                "raw_none": variant(samples["raw_none"], work, unit, iters,
-                                     "Batch.step(nstep=k, stage=0) + same copies (info)"),
+                "backend": variant(
+                    samples["backend"], work, unit, iters, "step(ctrl,k) + get_qpos + get_body_pos_w/quat_w(1 body)"
+                ),
+                "raw_vel": variant(
+                    samples["raw_vel"], work, unit, iters, "Batch.step(nstep=k, stage=VEL) + same float32 copies"
+                ),
+                "raw_none": variant(
+                    samples["raw_none"], work, unit, iters, "Batch.step(nstep=k, stage=0) + same copies (info)"
+                ),
             },
             "ratio_backend_vs_raw_vel": ratio,
             "ratio_backend_vs_raw_none": paired_ratio(samples["raw_none"], samples["backend"]),
             "ratio_raw_vel_vs_raw_none": paired_ratio(samples["raw_none"], samples["raw_vel"]),
-            "figure": figure(f"step k={k}: backend / raw batch (same stage)", ratio["median"], 0.9, ">=", "x",
-                              (ratio["min"], ratio["max"])),
+            "figure": figure(
+                f"step k={k}: backend / raw batch (same stage)",
+                ratio["median"],
+                0.9,
+                ">=",
+                "x",
+                (ratio["min"], ratio["max"]),
+            ),
         }
-    return {"params": {"model": ARM, "num_envs": n, "nthread": nthread, "body": ARM_BODY, "start": "keyframe home"},
-            "cases": cases, "figures": [c["figure"] for c in cases.values()]}
+    return {
+        "params": {"model": ARM, "num_envs": n, "nthread": nthread, "body": ARM_BODY, "start": "keyframe home"},
+        "cases": cases,
+        "figures": [c["figure"] for c in cases.values()],
+    }
 
 
 # ----------------------------------------------------------------------------
@@ -218,8 +244,13 @@ def bench_jacobian(s: Settings) -> dict:
         sim_cold.step(ctrls[i % len(ctrls)], nsteps=1)
         sim_cold.get_site_jacobian_w(site, cols)
 
-    calls = {"step1": step_call, "jacobian": jac_call, "raw_jac": raw_jac_call,
-             "bare_step": bare_step_call, "bare_step_jac": bare_step_jac_call}
+    calls = {
+        "step1": step_call,
+        "jacobian": jac_call,
+        "raw_jac": raw_jac_call,
+        "bare_step": bare_step_call,
+        "bare_step_jac": bare_step_jac_call,
+    }
     samples, iters = interleaved(calls, s)
     sim.close()
     sim_cold.close()
@@ -228,19 +259,36 @@ def bench_jacobian(s: Settings) -> dict:
     return {
         "params": {"model": ARM, "num_envs": n, "nthread": nthread, "site": ARM_SITE, "dofs": list(ARM_JOINTS)},
         "variants": {
-            "step1": variant(samples["step1"], 1, "calls/s", iters, "step(ctrl, nsteps=1) + get_site_pos_w (runs the deferred stages)"),
-            "jacobian": variant(samples["jacobian"], 1, "calls/s", iters, "get_site_jacobian_w(ee_site, 7 arm dofs), pose current"),
-            "raw_jac": variant(samples["raw_jac"], 1, "calls/s", iters,
-                                "Batch.jac + column slice + float32 (info)"),
+            "step1": variant(
+                samples["step1"],
+                1,
+                "calls/s",
+                iters,
+                "step(ctrl, nsteps=1) + get_site_pos_w (runs the deferred stages)",
+            ),
+            "jacobian": variant(
+                samples["jacobian"], 1, "calls/s", iters, "get_site_jacobian_w(ee_site, 7 arm dofs), pose current"
+            ),
+            "raw_jac": variant(samples["raw_jac"], 1, "calls/s", iters, "Batch.jac + column slice + float32 (info)"),
             "bare_step": variant(samples["bare_step"], 1, "calls/s", iters, "step(ctrl, nsteps=1) alone (info)"),
-            "bare_step_jac": variant(samples["bare_step_jac"], 1, "calls/s", iters,
-                                      "step(ctrl, nsteps=1) + cold get_site_jacobian_w (info)"),
+            "bare_step_jac": variant(
+                samples["bare_step_jac"], 1, "calls/s", iters, "step(ctrl, nsteps=1) + cold get_site_jacobian_w (info)"
+            ),
         },
         "fraction_jacobian_of_step": frac,
         "fraction_raw_jac_of_step": paired_ratio(samples["raw_jac"], samples["step1"]),
         "fraction_cold_jacobian_of_bare_step": float(np.median(cold)),
-        "figures": [figure("jacobian time / step(nsteps=1) time", frac["median"], 0.10, "<=", "fraction",
-                            (frac["min"], frac["max"]), note="step includes its deferred stages")],
+        "figures": [
+            figure(
+                "jacobian time / step(nsteps=1) time",
+                frac["median"],
+                0.10,
+                "<=",
+                "fraction",
+                (frac["min"], frac["max"]),
+                note="step includes its deferred stages",
+            )
+        ],
     }
 
 
@@ -273,26 +321,46 @@ def bench_threads(s: Settings) -> dict:
 
         return call
 
-    calls = {"backend_nt1": backend_call(1), "backend_nt2": backend_call(2), "raw_nt1": raw_call(1),
-             "raw_nt2": raw_call(2)}
+    calls = {
+        "backend_nt1": backend_call(1),
+        "backend_nt2": backend_call(2),
+        "raw_nt1": raw_call(1),
+        "raw_nt2": raw_call(2),
+    }
     samples, iters = interleaved(calls, s)
     for sim in sims.values():
         sim.close()
     speedup = paired_ratio(samples["backend_nt1"], samples["backend_nt2"])
     raw_speedup = paired_ratio(samples["raw_nt1"], samples["raw_nt2"])
     work, unit = n * k, "env-substeps/s"
-    labels = {"backend_nt1": "backend step(ctrl, 4), nthread=1", "backend_nt2": "backend step(ctrl, 4), nthread=2",
-              "raw_nt1": "Batch.step(4, stage=VEL), nthread=1 (info)",
-              "raw_nt2": "Batch.step(4, stage=VEL), nthread=2 (info)"}
+    labels = {
+        "backend_nt1": "backend step(ctrl, 4), nthread=1",
+        "backend_nt2": "backend step(ctrl, 4), nthread=2",
+        "raw_nt1": "Batch.step(4, stage=VEL), nthread=1 (info)",
+        "raw_nt2": "Batch.step(4, stage=VEL), nthread=2 (info)",
+    }
     return {
-        "params": {"model": ARM, "num_envs": n, "nsteps": k, "cpu_count": os.cpu_count(),
-                   "affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None},
+        "params": {
+            "model": ARM,
+            "num_envs": n,
+            "nsteps": k,
+            "cpu_count": os.cpu_count(),
+            "affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        },
         "variants": {name: variant(samples[name], work, unit, iters, labels[name]) for name in calls},
         "speedup_backend": speedup,
         "speedup_raw": raw_speedup,
-        "figures": [figure("backend step throughput nthread=2 / nthread=1", speedup["median"], 1.8, ">=", "x",
-                            (speedup["min"], speedup["max"]),
-                            note=f"raw batch: {raw_speedup['median']:.2f}x")],
+        "figures": [
+            figure(
+                "backend step throughput nthread=2 / nthread=1",
+                speedup["median"],
+                1.8,
+                ">=",
+                "x",
+                (speedup["min"], speedup["max"]),
+                note=f"raw batch: {raw_speedup['median']:.2f}x",
+            )
+        ],
     }
 
 
@@ -329,16 +397,20 @@ def bench_ant(s: Settings) -> dict:
         u = probe.unwrapped
         rules = (u.frame_skip, tuple(u._healthy_z_range), u._reset_noise_scale, probe.spec.max_episode_steps)
         if rules != (frame_skip, (z_lo, z_hi), noise, max_steps):
-            notes.append(f"Ant-v5's (frame_skip, healthy_z_range, reset_noise_scale, max_episode_steps) are {rules},"
-                         f" not {(frame_skip, (z_lo, z_hi), noise, max_steps)} as the other variants assume")
+            notes.append(
+                f"Ant-v5's (frame_skip, healthy_z_range, reset_noise_scale, max_episode_steps) are {rules},"
+                f" not {(frame_skip, (z_lo, z_hi), noise, max_steps)} as the other variants assume"
+            )
         probe.close()
         envs = gym.vector.SyncVectorEnv([lambda: gym.make("Ant-v5") for _ in range(n)])
         envs.reset(seed=0)
         envs.action_space.seed(0)
     except Exception as e:  # noqa: BLE001 - report why and fall back
         gym_error = f"{type(e).__name__}: {e}"
-        notes.append(f"gymnasium.make('Ant-v5') failed ({gym_error}); the peer is the fallback: a hand-written"
-                     f" loop over {n} MjData with mj_step x{frame_skip}")
+        notes.append(
+            f"gymnasium.make('Ant-v5') failed ({gym_error}); the peer is the fallback: a hand-written"
+            f" loop over {n} MjData with mj_step x{frame_skip}"
+        )
         peer = "mjdata_loop"
 
     resets = {"backend": 0, "gym_sync": 0, "mjdata_loop": 0}
@@ -418,23 +490,35 @@ def bench_ant(s: Settings) -> dict:
     if envs is not None:
         envs.close()
     speedup = paired_ratio(samples[peer], samples["backend"])
-    labels = {"backend": f"backend, ant.xml: step(ctrl, {frame_skip}) + get_qpos/qvel + episode resets",
-              "gym_sync": f"SyncVectorEnv({n} x Ant-v5).step(action_space.sample())",
-              "mjdata_loop": f"{n} MjData: mj_step x{frame_skip} + qpos/qvel copies + episode resets"
-                             + (" (fallback peer)" if peer == "mjdata_loop" else " (info)")}
+    labels = {
+        "backend": f"backend, ant.xml: step(ctrl, {frame_skip}) + get_qpos/qvel + episode resets",
+        "gym_sync": f"SyncVectorEnv({n} x Ant-v5).step(action_space.sample())",
+        "mjdata_loop": f"{n} MjData: mj_step x{frame_skip} + qpos/qvel copies + episode resets"
+        + (" (fallback peer)" if peer == "mjdata_loop" else " (info)"),
+    }
     return {
-        "params": {"model": str(ant_xml), "num_envs": n, "nsteps": frame_skip, "backend_nthread": nthread,
-                   "peer": peer, "gym_error": gym_error,
-                   "episode_rules": {"healthy_z_range": [z_lo, z_hi], "reset_noise_scale": noise,
-                                     "max_episode_steps": max_steps}},
+        "params": {
+            "model": str(ant_xml),
+            "num_envs": n,
+            "nsteps": frame_skip,
+            "backend_nthread": nthread,
+            "peer": peer,
+            "gym_error": gym_error,
+            "episode_rules": {
+                "healthy_z_range": [z_lo, z_hi],
+                "reset_noise_scale": noise,
+                "max_episode_steps": max_steps,
+            },
+        },
         "variants": {name: variant(samples[name], n, "env-steps/s", iters, labels[name]) for name in calls},
         # resets per 1000 env-steps, to show that the variants simulate comparable episodes
         "resets_per_1000_env_steps": {k: 1000 * resets[k] / env_steps[k] for k in calls if env_steps[k]},
         "speedup_backend_vs_peer": speedup,
         "speedup_backend_vs_mjdata_loop": paired_ratio(samples["mjdata_loop"], samples["backend"]),
         "notes": notes,
-        "figures": [figure(f"backend / {peer} env-steps/s", speedup["median"], 2.5, ">=", "x",
-                            (speedup["min"], speedup["max"]))],
+        "figures": [
+            figure(f"backend / {peer} env-steps/s", speedup["median"], 2.5, ">=", "x", (speedup["min"], speedup["max"]))
+        ],
     }
 
 
@@ -472,8 +556,13 @@ print(json.dumps({"n": n, "rss_after_import": after_import, "rss": after_step, "
 
 
 def _memory_child(n: int, s: Settings) -> dict:
-    out = subprocess.run([sys.executable, "-c", _MEMORY_CHILD, str(n), str(s.mem_steps), ARM, ARM_BODY],
-                         capture_output=True, text=True, timeout=300, check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", _MEMORY_CHILD, str(n), str(s.mem_steps), ARM, ARM_BODY],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     if out.returncode != 0:
         raise RuntimeError(f"memory child (N={n}) failed:\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -490,8 +579,14 @@ def bench_memory(s: Settings) -> dict:
     per_env_mb = (rssn - rss1) / (s.n_mem - 1) / 1e6
     state_per_env = large[0]["state_bytes"] / s.n_mem if large[0]["state_bytes"] else None
     return {
-        "params": {"model": ARM, "num_envs": s.n_mem, "steps": s.mem_steps, "repeats": s.mem_repeats,
-                   "rss_source": small[0]["source"], "mb": "10^6 bytes"},
+        "params": {
+            "model": ARM,
+            "num_envs": s.n_mem,
+            "steps": s.mem_steps,
+            "repeats": s.mem_repeats,
+            "rss_source": small[0]["source"],
+            "mb": "10^6 bytes",
+        },
         "rss_1_env_bytes": rss1,
         "rss_n_env_bytes": rssn,
         "rss_after_import_bytes": median([c["rss_after_import"] for c in small + large]),
@@ -514,39 +609,91 @@ def _variant_rows(var: Any, sec: dict, console: Any) -> None:
     if "memory" in sec and "error" not in sec["memory"]:
         mem = sec["memory"]
         var.add_row("memory", "N=1", "rss", "", f"{mem['rss_1_env_bytes'] / 2**20:.1f}", "MiB", "fresh process, 1 env")
-        var.add_row("memory", f"N={mem['params']['num_envs']}", "rss", "", f"{mem['rss_n_env_bytes'] / 2**20:.1f}",
-                    "MiB", f"fresh process, {mem['params']['num_envs']} envs")
+        var.add_row(
+            "memory",
+            f"N={mem['params']['num_envs']}",
+            "rss",
+            "",
+            f"{mem['rss_n_env_bytes'] / 2**20:.1f}",
+            "MiB",
+            f"fresh process, {mem['params']['num_envs']} envs",
+        )
 
 
 def _figure_rows(figs: Any, sec: dict, console: Any) -> None:
     if "step" in sec and "cases" in sec["step"]:
         for case, c in sec["step"]["cases"].items():
-            figs.add_row("step", f"{case}: backend / raw batch without stage (info)",
-                         f"{c['ratio_backend_vs_raw_none']['median']:.3f} x", "", "", "", "")
-            figs.add_row("step", f"{case}: raw stage=VEL / raw stage=0 (cost of current getters)",
-                         f"{c['ratio_raw_vel_vs_raw_none']['median']:.3f} x", "", "", "", "")
+            figs.add_row(
+                "step",
+                f"{case}: backend / raw batch without stage (info)",
+                f"{c['ratio_backend_vs_raw_none']['median']:.3f} x",
+                "",
+                "",
+                "",
+                "",
+            )
+            figs.add_row(
+                "step",
+                f"{case}: raw stage=VEL / raw stage=0 (cost of current getters)",
+                f"{c['ratio_raw_vel_vs_raw_none']['median']:.3f} x",
+                "",
+                "",
+                "",
+                "",
+            )
     if "jacobian" in sec and "fraction_raw_jac_of_step" in sec["jacobian"]:
-        figs.add_row("jacobian", "raw Batch.jac time / backend step time (info)",
-                     f"{sec['jacobian']['fraction_raw_jac_of_step']['median']:.3f}", "", "", "", "")
-        figs.add_row("jacobian", "cold jacobian (first read after a step, pays the deferred stages) / bare step (info)",
-                     f"{sec['jacobian']['fraction_cold_jacobian_of_bare_step']:.3f}", "", "", "", "")
+        figs.add_row(
+            "jacobian",
+            "raw Batch.jac time / backend step time (info)",
+            f"{sec['jacobian']['fraction_raw_jac_of_step']['median']:.3f}",
+            "",
+            "",
+            "",
+            "",
+        )
+        figs.add_row(
+            "jacobian",
+            "cold jacobian (first read after a step, pays the deferred stages) / bare step (info)",
+            f"{sec['jacobian']['fraction_cold_jacobian_of_bare_step']:.3f}",
+            "",
+            "",
+            "",
+            "",
+        )
     if "ant" in sec and "speedup_backend_vs_mjdata_loop" in sec["ant"]:
-        figs.add_row("ant", "backend / MjData loop env-steps/s (info)",
-                     f"{sec['ant']['speedup_backend_vs_mjdata_loop']['median']:.3f} x", "", "", "", "")
+        figs.add_row(
+            "ant",
+            "backend / MjData loop env-steps/s (info)",
+            f"{sec['ant']['speedup_backend_vs_mjdata_loop']['median']:.3f} x",
+            "",
+            "",
+            "",
+            "",
+        )
         r = sec["ant"].get("resets_per_1000_env_steps", {})
-        figs.add_row("ant", "episode resets per 1000 env-steps (info)",
-                     ", ".join(f"{k} {v:.1f}" for k, v in r.items()), "", "", "", "")
+        figs.add_row(
+            "ant",
+            "episode resets per 1000 env-steps (info)",
+            ", ".join(f"{k} {v:.1f}" for k, v in r.items()),
+            "",
+            "",
+            "",
+            "",
+        )
         for note in sec["ant"].get("notes", []):
             console.print(f"[yellow]ant:[/yellow] {note}")
 
 
 def print_tables(result: dict) -> None:
     m = result["machine"]
-    header = (f"[bold]bench_mujoco[/bold]  cpus={m['cpu_count']} ({m['cpu_model']})  mujoco {m['mujoco']}  "
-              f"torch {m['torch']}  numpy {m['numpy']}  gymnasium {m['gymnasium']}  "
-              f"rounds={result['settings']['rounds']}  quick={result['settings']['quick']}")
-    _common.print_tables(result, header, "figures that need free cores (threads, ant) are then understated.",
-                         _variant_rows, _figure_rows)
+    header = (
+        f"[bold]bench_mujoco[/bold]  cpus={m['cpu_count']} ({m['cpu_model']})  mujoco {m['mujoco']}  "
+        f"torch {m['torch']}  numpy {m['numpy']}  gymnasium {m['gymnasium']}  "
+        f"rounds={result['settings']['rounds']}  quick={result['settings']['quick']}"
+    )
+    _common.print_tables(
+        result, header, "figures that need free cores (threads, ant) are then understated.", _variant_rows, _figure_rows
+    )
 
 
 # ----------------------------------------------------------------------------
@@ -557,13 +704,24 @@ def _dr_plan(every_field: bool, add_frictionloss: bool = False):
     from simbackend.randomization import RandomizationPlan, Term
 
     scale = D.uniform(0.8, 1.2)
-    terms = [Term("body_mass", scale, scale_inertia=True), Term("geom_friction", scale),
-             Term("actuator_kp", scale), Term("actuator_kv", scale), Term("joint_damping", D.uniform(0.5, 2.0)),
-             Term("gravity", D.uniform(-0.2, 0.2))]
+    terms = [
+        Term("body_mass", scale, scale_inertia=True),
+        Term("geom_friction", scale),
+        Term("actuator_kp", scale),
+        Term("actuator_kv", scale),
+        Term("joint_damping", D.uniform(0.5, 2.0)),
+        Term("gravity", D.uniform(-0.2, 0.2)),
+    ]
     if every_field:
-        terms += [Term("body_com", D.uniform(-0.005, 0.005)), Term("joint_armature", D.uniform(0.9, 1.1)),
-                  Term("joint_frictionloss", D.uniform(0.0, 0.01) if add_frictionloss else scale,
-                       operation="add" if add_frictionloss else "scale")]
+        terms += [
+            Term("body_com", D.uniform(-0.005, 0.005)),
+            Term("joint_armature", D.uniform(0.9, 1.1)),
+            Term(
+                "joint_frictionloss",
+                D.uniform(0.0, 0.01) if add_frictionloss else scale,
+                operation="add" if add_frictionloss else "scale",
+            ),
+        ]
     return RandomizationPlan(tuple(terms), seed=11)
 
 
@@ -574,11 +732,22 @@ def bench_dr_init(s: Settings) -> dict:
     samples, iters = interleaved({"init": lambda i: sim.apply_init_randomization(plan)}, s)
     sim.close()
     ms = median(samples["init"]) * 1e3
-    return {"params": {"model": ARM, "num_envs": n, "terms": len(plan.terms), "plan": plan.to_dict()},
-            "variants": {"init": variant(samples["init"], n, "envs/s", iters,
-                                         f"apply_init_randomization({len(plan.terms)} terms)")},
-            "figures": [figure(f"init plan, {len(plan.terms)} terms, N = {n}", ms, 50.0, "<=", "ms",
-                               (min(samples["init"]) * 1e3, max(samples["init"]) * 1e3))]}
+    return {
+        "params": {"model": ARM, "num_envs": n, "terms": len(plan.terms), "plan": plan.to_dict()},
+        "variants": {
+            "init": variant(samples["init"], n, "envs/s", iters, f"apply_init_randomization({len(plan.terms)} terms)")
+        },
+        "figures": [
+            figure(
+                f"init plan, {len(plan.terms)} terms, N = {n}",
+                ms,
+                50.0,
+                "<=",
+                "ms",
+                (min(samples["init"]) * 1e3, max(samples["init"]) * 1e3),
+            )
+        ],
+    }
 
 
 def bench_dr_step(s: Settings) -> dict:
@@ -596,24 +765,44 @@ def bench_dr_step(s: Settings) -> dict:
         def step(i: int) -> None:
             sim.step(ctrls[i % len(ctrls)], nsteps=k)
             sim.get_qpos()
+
         return step
 
-    samples, iters = interleaved({"randomized": call(randomized), "plain": call(plain),
-                                  "added_frictionloss": call(frictional)}, s)
+    samples, iters = interleaved(
+        {"randomized": call(randomized), "plain": call(plain), "added_frictionloss": call(frictional)}, s
+    )
     for sim in (plain, randomized, frictional):
         sim.close()
     ratio = paired_ratio(samples["plain"], samples["randomized"])  # throughput randomized / plain (s per call)
     work, unit = n * k, "env-substeps/s"
-    return {"params": {"model": ARM, "num_envs": n, "nthread": nthread, "nsteps": k, "terms": len(plan.terms)},
-            "variants": {"plain": variant(samples["plain"], work, unit, iters, "step(ctrl, 4) + get_qpos, no DR"),
-                         "randomized": variant(samples["randomized"], work, unit, iters,
-                                               f"same, every model field per env ({len(plan.terms)} terms)"),
-                         "added_frictionloss": variant(samples["added_frictionloss"], work, unit, iters,
-                                                       "same, frictionloss added where the model has none (info)")},
-            "ratio_randomized_vs_plain": ratio,
-            "ratio_added_frictionloss_vs_plain": paired_ratio(samples["plain"], samples["added_frictionloss"]),
-            "figures": [figure("step with every field randomized / none", ratio["median"], 0.95, ">=", "x",
-                               (ratio["min"], ratio["max"]))]}
+    return {
+        "params": {"model": ARM, "num_envs": n, "nthread": nthread, "nsteps": k, "terms": len(plan.terms)},
+        "variants": {
+            "plain": variant(samples["plain"], work, unit, iters, "step(ctrl, 4) + get_qpos, no DR"),
+            "randomized": variant(
+                samples["randomized"], work, unit, iters, f"same, every model field per env ({len(plan.terms)} terms)"
+            ),
+            "added_frictionloss": variant(
+                samples["added_frictionloss"],
+                work,
+                unit,
+                iters,
+                "same, frictionloss added where the model has none (info)",
+            ),
+        },
+        "ratio_randomized_vs_plain": ratio,
+        "ratio_added_frictionloss_vs_plain": paired_ratio(samples["plain"], samples["added_frictionloss"]),
+        "figures": [
+            figure(
+                "step with every field randomized / none",
+                ratio["median"],
+                0.95,
+                ">=",
+                "x",
+                (ratio["min"], ratio["max"]),
+            )
+        ],
+    }
 
 
 BENCHES: dict[str, Callable[[Settings], dict]] = {
@@ -628,9 +817,16 @@ BENCHES: dict[str, Callable[[Settings], dict]] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    return _common.main(argv, description=__doc__.split("\n\n")[0], sections=BENCHES, settings=Settings,
-                        default_out=DEFAULT_OUT, quick_help="few rounds and short blocks: a smoke check (< 60 s)",
-                        machine_info=machine, report=print_tables)
+    return _common.main(
+        argv,
+        description=__doc__.split("\n\n")[0],
+        sections=BENCHES,
+        settings=Settings,
+        default_out=DEFAULT_OUT,
+        quick_help="few rounds and short blocks: a smoke check (< 60 s)",
+        machine_info=machine,
+        report=print_tables,
+    )
 
 
 if __name__ == "__main__":

@@ -38,22 +38,23 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 if not os.environ.get("MUJOCO_GL") and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
     os.environ["MUJOCO_GL"] = "egl"  # headless: before anything imports mujoco
 
 import numpy as np
 
-from _common import BaseSettings, interleaved, variant
 import _common
+from _common import BaseSettings, interleaved, variant
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "results" / "playback.json"
 
 WIDTH, HEIGHT = 320, 240
-MODELS = {"arm7": "home", "quadruped": "stand"}   # model -> keyframe the envs start from
+MODELS = {"arm7": "home", "quadruped": "stand"}  # model -> keyframe the envs start from
 
 
 # ----------------------------------------------------------------------------
@@ -80,6 +81,7 @@ class Settings(BaseSettings):
 def _scene(model: str, n: int) -> Any:
     """The MuJoCo backend of ``model`` with ``n`` envs at distinct fixed states (seeded)."""
     import torch
+
     import simbackend
 
     sim = simbackend.make_backend("mujoco", model, n)
@@ -139,15 +141,23 @@ def bench_render(s: Settings) -> dict:
             "variants": {
                 "rgb_n1": variant(samples["rgb_n1"], 1, "frames/s", iters, "render(env_ids=0): 1 picture per call"),
                 "rgb_n16": variant(samples["rgb_n16"], n, "frames/s", iters, f"render(): {n} pictures per call"),
-                "tiled16": variant(samples["tiled16"], 1, "frames/s", iters,
-                                   f"render(tile=True): {n} envs in 1 picture"),
-                "rgbds_n16": variant(samples["rgbds_n16"], n, "frames/s", iters,
-                                     f"get_camera_images(rgb+depth+segmentation): {n} envs x 3 images"),
+                "tiled16": variant(
+                    samples["tiled16"], 1, "frames/s", iters, f"render(tile=True): {n} envs in 1 picture"
+                ),
+                "rgbds_n16": variant(
+                    samples["rgbds_n16"],
+                    n,
+                    "frames/s",
+                    iters,
+                    f"get_camera_images(rgb+depth+segmentation): {n} envs x 3 images",
+                ),
             },
         }
-    return {"params": {"width": w, "height": h, "num_envs": n, "camera": "free", "models": dict(MODELS),
-                       "gl_renderer": gl},
-            "cases": cases, "figures": []}
+    return {
+        "params": {"width": w, "height": h, "num_envs": n, "camera": "free", "models": dict(MODELS), "gl_renderer": gl},
+        "cases": cases,
+        "figures": [],
+    }
 
 
 # ----------------------------------------------------------------------------
@@ -173,6 +183,7 @@ def bench_record(s: Settings) -> dict:
         sim.remove_observer(recorder)
         cases, figures = {}, []
         for k in (1, 4):
+
             def plain(i: int, k: int = k) -> None:
                 sim.step(ctrls[i % len(ctrls)], nsteps=k)
 
@@ -187,21 +198,43 @@ def bench_record(s: Settings) -> dict:
                 "num_envs": n,
                 "variants": {
                     "plain": variant(samples["plain"], n, "env-steps/s", iters, f"step(ctrl, {k})"),
-                    "recorded": variant(samples["recorded"], n, "env-steps/s", iters,
-                                        f"step(ctrl, {k}) with a Recorder of {len(recorded)} envs"),
+                    "recorded": variant(
+                        samples["recorded"],
+                        n,
+                        "env-steps/s",
+                        iters,
+                        f"step(ctrl, {k}) with a Recorder of {len(recorded)} envs",
+                    ),
                 },
                 "ratio_time_recorded_vs_plain": ratio,
             }
-            figures.append(_common.figure(f"recording overhead on step, N = {n}, {len(recorded)} envs, nsteps {k}",
-                                          ratio["median"] - 1.0, 0.05, "<=", "fraction",
-                                          (ratio["min"] - 1.0, ratio["max"] - 1.0)))
+            figures.append(
+                _common.figure(
+                    f"recording overhead on step, N = {n}, {len(recorded)} envs, nsteps {k}",
+                    ratio["median"] - 1.0,
+                    0.05,
+                    "<=",
+                    "fraction",
+                    (ratio["min"] - 1.0, ratio["max"] - 1.0),
+                )
+            )
         sim.add_observer(recorder)
         recorder.close()
         rows = recorder.rows_written
     sim.close()
-    return {"params": {"model": "arm7", "num_envs": n, "recorded": recorded, "rows_written": rows,
-                       "width": None, "height": None, "gl_renderer": None},
-            "cases": cases, "figures": figures}
+    return {
+        "params": {
+            "model": "arm7",
+            "num_envs": n,
+            "recorded": recorded,
+            "rows_written": rows,
+            "width": None,
+            "height": None,
+            "gl_renderer": None,
+        },
+        "cases": cases,
+        "figures": figures,
+    }
 
 
 BENCHES: dict[str, Callable[[Settings], dict]] = {
@@ -216,9 +249,10 @@ BENCHES: dict[str, Callable[[Settings], dict]] = {
 def machine() -> dict:
     import mujoco
 
-    return _common.machine({"mujoco": mujoco.__version__},
-                           {"imageio_ffmpeg": _common.package_version("imageio-ffmpeg"),
-                            "mujoco_gl": os.environ.get("MUJOCO_GL")})
+    return _common.machine(
+        {"mujoco": mujoco.__version__},
+        {"imageio_ffmpeg": _common.package_version("imageio-ffmpeg"), "mujoco_gl": os.environ.get("MUJOCO_GL")},
+    )
 
 
 def print_tables(result: dict) -> None:
@@ -229,9 +263,11 @@ def print_tables(result: dict) -> None:
     if not console.is_terminal:
         console = Console(width=140)
     m, sec = result["machine"], result["sections"]
-    console.print(f"[bold]bench_playback[/bold]  cpus={m['cpu_count']} ({m['cpu_model']})  mujoco {m['mujoco']}  "
-                  f"torch {m['torch']}  MUJOCO_GL={m['mujoco_gl']}  rounds={result['settings']['rounds']}  "
-                  f"quick={result['settings']['quick']}")
+    console.print(
+        f"[bold]bench_playback[/bold]  cpus={m['cpu_count']} ({m['cpu_model']})  mujoco {m['mujoco']}  "
+        f"torch {m['torch']}  MUJOCO_GL={m['mujoco_gl']}  rounds={result['settings']['rounds']}  "
+        f"quick={result['settings']['quick']}"
+    )
     for name, data in sec.items():
         if "error" in data:
             console.print(f"[red]{name}: error[/red] {data['error']}")
@@ -248,20 +284,31 @@ def print_tables(result: dict) -> None:
         for fig in data.get("figures", []):
             verdict = "met" if fig["meets_target"] else "MISSED"
             spread = f" ({fig['min']:+.3f}..{fig['max']:+.3f})" if "min" in fig else ""
-            console.print(f"  {fig['name']}: {fig['value']:+.3f}{spread} {fig['unit']}, target {fig['op']}"
-                          f" {fig['target']}: {verdict}")
+            console.print(
+                f"  {fig['name']}: {fig['value']:+.3f}{spread} {fig['unit']}, target {fig['op']}"
+                f" {fig['target']}: {verdict}"
+            )
         load = data.get("machine_load")
         if load is not None and load["foreign_cores"] + load["steal_cores"] > 0.25:
             other = load["foreign_cores"] + load["steal_cores"]
-            console.print(f"[yellow]warning:[/yellow] other processes used {other:.2f} cores during {name};"
-                          " re-run on a quiet machine.")
+            console.print(
+                f"[yellow]warning:[/yellow] other processes used {other:.2f} cores during {name};"
+                " re-run on a quiet machine."
+            )
     console.print(f"runtime {result['runtime_s']:.1f} s; JSON written to {result['out']}")
 
 
 def main(argv: list[str] | None = None) -> int:
-    return _common.main(argv, description=__doc__.split("\n\n")[0], sections=BENCHES, settings=Settings,
-                        default_out=DEFAULT_OUT, quick_help="few rounds and short blocks: a smoke check (seconds)",
-                        machine_info=machine, report=print_tables)
+    return _common.main(
+        argv,
+        description=__doc__.split("\n\n")[0],
+        sections=BENCHES,
+        settings=Settings,
+        default_out=DEFAULT_OUT,
+        quick_help="few rounds and short blocks: a smoke check (seconds)",
+        machine_info=machine,
+        report=print_tables,
+    )
 
 
 if __name__ == "__main__":

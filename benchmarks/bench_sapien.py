@@ -29,18 +29,18 @@ The JSON (default ``benchmarks/results/sapien.json``) has the layout of
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 import _common
-from _common import (ARM, ARM_BODY, BaseSettings, arm_at_home, arm_ctrls, interleaved, variant,
-                     versus_bare)
+from _common import ARM, ARM_BODY, BaseSettings, arm_at_home, arm_ctrls, interleaved, variant, versus_bare
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "results" / "sapien.json"
-UNIT = "env-steps/s"          # N per call; one env-step is one step() call of nsteps substeps
+UNIT = "env-steps/s"  # N per call; one env-step is one step() call of nsteps substeps
 STEP_TARGET = 0.8
 
 
@@ -52,7 +52,7 @@ class Settings(BaseSettings):
         self.n_cpu = [16, 64] if quick else [64, 256]
         self.n_gpu = [64, 256] if quick else [1024, 4096]
         self.nsteps = [1, 4]
-        self.check_calls = 3   # calls of both variants compared before timing
+        self.check_calls = 3  # calls of both variants compared before timing
 
 
 # ----------------------------------------------------------------------------
@@ -98,9 +98,14 @@ class BareLoop:
         free = sim.engine.layout.free_joints
         ba, bl = plan.body_link[body]
         self.per_env = [
-            ([(eng.arts[n][a], c) for a, c in cols.items()],
-             [(eng.comps[n][plan.joint_link[j, 0]][plan.joint_link[j, 1]], int(info.joint_qposadr[j])) for j in free],
-             eng.comps[n][ba][bl])
+            (
+                [(eng.arts[n][a], c) for a, c in cols.items()],
+                [
+                    (eng.comps[n][plan.joint_link[j, 0]][plan.joint_link[j, 1]], int(info.joint_qposadr[j]))
+                    for j in free
+                ],
+                eng.comps[n][ba][bl],
+            )
             for n in range(self.n)
         ]
 
@@ -124,8 +129,8 @@ class BareLoop:
                 row[cols] = art.get_qpos()
             for comp, adr in roots:
                 p = comp.entity_pose
-                row[adr:adr + 3] = p.p
-                row[adr + 3:adr + 7] = p.q
+                row[adr : adr + 3] = p.p
+                row[adr + 3 : adr + 7] = p.q
             p = link.entity_pose
             pos[n, 0] = p.p
             quat[n, 0] = p.q
@@ -156,32 +161,59 @@ def bench_step(s: Settings) -> dict:
             sim.step(ctrls[i], nsteps=1)
             mine = bare(ctrls[i], 1)
             diff = np.maximum(diff, [float((a - b).abs().max()) for a, b in zip(_backend_reads(sim, body), mine)])
-        checks[f"N={n}"] = {"calls": s.check_calls, "qpos_max_abs_diff": diff[0], "body_pos_max_abs_diff": diff[1],
-                            "body_quat_max_abs_diff": diff[2]}
+        checks[f"N={n}"] = {
+            "calls": s.check_calls,
+            "qpos_max_abs_diff": diff[0],
+            "body_pos_max_abs_diff": diff[1],
+            "body_quat_max_abs_diff": diff[2],
+        }
 
         for k in s.nsteps:
             cases[f"N={n},nsteps={k}"] = versus_bare(
-                s, "backend", lambda c, k: (sim.step(c, nsteps=k), _backend_reads(sim, body)), bare, ctrls, n, k,
-                (f"step(ctrl,{k}) + get_qpos + get_body_pos_w/quat_w(1 body)",
-                 f"per env: set_drive_target x7, system.step() x{k}, get_qpos, 2 entity_pose"),
-                f"step N={n} k={k}: backend / bare SAPIEN loop", STEP_TARGET, UNIT)
+                s,
+                "backend",
+                lambda c, k: (sim.step(c, nsteps=k), _backend_reads(sim, body)),
+                bare,
+                ctrls,
+                n,
+                k,
+                (
+                    f"step(ctrl,{k}) + get_qpos + get_body_pos_w/quat_w(1 body)",
+                    f"per env: set_drive_target x7, system.step() x{k}, get_qpos, 2 entity_pose",
+                ),
+                f"step N={n} k={k}: backend / bare SAPIEN loop",
+                STEP_TARGET,
+                UNIT,
+            )
         sim.close()
         bare_sim.close()
-    return {"params": {"model": ARM, "device": "cpu", "num_envs": s.n_cpu, "nsteps": s.nsteps, "body": ARM_BODY,
-                       "start": "keyframe home", "work_unit": "env-step = one step() call of nsteps substeps"},
-            "same_work_check": checks, "cases": cases, "figures": [c["figure"] for c in cases.values()]}
+    return {
+        "params": {
+            "model": ARM,
+            "device": "cpu",
+            "num_envs": s.n_cpu,
+            "nsteps": s.nsteps,
+            "body": ARM_BODY,
+            "start": "keyframe home",
+            "work_unit": "env-step = one step() call of nsteps substeps",
+        },
+        "same_work_check": checks,
+        "cases": cases,
+        "figures": [c["figure"] for c in cases.values()],
+    }
 
 
 # ----------------------------------------------------------------------------
 # section 2: the cost of forces MuJoCo gives each substep
 # ----------------------------------------------------------------------------
 MUJOCO_FORCES_TARGET = 0.5
-ARM_FRICTIONLOSS = 0.1   # N m on every arm joint
+ARM_FRICTIONLOSS = 0.1  # N m on every arm joint
 
 
 def _arm_with_frictionloss(n: int) -> Any:
     """arm7 at home with frictionloss on every hinge: on a servo joint MuJoCo's solver gives it."""
     import mujoco
+
     import simbackend
     from simbackend.models import builtin_model_path
 
@@ -204,24 +236,50 @@ def bench_mujoco(s: Settings) -> dict:
             raise RuntimeError("arm7 with frictionloss should have MuJoCo-given friction on its servo joints")
         body = plain.get_body_ids(ARM_BODY)
         for k in s.nsteps:
-            calls = {name: (lambda i, sim=sim, k=k: (sim.step(ctrls[i % len(ctrls)], nsteps=k), _backend_reads(sim, body)))
-                     for name, sim in (("plain", plain), ("mujoco_forces", rubbing))}
+            calls = {
+                name: (lambda i, sim=sim, k=k: (sim.step(ctrls[i % len(ctrls)], nsteps=k), _backend_reads(sim, body)))
+                for name, sim in (("plain", plain), ("mujoco_forces", rubbing))
+            }
             samples, iters = interleaved(calls, s)
             ratio = _common.paired_ratio(samples["plain"], samples["mujoco_forces"])
             cases[f"N={n},nsteps={k}"] = {
-                "num_envs": n, "nsteps": k,
-                "variants": {"plain": variant(samples["plain"], n, UNIT, iters, f"arm7: step(ctrl,{k}) + reads"),
-                             "mujoco_forces": variant(samples["mujoco_forces"], n, UNIT, iters,
-                                                      f"arm7 + frictionloss {ARM_FRICTIONLOSS}: step(ctrl,{k}) + reads")},
+                "num_envs": n,
+                "nsteps": k,
+                "variants": {
+                    "plain": variant(samples["plain"], n, UNIT, iters, f"arm7: step(ctrl,{k}) + reads"),
+                    "mujoco_forces": variant(
+                        samples["mujoco_forces"],
+                        n,
+                        UNIT,
+                        iters,
+                        f"arm7 + frictionloss {ARM_FRICTIONLOSS}: step(ctrl,{k}) + reads",
+                    ),
+                },
                 "ratio_mujoco_forces_vs_plain": ratio,
-                "figure": _common.figure(f"mujoco N={n} k={k}: with MuJoCo-given friction / plain", ratio["median"],
-                                         MUJOCO_FORCES_TARGET, ">=", "x", (ratio["min"], ratio["max"])),
+                "figure": _common.figure(
+                    f"mujoco N={n} k={k}: with MuJoCo-given friction / plain",
+                    ratio["median"],
+                    MUJOCO_FORCES_TARGET,
+                    ">=",
+                    "x",
+                    (ratio["min"], ratio["max"]),
+                ),
             }
         plain.close()
         rubbing.close()
-    return {"params": {"model": ARM, "frictionloss": ARM_FRICTIONLOSS, "device": "cpu", "num_envs": sizes,
-                       "nsteps": s.nsteps, "body": ARM_BODY, "start": "keyframe home"},
-            "cases": cases, "figures": [c["figure"] for c in cases.values()]}
+    return {
+        "params": {
+            "model": ARM,
+            "frictionloss": ARM_FRICTIONLOSS,
+            "device": "cpu",
+            "num_envs": sizes,
+            "nsteps": s.nsteps,
+            "body": ARM_BODY,
+            "start": "keyframe home",
+        },
+        "cases": cases,
+        "figures": [c["figure"] for c in cases.values()],
+    }
 
 
 # ----------------------------------------------------------------------------
@@ -231,16 +289,19 @@ def bench_gpu(s: Settings) -> dict:
     import torch
 
     if not torch.cuda.is_available():
-        return {"skipped": f"no CUDA device (torch {torch.__version__}: torch.cuda.is_available() is False); "
-                           "run on a machine with a CUDA GPU and torch's CUDA build",
-                "figures": []}
+        return {
+            "skipped": f"no CUDA device (torch {torch.__version__}: torch.cuda.is_available() is False); "
+            "run on a machine with a CUDA GPU and torch's CUDA build",
+            "figures": [],
+        }
     cases = {}
     for n in s.n_gpu:
         sim = arm_at_home("sapien", n, device="cuda")
         body = sim.get_body_ids(ARM_BODY)
         ctrls = [c.to("cuda") for c in arm_ctrls(n, seed=4)]
         for k in s.nsteps:
-            def call(i: int, k=k) -> None:
+
+            def call(i: int, k: int = k, sim: Any = sim) -> None:
                 sim.step(ctrls[i % len(ctrls)], nsteps=k)
                 _backend_reads(sim, body)
                 torch.cuda.synchronize()  # the reads may be queued: time the finished work
@@ -249,16 +310,32 @@ def bench_gpu(s: Settings) -> dict:
             cases[f"N={n},nsteps={k}"] = {
                 "num_envs": n,
                 "nsteps": k,
-                "variants": {"backend": variant(samples["backend"], n, UNIT, iters,
-                                                f"cuda: step(ctrl,{k}) + get_qpos + get_body_pos_w/quat_w(1 body)")},
+                "variants": {
+                    "backend": variant(
+                        samples["backend"],
+                        n,
+                        UNIT,
+                        iters,
+                        f"cuda: step(ctrl,{k}) + get_qpos + get_body_pos_w/quat_w(1 body)",
+                    )
+                },
             }
         sim.close()
         del sim
         torch.cuda.empty_cache()
-    return {"params": {"model": ARM, "device": torch.cuda.get_device_name(), "num_envs": s.n_gpu,
-                       "nsteps": s.nsteps, "body": ARM_BODY, "start": "keyframe home",
-                       "work_unit": "env-step = one step() call of nsteps substeps"},
-            "cases": cases, "figures": []}
+    return {
+        "params": {
+            "model": ARM,
+            "device": torch.cuda.get_device_name(),
+            "num_envs": s.n_gpu,
+            "nsteps": s.nsteps,
+            "body": ARM_BODY,
+            "start": "keyframe home",
+            "work_unit": "env-step = one step() call of nsteps substeps",
+        },
+        "cases": cases,
+        "figures": [],
+    }
 
 
 # ----------------------------------------------------------------------------
@@ -267,24 +344,33 @@ def bench_gpu(s: Settings) -> dict:
 def machine() -> dict:
     import torch
 
-    return _common.machine({"sapien": _common.package_version("sapien"), "mujoco": _common.package_version("mujoco")},
-                           {"cuda": torch.cuda.is_available(),
-                            "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None})
+    return _common.machine(
+        {"sapien": _common.package_version("sapien"), "mujoco": _common.package_version("mujoco")},
+        {"cuda": torch.cuda.is_available(), "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None},
+    )
 
 
 def _figure_rows(figs: Any, sec: dict, console: Any) -> None:
     for case, c in sec.get("step", {}).get("same_work_check", {}).items():
-        figs.add_row("step", f"{case}: max |backend - bare| over qpos, body pos, quat after "
-                             f"{c['calls']} identical calls (same work check)",
-                     f"{max(c['qpos_max_abs_diff'], c['body_pos_max_abs_diff'], c['body_quat_max_abs_diff']):.2g}",
-                     "", "", "", "")
+        figs.add_row(
+            "step",
+            f"{case}: max |backend - bare| over qpos, body pos, quat after "
+            f"{c['calls']} identical calls (same work check)",
+            f"{max(c['qpos_max_abs_diff'], c['body_pos_max_abs_diff'], c['body_quat_max_abs_diff']):.2g}",
+            "",
+            "",
+            "",
+            "",
+        )
 
 
 def print_tables(result: dict) -> None:
     m = result["machine"]
-    header = (f"[bold]bench_sapien[/bold]  cpus={m['cpu_count']} ({m['cpu_model']})  sapien {m['sapien']}  "
-              f"mujoco {m['mujoco']}  torch {m['torch']}  numpy {m['numpy']}  gpu {m['gpu']}  "
-              f"rounds={result['settings']['rounds']}  quick={result['settings']['quick']}")
+    header = (
+        f"[bold]bench_sapien[/bold]  cpus={m['cpu_count']} ({m['cpu_model']})  sapien {m['sapien']}  "
+        f"mujoco {m['mujoco']}  torch {m['torch']}  numpy {m['numpy']}  gpu {m['gpu']}  "
+        f"rounds={result['settings']['rounds']}  quick={result['settings']['quick']}"
+    )
     _common.print_tables(result, header, "the figures are then noisier.", extra_figure_rows=_figure_rows)
 
 
@@ -296,9 +382,16 @@ BENCHES: dict[str, Callable[[Settings], dict]] = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    return _common.main(argv, description=__doc__.split("\n\n")[0], sections=BENCHES, settings=Settings,
-                        default_out=DEFAULT_OUT, quick_help="few rounds, short blocks, small N: a smoke check",
-                        machine_info=machine, report=print_tables)
+    return _common.main(
+        argv,
+        description=__doc__.split("\n\n")[0],
+        sections=BENCHES,
+        settings=Settings,
+        default_out=DEFAULT_OUT,
+        quick_help="few rounds, short blocks, small N: a smoke check",
+        machine_info=machine,
+        report=print_tables,
+    )
 
 
 if __name__ == "__main__":

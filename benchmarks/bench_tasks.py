@@ -32,8 +32,9 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 if not os.environ.get("MUJOCO_GL"):
     os.environ["MUJOCO_GL"] = "egl"
@@ -79,12 +80,14 @@ def _bare(task: Any, actions: list) -> Callable[[int], None]:
             b.set_pre_step_control(None)
             b.get_base_pos(), b.get_base_quat(), b.get_base_lin_vel(), b.get_base_ang_vel()
             b.get_dof_pos(), b.get_dof_vel()
+
         return call
     ctrls = [task.action_to_ctrl(a) for a in actions]
 
     def call(i: int) -> None:
         b.step(ctrls[i % len(ctrls)], nsteps=k)
         b.get_dof_pos(), b.get_dof_vel()
+
     return call
 
 
@@ -125,16 +128,23 @@ def bench_overhead(s: Settings) -> dict:
         cases[name] = {
             "num_envs": n,
             "variants": {
-                "bare": variant(samples["bare"], n, "env-steps/s", iters,
-                                "backend.step + the getters the task reads"),
+                "bare": variant(samples["bare"], n, "env-steps/s", iters, "backend.step + the getters the task reads"),
                 "task": variant(samples["task"], n, "env-steps/s", iters, "Task.step + reset of ended envs"),
                 "vector": variant(samples["vector"], n, "env-steps/s", iters, "SimVectorEnv.step (torch)"),
             },
             "rate_ratio_vector_vs_bare": ratio,
             "rate_ratio_task_vs_bare": ratio_task,
         }
-        figures.append(_common.figure(f"{name}: vector env vs bare backend, MuJoCo, N = {n}", ratio["median"],
-                                      0.8, ">=", "x", (ratio["min"], ratio["max"])))
+        figures.append(
+            _common.figure(
+                f"{name}: vector env vs bare backend, MuJoCo, N = {n}",
+                ratio["median"],
+                0.8,
+                ">=",
+                "x",
+                (ratio["min"], ratio["max"]),
+            )
+        )
     return {"cases": cases, "figures": figures}
 
 
@@ -143,8 +153,9 @@ def bench_training(s: Settings) -> dict:
 
     runs = {}
     for sim, n in s.train_envs.items():
-        cfg = TrainConfig.for_task("cartpole", num_envs=n, seed=0, max_iterations=s.train_iterations + 1,
-                                   eval_interval=0)
+        cfg = TrainConfig.for_task(
+            "cartpole", num_envs=n, seed=0, max_iterations=s.train_iterations + 1, eval_interval=0
+        )
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
             result = train("cartpole", sim, num_envs=n, seed=0, train_config=cfg, out_dir=tmp, progress=False)
@@ -170,8 +181,9 @@ def machine() -> dict:
     import mujoco
     import sapien
 
-    return _common.machine({"mujoco": mujoco.__version__, "sapien": sapien.__version__},
-                           {"rsl_rl": _common.package_version("rsl-rl-lib")})
+    return _common.machine(
+        {"mujoco": mujoco.__version__, "sapien": sapien.__version__}, {"rsl_rl": _common.package_version("rsl-rl-lib")}
+    )
 
 
 def extra_rows(table: Any, sections: dict, console: Any) -> None:
@@ -179,24 +191,43 @@ def extra_rows(table: Any, sections: dict, console: Any) -> None:
     if not data or "runs" not in data:
         return
     for sim, c in data["runs"].items():
-        table.add_row("training", sim, "ppo", f"{1e3 * c['seconds'] / c['iterations_timed']:.0f}",
-                      _common.fmt_rate(c), "env-steps/s",
-                      f"rsl-rl PPO on cartpole, N = {c['num_envs']}, {c['iterations_timed']} iterations")
+        table.add_row(
+            "training",
+            sim,
+            "ppo",
+            f"{1e3 * c['seconds'] / c['iterations_timed']:.0f}",
+            _common.fmt_rate(c),
+            "env-steps/s",
+            f"rsl-rl PPO on cartpole, N = {c['num_envs']}, {c['iterations_timed']} iterations",
+        )
 
 
 def report(result: dict) -> None:
     m = result["machine"]
-    header = (f"[bold]bench_tasks[/bold]  cpus={m['cpu_count']} ({m['cpu_model']})  mujoco {m['mujoco']}  "
-              f"sapien {m['sapien']}  torch {m['torch']}  rsl-rl {m.get('rsl_rl')}  "
-              f"rounds={result['settings']['rounds']}  quick={result['settings']['quick']}")
-    _common.print_tables(result, header, "the ratios compare variants of one run, but a busy machine widens them.",
-                         extra_variant_rows=extra_rows)
+    header = (
+        f"[bold]bench_tasks[/bold]  cpus={m['cpu_count']} ({m['cpu_model']})  mujoco {m['mujoco']}  "
+        f"sapien {m['sapien']}  torch {m['torch']}  rsl-rl {m.get('rsl_rl')}  "
+        f"rounds={result['settings']['rounds']}  quick={result['settings']['quick']}"
+    )
+    _common.print_tables(
+        result,
+        header,
+        "the ratios compare variants of one run, but a busy machine widens them.",
+        extra_variant_rows=extra_rows,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    return _common.main(argv, description=__doc__.split("\n\n")[0], sections=BENCHES, settings=Settings,
-                        default_out=DEFAULT_OUT, quick_help="fewer rounds, N = 256: a smoke check",
-                        machine_info=machine, report=report)
+    return _common.main(
+        argv,
+        description=__doc__.split("\n\n")[0],
+        sections=BENCHES,
+        settings=Settings,
+        default_out=DEFAULT_OUT,
+        quick_help="fewer rounds, N = 256: a smoke check",
+        machine_info=machine,
+        report=report,
+    )
 
 
 if __name__ == "__main__":

@@ -42,8 +42,9 @@ def _cell(values: list[float], fmt: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--task", required=True)
     p.add_argument("--train-sims", nargs="+", default=["mujoco", "sapien"])
     p.add_argument("--eval-sims", nargs="+", default=["mujoco", "sapien"])
@@ -74,33 +75,68 @@ def main(argv: list[str] | None = None) -> int:
                 name = f"{args.task}_{train_sim}_{'dr' if dr else 'nodr'}_s{seed}"
                 print(f"[sim_to_sim] training {name} ...", file=sys.stderr, flush=True)
                 t0 = time.perf_counter()
-                result = train(args.task, train_sim, num_envs=args.num_envs, seed=seed,
-                               randomization=str(plan) if dr else None, train_config=overrides or None,
-                               out_dir=args.runs / name, progress=False)
+                result = train(
+                    args.task,
+                    train_sim,
+                    num_envs=args.num_envs,
+                    seed=seed,
+                    randomization=str(plan) if dr else None,
+                    train_config=overrides or None,
+                    out_dir=args.runs / name,
+                    progress=False,
+                )
                 wall = time.perf_counter() - t0
-                run = {"name": name, "task": args.task, "train_sim": train_sim, "dr": dr, "seed": seed,
-                       "iterations": result.iterations, "env_steps": result.env_steps, "train_wall_s": wall,
-                       "stop_reason": result.stop_reason, "final_eval": result.final_eval,
-                       "checkpoint": str(result.checkpoint), "eval": {}}
+                run = {
+                    "name": name,
+                    "task": args.task,
+                    "train_sim": train_sim,
+                    "dr": dr,
+                    "seed": seed,
+                    "iterations": result.iterations,
+                    "env_steps": result.env_steps,
+                    "train_wall_s": wall,
+                    "stop_reason": result.stop_reason,
+                    "final_eval": result.final_eval,
+                    "checkpoint": str(result.checkpoint),
+                    "eval": {},
+                }
                 for eval_sim in args.eval_sims:
-                    ev = evaluate(result.checkpoint, eval_sim, seeds=tuple(args.eval_seeds),
-                                  episodes_per_seed=args.episodes, task_config_override={"randomization": None})
+                    ev = evaluate(
+                        result.checkpoint,
+                        eval_sim,
+                        seeds=tuple(args.eval_seeds),
+                        episodes_per_seed=args.episodes,
+                        task_config_override={"randomization": None},
+                    )
                     run["eval"][eval_sim] = ev.to_dict()
-                    print(f"[sim_to_sim]   on {eval_sim}: success {ev.success_rate.mean:.3f},"
-                          f" return {ev.mean_return.mean:.1f}", file=sys.stderr, flush=True)
+                    print(
+                        f"[sim_to_sim]   on {eval_sim}: success {ev.success_rate.mean:.3f},"
+                        f" return {ev.mean_return.mean:.1f}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                 runs.append(run)
 
     out = args.out or HERE / "results" / f"sim_to_sim_{args.task}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     import platform
 
-    out.write_text(json.dumps({"task": args.task, "args": {k: str(v) if isinstance(v, Path) else v
-                                                           for k, v in vars(args).items()},
-                               "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform()},
-                               "runs": runs}, indent=2))
+    out.write_text(
+        json.dumps(
+            {
+                "task": args.task,
+                "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+                "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform()},
+                "runs": runs,
+            },
+            indent=2,
+        )
+    )
 
-    print(f"\n{args.task}: training seeds {args.seeds}, evaluation seeds {args.eval_seeds} x {args.episodes}"
-          " episodes; mean ± 95 % t-interval over training seeds\n")
+    print(
+        f"\n{args.task}: training seeds {args.seeds}, evaluation seeds {args.eval_seeds} x {args.episodes}"
+        " episodes; mean ± 95 % t-interval over training seeds\n"
+    )
     print("| trained on | DR | evaluated on | success rate | return | train wall s | env steps |")
     print("|---|---|---|---|---|---|---|")
     for dr in settings:
@@ -109,9 +145,11 @@ def main(argv: list[str] | None = None) -> int:
             for eval_sim in args.eval_sims:
                 succ = [r["eval"][eval_sim]["success_rate"]["mean"] for r in group]
                 ret = [r["eval"][eval_sim]["mean_return"]["mean"] for r in group]
-                print(f"| {train_sim} | {'plan' if dr else 'off'} | {eval_sim} | {_cell(succ, '.3f')} |"
-                      f" {_cell(ret, '.1f')} | {_cell([r['train_wall_s'] for r in group], '.0f')} |"
-                      f" {_cell([float(r['env_steps']) for r in group], '.0f')} |")
+                print(
+                    f"| {train_sim} | {'plan' if dr else 'off'} | {eval_sim} | {_cell(succ, '.3f')} |"
+                    f" {_cell(ret, '.1f')} | {_cell([r['train_wall_s'] for r in group], '.0f')} |"
+                    f" {_cell([float(r['env_steps']) for r in group], '.0f')} |"
+                )
     print(f"\nJSON: {out}")
     return 0
 

@@ -23,7 +23,10 @@ class XyzwQuaternions(MuJoCoEngine):
     """Body and site quaternions returned in xyzw order instead of wxyz."""
 
     name = "broken-xyzw"
-    CAUGHT_BY = ("test_kinematics.py::test_quaternions_are_wxyz_hinge_about_z", "test_kinematics.py::test_arm7_ee_site_pose")
+    CAUGHT_BY = (
+        "test_kinematics.py::test_quaternions_are_wxyz_hinge_about_z",
+        "test_kinematics.py::test_arm7_ee_site_pose",
+    )
 
     def body_pose(self, ids):
         pos, quat = super().body_pose(ids)
@@ -38,7 +41,10 @@ class ComVelocity(MuJoCoEngine):
     """Body linear velocity of the centre of mass instead of the frame origin."""
 
     name = "broken-com-velocity"
-    CAUGHT_BY = ("test_velocities.py::test_velocity_is_origin_not_com_single_hinge", "test_velocities.py::test_body_velocities_match_finite_differences")
+    CAUGHT_BY = (
+        "test_velocities.py::test_velocity_is_origin_not_com_single_hinge",
+        "test_velocities.py::test_body_velocities_match_finite_differences",
+    )
 
     def body_velocity(self, ids):
         lin, ang = super().body_velocity(ids)
@@ -50,7 +56,10 @@ class SetStateWritesEnv0(MuJoCoEngine):
     """set_state also writes the first given row into env 0."""
 
     name = "broken-set-state-env0"
-    CAUGHT_BY = ("test_state.py::test_set_state_partial_ids_any_order", "test_state_machine.py::test_random_call_sequences")
+    CAUGHT_BY = (
+        "test_state.py::test_set_state_partial_ids_any_order",
+        "test_state_machine.py::test_random_call_sequences",
+    )
 
     def write_state(self, env_ids, qpos, qvel):
         if 0 not in env_ids:
@@ -64,7 +73,10 @@ class JacobianOfBodyOrigin(MuJoCoEngine):
     """Site Jacobian computed at the site's body origin instead of the site point."""
 
     name = "broken-jacobian-origin"
-    CAUGHT_BY = ("test_jacobians.py::test_arm7_jacobian_is_of_the_site_point", "test_jacobians.py::test_site_jacobians_match_finite_differences")
+    CAUGHT_BY = (
+        "test_jacobians.py::test_arm7_jacobian_is_of_the_site_point",
+        "test_jacobians.py::test_site_jacobians_match_finite_differences",
+    )
 
     def site_jacobian(self, site_id, cols):
         body = int(self._site_body[site_id])
@@ -93,7 +105,10 @@ class LaggingGetters(MuJoCoEngine):
     """Plain mj_step semantics: derived quantities describe the state one substep back."""
 
     name = "broken-lagging-getters"
-    CAUGHT_BY = ("test_state.py::test_getters_describe_current_instant_arm7", "test_state.py::test_getters_describe_current_instant_quadruped")
+    CAUGHT_BY = (
+        "test_state.py::test_getters_describe_current_instant_arm7",
+        "test_state.py::test_getters_describe_current_instant_quadruped",
+    )
 
     def step(self, ctrl, nsteps, forces):
         self._field("xpos")  # make sure derived fields are bound, so the batch refreshes them
@@ -106,7 +121,10 @@ class BodyFrameAngularVelocity(MuJoCoEngine):
     """Body angular velocity expressed in the body frame instead of the world frame."""
 
     name = "broken-local-ang-vel"
-    CAUGHT_BY = ("test_velocities.py::test_free_joint_qvel_convention", "test_velocities.py::test_body_velocities_match_finite_differences")
+    CAUGHT_BY = (
+        "test_velocities.py::test_free_joint_qvel_convention",
+        "test_velocities.py::test_body_velocities_match_finite_differences",
+    )
 
     def body_velocity(self, ids):
         lin, w = super().body_velocity(ids)
@@ -144,7 +162,10 @@ class UnnormalisedQuaternions(MuJoCoEngine):
     """set_state writes free and ball quaternions scaled by 2 (not unit) instead of the normalised ones it is given."""
 
     name = "broken-unnormalised-quat"
-    CAUGHT_BY = ("test_state.py::test_set_state_normalises_free_quaternions", "test_state.py::test_set_state_normalises_ball_quaternions")
+    CAUGHT_BY = (
+        "test_state.py::test_set_state_normalises_free_quaternions",
+        "test_state.py::test_set_state_normalises_ball_quaternions",
+    )
 
     def write_state(self, env_ids, qpos, qvel):
         cols = (self.info.quat_qpos_index[:, None] + np.arange(4)).reshape(-1)

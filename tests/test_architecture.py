@@ -156,7 +156,9 @@ def test_engines_define_only_the_declared_interface(engine: type) -> None:
     from simbackend.engine import ENGINE_MEMBERS
 
     public = {k for k, v in vars(engine).items() if not k.startswith("_") and (callable(v) or isinstance(v, property))}
-    assert public <= set(ENGINE_MEMBERS), f"{engine.__name__} adds public members {sorted(public - set(ENGINE_MEMBERS))}"
+    assert public <= set(ENGINE_MEMBERS), (
+        f"{engine.__name__} adds public members {sorted(public - set(ENGINE_MEMBERS))}"
+    )
     assert engine.name != "abstract" and engine.name == engine.name.lower()
 
 

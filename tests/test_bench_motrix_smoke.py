@@ -24,9 +24,16 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_motrix.py"
 @pytest.fixture(scope="module")
 def overhead_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench_motrix") / "motrix.json"
-    proc = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--only", "overhead", "--out", str(out)],
-                          capture_output=True, text=True, timeout=300, check=False)
-    assert proc.returncode == 0, f"bench_motrix.py failed:\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--quick", "--only", "overhead", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, (
+        f"bench_motrix.py failed:\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+    )
     return proc, json.loads(out.read_text()), out
 
 
@@ -57,8 +64,15 @@ def test_overhead_section_compares_plugin_and_bare_loop(overhead_run):
         assert case["num_envs"] == s["n_overhead"]
         assert set(case["variants"]) == {"plugin", "bare"}, name
         for v in case["variants"].values():
-            assert set(v) >= {"label", "iters_per_round", "sec_per_call", "ms_per_call", "rate", "rate_unit",
-                              "samples_sec_per_call"}
+            assert set(v) >= {
+                "label",
+                "iters_per_round",
+                "sec_per_call",
+                "ms_per_call",
+                "rate",
+                "rate_unit",
+                "samples_sec_per_call",
+            }
             assert v["rate_unit"] == "env-steps/s"
             assert v["rate"] == pytest.approx(case["num_envs"] / v["sec_per_call"])
             assert len(v["samples_sec_per_call"]) == rounds and all(x > 0 for x in v["samples_sec_per_call"])

@@ -20,8 +20,9 @@ SAPIEN_SCRIPT = BENCHMARKS / "bench_sapien.py"
 
 
 def _run(*args: str, timeout: float = 300, script: Path = SCRIPT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=timeout,
-                          check=False)
+    return subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
 
 
 def _check_variants(variants: dict, rounds: int) -> None:
@@ -39,7 +40,9 @@ def _check_variants(variants: dict, rounds: int) -> None:
 def jacobian_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench") / "nested" / "bench.json"
     proc = _run("--quick", "--only", "jacobian", "--out", str(out))
-    assert proc.returncode == 0, f"bench_mujoco.py failed:\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+    assert proc.returncode == 0, (
+        f"bench_mujoco.py failed:\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+    )
     assert out.is_file(), "the JSON was not written to --out (nor its missing parent folder created)"
     return proc, json.loads(out.read_text()), out
 
@@ -107,7 +110,9 @@ def test_unknown_section_is_rejected(tmp_path):
 def sapien_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench_sapien") / "sapien.json"
     proc = _run("--quick", "--out", str(out), script=SAPIEN_SCRIPT)
-    assert proc.returncode == 0, f"bench_sapien.py failed:\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+    assert proc.returncode == 0, (
+        f"bench_sapien.py failed:\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+    )
     return proc, json.loads(out.read_text())
 
 
@@ -175,8 +180,9 @@ def test_sapien_gpu_section_runs_or_says_why_not(sapien_run):
     assert "error" not in sec, sec.get("error")
     if torch.cuda.is_available():
         assert "skipped" not in sec
-        assert set(sec["cases"]) == {f"N={n},nsteps={k}" for n in data["settings"]["n_gpu"]
-                                     for k in data["settings"]["nsteps"]}
+        assert set(sec["cases"]) == {
+            f"N={n},nsteps={k}" for n in data["settings"]["n_gpu"] for k in data["settings"]["nsteps"]
+        }
         for case in sec["cases"].values():
             _check_variants(case["variants"], data["settings"]["rounds"])
     else:

@@ -87,15 +87,22 @@ _OBJ = {
 }
 
 _ALLOWED_GEOMS = {
-    mujoco.mjtGeom.mjGEOM_PLANE, mujoco.mjtGeom.mjGEOM_BOX, mujoco.mjtGeom.mjGEOM_SPHERE,
-    mujoco.mjtGeom.mjGEOM_CAPSULE, mujoco.mjtGeom.mjGEOM_CYLINDER,
+    mujoco.mjtGeom.mjGEOM_PLANE,
+    mujoco.mjtGeom.mjGEOM_BOX,
+    mujoco.mjtGeom.mjGEOM_SPHERE,
+    mujoco.mjtGeom.mjGEOM_CAPSULE,
+    mujoco.mjtGeom.mjGEOM_CYLINDER,
 }
 _ALLOWED_JOINTS = {mujoco.mjtJoint.mjJNT_HINGE, mujoco.mjtJoint.mjJNT_SLIDE, mujoco.mjtJoint.mjJNT_FREE}
 _ALLOWED_SENSORS = {
-    mujoco.mjtSensor.mjSENS_JOINTPOS, mujoco.mjtSensor.mjSENS_JOINTVEL,
-    mujoco.mjtSensor.mjSENS_FRAMEPOS, mujoco.mjtSensor.mjSENS_FRAMEQUAT,
-    mujoco.mjtSensor.mjSENS_FRAMELINVEL, mujoco.mjtSensor.mjSENS_FRAMEANGVEL,
-    mujoco.mjtSensor.mjSENS_GYRO, mujoco.mjtSensor.mjSENS_VELOCIMETER,
+    mujoco.mjtSensor.mjSENS_JOINTPOS,
+    mujoco.mjtSensor.mjSENS_JOINTVEL,
+    mujoco.mjtSensor.mjSENS_FRAMEPOS,
+    mujoco.mjtSensor.mjSENS_FRAMEQUAT,
+    mujoco.mjtSensor.mjSENS_FRAMELINVEL,
+    mujoco.mjtSensor.mjSENS_FRAMEANGVEL,
+    mujoco.mjtSensor.mjSENS_GYRO,
+    mujoco.mjtSensor.mjSENS_VELOCIMETER,
 }
 
 _CACHE: dict[str, mujoco.MjModel] = {}
@@ -126,7 +133,7 @@ def random_qpos(m: mujoco.MjModel, rng: np.random.Generator) -> np.ndarray:
         t = m.jnt_type[j]
         if t == mujoco.mjtJoint.mjJNT_FREE:
             quat = rng.normal(size=4)
-            q[adr + 3: adr + 7] = quat / np.linalg.norm(quat)
+            q[adr + 3 : adr + 7] = quat / np.linalg.norm(quat)
         elif m.jnt_limited[j]:
             q[adr] = rng.uniform(*m.jnt_range[j])
         else:
@@ -142,6 +149,7 @@ def same_quat(a, b, tol: float) -> bool:
 # --------------------------------------------------------------------------
 # Structure
 # --------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", MODELS)
 def test_compiles_and_names_exist(name):
@@ -167,9 +175,14 @@ def test_portable_subset(name):
         assert m.actuator_ctrllimited[a]
         assert m.actuator_dyntype[a] == mujoco.mjtDyn.mjDYN_NONE
     # every named object type has unique, non-empty names
-    for kind, count in (("body", m.nbody), ("joint", m.njnt), ("site", m.nsite),
-                        ("actuator", m.nu), ("sensor", m.nsensor)):
-        start = 1 if kind == "body" else 0          # the world body is unnamed
+    for kind, count in (
+        ("body", m.nbody),
+        ("joint", m.njnt),
+        ("site", m.nsite),
+        ("actuator", m.nu),
+        ("sensor", m.nsensor),
+    ):
+        start = 1 if kind == "body" else 0  # the world body is unnamed
         names = [mujoco.mj_id2name(m, _OBJ[kind], i) for i in range(start, count)]
         assert all(names), f"{name}: unnamed {kind}"
         assert len(set(names)) == len(names), f"{name}: duplicate {kind} names"
@@ -192,6 +205,7 @@ def test_base_bodies():
 # --------------------------------------------------------------------------
 # Stability
 # --------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("name", MODELS)
 @pytest.mark.parametrize("control", ["zero", "random"])
@@ -348,14 +362,16 @@ def test_quadruped_fk():
         q[:3] = rng.uniform(-1, 1, size=3)
         d = _kinematics(m, q)
         for leg in an.QUADRUPED_LEGS:
-            np.testing.assert_allclose(d.site_xpos[m.site(f"{leg}_foot_site").id],
-                                       an.quadruped_foot_pos(q, leg), atol=TOL, rtol=0)
+            np.testing.assert_allclose(
+                d.site_xpos[m.site(f"{leg}_foot_site").id], an.quadruped_foot_pos(q, leg), atol=TOL, rtol=0
+            )
     np.testing.assert_allclose(m.key("stand").qpos, an.QUADRUPED_STAND_QPOS)
 
 
 # --------------------------------------------------------------------------
 # Dynamics
 # --------------------------------------------------------------------------
+
 
 def test_pendulum_small_angle_period():
     m = fresh("pendulum")
@@ -373,7 +389,7 @@ def test_pendulum_small_angle_period():
             crossings.append(prev_t + (t - prev_t) * prev_q / (prev_q - q))  # linear interpolation
         prev_t, prev_q = t, q
     assert len(crossings) == 7
-    period = (crossings[-1] - crossings[0]) / 3.0       # 7 zero crossings = 3 full periods
+    period = (crossings[-1] - crossings[0]) / 3.0  # 7 zero crossings = 3 full periods
     assert abs(period - T0) / T0 < 5e-3, (period, T0)
     # amplitude is conserved (no damping)
     assert abs(d.qpos[0]) <= 0.0101
@@ -394,7 +410,7 @@ def test_arm7_holds_home_and_cube_rests():
     mujoco.mj_resetDataKeyframe(m, d, m.key("home").id)
     np.testing.assert_allclose(d.ctrl, an.ARM7_HOME)
     cube_adr = m.jnt_qposadr[m.joint("cube_free").id]
-    cube0 = d.qpos[cube_adr: cube_adr + 3].copy()
+    cube0 = d.qpos[cube_adr : cube_adr + 3].copy()
     mujoco.mj_forward(m, d)
     # at home only the cube touches the table (no arm self- or arm-table contact)
     cube_geom, top = m.geom("cube_geom").id, m.geom("table_top").id
@@ -403,7 +419,7 @@ def test_arm7_holds_home_and_cube_rests():
         assert {c.geom1, c.geom2} == {cube_geom, top}
     n1 = int(round(1.0 / m.opt.timestep))
     mujoco.mj_step(m, d, n1)
-    cube1 = d.qpos[cube_adr: cube_adr + 3]
+    cube1 = d.qpos[cube_adr : cube_adr + 3]
     assert abs(cube1[2] - cube0[2]) < 1e-3
     assert np.abs(cube1[:2] - cube0[:2]).max() < 1e-3
     mujoco.mj_step(m, d, n1)
@@ -437,10 +453,10 @@ def test_quadruped_stays_on_floor():
     assert all(an.QUADRUPED_FOOT_RADIUS < z < an.QUADRUPED_FOOT_RADIUS + 0.01 for z in feet_z)
     for _ in range(int(round(5.0 / m.opt.timestep))):
         mujoco.mj_step(m, d)
-        assert d.qpos[2] > 0.0          # the torso never goes through the floor
+        assert d.qpos[2] > 0.0  # the torso never goes through the floor
     assert np.isfinite(d.qpos).all() and np.isfinite(d.qvel).all()
     assert_no_bad_warnings(d)
-    assert d.qpos[2] < 0.5 and np.abs(d.qvel).max() < 1.0   # collapsed and at rest on the floor
+    assert d.qpos[2] < 0.5 and np.abs(d.qvel).max() < 1.0  # collapsed and at rest on the floor
 
 
 def test_box_drop_lands_and_rests_on_the_plane():

@@ -69,7 +69,9 @@ def test_the_library_entry_points_share_the_checks() -> None:
     from simbackend.tasks import TaskConfig
     from simbackend.training.stats import t_two_sided_probability
 
-    for call, argument in ((lambda: TaskConfig(decimation=2.0), "config.decimation"),
-                           (lambda: t_two_sided_probability(1.0, 2.0), "df")):
+    for call, argument in (
+        (lambda: TaskConfig(decimation=2.0), "config.decimation"),
+        (lambda: t_two_sided_probability(1.0, 2.0), "df"),
+    ):
         with pytest.raises(ScalarTypeError, match=rf"^{argument}: expected an integer >= 1, got float 2.0$"):
             call()

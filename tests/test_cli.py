@@ -32,10 +32,29 @@ SCRIPT = Path(sys.executable).with_name("simbackend")
 FAST_CONTRACT_SELECTION = "test_name_tables_and_ids or test_pendulum_tip_and_body"
 
 RUN_JSON_KEYS = {
-    "sim", "model", "num_envs", "steps", "nsteps", "seed", "device", "nthread", "physics_dt",
-    "build_s", "wall_s", "env_steps", "env_steps_per_s", "substeps_per_s", "physics_s",
-    "step_total_s", "physics_share", "diverged_env_steps", "base_pos_env0", "dof_pos_env0",
-    "mean_abs_qvel", "domain_randomization"}
+    "sim",
+    "model",
+    "num_envs",
+    "steps",
+    "nsteps",
+    "seed",
+    "device",
+    "nthread",
+    "physics_dt",
+    "build_s",
+    "wall_s",
+    "env_steps",
+    "env_steps_per_s",
+    "substeps_per_s",
+    "physics_s",
+    "step_total_s",
+    "physics_share",
+    "diverged_env_steps",
+    "base_pos_env0",
+    "dof_pos_env0",
+    "mean_abs_qvel",
+    "domain_randomization",
+}
 
 
 def _flat(text: str) -> str:
@@ -115,10 +134,16 @@ def test_installed_script_help_imports_no_engine(tmp_path: Path) -> None:
     for args in (["--help"], ["run", "--help"], ["parity", "--help"]):
         proc = subprocess.run(
             [PYTHON, "-X", "importtime", str(SCRIPT), *args],
-            cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=60,
+            cwd=tmp_path,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert proc.returncode == 0, proc.stderr[-2000:]
-        imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+        imported = {
+            line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")
+        }
         assert "simbackend.cli.main" in imported  # the measurement itself works
         heavy = sorted(m for m in imported if m.split(".")[0] in ("mujoco", "sapien", "torch"))
         assert not heavy, f"`simbackend {' '.join(args)}` imported {heavy[:10]}"
@@ -189,8 +214,24 @@ def test_run_prints_throughput_and_state(runner: CliRunner) -> None:
 def test_run_json(runner: CliRunner, tmp_path: Path) -> None:
     out = tmp_path / "figures.json"
     result = invoke(
-        runner, "run", "--sim", "mujoco", "--model", "arm7", "-n", "3", "-s", "5", "-k", "4",
-        "--seed", "3", "--nthread", "1", "--json", str(out),
+        runner,
+        "run",
+        "--sim",
+        "mujoco",
+        "--model",
+        "arm7",
+        "-n",
+        "3",
+        "-s",
+        "5",
+        "-k",
+        "4",
+        "--seed",
+        "3",
+        "--nthread",
+        "1",
+        "--json",
+        str(out),
     )
     assert result.exit_code == 0, result.output
     data = json.loads(out.read_text())
@@ -493,6 +534,7 @@ def test_contract_passes_arguments_and_exit_code_through(runner: CliRunner, monk
 # construction options and devices on the command line
 # ----------------------------------------------------------------------------
 
+
 @pytest.fixture
 def never_built() -> list[dict[str, Any]]:
     """Backend "cli-never": records each construction attempt (the list returned), then fails it at once."""
@@ -509,9 +551,30 @@ def never_built() -> list[dict[str, Any]]:
 
 def test_run_takes_common_and_engine_options_on_mujoco(runner: CliRunner, tmp_path: Path) -> None:
     out = tmp_path / "run.json"
-    result = invoke(runner, "run", "--sim", "mujoco", "--model", "pendulum", "-n", "4", "-s", "3", "--nthread", "1",
-                    "--solver-iterations", "7", "--timestep", "0.004", "-o", "mujoco.integrator=rk4",
-                    "-o", "sapien.solver=tgs", "--json", str(out))
+    result = invoke(
+        runner,
+        "run",
+        "--sim",
+        "mujoco",
+        "--model",
+        "pendulum",
+        "-n",
+        "4",
+        "-s",
+        "3",
+        "--nthread",
+        "1",
+        "--solver-iterations",
+        "7",
+        "--timestep",
+        "0.004",
+        "-o",
+        "mujoco.integrator=rk4",
+        "-o",
+        "sapien.solver=tgs",
+        "--json",
+        str(out),
+    )
     assert result.exit_code == 0, result.output
     figures = json.loads(out.read_text())
     assert figures["physics_dt"] == pytest.approx(0.004) and figures["nthread"] == 1
@@ -540,36 +603,88 @@ def built(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 
 def test_run_takes_common_and_engine_options(runner: CliRunner, tmp_path: Path, built: list) -> None:
     out = tmp_path / "run.json"
-    result = invoke(runner, "run", "--sim", "cli-built", "--model", "pendulum", "-n", "4", "-s", "3", "--nthread", "1",
-                    "--solver-iterations", "7", "--timestep", "0.004", "-o", "mujoco.integrator=rk4",
-                    "-o", "sapien.solver=tgs", "-o", "nthread=3", "--device", "cpu", "--json", str(out))
+    result = invoke(
+        runner,
+        "run",
+        "--sim",
+        "cli-built",
+        "--model",
+        "pendulum",
+        "-n",
+        "4",
+        "-s",
+        "3",
+        "--nthread",
+        "1",
+        "--solver-iterations",
+        "7",
+        "--timestep",
+        "0.004",
+        "-o",
+        "mujoco.integrator=rk4",
+        "-o",
+        "sapien.solver=tgs",
+        "-o",
+        "nthread=3",
+        "--device",
+        "cpu",
+        "--json",
+        str(out),
+    )
     assert result.exit_code == 0, result.output
     figures = json.loads(out.read_text())
     assert figures["physics_dt"] == pytest.approx(0.004) and figures["nthread"] == 1
     # one construction; --nthread overrides -o nthread=3; ENGINE.KEY goes into that engine's block
-    assert built == [{"device": "cpu", "seed": 0, "nthread": 1, "solver_iterations": 7, "timestep": 0.004,
-                      "mujoco": {"integrator": "rk4"}, "sapien": {"solver": "tgs"}}]
+    assert built == [
+        {
+            "device": "cpu",
+            "seed": 0,
+            "nthread": 1,
+            "solver_iterations": 7,
+            "timestep": 0.004,
+            "mujoco": {"integrator": "rk4"},
+            "sapien": {"solver": "tgs"},
+        }
+    ]
 
 
 def test_package_dir_becomes_the_package_dirs_option(runner: CliRunner, tmp_path: Path, built: list) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir(), b.mkdir()
-    result = invoke(runner, "run", "--sim", "cli-built", "--model", "pendulum", "-n", "1", "-s", "1",
-                    "--package-dir", str(a), "--package-dir", str(b))
+    result = invoke(
+        runner,
+        "run",
+        "--sim",
+        "cli-built",
+        "--model",
+        "pendulum",
+        "-n",
+        "1",
+        "-s",
+        "1",
+        "--package-dir",
+        str(a),
+        "--package-dir",
+        str(b),
+    )
     assert result.exit_code == 0, result.output
     assert built[0]["package_dirs"] == [str(a), str(b)]
 
 
-@pytest.mark.parametrize("args, fragment", [
-    (["-o", "nthread"], "--option: expected KEY=VALUE, got 'nthread'"),
-    (["-o", "=3"], "--option: empty key"),
-    (["-o", "nthread=1", "-o", "nthread.x=2"], "'nthread' given both as a value and as an engine block"),
-    (["--device", ABSENT_CUDA], "torch sees"),
-    (["--device", "meta"], "--device: expected one of ['cpu', 'cuda'], got 'meta'"),
-    (["--device", "foo"], "--device: 'foo' is not a device"),
-])
-def test_bad_flags_stop_before_anything_is_built(runner: CliRunner, never_built: list, args: list[str],
-                                                 fragment: str) -> None:
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["-o", "nthread"], "--option: expected KEY=VALUE, got 'nthread'"),
+        (["-o", "=3"], "--option: empty key"),
+        (["-o", "nthread=1", "-o", "nthread.x=2"], "'nthread' given both as a value and as an engine block"),
+        (["--device", ABSENT_CUDA], "torch sees"),
+        (["--device", "meta"], "--device: expected one of ['cpu', 'cuda'], got 'meta'"),
+        (["--device", "foo"], "--device: 'foo' is not a device"),
+    ],
+)
+def test_bad_flags_stop_before_anything_is_built(
+    runner: CliRunner, never_built: list, args: list[str], fragment: str
+) -> None:
     """Malformed option text or a device this machine lacks: a one-line error, exit 2, no backend built."""
     for command in (["run", "-n", "2", "-s", "2"], ["parity", "--reference", "cli-never"]):
         result = invoke(runner, *command, "--sim", "cli-never", "--model", "pendulum", *args)
@@ -590,8 +705,9 @@ def test_device_cuda_without_cuda_says_so(runner: CliRunner) -> None:
 
 def test_unknown_option_is_one_line(runner: CliRunner) -> None:
     """An option no backend knows is reported by the backend, in one line naming it (exit 1)."""
-    result = invoke(runner, "run", "--sim", "mujoco", "--model", "pendulum", "-n", "2", "-s", "2",
-                    "-o", "no_such_option=1")
+    result = invoke(
+        runner, "run", "--sim", "mujoco", "--model", "pendulum", "-n", "2", "-s", "2", "-o", "no_such_option=1"
+    )
     assert result.exit_code == 1, result.output
     assert isinstance(result.exception, SystemExit), result.exception
     lines = [line for line in result.output.splitlines() if line.strip()]
@@ -602,19 +718,24 @@ def test_unknown_option_is_one_line(runner: CliRunner) -> None:
 def test_run_checks_the_json_path_before_running(runner: CliRunner, tmp_path: Path, never_built: list) -> None:
     """A --json path that cannot be written fails at once, not after the whole run: nothing is even built."""
     (tmp_path / "a_file").write_text("")
-    for bad, why in ((tmp_path / "missing" / "out.json", "does not exist"), (tmp_path, "is a folder"),
-                     (tmp_path / "a_file" / "out.json", "does not exist")):
+    for bad, why in (
+        (tmp_path / "missing" / "out.json", "does not exist"),
+        (tmp_path, "is a folder"),
+        (tmp_path / "a_file" / "out.json", "does not exist"),
+    ):
         t0 = time.perf_counter()
-        result = invoke(runner, "run", "--sim", "cli-never", "--model", "arm7", "-n", "512", "-s", "100000000",
-                        "--json", str(bad))
+        result = invoke(
+            runner, "run", "--sim", "cli-never", "--model", "arm7", "-n", "512", "-s", "100000000", "--json", str(bad)
+        )
         assert result.exit_code == 2, result.output
         assert result.output.startswith("error: --json: ") and why in result.output, result.output
         assert never_built == [] and "env-steps/s" not in result.output
         assert time.perf_counter() - t0 < 10
 
 
-def test_run_checks_the_json_folder_is_writable(runner: CliRunner, tmp_path: Path, never_built: list,
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_run_checks_the_json_folder_is_writable(
+    runner: CliRunner, tmp_path: Path, never_built: list, monkeypatch: pytest.MonkeyPatch
+) -> None:
     locked = tmp_path / "locked"
     locked.mkdir()
     real_access = os.access
@@ -628,8 +749,24 @@ def test_run_checks_the_json_folder_is_writable(runner: CliRunner, tmp_path: Pat
 
 def test_parity_takes_device_and_options(runner: CliRunner, built: list) -> None:
     """The options build both backends; --device only the backend under test."""
-    result = invoke(runner, "parity", "--sim", "cli-built", "--reference", "cli-built", "--model", "pendulum",
-                    "--tier", "model", "-o", "solver_iterations=20", "--nthread", "1", "--device", "cpu")
+    result = invoke(
+        runner,
+        "parity",
+        "--sim",
+        "cli-built",
+        "--reference",
+        "cli-built",
+        "--model",
+        "pendulum",
+        "--tier",
+        "model",
+        "-o",
+        "solver_iterations=20",
+        "--nthread",
+        "1",
+        "--device",
+        "cpu",
+    )
     assert result.exit_code == 0, result.output
     devices = {c["device"] for c in built}
     assert devices == {"cpu", None}, built  # the reference on its default device
@@ -639,14 +776,37 @@ def test_parity_takes_device_and_options(runner: CliRunner, built: list) -> None
 def test_contract_forwards_flags_to_pytest(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[list[str]] = []
     monkeypatch.setattr(pytest, "main", lambda args, *a, **k: calls.append(list(args)) or 0)
-    result = invoke(runner, "contract", "--sim", "mujoco", "-o", "sapien.solver=tgs", "--nthread", "2",
-                    "--timestep", "0.001", "--solver-iterations", "9", "--package-dir", "/p", "--device", "cpu",
-                    "-q", "-k", "names")
+    result = invoke(
+        runner,
+        "contract",
+        "--sim",
+        "mujoco",
+        "-o",
+        "sapien.solver=tgs",
+        "--nthread",
+        "2",
+        "--timestep",
+        "0.001",
+        "--solver-iterations",
+        "9",
+        "--package-dir",
+        "/p",
+        "--device",
+        "cpu",
+        "-q",
+        "-k",
+        "names",
+    )
     assert result.exit_code == 0, result.output
     args = calls[0]
     forwarded = [args[i + 1] for i, a in enumerate(args) if a == "--sim-option"]
-    assert forwarded == ["sapien.solver=tgs", "nthread=2", "solver_iterations=9", "timestep=0.001",
-                         'package_dirs=["/p"]']
+    assert forwarded == [
+        "sapien.solver=tgs",
+        "nthread=2",
+        "solver_iterations=9",
+        "timestep=0.001",
+        'package_dirs=["/p"]',
+    ]
     assert args[args.index("--device") + 1] == "cpu"
     assert args[-3:] == ["-q", "-k", "names"]
 
@@ -663,9 +823,27 @@ def test_contract_stops_on_bad_flags_before_pytest(runner: CliRunner, monkeypatc
 def test_contract_forwards_options_to_the_suite(tmp_path: Path) -> None:
     """simbackend contract -o/--device reach the backends the suite builds (pytest --sim-option/--device)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "simbackend.cli.main", "contract", "--sim", "mujoco", "-o", "nthread=1",
-         "-o", "sapien.solver=tgs", "--device", "cpu", "-k", "test_model_query_values and pendulum"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300, env={**os.environ, "MUJOCO_GL": "egl"},
+        [
+            sys.executable,
+            "-m",
+            "simbackend.cli.main",
+            "contract",
+            "--sim",
+            "mujoco",
+            "-o",
+            "nthread=1",
+            "-o",
+            "sapien.solver=tgs",
+            "--device",
+            "cpu",
+            "-k",
+            "test_model_query_values and pendulum",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "MUJOCO_GL": "egl"},
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "--device cpu --sim-option nthread=1 --sim-option sapien.solver=tgs" in proc.stdout
@@ -714,16 +892,34 @@ def test_probe(make_sim, sim_device, sim_options, capabilities):
 
 
 def _pytest(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([PYTHON, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=cwd,
-                          env=_env(MUJOCO_GL="egl"), capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [PYTHON, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        cwd=cwd,
+        env=_env(MUJOCO_GL="egl"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_plugin_builds_backends_with_sim_options_and_device(tmp_path: Path) -> None:
     """make_sim and the capabilities fixture build on --device with the --sim-option options (checked inside)."""
     (tmp_path / "conftest.py").write_text(PLUGIN_CONFTEST)
     (tmp_path / "test_probe.py").write_text(PLUGIN_PROBE)
-    proc = _pytest("test_probe.py", "--sim", "probe-recording", "--device", "cpu", "--sim-option", "nthread=1",
-                   "--sim-option", "timestep=0.004", "--sim-option", "mujoco.integrator=rk4", cwd=tmp_path)
+    proc = _pytest(
+        "test_probe.py",
+        "--sim",
+        "probe-recording",
+        "--device",
+        "cpu",
+        "--sim-option",
+        "nthread=1",
+        "--sim-option",
+        "timestep=0.004",
+        "--sim-option",
+        "mujoco.integrator=rk4",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "1 passed" in proc.stdout
     assert "simbackend conformance: --sim probe-recording --device cpu --sim-option nthread=1" in proc.stdout
@@ -733,19 +929,30 @@ def test_plugin_runs_the_suite_with_sim_options(tmp_path: Path) -> None:
     import importlib.util
 
     suite = Path(list(importlib.util.find_spec("simbackend.contract_tests").submodule_search_locations)[0])
-    proc = _pytest(str(suite / "test_model_and_names.py"), "-q", "-k", "test_name_tables_and_ids and pendulum",
-                   "--sim", "mujoco", "--sim-option", "nthread=1", cwd=tmp_path)
+    proc = _pytest(
+        str(suite / "test_model_and_names.py"),
+        "-q",
+        "-k",
+        "test_name_tables_and_ids and pendulum",
+        "--sim",
+        "mujoco",
+        "--sim-option",
+        "nthread=1",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert re.search(r"\b[1-9]\d* passed", proc.stdout) and " failed" not in proc.stdout, proc.stdout[-2000:]
 
 
-@pytest.mark.parametrize("args, fragment", [
-    (["--device", ABSENT_CUDA], "--device: device '%s' requested, but torch sees" % ABSENT_CUDA),
-    (["--device", "foo"], "--device: 'foo' is not a device"),
-    (["--sim-option", "nthread"], "--sim-option: expected KEY=VALUE, got 'nthread'"),
-])
-def test_plugin_rejects_bad_device_and_options_as_usage_errors(tmp_path: Path, args: list[str],
-                                                              fragment: str) -> None:
+@pytest.mark.parametrize(
+    "args, fragment",
+    [
+        (["--device", ABSENT_CUDA], f"--device: device '{ABSENT_CUDA}' requested, but torch sees"),
+        (["--device", "foo"], "--device: 'foo' is not a device"),
+        (["--sim-option", "nthread"], "--sim-option: expected KEY=VALUE, got 'nthread'"),
+    ],
+)
+def test_plugin_rejects_bad_device_and_options_as_usage_errors(tmp_path: Path, args: list[str], fragment: str) -> None:
     (tmp_path / "test_never.py").write_text("def test_never():\n    raise AssertionError('ran')\n")
     proc = _pytest("test_never.py", "--sim", "mujoco", *args, cwd=tmp_path)
     assert proc.returncode == 4, proc.stdout[-2000:] + proc.stderr[-2000:]  # pytest's usage error
@@ -756,12 +963,20 @@ def test_plugin_rejects_bad_device_and_options_as_usage_errors(tmp_path: Path, a
 # ----------------------------------------------------------------------
 # domain randomization
 # ----------------------------------------------------------------------
-DR_PLAN = {"seed": 4, "terms": [
-    {"kind": "body_mass", "distribution": {"kind": "uniform", "low": 0.5, "high": 1.5}, "scale_inertia": True},
-    {"kind": "joint_default_pos", "phase": "reset", "distribution": {"kind": "uniform", "low": -0.1, "high": 0.1}},
-    {"kind": "body_velocity_delta", "phase": "interval", "targets": ["cube"], "interval_s": [0.01, 0.02],
-     "distribution": {"kind": "uniform", "low": -0.1, "high": 0.1}},
-]}
+DR_PLAN = {
+    "seed": 4,
+    "terms": [
+        {"kind": "body_mass", "distribution": {"kind": "uniform", "low": 0.5, "high": 1.5}, "scale_inertia": True},
+        {"kind": "joint_default_pos", "phase": "reset", "distribution": {"kind": "uniform", "low": -0.1, "high": 0.1}},
+        {
+            "kind": "body_velocity_delta",
+            "phase": "interval",
+            "targets": ["cube"],
+            "interval_s": [0.01, 0.02],
+            "distribution": {"kind": "uniform", "low": -0.1, "high": 0.1},
+        },
+    ],
+}
 
 
 def test_run_applies_a_dr_plan(runner: CliRunner, tmp_path: Path) -> None:
@@ -772,8 +987,24 @@ def test_run_applies_a_dr_plan(runner: CliRunner, tmp_path: Path) -> None:
     figures = []
     for k in range(2):
         out = tmp_path / f"run{k}.json"
-        result = invoke(runner, "run", "--sim", "mujoco", "--model", "arm7", "-n", "4", "-s", "10", "-k", "4",
-                        "--dr", str(plan), "--json", str(out))
+        result = invoke(
+            runner,
+            "run",
+            "--sim",
+            "mujoco",
+            "--model",
+            "arm7",
+            "-n",
+            "4",
+            "-s",
+            "10",
+            "-k",
+            "4",
+            "--dr",
+            str(plan),
+            "--json",
+            str(out),
+        )
         assert result.exit_code == 0, result.output
         assert "domain randomization: 3 terms" in result.output
         figures.append(json.loads(out.read_text()))
@@ -781,20 +1012,30 @@ def test_run_applies_a_dr_plan(runner: CliRunner, tmp_path: Path) -> None:
     assert dr["terms"] == 3 and dr["init_s"] > 0 and dr["interval_applications"] >= 4 * 2
     assert figures[0]["dof_pos_env0"] == figures[1]["dof_pos_env0"]
     plain = tmp_path / "plain.json"
-    assert invoke(runner, "run", "--sim", "mujoco", "--model", "arm7", "-n", "4", "-s", "10", "-k", "4",
-                  "--json", str(plain)).exit_code == 0
+    assert (
+        invoke(
+            runner, "run", "--sim", "mujoco", "--model", "arm7", "-n", "4", "-s", "10", "-k", "4", "--json", str(plain)
+        ).exit_code
+        == 0
+    )
     data = json.loads(plain.read_text())
     assert data["domain_randomization"] is None and data["dof_pos_env0"] != figures[0]["dof_pos_env0"]
 
 
-@pytest.mark.parametrize("text, why", [
-    ("{not json", "not valid JSON"),
-    ('{"terms": [{"kind": "mass", "distribution": {"kind": "fixed", "value": 1}}]}', "unknown kind 'mass'"),
-    ('{"terms": [{"kind": "gravity", "phase": "interval", "distribution": {"kind": "fixed", "value": 0}}]}',
-     "interval_s"),
-])
-def test_run_rejects_a_bad_dr_plan_before_building(runner: CliRunner, tmp_path: Path, never_built: list,
-                                                   text: str, why: str) -> None:
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("{not json", "not valid JSON"),
+        ('{"terms": [{"kind": "mass", "distribution": {"kind": "fixed", "value": 1}}]}', "unknown kind 'mass'"),
+        (
+            '{"terms": [{"kind": "gravity", "phase": "interval", "distribution": {"kind": "fixed", "value": 0}}]}',
+            "interval_s",
+        ),
+    ],
+)
+def test_run_rejects_a_bad_dr_plan_before_building(
+    runner: CliRunner, tmp_path: Path, never_built: list, text: str, why: str
+) -> None:
     plan = tmp_path / "plan.json"
     plan.write_text(text)
     result = invoke(runner, "run", "--sim", "cli-never", "--model", "arm7", "-n", "4", "-s", "3", "--dr", str(plan))
@@ -805,8 +1046,9 @@ def test_run_rejects_a_bad_dr_plan_before_building(runner: CliRunner, tmp_path: 
 
 def test_run_dr_plan_the_model_cannot_take_is_a_clean_error(runner: CliRunner, tmp_path: Path) -> None:
     plan = tmp_path / "plan.json"
-    plan.write_text('{"terms": [{"kind": "body_mass", "targets": ["no_such_body"],'
-                    ' "distribution": {"kind": "fixed", "value": 1}}]}')
+    plan.write_text(
+        '{"terms": [{"kind": "body_mass", "targets": ["no_such_body"], "distribution": {"kind": "fixed", "value": 1}}]}'
+    )
     result = invoke(runner, "run", "--sim", "mujoco", "--model", "arm7", "-n", "2", "-s", "3", "--dr", str(plan))
     assert result.exit_code == 1 and "no_such_body" in result.output, result.output
 
@@ -814,9 +1056,11 @@ def test_run_dr_plan_the_model_cannot_take_is_a_clean_error(runner: CliRunner, t
 def test_info_lists_dr_terms_by_phase(runner: CliRunner) -> None:
     result = invoke(runner, "info")
     assert result.exit_code == 0, result.output
-    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
-            for line in result.output.splitlines() if line.startswith("│ dr:")}
+    rows = {
+        line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
+        for line in result.output.splitlines()
+        if line.startswith("│ dr:")
+    }
     assert rows["dr:body_mass"][0] == "init, reset, interval"
     assert rows["dr:body_velocity_delta"][0] == "init, reset, interval"
     assert len(rows) == 13
-

@@ -15,7 +15,7 @@ from simbackend.playback.recording import Recording
 runner = CliRunner()
 
 
-def _invoke(*args: str) -> "CliRunner.invoke":
+def _invoke(*args: str) -> CliRunner.invoke:
     return runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "200"})
 
 
@@ -27,14 +27,30 @@ def _frames(path: Path) -> np.ndarray:
 @pytest.mark.parametrize("source,target", [("mujoco", "sapien"), ("sapien", "mujoco")])
 def test_record_on_one_engine_and_play_on_the_other(tmp_path: Path, source: str, target: str) -> None:
     run = tmp_path / "run.h5"
-    result = _invoke("record", "--sim", source, "--model", "arm7", "--steps", 30, "--num-envs", 3, "--envs",
-                     "0,2", "--nsteps", 5, "--out", run)
+    result = _invoke(
+        "record",
+        "--sim",
+        source,
+        "--model",
+        "arm7",
+        "--steps",
+        30,
+        "--num-envs",
+        3,
+        "--envs",
+        "0,2",
+        "--nsteps",
+        5,
+        "--out",
+        run,
+    )
     assert result.exit_code == 0, result.output
     with Recording(run) as rec:
         assert rec.backend == source and rec.env_ids.tolist() == [0, 2] and len(rec) == 31
     video, still = tmp_path / "run.mp4", tmp_path / "last.png"
-    result = _invoke("play", run, "--sim", target, "--out", video, "--png", still, "--width", 96, "--height", 64,
-                     "--every", 2)
+    result = _invoke(
+        "play", run, "--sim", target, "--out", video, "--png", still, "--width", 96, "--height", 64, "--every", 2
+    )
     assert result.exit_code == 0, result.output
     frames = _frames(video)
     assert frames.shape == (16, 64, 96, 3)
@@ -47,8 +63,10 @@ def test_record_on_one_engine_and_play_on_the_other(tmp_path: Path, source: str,
 
 def test_play_dynamic_reports_and_exits_by_the_verdict(tmp_path: Path) -> None:
     run = tmp_path / "arm.h5"
-    assert _invoke("record", "--sim", "mujoco", "--model", "arm7", "--steps", 20, "--num-envs", 2, "--out",
-                   run).exit_code == 0
+    assert (
+        _invoke("record", "--sim", "mujoco", "--model", "arm7", "--steps", 20, "--num-envs", 2, "--out", run).exit_code
+        == 0
+    )
     same = _invoke("play", run, "--dynamic")
     assert same.exit_code == 0, same.output
     assert "exact snapshots" in same.output and same.output.count("stays within tolerance") == 2
@@ -59,30 +77,47 @@ def test_play_dynamic_reports_and_exits_by_the_verdict(tmp_path: Path) -> None:
 
 def test_run_writes_a_video(tmp_path: Path) -> None:
     video = tmp_path / "run.mp4"
-    result = _invoke("run", "--sim", "mujoco", "--model", "arm7", "--num-envs", 8, "--steps", 12, "--video", video,
-                     "--video-every", 3)
+    result = _invoke(
+        "run",
+        "--sim",
+        "mujoco",
+        "--model",
+        "arm7",
+        "--num-envs",
+        8,
+        "--steps",
+        12,
+        "--video",
+        video,
+        "--video-every",
+        3,
+    )
     assert result.exit_code == 0, result.output
     frames = _frames(video)
     assert frames.shape == (4, 240, 320, 3) and (frames.max(axis=-1) > 60).reshape(4, -1).sum(1).min() > 100
 
 
-@pytest.mark.parametrize("args,message", [
-    (("record", "--model", "pendulum", "--out", "run.npz"), "--out"),
-    (("record", "--model", "pendulum", "--out", "missing/run.h5"), "does not exist"),
-    (("record", "--model", "pendulum", "--out", "run.h5", "--envs", "0,x"), "--envs"),
-    (("record", "--model", "pendulum", "--out", "run.h5", "--num-envs", 2, "--envs", "0,5"), "--envs"),
-    (("record", "--model", "pendulum", "--out", "run.h5", "--ctrl", "sine"), "--ctrl"),
-    (("record", "--model", "pendulum", "--out", "run.h5", "--keyframe", "nope"), "--keyframe"),
-    (("play", "none.h5", "--out", "v.mp4"), "no such file"),
-    (("play", "RUN", "--out", "v.avi"), "--out"),
-    (("play", "RUN"), "nothing to do"),
-    (("play", "RUN", "--out", "v.mp4", "--camera", "nocam"), "camera"),
-    (("play", "RUN", "--out", "v.mp4", "--envs", "7"), "were not recorded"),
-    (("play", "RUN", "--out", "v.mp4", "--sim", "bullet"), "--sim"),
-    (("run", "--model", "pendulum", "--video", "v.gif"), "--video"),
-])
-def test_bad_arguments_exit_2_with_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: tuple,
-                                            message: str) -> None:
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (("record", "--model", "pendulum", "--out", "run.npz"), "--out"),
+        (("record", "--model", "pendulum", "--out", "missing/run.h5"), "does not exist"),
+        (("record", "--model", "pendulum", "--out", "run.h5", "--envs", "0,x"), "--envs"),
+        (("record", "--model", "pendulum", "--out", "run.h5", "--num-envs", 2, "--envs", "0,5"), "--envs"),
+        (("record", "--model", "pendulum", "--out", "run.h5", "--ctrl", "sine"), "--ctrl"),
+        (("record", "--model", "pendulum", "--out", "run.h5", "--keyframe", "nope"), "--keyframe"),
+        (("play", "none.h5", "--out", "v.mp4"), "no such file"),
+        (("play", "RUN", "--out", "v.avi"), "--out"),
+        (("play", "RUN"), "nothing to do"),
+        (("play", "RUN", "--out", "v.mp4", "--camera", "nocam"), "camera"),
+        (("play", "RUN", "--out", "v.mp4", "--envs", "7"), "were not recorded"),
+        (("play", "RUN", "--out", "v.mp4", "--sim", "bullet"), "--sim"),
+        (("run", "--model", "pendulum", "--video", "v.gif"), "--video"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: tuple, message: str
+) -> None:
     monkeypatch.chdir(tmp_path)
     if "RUN" in args:
         assert _invoke("record", "--model", "pendulum", "--steps", 2, "--num-envs", 1, "--out", "r.h5").exit_code == 0

@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from simbackend.cli.main import app
 from typer.testing import CliRunner
+
+from simbackend.cli.main import app
 
 runner = CliRunner()
 
@@ -31,8 +32,20 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_train_then_eval_on_the_other_engine(checkpoint: Path) -> None:
-    result = _invoke("eval", "--checkpoint", checkpoint, "--task", "cartpole", "--sim", "sapien", "--seeds", "0,1",
-                     "--episodes", 2, "--json")
+    result = _invoke(
+        "eval",
+        "--checkpoint",
+        checkpoint,
+        "--task",
+        "cartpole",
+        "--sim",
+        "sapien",
+        "--seeds",
+        "0,1",
+        "--episodes",
+        2,
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     d = json.loads(result.output)
     assert (d["task"], d["sim"], d["trained_on"], d["env_steps"]) == ("cartpole", "sapien", "mujoco", 2 * 8 * 32)
@@ -45,32 +58,53 @@ def test_train_then_eval_on_the_other_engine(checkpoint: Path) -> None:
 
 
 def test_train_json_reports_the_run(tmp_path: Path) -> None:
-    result = _invoke("train", "--task", "cartpole", "--sim", "sapien", "--out", tmp_path / "r", "--json",
-                     "--num-envs", 4, "--iterations", 5, "--time-budget", 0.001, "--eval-interval", 0, "--no-progress")
+    result = _invoke(
+        "train",
+        "--task",
+        "cartpole",
+        "--sim",
+        "sapien",
+        "--out",
+        tmp_path / "r",
+        "--json",
+        "--num-envs",
+        4,
+        "--iterations",
+        5,
+        "--time-budget",
+        0.001,
+        "--eval-interval",
+        0,
+        "--no-progress",
+    )
     assert result.exit_code == 0, result.output
     d = json.loads(result.output)
     assert d["sim"] == "sapien" and d["stop_reason"] == "time_budget" and d["iterations"] == 1
 
 
-@pytest.mark.parametrize("args,message", [
-    (("train", "--task", "nope"), "--task"),
-    (("train", "--task", "cartpole", "--sim", "bullet"), "--sim"),
-    (("train", "--task", "cartpole", "--dr", "missing.json"), "--dr"),
-    (("train", "--task", "cartpole", "--dr", "BAD_PLAN"), "--dr"),
-    (("train", "--task", "cartpole", "--out", "A_FILE"), "--out"),
-    (("train", "--task", "cartpole", "--time-budget", 0), "--time-budget"),
-    (("train", "--task", "cartpole", "--stop-at-success", 2), "--stop-at-success"),
-    (("train", "--task", "cartpole", "--num-envs", 0), "--num-envs"),
-    (("eval", "--checkpoint", "missing.pt"), "--checkpoint"),
-    (("eval", "--checkpoint", "A_FILE"), "--checkpoint"),
-    (("eval", "--checkpoint", "CKPT", "--task", "reach"), "--task"),
-    (("eval", "--checkpoint", "CKPT", "--seeds", "0,x"), "--seeds"),
-    (("eval", "--checkpoint", "CKPT", "--seeds", "1,1"), "--seeds"),
-    (("eval", "--checkpoint", "CKPT", "--video", "v.gif"), "--video"),
-    (("eval", "--checkpoint", "CKPT", "--sim", "bullet"), "--sim"),
-])
-def test_bad_arguments_exit_2_naming_the_flag(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, checkpoint: Path,
-                                              args: tuple, message: str) -> None:
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (("train", "--task", "nope"), "--task"),
+        (("train", "--task", "cartpole", "--sim", "bullet"), "--sim"),
+        (("train", "--task", "cartpole", "--dr", "missing.json"), "--dr"),
+        (("train", "--task", "cartpole", "--dr", "BAD_PLAN"), "--dr"),
+        (("train", "--task", "cartpole", "--out", "A_FILE"), "--out"),
+        (("train", "--task", "cartpole", "--time-budget", 0), "--time-budget"),
+        (("train", "--task", "cartpole", "--stop-at-success", 2), "--stop-at-success"),
+        (("train", "--task", "cartpole", "--num-envs", 0), "--num-envs"),
+        (("eval", "--checkpoint", "missing.pt"), "--checkpoint"),
+        (("eval", "--checkpoint", "A_FILE"), "--checkpoint"),
+        (("eval", "--checkpoint", "CKPT", "--task", "reach"), "--task"),
+        (("eval", "--checkpoint", "CKPT", "--seeds", "0,x"), "--seeds"),
+        (("eval", "--checkpoint", "CKPT", "--seeds", "1,1"), "--seeds"),
+        (("eval", "--checkpoint", "CKPT", "--video", "v.gif"), "--video"),
+        (("eval", "--checkpoint", "CKPT", "--sim", "bullet"), "--sim"),
+    ],
+)
+def test_bad_arguments_exit_2_naming_the_flag(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, checkpoint: Path, args: tuple, message: str
+) -> None:
     monkeypatch.chdir(tmp_path)
     Path("A_FILE").write_text("not a folder nor a checkpoint")
     Path("BAD_PLAN").write_text('{"terms": [{"kind": "no_such_kind"}]}')

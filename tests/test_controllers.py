@@ -111,7 +111,7 @@ def test_joint_position_delta_moves_by_delta(sim, use_target):
     q0 = dof(b, ARM)
     assert torch.equal(ctl.compute(), q0)  # anchored at the current state
     delta = torch.tensor([0.1, -0.08, 0.12, 0.15, -0.1, 0.05, -0.15]).expand(N, -1)
-    ctl.apply(delta / 0.2, 750)            # normalized: +-1 is +-0.2 rad
+    ctl.apply(delta / 0.2, 750)  # normalized: +-1 is +-0.2 rad
     q1 = dof(b, ARM)
     err = (q1 - q0 - delta).abs().max().item()
     assert err < 2e-3, err
@@ -133,8 +133,9 @@ def test_joint_position_targets_clipped_to_ctrl_range(sim):
     assert torch.equal(ctl.compute(), rng[:, 1].expand(N, -1))
     ctl.set_action(torch.full((N, 7), -1.0))
     assert torch.equal(ctl.compute(), rng[:, 0].expand(N, -1))
-    delta = make_controller(b, JointPositionConfig(ARM, low=-5.0, high=5.0, use_delta=True, use_target=True,
-                                                   normalize_action=False))
+    delta = make_controller(
+        b, JointPositionConfig(ARM, low=-5.0, high=5.0, use_delta=True, use_target=True, normalize_action=False)
+    )
     for _ in range(3):  # repeated deltas cannot wind the target past the range
         delta.set_action(torch.full((N, 7), 5.0))
     assert torch.equal(delta.compute(), rng[:, 1].expand(N, -1))
@@ -144,11 +145,16 @@ def test_joint_position_targets_clipped_to_ctrl_range(sim):
 def test_joint_position_servo_with_gear(sim):
     """A position servo with gear 2 (added by the ``actuators`` option) gets ctrl 2 * target and holds
     the joint at the target (sag m g L sin(q) / (kp gear^2) <= 2.1e-3 rad); the unowned motor holds 0."""
-    b = make_backend(sim, "pendulum", N, actuators=[{"joints": ["hinge"], "kind": "position", "kp": 1000.0,
-                                                     "kv": 30.0, "gear": 2.0, "name": "{joint}_servo"}])
+    b = make_backend(
+        sim,
+        "pendulum",
+        N,
+        actuators=[
+            {"joints": ["hinge"], "kind": "position", "kp": 1000.0, "kv": 30.0, "gear": 2.0, "name": "{joint}_servo"}
+        ],
+    )
     with b:
-        ctl = make_controller(b, {"servo": JointPositionConfig(["hinge"], normalize_action=False)},
-                              allow_unowned=True)
+        ctl = make_controller(b, {"servo": JointPositionConfig(["hinge"], normalize_action=False)}, allow_unowned=True)
         assert b.actuator_names[int(ctl.actuator_ids[0])] == "hinge_servo"
         target = torch.tensor([[0.5], [-0.4], [1.0], [0.0]])
         ctl.apply(target, 1500)
@@ -237,8 +243,9 @@ def test_pd_drives_cart_to_target_with_passive_pole(sim):
     qpos = torch.zeros(N, 2)
     qpos[:, 1] = math.pi  # pole hanging down
     b.set_state(None, qpos)
-    ctl = make_controller(b, {"cart": JointPDConfig("slider", kp=40.0, kd=12.0, low=-1.0, high=1.0),
-                              "pole": PassiveConfig(["hinge"])})
+    ctl = make_controller(
+        b, {"cart": JointPDConfig("slider", kp=40.0, kd=12.0, low=-1.0, high=1.0), "pole": PassiveConfig(["hinge"])}
+    )
     assert ctl.action_dim == 1 and ctl.controllers["pole"].action_dim == 0
     target = torch.tensor([[0.5], [-0.3], [0.2], [0.0]])
     for _ in range(20):
@@ -252,8 +259,13 @@ def test_pd_drives_cart_to_target_with_passive_pole(sim):
 def test_passive_motor_held_at_zero(sim):
     """A passive joint's motor gets ctrl 0 while a PD drives the other joint (double pendulum)."""
     b = backend(sim, "double_pendulum")
-    ctl = make_controller(b, {"shoulder": JointPDConfig(["shoulder"], kp=200.0, kd=20.0, low=-1.0, high=1.0),
-                              "elbow": PassiveConfig(["elbow"])})
+    ctl = make_controller(
+        b,
+        {
+            "shoulder": JointPDConfig(["shoulder"], kp=200.0, kd=20.0, low=-1.0, high=1.0),
+            "elbow": PassiveConfig(["elbow"]),
+        },
+    )
     motor = b.get_actuator_ids("elbow_motor")
     assert torch.equal(ctl.controllers["elbow"].actuator_ids, motor)
     ctl.apply(torch.full((N, 1), 0.5), 20)
@@ -269,8 +281,9 @@ def _ee_setup(sim, frame, **kw):
     turned 0.3 rad about z by joint1, so root axes differ from world axes)."""
     b = arm_at_home(sim)
     home = b.get_keyframe_qpos("home")[:7]
-    cfg = EEPoseConfig(ARM[1:], "ee_site", pos_low=-0.05, pos_high=0.05, rot_bound=0.2, frame=frame,
-                       normalize_action=False, **kw)
+    cfg = EEPoseConfig(
+        ARM[1:], "ee_site", pos_low=-0.05, pos_high=0.05, rot_bound=0.2, frame=frame, normalize_action=False, **kw
+    )
     ctl = make_controller(b, {"base": JointPositionConfig(["joint1"], normalize_action=False), "arm": cfg})
     return b, ctl, home[:1].expand(N, 1)
 
@@ -344,9 +357,13 @@ def test_ee_absolute_pose_is_reached(sim):
     low = torch.tensor([-1.0, -1.0, 0.0, -math.pi, -math.pi, -math.pi])
     high = torch.tensor([1.0, 1.0, 1.5, math.pi, math.pi, math.pi])
     home = b.get_keyframe_qpos("home")[:1].expand(N, 1)
-    ctl = make_controller(b, {"base": JointPositionConfig(["joint1"]),
-                              "arm": EEPoseConfig(ARM[1:], "ee_site", low[:3].tolist(), high[:3].tolist(), math.pi,
-                                                  use_delta=False)})
+    ctl = make_controller(
+        b,
+        {
+            "base": JointPositionConfig(["joint1"]),
+            "arm": EEPoseConfig(ARM[1:], "ee_site", low[:3].tolist(), high[:3].tolist(), math.pi, use_delta=False),
+        },
+    )
     arm = ctl.controllers["arm"]
     assert torch.allclose(arm.action_low, low) and torch.allclose(arm.action_high, high)
     pr, qr = arm.root_pose()
@@ -371,8 +388,9 @@ def test_ee_use_target_accumulates(sim):
     b = arm_at_home(sim)
     step = torch.tensor([0.01, 0.0, 0.0, 0.0, 0.0, 0.0]).expand(N, 6)
     for use_target, expect in ((True, 0.02), (False, 0.01)):
-        ctl = EEPoseController(b, EEPoseConfig(ARM[1:], "ee_site", -0.05, 0.05, 0.1, use_target=use_target,
-                                               normalize_action=False))  # root link1, turned by joint1
+        ctl = EEPoseController(
+            b, EEPoseConfig(ARM[1:], "ee_site", -0.05, 0.05, 0.1, use_target=use_target, normalize_action=False)
+        )  # root link1, turned by joint1
         start = ctl.target_pos
         ctl.set_action(torch.zeros(N, 6))
         assert torch.allclose(ctl.target_pos, start, atol=1e-6)
@@ -419,8 +437,13 @@ def test_combined_slices_columns_and_ctrl(sim):
     whatever order the children name their actuators in."""
     b = backend(sim, "arm7")
     rest = ARM[:0:-1]  # joint7 ... joint2: columns in reverse order
-    ctl = make_controller(b, {"first": JointPositionConfig(["joint1"], normalize_action=False),
-                              "rest": JointPositionConfig(rest, normalize_action=False)})
+    ctl = make_controller(
+        b,
+        {
+            "first": JointPositionConfig(["joint1"], normalize_action=False),
+            "rest": JointPositionConfig(rest, normalize_action=False),
+        },
+    )
     assert isinstance(ctl, CombinedController)
     assert ctl.action_slices == {"first": slice(0, 1), "rest": slice(1, 7)}
     assert ctl.actuator_ids.tolist() == [0, 6, 5, 4, 3, 2, 1]
@@ -442,12 +465,16 @@ def test_combined_ownership_rules(sim):
     b = backend(sim, "arm7")
     with pytest.raises(InvalidArgumentError, match=r"controllers: actuator 'act3' is driven by both 'a' and 'b'"):
         make_controller(b, {"a": JointPositionConfig(ARM[:3]), "b": JointPositionConfig(ARM[2:])})
-    with pytest.raises(InvalidArgumentError, match=r"controllers: no controller drives actuators \['act5', 'act6', "
-                                                   r"'act7'\].*allow_unowned"):
+    with pytest.raises(
+        InvalidArgumentError,
+        match=r"controllers: no controller drives actuators \['act5', 'act6', "
+        r"'act7'\].*allow_unowned",
+    ):
         make_controller(b, {"a": JointPositionConfig(ARM[:4])})
     default = torch.arange(7.0) / 10
-    ctl = make_controller(b, {"a": JointPositionConfig(ARM[:4], normalize_action=False)}, allow_unowned=True,
-                          default_ctrl=default)
+    ctl = make_controller(
+        b, {"a": JointPositionConfig(ARM[:4], normalize_action=False)}, allow_unowned=True, default_ctrl=default
+    )
     ctl.set_action(torch.full((N, 4), -0.5))
     assert torch.allclose(ctl.ctrl(), torch.tensor([-0.5] * 4 + [0.4, 0.5, 0.6]).expand(N, -1))
     zeros = make_controller(b, {"a": JointPositionConfig(ARM[:4])}, allow_unowned=True)
@@ -464,8 +491,9 @@ def test_combined_with_pd_installs_pre_step(sim):
     """A combination with a physics-rate child installs a pre-step function on apply (or attach),
     which recomputes only that child's columns; detach removes it."""
     b = backend(sim, "double_pendulum")
-    ctl = make_controller(b, {"s": JointPDConfig(["shoulder"], kp=100.0, kd=5.0, normalize_action=False),
-                              "e": PassiveConfig(["elbow"])})
+    ctl = make_controller(
+        b, {"s": JointPDConfig(["shoulder"], kp=100.0, kd=5.0, normalize_action=False), "e": PassiveConfig(["elbow"])}
+    )
     assert ctl.physics_rate and pre_step(b) is None
     ctl.apply(torch.full((N, 1), 0.3), 3)
     fn = pre_step(b)
@@ -505,7 +533,13 @@ CONFIG_ERRORS = [
     (lambda: EEPoseConfig(ARM, "ee_site", [-0.1, -0.1], 0.1, 0.1), InvalidArgumentError, "pos_low"),
     (lambda: EEPoseConfig(ARM, 3, -0.1, 0.1, 0.1), ArgumentTypeError, "site"),
     (lambda: EEPoseConfig(ARM, "ee_site", -0.1, 0.1, 0.1, ik_iterations=0), InvalidArgumentError, "ik_iterations"),
-    (lambda: PassiveConfig("hinge", ), None, None),
+    (
+        lambda: PassiveConfig(
+            "hinge",
+        ),
+        None,
+        None,
+    ),
 ]
 
 
@@ -539,31 +573,65 @@ def test_bad_model_arguments(sim):
     arm, quad, pole = backend(sim, "arm7"), backend(sim, "quadruped"), backend(sim, "cartpole")
     pend = backend(sim, "double_pendulum")
     cases = [
-        (arm, JointPositionConfig(["joint1", "jiont2"]), UnknownNameError,
-         r"JointPositionConfig\.joints: unknown joint name 'jiont2'.*'joint2'"),
+        (
+            arm,
+            JointPositionConfig(["joint1", "jiont2"]),
+            UnknownNameError,
+            r"JointPositionConfig\.joints: unknown joint name 'jiont2'.*'joint2'",
+        ),
         (arm, JointPositionConfig(["cube_free"]), InvalidArgumentError, r"joints: joint 'cube_free' is a free joint"),
-        (arm, JointPDConfig(ARM, kp=1.0, kd=1.0), InvalidArgumentError,
-         r"JointPDConfig\.joints: joint 'joint1' has no motor actuator \(it has position 'act1'"),
+        (
+            arm,
+            JointPDConfig(ARM, kp=1.0, kd=1.0),
+            InvalidArgumentError,
+            r"JointPDConfig\.joints: joint 'joint1' has no motor actuator \(it has position 'act1'",
+        ),
         (quad, JointPositionConfig(LEGS), InvalidArgumentError, r"joints: joint 'FL_hip' has no position actuator"),
         (pole, JointPositionConfig(["slider"]), InvalidArgumentError, "no position actuator"),
-        (arm, PassiveConfig(["joint3"]), InvalidArgumentError,
-         r"PassiveConfig\.joints: joint 'joint3' is driven by position actuator 'act3'"),
-        (pend, JointPDConfig(["shoulder"], kp=1.0, kd=0.0), InvalidArgumentError,
-         r"JointPDConfig\.low, high: joints \['shoulder'\] have an unlimited joint range"),
-        (arm, EEPoseConfig(ARM, "ee_sight", -0.1, 0.1, 0.1), UnknownNameError,
-         r"EEPoseConfig\.site: unknown site name 'ee_sight'.*'ee_site'"),
-        (arm, EEPoseConfig(ARM, "cube_site", -0.1, 0.1, 0.1), InvalidArgumentError,
-         r"EEPoseConfig\.joints: joint 'joint1' does not move site"),
-        (arm, EEPoseConfig(ARM, "ee_site", -0.1, 0.1, 0.1, root_body="link3"), InvalidArgumentError,
-         r"EEPoseConfig\.root_body: body 'link3' is moved by controlled joint 'joint1'"),
+        (
+            arm,
+            PassiveConfig(["joint3"]),
+            InvalidArgumentError,
+            r"PassiveConfig\.joints: joint 'joint3' is driven by position actuator 'act3'",
+        ),
+        (
+            pend,
+            JointPDConfig(["shoulder"], kp=1.0, kd=0.0),
+            InvalidArgumentError,
+            r"JointPDConfig\.low, high: joints \['shoulder'\] have an unlimited joint range",
+        ),
+        (
+            arm,
+            EEPoseConfig(ARM, "ee_sight", -0.1, 0.1, 0.1),
+            UnknownNameError,
+            r"EEPoseConfig\.site: unknown site name 'ee_sight'.*'ee_site'",
+        ),
+        (
+            arm,
+            EEPoseConfig(ARM, "cube_site", -0.1, 0.1, 0.1),
+            InvalidArgumentError,
+            r"EEPoseConfig\.joints: joint 'joint1' does not move site",
+        ),
+        (
+            arm,
+            EEPoseConfig(ARM, "ee_site", -0.1, 0.1, 0.1, root_body="link3"),
+            InvalidArgumentError,
+            r"EEPoseConfig\.root_body: body 'link3' is moved by controlled joint 'joint1'",
+        ),
         (arm, EEPoseConfig(ARM, "ee_site", -0.1, 0.1, 0.1, root_body="bsae"), UnknownNameError, "root_body"),
         (quad, EEPoseConfig(LEGS[:3], "FL_foot_site", -0.1, 0.1, 0.1), InvalidArgumentError, "no position actuator"),
         (arm, "JointPositionConfig", ArgumentTypeError, r"config: expected one of"),
         (arm, {"a": JointPositionConfig(ARM), "b": {"joints": ARM}}, ArgumentTypeError, r"config\['b'\]"),
         (arm, {}, InvalidArgumentError, "config: expected at least one"),
-        (arm, {"a": JointPositionConfig(ARM[1:]), "b": JointPositionConfig(["joint1"], low=-0.1, high=0.1,
-                                                                         use_delta=True, normalize_action=False)},
-         InvalidArgumentError, "controllers: mixed normalize_action"),
+        (
+            arm,
+            {
+                "a": JointPositionConfig(ARM[1:]),
+                "b": JointPositionConfig(["joint1"], low=-0.1, high=0.1, use_delta=True, normalize_action=False),
+            },
+            InvalidArgumentError,
+            "controllers: mixed normalize_action",
+        ),
     ]
     for b, cfg, error, pattern in cases:
         before = _state(b)
@@ -596,7 +664,11 @@ def test_bad_actions_change_nothing(sim):
     nan = torch.zeros(N, 12)
     nan[2, 5] = float("nan")
     bad = [
-        (lambda: pd.set_action(torch.zeros(N, 11)), InputShapeError, r"action: expected shape \(4, 12\), got \(4, 11\)"),
+        (
+            lambda: pd.set_action(torch.zeros(N, 11)),
+            InputShapeError,
+            r"action: expected shape \(4, 12\), got \(4, 11\)",
+        ),
         (lambda: pd.set_action(torch.zeros(12)), InputShapeError, "action"),
         (lambda: pd.apply(torch.zeros(N + 1, 12)), InputShapeError, "action"),
         (lambda: pd.set_action(torch.zeros(N, 12, dtype=torch.bool)), ValueError, "action"),

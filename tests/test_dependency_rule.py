@@ -1,4 +1,4 @@
-"""The dependency rule of docs/ARCHITECTURE.md, and namespaced import names.
+"""The dependency rule of docs/architecture.md, and namespaced import names.
 
 Only ``backends/`` imports an engine to simulate. The model compiler
 (``simbackend/models/``) may use MuJoCo's compiler. Everything else that ships in
@@ -17,7 +17,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 
 REPO = Path(__file__).resolve().parents[1]
 #: the src layout: every folder under src/ is its import name
@@ -110,8 +109,12 @@ def _forbidden(module: str, rel: str) -> bool:
 
 
 def checked_files() -> list[Path]:
-    return sorted(p for folder in CHECKED for p in (SRC / folder).rglob("*.py")
-                  if "__pycache__" not in p.parts and not p.relative_to(SRC).as_posix().startswith(EXCLUDED))
+    return sorted(
+        p
+        for folder in CHECKED
+        for p in (SRC / folder).rglob("*.py")
+        if "__pycache__" not in p.parts and not p.relative_to(SRC).as_posix().startswith(EXCLUDED)
+    )
 
 
 # ----------------------------------------------------------------------
@@ -164,25 +167,37 @@ def test_scanner_finds_every_import_form() -> None:
 
 def test_scan_covers_the_checked_folders() -> None:
     rels = {p.relative_to(SRC).as_posix() for p in checked_files()}
-    for expected in ("simbackend/contract.py", "simbackend/registry.py", "simbackend/contract_tests/plugin.py",
-                     "simbackend/cli/main.py"):
+    for expected in (
+        "simbackend/contract.py",
+        "simbackend/registry.py",
+        "simbackend/contract_tests/plugin.py",
+        "simbackend/cli/main.py",
+    ):
         assert expected in rels
     assert not any(r.startswith("simbackend/backends/") for r in rels)
 
 
 #: the code the engine swap exists for: tasks, controllers, the vectorized-env adapters, training
 #: and its CLI; each must talk only to the contract
-ENGINE_FREE_LAYERS = ("simbackend/tasks", "simbackend/controllers", "simbackend/envs", "simbackend/training",
-                      "simbackend/cli/train.py")
+ENGINE_FREE_LAYERS = (
+    "simbackend/tasks",
+    "simbackend/controllers",
+    "simbackend/envs",
+    "simbackend/training",
+    "simbackend/cli/train.py",
+)
 
 
 @pytest.mark.parametrize("layer", ENGINE_FREE_LAYERS)
 def test_tasks_controllers_adapters_and_training_import_no_engine(layer: str) -> None:
     files = [p for p in checked_files() if p.relative_to(SRC).as_posix().startswith(layer)]
     assert files, f"{layer}: no module found; the scan would be empty"
-    offenders = [f"{p.relative_to(SRC).as_posix()}:{line} imports {module}"
-                 for p in files for line, module in imports_of(p)
-                 if module.split(".")[0] in ENGINES or module.startswith("simbackend.backends")]
+    offenders = [
+        f"{p.relative_to(SRC).as_posix()}:{line} imports {module}"
+        for p in files
+        for line, module in imports_of(p)
+        if module.split(".")[0] in ENGINES or module.startswith("simbackend.backends")
+    ]
     assert not offenders, f"{layer} must talk only to the contract:\n  " + "\n  ".join(offenders)
 
 
@@ -247,10 +262,19 @@ def test_contract_side_modules_load_no_engine() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if line.startswith(("MODULES", "ERRORS", "ENGINES", "CULPRITS")))
+    lines = dict(
+        line.split(" ", 1)
+        for line in proc.stdout.splitlines()
+        if line.startswith(("MODULES", "ERRORS", "ENGINES", "CULPRITS"))
+    )
     _count, listed = lines["MODULES"].split(" ", 1)
-    for expected in ("simbackend.contract", "simbackend.registry", "simbackend.contract_tests.plugin",
-                     "simbackend.contract_tests.helpers", "simbackend.cli.main"):
+    for expected in (
+        "simbackend.contract",
+        "simbackend.registry",
+        "simbackend.contract_tests.plugin",
+        "simbackend.contract_tests.helpers",
+        "simbackend.cli.main",
+    ):
         assert repr(expected) in listed, f"{expected} not imported by the check: {listed}"
     assert lines["ERRORS"] == "[]", lines["ERRORS"]
     assert lines["ENGINES"] == "[]", (
@@ -276,8 +300,13 @@ def test_installed_import_names_are_namespaced(tmp_path: Path) -> None:
     found = dict(line.split() for line in proc.stdout.splitlines())
     for top in ("cli", "backends", "contract_tests"):
         assert found[top] == "False", f"a top-level {top!r} package is importable from site-packages"
-    for name in ("simbackend.cli", "simbackend.backends.mujoco", "simbackend.contract_tests",
-                 "simbackend.contract_tests.plugin", "simbackend.cli.main"):
+    for name in (
+        "simbackend.cli",
+        "simbackend.backends.mujoco",
+        "simbackend.contract_tests",
+        "simbackend.contract_tests.plugin",
+        "simbackend.cli.main",
+    ):
         assert found[name] == "True", f"{name} is not importable from the installed package"
 
 
@@ -301,9 +330,11 @@ def test_pyproject_uses_the_src_layout() -> None:
 def test_every_package_folder_is_a_package() -> None:
     """Every folder of Python modules under src/simbackend has an ``__init__.py`` (a wheel ships
     regular packages; a folder of modules without one would import only from the source tree)."""
-    missing = [d.relative_to(SRC).as_posix() for d in (SRC / "simbackend").rglob("*")
-               if d.is_dir() and "__pycache__" not in d.parts and any(d.glob("*.py"))
-               and not (d / "__init__.py").is_file()]
+    missing = [
+        d.relative_to(SRC).as_posix()
+        for d in (SRC / "simbackend").rglob("*")
+        if d.is_dir() and "__pycache__" not in d.parts and any(d.glob("*.py")) and not (d / "__init__.py").is_file()
+    ]
     assert not missing, f"folders of modules without __init__.py: {missing}"
 
 
@@ -324,8 +355,22 @@ def test_main_package_does_not_know_the_plugin() -> None:
         visitor.visit(tree)
         for line, module in visitor.found:
             top = module.split(".")[0]
-            assert top in ("simbackend", "simbackend_motrix", "motrixsim", "numpy", "torch", "__future__", "typing",
-                           "copy", "os", "re", "tempfile", "xml", "pathlib", "collections"), \
-                f"{path.name}:{line} imports {module}"
-            assert not module.startswith(("simbackend.backends", "simbackend.cli", "simbackend.contract_tests")), \
+            assert top in (
+                "simbackend",
+                "simbackend_motrix",
+                "motrixsim",
+                "numpy",
+                "torch",
+                "__future__",
+                "typing",
+                "copy",
+                "os",
+                "re",
+                "tempfile",
+                "xml",
+                "pathlib",
+                "collections",
+            ), f"{path.name}:{line} imports {module}"
+            assert not module.startswith(("simbackend.backends", "simbackend.cli", "simbackend.contract_tests")), (
                 f"{path.name}:{line} imports {module}: a plugin talks to the public API only"
+            )

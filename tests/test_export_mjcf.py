@@ -13,8 +13,9 @@ import pytest
 from simbackend.errors import InvalidArgumentError, ModelLoadError
 from simbackend.models import builtin_models, compile_model, export_mjcf, model_info
 
-GYM = sorted(glob.glob(os.path.join(os.path.dirname(pytest.importorskip("gymnasium").__file__),
-                                    "envs/mujoco/assets/*.xml")))
+GYM = sorted(
+    glob.glob(os.path.join(os.path.dirname(pytest.importorskip("gymnasium").__file__), "envs/mujoco/assets/*.xml"))
+)
 
 UNNAMED = """<mujoco>
   <compiler inertiafromgeom="true" fusestatic="true"/>
@@ -31,12 +32,32 @@ UNNAMED = """<mujoco>
 
 def _same_model(a: mujoco.MjModel, b: mujoco.MjModel) -> None:
     ia, ib = model_info(a), model_info(b)
-    for f in ("body_names", "joint_names", "site_names", "geom_names", "actuator_names", "sensor_names",
-              "joint_type", "joint_qposadr", "joint_dofadr", "body_parent"):
+    for f in (
+        "body_names",
+        "joint_names",
+        "site_names",
+        "geom_names",
+        "actuator_names",
+        "sensor_names",
+        "joint_type",
+        "joint_qposadr",
+        "joint_dofadr",
+        "body_parent",
+    ):
         assert np.array_equal(np.asarray(getattr(ia, f)), np.asarray(getattr(ib, f))), f
     # written exactly (MuJoCo's XML writer alone keeps ~7 significant digits)
-    for f in ("body_mass", "body_com", "body_inertia", "joint_range", "actuator_ctrl_range", "actuator_gain",
-              "actuator_kp", "actuator_kv", "gravity", "timestep"):
+    for f in (
+        "body_mass",
+        "body_com",
+        "body_inertia",
+        "joint_range",
+        "actuator_ctrl_range",
+        "actuator_gain",
+        "actuator_kp",
+        "actuator_kv",
+        "gravity",
+        "timestep",
+    ):
         np.testing.assert_allclose(getattr(ib, f), getattr(ia, f), rtol=1e-15, atol=0, err_msg=f)
     np.testing.assert_allclose(ib.qpos0, ia.qpos0, rtol=1e-5, atol=1e-9, err_msg="qpos0")
 
@@ -66,8 +87,7 @@ def test_unnamed_elements_take_model_info_names_and_fused_bodies_stay_fused(tmp_
 def test_compiled_model_is_written_again_only_if_written_before(tmp_path: Path) -> None:
     m, _ = export_mjcf("cartpole", tmp_path)
     (tmp_path / "again").mkdir()
-    same, path = export_mjcf(mujoco.MjModel.from_binary_path("m.mjb", {"m.mjb": _mjb(m)}),
-                             tmp_path / "again")
+    same, path = export_mjcf(mujoco.MjModel.from_binary_path("m.mjb", {"m.mjb": _mjb(m)}), tmp_path / "again")
     _same_model(m, mujoco.MjModel.from_xml_path(str(path)))
     other = compile_model("cartpole")
     other.opt.timestep = 0.0123  # the same names and tree, another model

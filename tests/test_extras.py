@@ -17,17 +17,46 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 #: what must never be a base dependency: engines, training, playback and test tools
-HEAVY = ("mujoco", "sapien", "rsl-rl-lib", "gymnasium", "h5py", "imageio", "matplotlib", "tensorboard", "pytest",
-         "hypothesis", "tqdm")
+HEAVY = (
+    "mujoco",
+    "sapien",
+    "rsl-rl-lib",
+    "gymnasium",
+    "h5py",
+    "imageio",
+    "matplotlib",
+    "tensorboard",
+    "pytest",
+    "hypothesis",
+    "tqdm",
+)
 #: every optional top-level package
-OPTIONAL = ("mujoco", "sapien", "gymnasium", "rsl_rl", "tensordict", "h5py", "imageio", "imageio_ffmpeg",
-            "matplotlib", "tqdm", "pytest", "hypothesis")
+OPTIONAL = (
+    "mujoco",
+    "sapien",
+    "gymnasium",
+    "rsl_rl",
+    "tensordict",
+    "h5py",
+    "imageio",
+    "imageio_ffmpeg",
+    "matplotlib",
+    "tqdm",
+    "pytest",
+    "hypothesis",
+)
 
 
 def _python(code: str, blocked: tuple[str, ...]) -> subprocess.CompletedProcess:
     prelude = "import sys\n" + "".join(f"sys.modules[{m!r}] = None\n" for m in blocked)
-    return subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)], cwd=REPO, capture_output=True,
-                          text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "MUJOCO_GL": "egl"})
+    return subprocess.run(
+        [sys.executable, "-c", prelude + textwrap.dedent(code)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "MUJOCO_GL": "egl"},
+    )
 
 
 def test_base_dependencies_are_light_and_extras_hold_the_rest() -> None:
@@ -35,42 +64,58 @@ def test_base_dependencies_are_light_and_extras_hold_the_rest() -> None:
     base = [d.split(">")[0].split("=")[0].split("<")[0].split("[")[0].strip().lower() for d in config["dependencies"]]
     assert not set(base) & set(HEAVY), f"heavy base dependencies: {sorted(set(base) & set(HEAVY))}"
     extras = config["optional-dependencies"]
-    for extra, needs in (("mujoco", "mujoco"), ("sapien", "sapien"), ("train", "rsl-rl-lib"), ("gym", "gymnasium"),
-                         ("playback", "h5py"), ("contract", "pytest")):
+    for extra, needs in (
+        ("mujoco", "mujoco"),
+        ("sapien", "sapien"),
+        ("train", "rsl-rl-lib"),
+        ("gym", "gymnasium"),
+        ("playback", "h5py"),
+        ("contract", "pytest"),
+    ):
         assert any(req.startswith(needs) for req in extras[extra]), f"[{extra}] should install {needs}"
     assert config["requires-python"] == ">=3.11"
 
 
 def test_the_core_works_without_any_extra() -> None:
     """Contract, plans, states, registry and the CLI's help load with every optional package missing."""
-    proc = _python("""
+    proc = _python(
+        """
         import simbackend
         from simbackend import contract, engine, registry, options, state, capabilities, divergence
         from simbackend.randomization import RandomizationPlan
         from simbackend.cli import main
         print(sorted(registry.available_backends()))
-    """, OPTIONAL)
+    """,
+        OPTIONAL,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "mujoco" in proc.stdout  # listed from its entry point, not imported
 
 
-@pytest.mark.parametrize("code,blocked,extra", [
-    ("import simbackend.backends.mujoco", ("mujoco",), "mujoco"),
-    ("import simbackend.backends.sapien", ("sapien",), "sapien"),
-    ("import simbackend.envs.gym", ("gymnasium",), "gym"),
-    ("import simbackend.envs.rsl", ("rsl_rl",), "train"),
-    ("import simbackend.training", ("tqdm",), "train"),
-    ("import simbackend.contract_tests.plugin", ("hypothesis",), "contract"),
-    ("from simbackend.playback.recording import Recording; Recording('pyproject.toml')", ("h5py",), "playback"),
-], ids=["mujoco", "sapien", "gym", "rsl", "training", "contract", "playback"])
+@pytest.mark.parametrize(
+    "code,blocked,extra",
+    [
+        ("import simbackend.backends.mujoco", ("mujoco",), "mujoco"),
+        ("import simbackend.backends.sapien", ("sapien",), "sapien"),
+        ("import simbackend.envs.gym", ("gymnasium",), "gym"),
+        ("import simbackend.envs.rsl", ("rsl_rl",), "train"),
+        ("import simbackend.training", ("tqdm",), "train"),
+        ("import simbackend.contract_tests.plugin", ("hypothesis",), "contract"),
+        ("from simbackend.playback.recording import Recording; Recording('pyproject.toml')", ("h5py",), "playback"),
+    ],
+    ids=["mujoco", "sapien", "gym", "rsl", "training", "contract", "playback"],
+)
 def test_a_missing_extra_is_one_error_naming_it(code: str, blocked: tuple[str, ...], extra: str) -> None:
-    proc = _python(f"""
+    proc = _python(
+        f"""
         from simbackend.errors import MissingExtraError
         try:
             {code}
         except MissingExtraError as e:
             print("ERR", e.extra, "|", e)
-    """, blocked)
+    """,
+        blocked,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     line = proc.stdout.strip()
     assert line.startswith(f"ERR {extra} |"), line or proc.stderr[-2000:]
@@ -78,12 +123,15 @@ def test_a_missing_extra_is_one_error_naming_it(code: str, blocked: tuple[str, .
 
 
 def test_make_backend_without_the_engine_names_the_extra() -> None:
-    proc = _python("""
+    proc = _python(
+        """
         from simbackend import make_backend
         try:
             make_backend("mujoco", "pendulum", 1)
         except Exception as e:
             print(type(e).__name__, "|", e)
-    """, ("mujoco",))
+    """,
+        ("mujoco",),
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "simbackend[mujoco]" in proc.stdout, proc.stdout

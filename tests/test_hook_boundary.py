@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import traceback
-from typing import Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -38,7 +39,7 @@ class SyncMonitor:
         self.active = False
 
     @contextlib.contextmanager
-    def watching(self) -> Iterator["SyncMonitor"]:
+    def watching(self) -> Iterator[SyncMonitor]:
         originals = {name: getattr(torch.Tensor, name) for name in _READBACKS}
         monitor = self
 
@@ -48,6 +49,7 @@ class SyncMonitor:
                     where = traceback.extract_stack(limit=3)[0]
                     monitor.calls.append(f"Tensor.{name} at {where.filename}:{where.lineno}")
                 return fn(self, *args, **kwargs)
+
             return wrapped
 
         for name, fn in originals.items():
@@ -74,13 +76,15 @@ class TorchEngine(Engine):
         self.qpos = torch.as_tensor(np.tile(self.info.qpos0, (n, 1)), dtype=torch.float32)
         self.qvel = torch.zeros((n, self.info.nv))
         self.received: list[tuple[str, Any]] = []
-        self._caps = Capabilities(gpu=True, site_jacobians=False, joint_types=frozenset({"free", "ball", "hinge", "slide"}))
+        self._caps = Capabilities(
+            gpu=True, site_jacobians=False, joint_types=frozenset({"free", "ball", "hinge", "slide"})
+        )
 
     @property
     def capabilities(self) -> Capabilities:
         return self._caps
 
-    def _check(self, hook: str, *tensors: Optional[torch.Tensor]) -> None:
+    def _check(self, hook: str, *tensors: torch.Tensor | None) -> None:
         for t in tensors:
             if t is None:
                 continue
@@ -122,7 +126,7 @@ class TorchEngine(Engine):
         self.qpos[rows] = qpos
         self.qvel[rows] = qvel
 
-    def step(self, ctrl: torch.Tensor, nsteps: int, forces: Optional[BodyForces]) -> None:
+    def step(self, ctrl: torch.Tensor, nsteps: int, forces: BodyForces | None) -> None:
         self._check("step", ctrl, None if forces is None else forces.force)
         self._before = self.qpos.clone(), self.qvel.clone()
         dt = self.info.timestep
@@ -140,8 +144,15 @@ class TorchEngine(Engine):
 
 def torch_backend(model: Any, num_envs: int, sync_in_hooks: bool = False) -> SimBackend:
     """A front end on :class:`TorchEngine` (its ``sync_in_hooks`` set)."""
-    engine = TorchEngine if not sync_in_hooks else type("SyncingTorchEngine", (TorchEngine,), {
-        "__init__": lambda self, build: TorchEngine.__init__(self, build, sync_in_hooks=True)})
+    engine = (
+        TorchEngine
+        if not sync_in_hooks
+        else type(
+            "SyncingTorchEngine",
+            (TorchEngine,),
+            {"__init__": lambda self, build: TorchEngine.__init__(self, build, sync_in_hooks=True)},
+        )
+    )
     return SimBackend(engine, model, num_envs)
 
 
@@ -163,11 +174,29 @@ def _exercise(sim: SimBackend) -> None:
     sim.set_pre_step_control(lambda s, c: c + s.get_qpos()[:, :1] * 0)
     sim.step(ctrl, nsteps=2)
     sim.set_pre_step_control(None)
-    for getter in ("get_qpos", "get_qvel", "get_dof_pos", "get_dof_vel", "get_base_pos", "get_base_quat",
-                   "get_base_lin_vel", "get_base_ang_vel", "get_env_body_mass", "get_env_gravity"):
+    for getter in (
+        "get_qpos",
+        "get_qvel",
+        "get_dof_pos",
+        "get_dof_vel",
+        "get_base_pos",
+        "get_base_quat",
+        "get_base_lin_vel",
+        "get_base_ang_vel",
+        "get_env_body_mass",
+        "get_env_gravity",
+    ):
         getattr(sim, getter)()
-    for getter in ("get_body_pos_w", "get_body_quat_w", "get_body_lin_vel_w", "get_body_ang_vel_w",
-                   "get_body_pos_b", "get_body_quat_b", "get_body_lin_vel_b", "get_body_ang_vel_b"):
+    for getter in (
+        "get_body_pos_w",
+        "get_body_quat_w",
+        "get_body_lin_vel_w",
+        "get_body_ang_vel_w",
+        "get_body_pos_b",
+        "get_body_quat_b",
+        "get_body_lin_vel_b",
+        "get_body_ang_vel_b",
+    ):
         getattr(sim, getter)()
         getattr(sim, getter)(ids)
     if site is not None:
@@ -182,8 +211,8 @@ def test_hooks_receive_device_tensors_in_the_hook_dtype() -> None:
     _exercise(sim)
     hooks = {h for h, _ in sim.engine.received}
     assert hooks == {"write_state", "step", "revert"}
-    sim.set_state(None, np.zeros((4, sim.nq), np.float64))          # numpy float64 in, float32 tensors out
-    sim.step([[0.0]] * 4)                                          # a nested list too
+    sim.set_state(None, np.zeros((4, sim.nq), np.float64))  # numpy float64 in, float32 tensors out
+    sim.step([[0.0]] * 4)  # a nested list too
     assert all(kinds[0] == "Tensor" for _, kinds in sim.engine.received)
 
 
@@ -254,7 +283,9 @@ def test_gpu_backend_defers_bad_state_rows_and_synchronize_reports_them() -> Non
     sim.synchronize()  # each problem is raised once
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: torch.cuda.set_sync_debug_mode checks real GPU backends")
+@pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs CUDA: torch.cuda.set_sync_debug_mode checks real GPU backends"
+)
 def test_gpu_backends_do_not_synchronise() -> None:  # pragma: no cover - run on machines with a GPU
     from simbackend.registry import available_backends, make_backend
 

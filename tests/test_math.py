@@ -23,7 +23,9 @@ def test_quat_to_matrix_matches_rodrigues():
     rng = np.random.default_rng(0)
     for _ in range(20):
         axis, angle = rng.normal(size=3), rng.uniform(-np.pi, np.pi)
-        np.testing.assert_allclose(sm.quat_to_matrix(_axis_angle(axis, angle)).numpy(), _rodrigues(axis, angle), atol=1e-12)
+        np.testing.assert_allclose(
+            sm.quat_to_matrix(_axis_angle(axis, angle)).numpy(), _rodrigues(axis, angle), atol=1e-12
+        )
 
 
 def test_apply_and_inverse_and_mul_compose_like_matrices():
@@ -79,5 +81,6 @@ def test_quat_angle_is_precise_for_tiny_angles_and_sign_blind():
     np.testing.assert_allclose(sm.quat_angle_between(q, q), 0.0, atol=1e-12)
     # the same on torch tensors, and on quaternions that are not unit norm
     tq, tr = torch.as_tensor(q), torch.as_tensor(rotated)
-    torch.testing.assert_close(sm.quat_angle_between(3.0 * tq, tr), torch.full((5,), angle, dtype=torch.float64),
-                               rtol=1e-6, atol=0)
+    torch.testing.assert_close(
+        sm.quat_angle_between(3.0 * tq, tr), torch.full((5,), angle, dtype=torch.float64), rtol=1e-6, atol=0
+    )

@@ -61,8 +61,20 @@ LINKS = ("base_link", "upper", "fore", "finger", "tool0")
 
 
 #: the 12 outward triangles of a box whose 8 corners are ordered x, then y, then z (``_box_corners``)
-BOX_FACES = [(0, 1, 3), (0, 3, 2), (4, 6, 7), (4, 7, 5), (0, 4, 5), (0, 5, 1),
-             (2, 3, 7), (2, 7, 6), (0, 2, 6), (0, 6, 4), (1, 5, 7), (1, 7, 3)]
+BOX_FACES = [
+    (0, 1, 3),
+    (0, 3, 2),
+    (4, 6, 7),
+    (4, 7, 5),
+    (0, 4, 5),
+    (0, 5, 1),
+    (2, 3, 7),
+    (2, 7, 6),
+    (0, 2, 6),
+    (0, 6, 4),
+    (1, 5, 7),
+    (1, 7, 3),
+]
 
 
 def _box_corners(half: tuple[float, float, float], offset=(0.0, 0.0, 0.0)) -> np.ndarray:
@@ -103,8 +115,14 @@ def write_obj(path: Path, half: tuple[float, float, float], offset: tuple[float,
     path.write_text("\n".join(lines) + "\n")
 
 
-def make_package(root: Path, name: str = "my_robot", uris: dict | None = None, manifest: str | None = None,
-                 urdf_text: str = ARM_URDF, base_half: tuple[float, float, float] = (0.1, 0.1, 0.05)) -> Path:
+def make_package(
+    root: Path,
+    name: str = "my_robot",
+    uris: dict | None = None,
+    manifest: str | None = None,
+    urdf_text: str = ARM_URDF,
+    base_half: tuple[float, float, float] = (0.1, 0.1, 0.05),
+) -> Path:
     """``root/name`` laid out as a ROS package with the arm URDF; returns the URDF path."""
     pkg = root / name
     (pkg / "meshes").mkdir(parents=True)
@@ -144,6 +162,7 @@ def _one_line_error(exc: type[Exception], call, *fragments: str) -> str:
 # URDF: links kept, nothing invented
 # ----------------------------------------------------------------------------
 
+
 def test_urdf_keeps_every_link_with_its_parent(tmp_path: Path) -> None:
     m = compile_model(make_package(tmp_path / "ws" / "src"))
     info = model_info(m)
@@ -171,25 +190,32 @@ def test_fuse_static_is_the_users_choice(tmp_path: Path) -> None:
     assert "tool0" in model_info(compile_model(asks, fuse_static=False)).body_names
     # MJCF: the file's own setting (MuJoCo's default: not fused) unless told
     mjcf = tmp_path / "welded.xml"
-    mjcf.write_text('<mujoco><worldbody><body name="a"><joint type="hinge"/><geom size=".1"/>'
-                    '<body name="fixed" pos="0 0 1"><geom size=".1"/></body></body></worldbody></mujoco>')
+    mjcf.write_text(
+        '<mujoco><worldbody><body name="a"><joint type="hinge"/><geom size=".1"/>'
+        '<body name="fixed" pos="0 0 1"><geom size=".1"/></body></body></worldbody></mujoco>'
+    )
     assert "fixed" in model_info(compile_model(mjcf)).body_names
     assert "fixed" not in model_info(compile_model(mjcf, fuse_static=True)).body_names
 
 
 def test_links_without_inertial_get_no_mass(tmp_path: Path) -> None:
     """URDF: no <inertial> means no mass; MuJoCo's mass-from-geometry is the file's explicit choice."""
-    text = ARM_URDF.replace('<link name="tool0"/>', '<link name="tool0"><collision><geometry>'
-                            '<box size="0.2 0.2 0.2"/></geometry></collision></link>')
+    text = ARM_URDF.replace(
+        '<link name="tool0"/>',
+        '<link name="tool0"><collision><geometry><box size="0.2 0.2 0.2"/></geometry></collision></link>',
+    )
     m = compile_model(make_package(tmp_path / "a", urdf_text=text))
     assert m.body_mass[model_info(m).body_names.index("tool0")] == 0.0  # 8 kg at 1000 kg/m^3 if invented
     # a moving link without <inertial>: one line naming the link and both fixes
     moving = re.sub(r'(<link name="finger">)\s*<inertial>.*?</inertial>', r"\1", ARM_URDF, flags=re.S)
-    moving = moving.replace("</link>\n  <joint name=\"tool_joint\"", "<collision><geometry><box size=\"0.02 0.02 0.02\"/>"
-                            "</geometry></collision></link>\n  <joint name=\"tool_joint\"")
+    moving = moving.replace(
+        '</link>\n  <joint name="tool_joint"',
+        '<collision><geometry><box size="0.02 0.02 0.02"/></geometry></collision></link>\n  <joint name="tool_joint"',
+    )
     urdf = make_package(tmp_path / "b", urdf_text=moving)
-    _one_line_error(ModelLoadError, lambda: compile_model(urdf), str(urdf), "'finger'", "<inertial>",
-                    'inertiafromgeom="true"')
+    _one_line_error(
+        ModelLoadError, lambda: compile_model(urdf), str(urdf), "'finger'", "<inertial>", 'inertiafromgeom="true"'
+    )
     asks = urdf.with_name("asks.urdf")
     asks.write_text(urdf.read_text().replace("</robot>", '<mujoco><compiler inertiafromgeom="true"/></mujoco></robot>'))
     m = compile_model(asks)
@@ -198,18 +224,24 @@ def test_links_without_inertial_get_no_mass(tmp_path: Path) -> None:
 
 def test_visual_meshes_are_left_to_mujocos_discardvisual(tmp_path: Path) -> None:
     """Visual geometry (often COLLADA, from packages not installed) is not resolved unless the file keeps it."""
-    text = ARM_URDF.replace("<link name=\"tool0\"/>", '<link name="tool0"><visual><geometry>'
-                            '<mesh filename="package://gui_only/tool.dae"/></geometry></visual></link>')
+    text = ARM_URDF.replace(
+        '<link name="tool0"/>',
+        '<link name="tool0"><visual><geometry>'
+        '<mesh filename="package://gui_only/tool.dae"/></geometry></visual></link>',
+    )
     urdf = make_package(tmp_path, urdf_text=text)
     assert compile_model(urdf).nmesh == 2
     keeps = urdf.with_name("keeps_visuals.urdf")
     keeps.write_text(urdf.read_text().replace("</robot>", '<mujoco><compiler discardvisual="false"/></mujoco></robot>'))
-    _one_line_error(ModelLoadError, lambda: compile_model(keeps), "package://gui_only/tool.dae", "no package 'gui_only'")
+    _one_line_error(
+        ModelLoadError, lambda: compile_model(keeps), "package://gui_only/tool.dae", "no package 'gui_only'"
+    )
 
 
 # ----------------------------------------------------------------------------
 # mesh files: package://, file://, relative; binary and ASCII STL, OBJ
 # ----------------------------------------------------------------------------
+
 
 def test_package_uris_resolve_from_the_files_ancestors(tmp_path: Path) -> None:
     m = compile_model(make_package(tmp_path / "ws" / "src"))
@@ -226,8 +258,10 @@ def test_ascii_stl_reads_like_binary(tmp_path: Path) -> None:
     assert int(m.mesh_vertnum[0]) == 8
     assert _mesh_geom_half_sizes(m)[0] == [0.05, 0.1, 0.1]
     broken = urdf.parent.parent / "meshes" / "broken.stl"
-    broken.write_text("solid x\n facet normal 0 0 1\n  outer loop\n   vertex 0 0 0\n   vertex 1 0 0\n"
-                      "  endloop\n endfacet\nendsolid x\n")
+    broken.write_text(
+        "solid x\n facet normal 0 0 1\n  outer loop\n   vertex 0 0 0\n   vertex 1 0 0\n"
+        "  endloop\n endfacet\nendsolid x\n"
+    )
     bad = urdf.with_name("broken.urdf")
     bad.write_text(urdf.read_text().replace("ascii.stl", "broken.stl"))
     _one_line_error(ModelLoadError, lambda: compile_model(bad), str(broken), "ASCII STL")
@@ -239,18 +273,24 @@ def test_package_dirs_option(tmp_path: Path) -> None:
     loose = tmp_path / "elsewhere" / "arm.urdf"
     loose.parent.mkdir()
     loose.write_text(urdf.read_text())
-    msg = _one_line_error(ModelLoadError, lambda: compile_model(loose), "package://my_robot/meshes/base.stl",
-                          str(loose), "no package 'my_robot'", "package_dirs")
+    msg = _one_line_error(
+        ModelLoadError,
+        lambda: compile_model(loose),
+        "package://my_robot/meshes/base.stl",
+        str(loose),
+        "no package 'my_robot'",
+        "package_dirs",
+    )
     assert "ROS_PACKAGE_PATH" in msg and str(loose.parent) in msg  # where it looked
-    assert compile_model(loose, package_dirs=tmp_path / "ws" / "src").nmesh == 2        # a folder of packages
+    assert compile_model(loose, package_dirs=tmp_path / "ws" / "src").nmesh == 2  # a folder of packages
     (tmp_path / "ws" / "src" / "my_robot" / "my_robot").mkdir()  # a Python module named like its package
     assert compile_model(loose, package_dirs=[tmp_path / "ws" / "src" / "my_robot"]).nmesh == 2  # the package
-    assert compile_model(loose, package_dirs=[str(tmp_path / "ws")]).nmesh == 2         # packages further down
+    assert compile_model(loose, package_dirs=[str(tmp_path / "ws")]).nmesh == 2  # packages further down
 
 
 def test_package_dirs_come_before_the_files_ancestors(tmp_path: Path) -> None:
-    urdf = make_package(tmp_path / "ws" / "src")                                   # base box 0.2 x 0.2 x 0.1
-    make_package(tmp_path / "overlay", base_half=(0.3, 0.3, 0.3))                   # the same package, base 0.6^3
+    urdf = make_package(tmp_path / "ws" / "src")  # base box 0.2 x 0.2 x 0.1
+    make_package(tmp_path / "overlay", base_half=(0.3, 0.3, 0.3))  # the same package, base 0.6^3
     assert _mesh_geom_half_sizes(compile_model(urdf))[0] == [0.05, 0.1, 0.1]
     assert _mesh_geom_half_sizes(compile_model(urdf, package_dirs=tmp_path / "overlay"))[0] == [0.3, 0.3, 0.3]
 
@@ -263,12 +303,15 @@ def test_nested_workspace_and_ignored_folders(tmp_path: Path) -> None:
     loose.write_text(urdf.read_text())
     assert compile_model(loose, package_dirs=tmp_path / "ws" / "src").nmesh == 2
     (tmp_path / "ws" / "src" / "vendor_repo" / "COLCON_IGNORE").touch()
-    _one_line_error(ModelLoadError, lambda: compile_model(loose, package_dirs=tmp_path / "ws" / "src"),
-                    "no package 'my_robot'")
+    _one_line_error(
+        ModelLoadError, lambda: compile_model(loose, package_dirs=tmp_path / "ws" / "src"), "no package 'my_robot'"
+    )
     # a folder named my_robot inside another package is not that package
     other = make_package(tmp_path / "ws2", name="other_pkg", manifest="other_pkg")
     (other.parent.parent / "my_robot").mkdir()
-    _one_line_error(ModelLoadError, lambda: compile_model(loose, package_dirs=tmp_path / "ws2"), "no package 'my_robot'")
+    _one_line_error(
+        ModelLoadError, lambda: compile_model(loose, package_dirs=tmp_path / "ws2"), "no package 'my_robot'"
+    )
 
 
 def test_package_found_by_manifest_name_and_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -292,7 +335,9 @@ def test_package_found_by_manifest_name_and_environment(tmp_path: Path, monkeypa
 
 def test_relative_file_uris_and_meshdir(tmp_path: Path) -> None:
     meshes = tmp_path / "pkg" / "meshes"
-    urdf = make_package(tmp_path, name="pkg", uris={"base": "../meshes/base.stl", "fore": f"file://{meshes / 'fore.obj'}"})
+    urdf = make_package(
+        tmp_path, name="pkg", uris={"base": "../meshes/base.stl", "fore": f"file://{meshes / 'fore.obj'}"}
+    )
     assert compile_model(urdf).nmesh == 2
     # file:// URIs are percent-encoded
     spaced = tmp_path / "my meshes"
@@ -303,27 +348,34 @@ def test_relative_file_uris_and_meshdir(tmp_path: Path) -> None:
     assert compile_model(encoded).nmesh == 2
     # the file's own meshdir: relative paths start there
     with_dir = urdf.with_name("meshdir.urdf")
-    with_dir.write_text(ARM_URDF.format(base="base.stl", fore="fore.obj")
-                        .replace("</robot>", '<mujoco><compiler meshdir="../meshes"/></mujoco></robot>'))
+    with_dir.write_text(
+        ARM_URDF.format(base="base.stl", fore="fore.obj").replace(
+            "</robot>", '<mujoco><compiler meshdir="../meshes"/></mujoco></robot>'
+        )
+    )
     assert compile_model(with_dir).nmesh == 2
 
 
 def test_missing_meshes_are_one_line(tmp_path: Path) -> None:
     urdf = make_package(tmp_path, uris={"base": "package://my_robot/meshes/nope.stl", "fore": "../meshes/fore.obj"})
-    _one_line_error(ModelLoadError, lambda: compile_model(urdf), str(urdf), "package://my_robot/meshes/nope.stl",
-                    "does not exist")
+    _one_line_error(
+        ModelLoadError, lambda: compile_model(urdf), str(urdf), "package://my_robot/meshes/nope.stl", "does not exist"
+    )
     # the letter case differs (a description written on a case-insensitive filesystem)
     cased = urdf.with_name("cased.urdf")
     cased.write_text(urdf.read_text().replace("nope.stl", "BASE.STL"))
     _one_line_error(ModelLoadError, lambda: compile_model(cased), "'base.stl'", "case-sensitive")
     schemed = urdf.with_name("gazebo.urdf")
     schemed.write_text(urdf.read_text().replace("package://my_robot/meshes/nope.stl", "model://my_robot/base.stl"))
-    _one_line_error(ModelLoadError, lambda: compile_model(schemed), "model://my_robot/base.stl", "unsupported URI scheme")
+    _one_line_error(
+        ModelLoadError, lambda: compile_model(schemed), "model://my_robot/base.stl", "unsupported URI scheme"
+    )
 
 
 # ----------------------------------------------------------------------------
 # actuators
 # ----------------------------------------------------------------------------
+
 
 def test_position_servos_on_every_joint(tmp_path: Path) -> None:
     m = compile_model(make_package(tmp_path), actuators=[{"joints": ".*", "kind": "position", "kp": 80.0, "kv": 4.0}])
@@ -338,11 +390,16 @@ def test_position_servos_on_every_joint(tmp_path: Path) -> None:
 
 
 def test_specs_by_list_and_regex_with_names_and_ranges(tmp_path: Path) -> None:
-    m = compile_model(make_package(tmp_path), actuators=[
-        ActuatorSpec(joints=["shoulder"], kind="position", kp=np.float32(30.0), name="{joint}_servo", ctrl_range=(-1, 1)),
-        {"joints": "elb.*", "kind": "velocity", "kv": 2, "force_range": [-3, 3], "name": "{joint}_vel"},
-        {"joints": ["slide"], "kind": "motor", "gear": 50.0, "ctrl_range": np.array([-1.0, 1.0])},
-    ])
+    m = compile_model(
+        make_package(tmp_path),
+        actuators=[
+            ActuatorSpec(
+                joints=["shoulder"], kind="position", kp=np.float32(30.0), name="{joint}_servo", ctrl_range=(-1, 1)
+            ),
+            {"joints": "elb.*", "kind": "velocity", "kv": 2, "force_range": [-3, 3], "name": "{joint}_vel"},
+            {"joints": ["slide"], "kind": "motor", "gear": 50.0, "ctrl_range": np.array([-1.0, 1.0])},
+        ],
+    )
     info = model_info(m)
     assert info.actuator_names == ("shoulder_servo", "elbow_vel", "slide")
     assert info.actuator_kind == ("position", "velocity", "motor")
@@ -356,10 +413,12 @@ def test_specs_by_list_and_regex_with_names_and_ranges(tmp_path: Path) -> None:
 def test_servo_ctrl_range_follows_the_compiled_joint_range(tmp_path: Path) -> None:
     """Ranges written in degrees become radians, slide ranges stay metres, gear scales them."""
     mjcf = tmp_path / "degrees.xml"
-    mjcf.write_text('<mujoco><compiler angle="degree"/><worldbody><body><joint name="a" range="-90 45"/>'
-                    '<joint name="b" type="slide" axis="1 0 0" range="-0.2 0.3"/><joint name="c" axis="1 0 0"/>'
-                    '<joint name="d" axis="0 1 0" limited="false" range="-10 10"/><geom type="box" size=".1 .2 .3"/>'
-                    '</body></worldbody></mujoco>')
+    mjcf.write_text(
+        '<mujoco><compiler angle="degree"/><worldbody><body><joint name="a" range="-90 45"/>'
+        '<joint name="b" type="slide" axis="1 0 0" range="-0.2 0.3"/><joint name="c" axis="1 0 0"/>'
+        '<joint name="d" axis="0 1 0" limited="false" range="-10 10"/><geom type="box" size=".1 .2 .3"/>'
+        "</body></worldbody></mujoco>"
+    )
     info = model_info(compile_model(mjcf, actuators=[{"kind": "position", "kp": 5.0}]))
     np.testing.assert_allclose(info.actuator_ctrl_range[:2], info.joint_range[:2])
     np.testing.assert_allclose(info.actuator_ctrl_range[:2], [[-np.pi / 2, np.pi / 4], [-0.2, 0.3]])
@@ -380,45 +439,66 @@ def test_actuators_on_builtin_and_spec_sources() -> None:
     assert len(spec.actuators) == before  # the caller's spec is not modified
 
 
-@pytest.mark.parametrize("specs, error, fragment", [
-    ([{"joints": "nothing.*", "kind": "position", "kp": 1}], InvalidArgumentError, "actuators[0].joints"),
-    ([{"joints": ["shoulder"], "kind": "position", "kp": 0}], InvalidArgumentError, "actuators[0].kp"),
-    ([{"joints": ["shoulder"], "kind": "position"}], InvalidArgumentError, "actuators[0].kp"),
-    ([{"joints": ["shoulder"], "kind": "position", "kp": 1, "kv": -1}], InvalidArgumentError, "actuators[0].kv"),
-    ([{"joints": ["shoulder"], "kind": "velocity"}], InvalidArgumentError, "actuators[0].kv"),
-    ([{"joints": ["shoulder"], "kind": "motor", "kp": 3}], InvalidArgumentError, "actuators[0].kp"),
-    ([{"joints": ["shoulder"], "kind": "motor", "kv": 3}], InvalidArgumentError, "actuators[0].kv"),
-    ([{"joints": ["shoulder"], "kind": "spring"}], InvalidArgumentError, "actuators[0].kind"),
-    ([{"joints": ["shoulder"], "kind": "motor", "gear": 0}], InvalidArgumentError, "actuators[0].gear"),
-    ([{"joints": ["shoulder"], "kind": "motor", "gear": "2"}], ArgumentTypeError, "actuators[0].gear"),
-    ([{"joints": ["shoulder"], "kind": "motor", "ctrl_range": [1, -1]}], InvalidArgumentError, "actuators[0].ctrl_range"),
-    ([{"joints": ["shoulder"], "kind": "motor", "force_range": 5}], ArgumentTypeError, "actuators[0].force_range"),
-    ([{"joints": ["shoulder"], "kind": "motor", "force_range": [0, float("nan")]}], InvalidArgumentError, "force_range"),
-    ([{"joints": ["shouldr"], "kind": "motor"}], InvalidArgumentError, "closest known names: 'shoulder'"),
-    ([{"joints": [], "kind": "motor"}], InvalidArgumentError, "actuators[0].joints"),
-    ([{"joints": 3, "kind": "motor"}], ArgumentTypeError, "actuators[0].joints"),
-    ([{"joints": "(", "kind": "motor"}], InvalidArgumentError, "regular expression"),
-    ([{"kind": "motor"}, {"joints": ["elbow"], "kind": "motor", "name": "e2"}], InvalidArgumentError,
-     "actuators[1].joints: joint 'elbow' is selected by actuators[0]"),
-    ([{"joints": ["elbow"], "kind": "motor", "name": "shoulder_motor"}], InvalidArgumentError, "actuators[0].name"),
-    ([{"kind": "motor", "name": "servo"}], InvalidArgumentError, "use {joint}"),
-    ([{"kind": "motor", "name": "{joint}_{side}"}], InvalidArgumentError, "actuators[0].name"),
-    ([{"kind": "motor", "name": "{joint"}], InvalidArgumentError, "actuators[0].name"),
-    ([{"joints": ".*", "kind": "motor", "strength": 3}], ArgumentTypeError, "strength"),
-    ("motor", ArgumentTypeError, "actuators"),
-    ([3], ArgumentTypeError, "actuators[0]"),
-])
+@pytest.mark.parametrize(
+    "specs, error, fragment",
+    [
+        ([{"joints": "nothing.*", "kind": "position", "kp": 1}], InvalidArgumentError, "actuators[0].joints"),
+        ([{"joints": ["shoulder"], "kind": "position", "kp": 0}], InvalidArgumentError, "actuators[0].kp"),
+        ([{"joints": ["shoulder"], "kind": "position"}], InvalidArgumentError, "actuators[0].kp"),
+        ([{"joints": ["shoulder"], "kind": "position", "kp": 1, "kv": -1}], InvalidArgumentError, "actuators[0].kv"),
+        ([{"joints": ["shoulder"], "kind": "velocity"}], InvalidArgumentError, "actuators[0].kv"),
+        ([{"joints": ["shoulder"], "kind": "motor", "kp": 3}], InvalidArgumentError, "actuators[0].kp"),
+        ([{"joints": ["shoulder"], "kind": "motor", "kv": 3}], InvalidArgumentError, "actuators[0].kv"),
+        ([{"joints": ["shoulder"], "kind": "spring"}], InvalidArgumentError, "actuators[0].kind"),
+        ([{"joints": ["shoulder"], "kind": "motor", "gear": 0}], InvalidArgumentError, "actuators[0].gear"),
+        ([{"joints": ["shoulder"], "kind": "motor", "gear": "2"}], ArgumentTypeError, "actuators[0].gear"),
+        (
+            [{"joints": ["shoulder"], "kind": "motor", "ctrl_range": [1, -1]}],
+            InvalidArgumentError,
+            "actuators[0].ctrl_range",
+        ),
+        ([{"joints": ["shoulder"], "kind": "motor", "force_range": 5}], ArgumentTypeError, "actuators[0].force_range"),
+        (
+            [{"joints": ["shoulder"], "kind": "motor", "force_range": [0, float("nan")]}],
+            InvalidArgumentError,
+            "force_range",
+        ),
+        ([{"joints": ["shouldr"], "kind": "motor"}], InvalidArgumentError, "closest known names: 'shoulder'"),
+        ([{"joints": [], "kind": "motor"}], InvalidArgumentError, "actuators[0].joints"),
+        ([{"joints": 3, "kind": "motor"}], ArgumentTypeError, "actuators[0].joints"),
+        ([{"joints": "(", "kind": "motor"}], InvalidArgumentError, "regular expression"),
+        (
+            [{"kind": "motor"}, {"joints": ["elbow"], "kind": "motor", "name": "e2"}],
+            InvalidArgumentError,
+            "actuators[1].joints: joint 'elbow' is selected by actuators[0]",
+        ),
+        ([{"joints": ["elbow"], "kind": "motor", "name": "shoulder_motor"}], InvalidArgumentError, "actuators[0].name"),
+        ([{"kind": "motor", "name": "servo"}], InvalidArgumentError, "use {joint}"),
+        ([{"kind": "motor", "name": "{joint}_{side}"}], InvalidArgumentError, "actuators[0].name"),
+        ([{"kind": "motor", "name": "{joint"}], InvalidArgumentError, "actuators[0].name"),
+        ([{"joints": ".*", "kind": "motor", "strength": 3}], ArgumentTypeError, "strength"),
+        ("motor", ArgumentTypeError, "actuators"),
+        ([3], ArgumentTypeError, "actuators[0]"),
+    ],
+)
 def test_bad_actuator_specs(specs, error: type[Exception], fragment: str) -> None:
     _one_line_error(error, lambda: compile_model("double_pendulum", actuators=specs), fragment)
 
 
 def test_free_and_ball_joints_take_no_actuator() -> None:
     free = [{"joints": ["box_free"], "kind": "motor"}]
-    _one_line_error(InvalidArgumentError, lambda: compile_model("box_drop", actuators=free),
-                    "actuators[0].joints", "'box_free' is a free joint")
+    _one_line_error(
+        InvalidArgumentError,
+        lambda: compile_model("box_drop", actuators=free),
+        "actuators[0].joints",
+        "'box_free' is a free joint",
+    )
     # a regex skips them: nothing else in box_drop
-    _one_line_error(InvalidArgumentError, lambda: compile_model("box_drop", actuators=[{"kind": "motor"}]),
-                    "matches no hinge or slide joint")
+    _one_line_error(
+        InvalidArgumentError,
+        lambda: compile_model("box_drop", actuators=[{"kind": "motor"}]),
+        "matches no hinge or slide joint",
+    )
 
 
 @pytest.mark.parametrize("sim", available_backends())
@@ -427,8 +507,13 @@ def test_urdf_robot_driven_by_step_on_every_backend(sim: str, tmp_path: Path) ->
     urdf = make_package(tmp_path / "ws" / "src")
     loose = tmp_path / "arm.urdf"
     loose.write_text(urdf.read_text())
-    with make_backend(sim, str(loose), 2, package_dirs=[tmp_path / "ws" / "src"],
-                      actuators=[{"joints": ".*", "kind": "position", "kp": 100.0, "kv": 2.0}]) as s:
+    with make_backend(
+        sim,
+        str(loose),
+        2,
+        package_dirs=[tmp_path / "ws" / "src"],
+        actuators=[{"joints": ".*", "kind": "position", "kp": 100.0, "kv": 2.0}],
+    ) as s:
         assert set(LINKS) <= set(s.body_names)
         target = np.array([[0.5, -0.4, 0.05], [-0.3, 0.8, 0.02]])
         for _ in range(50):
@@ -441,6 +526,7 @@ def test_urdf_robot_driven_by_step_on_every_backend(sim: str, tmp_path: Path) ->
 # ----------------------------------------------------------------------------
 # errors
 # ----------------------------------------------------------------------------
+
 
 def test_source_errors_are_one_line(tmp_path: Path) -> None:
     (tmp_path / "robot.urdf").write_text("<robot name='r'><link name='a'/></robot>")
@@ -458,11 +544,14 @@ def test_source_errors_are_one_line(tmp_path: Path) -> None:
     sdf.write_text("<?xml version='1.0'?><sdf version='1.6'><model name='m'/></sdf>")
     _one_line_error(ModelLoadError, lambda: compile_model(sdf), "root element <sdf>")
     xacro = tmp_path / "arm.urdf.xacro"
-    xacro.write_text('<robot name="r" xmlns:xacro="http://www.ros.org/wiki/xacro"><xacro:property name="l" value="1"/>'
-                     '<link name="a"/></robot>')
+    xacro.write_text(
+        '<robot name="r" xmlns:xacro="http://www.ros.org/wiki/xacro"><xacro:property name="l" value="1"/>'
+        '<link name="a"/></robot>'
+    )
     _one_line_error(ModelLoadError, lambda: compile_model(xacro), "xacro", "expand it")
-    _one_line_error(ModelLoadError, lambda: compile_model("pendulm"), "neither a model file nor a built-in",
-                    "'pendulum'")
+    _one_line_error(
+        ModelLoadError, lambda: compile_model("pendulm"), "neither a model file nor a built-in", "'pendulum'"
+    )
     _one_line_error(ModelLoadError, lambda: compile_model(tmp_path / "nope.urdf"), "not found")
 
 
@@ -470,23 +559,35 @@ def test_compiler_messages_keep_the_files_line(tmp_path: Path) -> None:
     """MuJoCo's multi-line messages become one line naming the file, the element and its line in that file."""
     prolog = '<?xml version="1.0"?>\n<!-- a comment\n     over two lines -->\n'
     bad = tmp_path / "bad.xml"
-    bad.write_text(prolog + "<mujoco>\n<worldbody>\n<body>\n<geom type='sphere' size='-1'/>\n</body></worldbody></mujoco>")
+    bad.write_text(
+        prolog + "<mujoco>\n<worldbody>\n<body>\n<geom type='sphere' size='-1'/>\n</body></worldbody></mujoco>"
+    )
     _one_line_error(ModelLoadError, lambda: compile_model(bad), str(bad), "size")
     urdf = tmp_path / "bad.urdf"
-    urdf.write_text(prolog + '<robot name="r">\n  <link name="a"/>\n'
-                    '  <joint name="j" type="revolute"><parent link="a"/><child link="missing"/></joint>\n</robot>')
+    urdf.write_text(
+        prolog + '<robot name="r">\n  <link name="a"/>\n'
+        '  <joint name="j" type="revolute"><parent link="a"/><child link="missing"/></joint>\n</robot>'
+    )
     _one_line_error(ModelLoadError, lambda: compile_model(urdf), str(urdf), "Element 'joint', line 6")
 
 
 def test_option_errors_name_the_option(tmp_path: Path) -> None:
     compiled = compile_model("pendulum")
     assert compile_model(compiled) is compiled
-    _one_line_error(InvalidArgumentError, lambda: compile_model(compiled, actuators=[{"kind": "motor"}]),
-                    "actuators", "compiled mujoco.MjModel")
+    _one_line_error(
+        InvalidArgumentError,
+        lambda: compile_model(compiled, actuators=[{"kind": "motor"}]),
+        "actuators",
+        "compiled mujoco.MjModel",
+    )
     _one_line_error(InvalidArgumentError, lambda: compile_model(compiled, fuse_static=False), "fuse_static")
     _one_line_error(InvalidArgumentError, lambda: compile_model(compiled, package_dirs=tmp_path), "package_dirs")
-    _one_line_error(InvalidArgumentError, lambda: compile_model("pendulum", package_dirs=tmp_path / "missing"),
-                    "package_dirs[0]", "not a folder")
+    _one_line_error(
+        InvalidArgumentError,
+        lambda: compile_model("pendulum", package_dirs=tmp_path / "missing"),
+        "package_dirs[0]",
+        "not a folder",
+    )
     _one_line_error(ArgumentTypeError, lambda: compile_model("pendulum", package_dirs=[tmp_path, 3]), "package_dirs[1]")
     _one_line_error(ArgumentTypeError, lambda: compile_model("pendulum", package_dirs={"a": 1}), "package_dirs")
     _one_line_error(ArgumentTypeError, lambda: compile_model("pendulum", fuse_static="yes"), "fuse_static")

@@ -155,8 +155,16 @@ def test_model_fields_read_the_compiled_model(tmp_path):
     path.write_text(FIELDS_XML)
     with make_backend("mujoco", str(path), 2) as sim:
         f = sim.model_fields()
-    assert set(f) == {"body_mass", "body_com", "body_inertia", "joint_range", "actuator_ctrl_range",
-                      "actuator_force_range", "timestep", "gravity"}
+    assert set(f) == {
+        "body_mass",
+        "body_com",
+        "body_inertia",
+        "joint_range",
+        "actuator_ctrl_range",
+        "actuator_force_range",
+        "timestep",
+        "gravity",
+    }
     assert all(v.dtype == np.float64 for v in f.values())
     assert f["body_mass"].shape == (3,) and f["body_com"].shape == (3, 3) and f["body_inertia"].shape == (3, 3, 3)
     np.testing.assert_allclose(f["body_mass"], [0.0, 3.0, 0.5])
@@ -189,8 +197,10 @@ def test_model_fields_is_optional_in_the_contract():
         name = "nofields"
         model_fields = Engine.model_fields
 
-    with SimBackend(NoFields, "pendulum", 1) as sim, \
-            pytest.raises(UnsupportedFeatureError, match="'nofields'.*model_fields"):
+    with (
+        SimBackend(NoFields, "pendulum", 1) as sim,
+        pytest.raises(UnsupportedFeatureError, match="'nofields'.*model_fields"),
+    ):
         sim.model_fields()
 
 

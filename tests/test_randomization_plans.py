@@ -28,13 +28,23 @@ D = Distribution
 
 
 def _plan() -> RandomizationPlan:
-    return RandomizationPlan((
-        Term("body_mass", D.uniform(0.8, 1.2), targets=("link.*",), scale_inertia=True),
-        Term("geom_friction", D.log_uniform(0.5, 2.0), components=("sliding", "rolling"), shared=True),
-        Term("gravity", D.gaussian(0.0, [0.1, 0.1, 0.3], low=-0.5, high=0.5), phase="reset"),
-        Term("body_force", D.fixed([1, 2, 3, 0, 0, 0]), phase="interval", targets=("base",), duration=0.5,
-             interval_s=(1.0, 3.0), name="kick"),
-    ), seed=42)
+    return RandomizationPlan(
+        (
+            Term("body_mass", D.uniform(0.8, 1.2), targets=("link.*",), scale_inertia=True),
+            Term("geom_friction", D.log_uniform(0.5, 2.0), components=("sliding", "rolling"), shared=True),
+            Term("gravity", D.gaussian(0.0, [0.1, 0.1, 0.3], low=-0.5, high=0.5), phase="reset"),
+            Term(
+                "body_force",
+                D.fixed([1, 2, 3, 0, 0, 0]),
+                phase="interval",
+                targets=("base",),
+                duration=0.5,
+                interval_s=(1.0, 3.0),
+                name="kick",
+            ),
+        ),
+        seed=42,
+    )
 
 
 def test_plan_round_trips_through_json() -> None:
@@ -57,31 +67,34 @@ def test_plan_files_load(tmp_path) -> None:
         RandomizationPlan.load(path)
 
 
-@pytest.mark.parametrize("make, match", [
-    (lambda: D.uniform(2.0, 1.0), "low > high"),
-    (lambda: D.uniform([0, 1], [1, 0.5]), "low > high"),
-    (lambda: D.log_uniform(0.0, 1.0), "must be > 0"),
-    (lambda: D.gaussian(0.0, -1.0), "std"),
-    (lambda: D.uniform(0.0, float("nan")), "finite"),
-    (lambda: D.uniform([0, 0], [1, 1, 1]), "different lengths"),
-    (lambda: Distribution("beta", low=(0.0,), high=(1.0,)), "distribution.kind"),
-    (lambda: Term("body_mas", D.fixed(1.0)), "closest known names: 'body_mass'"),
-    (lambda: Term("body_mass", D.fixed(1.0), phase="startup"), "phase"),
-    (lambda: Term("body_inertia", D.fixed(1.0), operation="add"), "operation"),
-    (lambda: Term("gravity", D.fixed(1.0), targets=("x",)), "takes no targets"),
-    (lambda: Term("body_com", D.fixed([1.0, 2.0])), "1 or 3"),
-    (lambda: Term("geom_friction", D.fixed(1.0), components=("spin",)), "components"),
-    (lambda: Term("body_mass", D.fixed(1.0), duration=1.0), "duration"),
-    (lambda: Term("body_force", D.fixed(1.0), duration=-1.0), "positive"),
-    (lambda: Term("body_mass", D.fixed(1.0), interval_s=(1, 2)), "interval phase"),
-    (lambda: Term("body_mass", D.fixed(1.0), phase="interval", interval_s=(2, 1)), "low <= high"),
-    (lambda: Term("body_mass", D.fixed(1.0), scale_inertia=True, operation="add"), "scale_inertia"),
-    (lambda: RandomizationPlan((Term("gravity", D.fixed(0.0), name="g"),) * 2), "duplicate"),
-    (lambda: RandomizationPlan((), seed=-1), "seed"),
-    (lambda: RandomizationPlan.from_dict({"terms": [{"kind": "gravity"}]}), "required"),
-    (lambda: RandomizationPlan.from_dict({"terms": [], "colour": 1}), "unknown keys"),
-    (lambda: RandomizationPlan.from_dict({"version": 2, "terms": []}), "version"),
-])
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (lambda: D.uniform(2.0, 1.0), "low > high"),
+        (lambda: D.uniform([0, 1], [1, 0.5]), "low > high"),
+        (lambda: D.log_uniform(0.0, 1.0), "must be > 0"),
+        (lambda: D.gaussian(0.0, -1.0), "std"),
+        (lambda: D.uniform(0.0, float("nan")), "finite"),
+        (lambda: D.uniform([0, 0], [1, 1, 1]), "different lengths"),
+        (lambda: Distribution("beta", low=(0.0,), high=(1.0,)), "distribution.kind"),
+        (lambda: Term("body_mas", D.fixed(1.0)), "closest known names: 'body_mass'"),
+        (lambda: Term("body_mass", D.fixed(1.0), phase="startup"), "phase"),
+        (lambda: Term("body_inertia", D.fixed(1.0), operation="add"), "operation"),
+        (lambda: Term("gravity", D.fixed(1.0), targets=("x",)), "takes no targets"),
+        (lambda: Term("body_com", D.fixed([1.0, 2.0])), "1 or 3"),
+        (lambda: Term("geom_friction", D.fixed(1.0), components=("spin",)), "components"),
+        (lambda: Term("body_mass", D.fixed(1.0), duration=1.0), "duration"),
+        (lambda: Term("body_force", D.fixed(1.0), duration=-1.0), "positive"),
+        (lambda: Term("body_mass", D.fixed(1.0), interval_s=(1, 2)), "interval phase"),
+        (lambda: Term("body_mass", D.fixed(1.0), phase="interval", interval_s=(2, 1)), "low <= high"),
+        (lambda: Term("body_mass", D.fixed(1.0), scale_inertia=True, operation="add"), "scale_inertia"),
+        (lambda: RandomizationPlan((Term("gravity", D.fixed(0.0), name="g"),) * 2), "duplicate"),
+        (lambda: RandomizationPlan((), seed=-1), "seed"),
+        (lambda: RandomizationPlan.from_dict({"terms": [{"kind": "gravity"}]}), "required"),
+        (lambda: RandomizationPlan.from_dict({"terms": [], "colour": 1}), "unknown keys"),
+        (lambda: RandomizationPlan.from_dict({"version": 2, "terms": []}), "version"),
+    ],
+)
 def test_bad_plans_are_rejected_when_built(make, match) -> None:
     with pytest.raises((InvalidArgumentError, ArgumentTypeError), match=match):
         make()
@@ -102,9 +115,9 @@ def test_uniforms_depend_only_on_their_keys() -> None:
     a = uniforms(7, 123, ids, counts, 5)
     b = uniforms(7, 123, np.array([3, 40]), np.array([0, 0]), 5)
     np.testing.assert_array_equal(a[[3, 40]], b)
-    assert not np.array_equal(uniforms(7, 123, ids, counts + 1, 5), a)   # the next draw differs
-    assert not np.array_equal(uniforms(8, 123, ids, counts, 5), a)       # another seed
-    assert not np.array_equal(uniforms(7, 124, ids, counts, 5), a)       # another term
+    assert not np.array_equal(uniforms(7, 123, ids, counts + 1, 5), a)  # the next draw differs
+    assert not np.array_equal(uniforms(8, 123, ids, counts, 5), a)  # another seed
+    assert not np.array_equal(uniforms(7, 124, ids, counts, 5), a)  # another term
     assert ((a > 0) & (a < 1)).all()
 
 
@@ -135,8 +148,10 @@ def test_distributions_draw_their_laws() -> None:
 
 
 def test_scheduler_fires_each_env_on_its_own_interval() -> None:
-    plan = RandomizationPlan((Term("joint_default_pos", D.uniform(-0.1, 0.1), phase="interval",
-                                   interval_s=(0.1, 0.3), name="offsets"),), seed=3)
+    plan = RandomizationPlan(
+        (Term("joint_default_pos", D.uniform(-0.1, 0.1), phase="interval", interval_s=(0.1, 0.3), name="offsets"),),
+        seed=3,
+    )
 
     class Recorder:
         num_envs = 8
@@ -153,7 +168,7 @@ def test_scheduler_fires_each_env_on_its_own_interval() -> None:
     assert ((first >= 0.1) & (first <= 0.3)).all() and len(set(first.tolist())) == 8
     fired_at = {}
     for k in range(100):
-        for name, ids in sched.advance(sim, 0.01).items():
+        for _name, ids in sched.advance(sim, 0.01).items():
             for i in ids:
                 fired_at.setdefault(int(i), []).append(k)
     for i in range(8):
@@ -170,20 +185,29 @@ def test_same_plan_same_values_on_every_backend() -> None:
     """Cross-engine agreement: one plan and seed give every backend the same per-env values."""
     from simbackend.registry import available_backends, make_backend
 
-    plan = RandomizationPlan((
-        Term("body_mass", D.uniform(0.5, 1.5), scale_inertia=True),
-        Term("actuator_kp", D.log_uniform(0.5, 2.0)),
-        Term("actuator_kv", D.gaussian(1.0, 0.1, low=0.8, high=1.2)),
-        Term("joint_default_pos", D.uniform(-0.05, 0.05)),
-        Term("gravity", D.uniform(-0.5, 0.5), operation="add"),
-    ), seed=2026)
+    plan = RandomizationPlan(
+        (
+            Term("body_mass", D.uniform(0.5, 1.5), scale_inertia=True),
+            Term("actuator_kp", D.log_uniform(0.5, 2.0)),
+            Term("actuator_kv", D.gaussian(1.0, 0.1, low=0.8, high=1.2)),
+            Term("joint_default_pos", D.uniform(-0.05, 0.05)),
+            Term("gravity", D.uniform(-0.5, 0.5), operation="add"),
+        ),
+        seed=2026,
+    )
     got = {}
     for name in available_backends():
         with make_backend(name, "arm7", 6) as sim:
             sim.apply_init_randomization(plan, strict=False)
             gains = sim.get_env_actuator_gains()
-            got[name] = {"mass": sim.get_env_body_mass(), "inertia": sim.get_env_body_inertia(), "kp": gains.kp,
-                         "kv": gains.kv, "default": sim.get_env_default_qpos(), "gravity": sim.get_env_gravity()}
+            got[name] = {
+                "mass": sim.get_env_body_mass(),
+                "inertia": sim.get_env_body_inertia(),
+                "kp": gains.kp,
+                "kv": gains.kv,
+                "default": sim.get_env_default_qpos(),
+                "gravity": sim.get_env_gravity(),
+            }
     assert {"mujoco", "sapien"} <= set(got)
     ref = got["mujoco"]
     for name, values in got.items():

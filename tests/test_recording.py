@@ -21,6 +21,7 @@ from simbackend.errors import (
     ArgumentTypeError,
     EnvIdError,
     InvalidArgumentError,
+    NonFiniteError,
     SnapshotMismatchError,
 )
 from simbackend.playback.recording import FORMAT, VERSION, WRITE_KINDS, Recorder, Recording
@@ -149,7 +150,9 @@ def test_a_long_recording_streams_in_bounded_memory(tmp_path) -> None:
     assert os.path.getsize(path) > 1000 * per_step
     warm = rss[5]  # after 300 steps: buffers, HDF5 chunk caches and the engine's arrays exist
     grown = max(rss[5:]) - warm
-    assert grown < 700 * per_step / 8, f"memory grew by {grown / 1e6:.1f} MB while {700 * per_step / 1e6:.1f} MB were written"
+    assert grown < 700 * per_step / 8, (
+        f"memory grew by {grown / 1e6:.1f} MB while {700 * per_step / 1e6:.1f} MB were written"
+    )
     with Recording(path) as rec:
         assert rec.env_steps == 10**6
 
@@ -213,12 +216,16 @@ def test_observers_are_called_in_order_and_removed(tmp_path) -> None:
     sim.set_state([2, 0], sim.get_qpos()[[2, 0]])
     sim.set_named_state([1], sim.get_named_state([1]))
     sim.set_physics_state([0], sim.get_physics_state([0]))
-    with pytest.raises(Exception):
+    with pytest.raises(NonFiniteError):
         sim.set_state([0], torch.full((1, sim.nq), float("nan")))  # a failed call notifies nothing
     sim.remove_observer(w)
     sim.step(torch.zeros(3, sim.num_actuators))
-    assert calls == [("step", 3, [False] * 3), ("set_state", [0, 2]), ("set_named_state", [1]),
-                     ("set_physics_state", [0])]
+    assert calls == [
+        ("step", 3, [False] * 3),
+        ("set_state", [0, 2]),
+        ("set_named_state", [1]),
+        ("set_physics_state", [0]),
+    ]
     with pytest.raises(InvalidArgumentError, match="not added"):
         sim.remove_observer(w)
     assert json.loads(json.dumps(WRITE_KINDS))

@@ -6,8 +6,9 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -264,7 +265,8 @@ def test_contract_suite_catches_broken_thirdparty_backend(thirdparty_dir: Path, 
     )
     proc = _run_script(
         ["contract", "--sim", "thirdparty-XYZW", "-q", "-k", QUAT_ORDER_TEST],
-        thirdparty_dir, tmp_path,
+        thirdparty_dir,
+        tmp_path,
     )
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]  # pytest: tests failed
     assert re.search(r"1 failed", proc.stdout), proc.stdout[-2000:]

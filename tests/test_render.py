@@ -22,11 +22,10 @@ import textwrap
 from dataclasses import replace
 from pathlib import Path
 
+import mujoco  # tests may import engines (docs/architecture.md, "The dependency rule")
 import numpy as np
 import pytest
 import torch
-
-import mujoco  # tests may import engines (docs/ARCHITECTURE.md, "The dependency rule")
 
 from simbackend import make_backend
 from simbackend.errors import (
@@ -91,9 +90,6 @@ SEG_XML = """
     <spatial name="rope" width="0.03" rgba="1 1 0 1"><site site="s1"/><site site="s2"/></spatial>
   </tendon>
 </mujoco>"""
-
-
-
 
 
 def _spec(xml: str):
@@ -188,10 +184,12 @@ def test_camera_params_of_a_fixed_camera(scene) -> None:
     p = r.camera_params(np.stack([model.qpos0, model.qpos0]), "top")
     assert p["intrinsic_cv"].shape == (2, 3, 3) and p["cam2world_gl"].shape == (2, 4, 4)
     assert not p["orthographic"]
-    np.testing.assert_allclose(p["intrinsic_cv"][0].numpy(),
-                               [[F, 0, W / 2 - 0.5], [0, F, H / 2 - 0.5], [0, 0, 1]], rtol=1e-5)
-    np.testing.assert_allclose(p["cam2world_gl"][1].numpy(),
-                               [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 3], [0, 0, 0, 1]], atol=1e-6)
+    np.testing.assert_allclose(
+        p["intrinsic_cv"][0].numpy(), [[F, 0, W / 2 - 0.5], [0, F, H / 2 - 0.5], [0, 0, 1]], rtol=1e-5
+    )
+    np.testing.assert_allclose(
+        p["cam2world_gl"][1].numpy(), [[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 3], [0, 0, 0, 1]], atol=1e-6
+    )
 
 
 def test_orthographic_depth_and_edges(scene) -> None:
@@ -217,10 +215,10 @@ def test_segmentation_ids_geoms_bodies_and_background() -> None:
     def px(x, y, z):  # pixel (row, col) of a world point seen by "top"
         return int(H / 2 - F * y / (3 - z)), int(W / 2 + F * x / (3 - z))
 
-    assert seg[px(0.4, -0.3, 0.4)] == 1 and body[px(0.4, -0.3, 0.4)] == 1          # box / crate
-    assert seg[px(-0.4, -0.1, 0.26)] == 4 and body[px(-0.4, -0.1, 0.26)] == 2       # ball_cap / pole
-    assert seg[px(-0.4, -0.3, 0.3)] == 3 and body[px(-0.4, -0.3, 0.3)] == 2         # ball / pole
-    assert seg[px(0.0, 0.0, 0.0)] == 0 and body[px(0.0, 0.0, 0.0)] == 0             # floor / world
+    assert seg[px(0.4, -0.3, 0.4)] == 1 and body[px(0.4, -0.3, 0.4)] == 1  # box / crate
+    assert seg[px(-0.4, -0.1, 0.26)] == 4 and body[px(-0.4, -0.1, 0.26)] == 2  # ball_cap / pole
+    assert seg[px(-0.4, -0.3, 0.3)] == 3 and body[px(-0.4, -0.3, 0.3)] == 2  # ball / pole
+    assert seg[px(0.0, 0.0, 0.0)] == 0 and body[px(0.0, 0.0, 0.0)] == 0  # floor / world
     assert set(np.unique(seg)) == {-1, 0, 1, 3, 4}
     assert set(np.unique(body)) == {-1, 0, 1, 2}
     # background: outside the 1.6 m floor; nothing there, so no depth
@@ -343,8 +341,9 @@ def test_tiled_floor_is_drawn_once_and_covers_every_env() -> None:
     cam = FreeCamera(lookat=(1.5, 1.5, 0), distance=8.0, azimuth=90, elevation=-90)  # top-down on the 3 x 3 grid
     with Renderer(model, W, H) as r:
         seg = r.render_tiled(q, cam, modes="segmentation", spacing=1.5)["segmentation"][..., 0].numpy()
-        n_floor = sum(1 for g in r._scene.geoms[: r._scene.ngeom]
-                      if g.objid == 0 and g.type == mujoco.mjtGeom.mjGEOM_PLANE)
+        n_floor = sum(
+            1 for g in r._scene.geoms[: r._scene.ngeom] if g.objid == 0 and g.type == mujoco.mjtGeom.mjGEOM_PLANE
+        )
         params = r.camera_params(q[:1], cam)
     intr, c2w = params["intrinsic_cv"][0].numpy().astype(float), params["cam2world_gl"][0].numpy()
     assert len(_components(seg == 1)) == 9
@@ -370,8 +369,10 @@ def test_point_cloud_lies_on_the_box_faces_in_the_world_frame(tmp_path: Path) ->
         q[:, 3] = torch.cos(torch.tensor(yaw) / 2)
         q[:, 6] = torch.sin(torch.tensor(yaw) / 2)
         sim.set_state(None, q)
-        cams = {"west": FreeCamera(lookat=(0, 0, 0.5), distance=2.0, azimuth=0, elevation=-30),   # from -x
-                "east": FreeCamera(lookat=(0, 0, 0.5), distance=2.0, azimuth=180, elevation=-30)}  # from +x
+        cams = {
+            "west": FreeCamera(lookat=(0, 0, 0.5), distance=2.0, azimuth=0, elevation=-30),  # from -x
+            "east": FreeCamera(lookat=(0, 0, 0.5), distance=2.0, azimuth=180, elevation=-30),
+        }  # from +x
         w, h = 96, 72
         pc = sim.get_point_cloud(cams, width=w, height=h)
         n, p = 2, 2 * w * h
@@ -394,7 +395,7 @@ def test_point_cloud_lies_on_the_box_faces_in_the_world_frame(tmp_path: Path) ->
             surface = np.max(np.abs(local) - half, axis=1)
             assert np.abs(surface).max() < 3e-3, np.abs(surface).max()
             # fused: the west camera sees the -x side of the box, the east camera the +x side
-            west, east = local[: valid[: w * h].sum()], local[valid[: w * h].sum():]
+            west, east = local[: valid[: w * h].sum()], local[valid[: w * h].sum() :]
             assert len(west) > 200 and len(east) > 200
             assert west[:, 0].mean() < -0.05 and east[:, 0].mean() > 0.05
             rgb = pc["rgb"][i].numpy()[valid]
@@ -480,32 +481,43 @@ def test_play_capabilities(pendulum, monkeypatch) -> None:
         sim.close()
 
 
-@pytest.mark.parametrize("call,error,needle", [
-    (lambda s: s.render(camera="topp"), UnknownNameError, "unknown camera name 'topp'; closest known names: 'top'"),
-    (lambda s: s.render(camera=5), IndexRangeError, r"camera: camera ids must be in \[0, 2\), got 5"),
-    (lambda s: s.render(camera=1.5), ArgumentTypeError, "camera: expected a camera name"),
-    (lambda s: s.render(width=0), InvalidArgumentError, "width: expected a number of pixels >= 1"),
-    (lambda s: s.render(height=-3), InvalidArgumentError, "height: expected a number of pixels >= 1"),
-    (lambda s: s.render(width=32.0), ArgumentTypeError, "width: expected an integer"),
-    (lambda s: s.render(height=True), ArgumentTypeError, "height: expected an integer"),
-    (lambda s: s.render(width=MAX_IMAGE_SIDE + 1), InvalidArgumentError, "width: .* above the largest"),
-    (lambda s: s.render(env_ids=[0, 7]), EnvIdError, "env_ids"),
-    (lambda s: s.render(env_ids=[1, 1]), EnvIdError, "env_ids: duplicated"),
-    (lambda s: s.render(tile="yes"), ArgumentTypeError, "tile: expected a bool"),
-    (lambda s: s.render(tile=True, spacing=-1.0), InvalidArgumentError, "spacing: expected a distance > 0"),
-    (lambda s: s.render(tile=True, env_ids=[]), InvalidArgumentError, "env_ids: a tiled view needs"),
-    (lambda s: s.render(spacing=2.0), InvalidArgumentError, "spacing: only used with tile=True"),
-    (lambda s: s.render(camera=FreeCamera(track_body="bx")), UnknownNameError, "unknown body name 'bx'"),
-    (lambda s: s.get_camera_images("top", modes=("rgb", "rgbd")), InvalidArgumentError, "modes: unknown mode 'rgbd'"),
-    (lambda s: s.get_camera_images("top", modes=()), InvalidArgumentError, "modes: expected at least one"),
-    (lambda s: s.get_camera_images("top", modes="point_cloud"), InvalidArgumentError, "modes: 'point_cloud'"),
-    (lambda s: s.get_camera_images("top", segmentation="link"), InvalidArgumentError, "segmentation: expected one of"),
-    (lambda s: s.get_camera_images(["top", "top"]), InvalidArgumentError, "cameras: camera 'top' named twice"),
-    (lambda s: s.get_camera_images([]), ArgumentTypeError, "cameras: expected a camera"),
-    (lambda s: s.get_camera_images({"a": "nope"}), UnknownNameError, "unknown camera name 'nope'"),
-    (lambda s: s.get_point_cloud(["top", "bottom"]), UnknownNameError, "unknown camera name 'bottom'"),
-    (lambda s: s.get_point_cloud("top", height=10**6), InvalidArgumentError, "height: "),
-])
+@pytest.mark.parametrize(
+    "call,error,needle",
+    [
+        (lambda s: s.render(camera="topp"), UnknownNameError, "unknown camera name 'topp'; closest known names: 'top'"),
+        (lambda s: s.render(camera=5), IndexRangeError, r"camera: camera ids must be in \[0, 2\), got 5"),
+        (lambda s: s.render(camera=1.5), ArgumentTypeError, "camera: expected a camera name"),
+        (lambda s: s.render(width=0), InvalidArgumentError, "width: expected a number of pixels >= 1"),
+        (lambda s: s.render(height=-3), InvalidArgumentError, "height: expected a number of pixels >= 1"),
+        (lambda s: s.render(width=32.0), ArgumentTypeError, "width: expected an integer"),
+        (lambda s: s.render(height=True), ArgumentTypeError, "height: expected an integer"),
+        (lambda s: s.render(width=MAX_IMAGE_SIDE + 1), InvalidArgumentError, "width: .* above the largest"),
+        (lambda s: s.render(env_ids=[0, 7]), EnvIdError, "env_ids"),
+        (lambda s: s.render(env_ids=[1, 1]), EnvIdError, "env_ids: duplicated"),
+        (lambda s: s.render(tile="yes"), ArgumentTypeError, "tile: expected a bool"),
+        (lambda s: s.render(tile=True, spacing=-1.0), InvalidArgumentError, "spacing: expected a distance > 0"),
+        (lambda s: s.render(tile=True, env_ids=[]), InvalidArgumentError, "env_ids: a tiled view needs"),
+        (lambda s: s.render(spacing=2.0), InvalidArgumentError, "spacing: only used with tile=True"),
+        (lambda s: s.render(camera=FreeCamera(track_body="bx")), UnknownNameError, "unknown body name 'bx'"),
+        (
+            lambda s: s.get_camera_images("top", modes=("rgb", "rgbd")),
+            InvalidArgumentError,
+            "modes: unknown mode 'rgbd'",
+        ),
+        (lambda s: s.get_camera_images("top", modes=()), InvalidArgumentError, "modes: expected at least one"),
+        (lambda s: s.get_camera_images("top", modes="point_cloud"), InvalidArgumentError, "modes: 'point_cloud'"),
+        (
+            lambda s: s.get_camera_images("top", segmentation="link"),
+            InvalidArgumentError,
+            "segmentation: expected one of",
+        ),
+        (lambda s: s.get_camera_images(["top", "top"]), InvalidArgumentError, "cameras: camera 'top' named twice"),
+        (lambda s: s.get_camera_images([]), ArgumentTypeError, "cameras: expected a camera"),
+        (lambda s: s.get_camera_images({"a": "nope"}), UnknownNameError, "unknown camera name 'nope'"),
+        (lambda s: s.get_point_cloud(["top", "bottom"]), UnknownNameError, "unknown camera name 'bottom'"),
+        (lambda s: s.get_point_cloud("top", height=10**6), InvalidArgumentError, "height: "),
+    ],
+)
 def test_bad_arguments_raise_naming_them_before_rendering(scene_sim, call, error, needle) -> None:
     try:
         with pytest.raises(error, match=needle) as info:
@@ -516,15 +528,18 @@ def test_bad_arguments_raise_naming_them_before_rendering(scene_sim, call, error
         scene_sim._playback.close()  # the next case starts without renderers whatever happened
 
 
-@pytest.mark.parametrize("kwargs,error,needle", [
-    (dict(distance=0.0), InvalidArgumentError, "FreeCamera.distance: expected a distance > 0"),
-    (dict(distance=float("nan")), InvalidArgumentError, "FreeCamera.distance: expected a finite number"),
-    (dict(elevation=100), InvalidArgumentError, r"FreeCamera.elevation: expected degrees in \[-90, 90\]"),
-    (dict(azimuth="east"), ArgumentTypeError, "FreeCamera.azimuth: expected a real number"),
-    (dict(lookat=(1, 2)), InputShapeError, r"FreeCamera.lookat: expected shape \(3,\), got \(2,\)"),
-    (dict(lookat=(0, float("inf"), 0)), InvalidArgumentError, "FreeCamera.lookat: expected finite values"),
-    (dict(track_body=3), ArgumentTypeError, "FreeCamera.track_body: expected a body name"),
-])
+@pytest.mark.parametrize(
+    "kwargs,error,needle",
+    [
+        (dict(distance=0.0), InvalidArgumentError, "FreeCamera.distance: expected a distance > 0"),
+        (dict(distance=float("nan")), InvalidArgumentError, "FreeCamera.distance: expected a finite number"),
+        (dict(elevation=100), InvalidArgumentError, r"FreeCamera.elevation: expected degrees in \[-90, 90\]"),
+        (dict(azimuth="east"), ArgumentTypeError, "FreeCamera.azimuth: expected a real number"),
+        (dict(lookat=(1, 2)), InputShapeError, r"FreeCamera.lookat: expected shape \(3,\), got \(2,\)"),
+        (dict(lookat=(0, float("inf"), 0)), InvalidArgumentError, "FreeCamera.lookat: expected finite values"),
+        (dict(track_body=3), ArgumentTypeError, "FreeCamera.track_body: expected a body name"),
+    ],
+)
 def test_free_camera_fields_are_validated(kwargs, error, needle) -> None:
     with pytest.raises(error, match=needle):
         FreeCamera(**kwargs)
@@ -586,11 +601,13 @@ def test_backend_close_frees_renderers_and_blocks_calls() -> None:
 # headless OpenGL
 # ----------------------------------------------------------------------
 def _python(code: str, **env: str) -> subprocess.CompletedProcess:
-    base = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "DISPLAY", "WAYLAND_DISPLAY",
-                                                             "PYOPENGL_PLATFORM")}
+    base = {
+        k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "DISPLAY", "WAYLAND_DISPLAY", "PYOPENGL_PLATFORM")
+    }
     base.update(env)
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=REPO, env=base, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], cwd=REPO, env=base, capture_output=True, text=True, timeout=120
+    )
 
 
 DRAW = """
@@ -606,12 +623,14 @@ DRAW = """
 
 def test_headless_gl_is_chosen_or_explained() -> None:
     # nothing chosen, no display, mujoco not imported yet: the renderer picks EGL itself
-    proc = _python("import os\nimport simbackend.playback.render\nprint('GL', os.environ['MUJOCO_GL'])\n"
-                   + textwrap.dedent(DRAW))
+    proc = _python(
+        "import os\nimport simbackend.playback.render\nprint('GL', os.environ['MUJOCO_GL'])\n" + textwrap.dedent(DRAW)
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "GL egl" in proc.stdout and float(proc.stdout.split("STD")[1]) > 1
     # mujoco imported first with MUJOCO_GL explicitly set to GLFW, and no display: a clear one-line error
-    proc = _python("""
+    proc = _python(
+        """
         import mujoco
         from simbackend.errors import RenderingError
         from simbackend.models import compile_model
@@ -620,7 +639,9 @@ def test_headless_gl_is_chosen_or_explained() -> None:
             Renderer(compile_model("pendulum"), 64, 48)
         except RenderingError as e:
             print("ERROR", e)
-        """, MUJOCO_GL="glfw")
+        """,
+        MUJOCO_GL="glfw",
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     line = proc.stdout.split("ERROR ", 1)[1].strip()
     assert "MUJOCO_GL='glfw'" in line and "set MUJOCO_GL=egl" in line and "before importing mujoco" in line

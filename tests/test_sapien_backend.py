@@ -16,13 +16,12 @@ import torch
 
 pytest.importorskip("sapien")
 
-from simbackend.contract_tests.helpers import gymnasium_assets, random_qpos  # noqa: E402
-from simbackend.errors import ArgumentTypeError, InvalidArgumentError, ModelLoadError, SimBackendError  # noqa: E402
-from simbackend.registry import make_backend  # noqa: E402
-
-from simbackend.backends.sapien import gpu as sgpu  # noqa: E402
-from simbackend.backends.sapien.layout import Layout  # noqa: E402
-from simbackend.backends.sapien.plan import MIN_MASS  # noqa: E402
+from simbackend.backends.sapien import gpu as sgpu
+from simbackend.backends.sapien.layout import Layout
+from simbackend.backends.sapien.plan import MIN_MASS
+from simbackend.contract_tests.helpers import gymnasium_assets, random_qpos
+from simbackend.errors import ArgumentTypeError, InvalidArgumentError, ModelLoadError, SimBackendError
+from simbackend.registry import make_backend
 
 
 def _mjcf(tmp_path: Path, body: str, extra: str = "", option: str = "") -> str:
@@ -42,16 +41,29 @@ ARM = """<body name="a" pos="0 0 1"><joint name="j1" type="hinge" axis="0 1 0"/>
 # rejections name the element
 # ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("body,extra,option,needle", [
-    ('<body name="ballbody"><joint name="balljoint" type="ball"/><geom size=".1"/></body>', "", "", "balljoint"),
-    (ARM.replace('<joint name="j1"', '<joint name="j1" actuatorgravcomp="true"'), "", "", "j1.*actuatorgravcomp"),
-    (ARM, '<tendon><fixed name="tnd" armature="0.1"><joint joint="j1" coef="1"/><joint joint="j2" coef="-1"/>'
-          '</fixed></tendon>', "", "tnd.*armature"),
-    (ARM, '<actuator><general name="filt" joint="j1" dyntype="filter" dynprm="0.1"/></actuator>', "",
-     "filt.*activation dynamics"),
-    (ARM, '<actuator><adhesion name="sticky" body="b" ctrlrange="0 1"/></actuator>', "", "sticky.*adhesion"),
-    (ARM, '<actuator><motor name="m1" joint="j1" gear="1 1 0 0 0 0"/></actuator>', "", "m1"),
-])
+
+@pytest.mark.parametrize(
+    "body,extra,option,needle",
+    [
+        ('<body name="ballbody"><joint name="balljoint" type="ball"/><geom size=".1"/></body>', "", "", "balljoint"),
+        (ARM.replace('<joint name="j1"', '<joint name="j1" actuatorgravcomp="true"'), "", "", "j1.*actuatorgravcomp"),
+        (
+            ARM,
+            '<tendon><fixed name="tnd" armature="0.1"><joint joint="j1" coef="1"/><joint joint="j2" coef="-1"/>'
+            "</fixed></tendon>",
+            "",
+            "tnd.*armature",
+        ),
+        (
+            ARM,
+            '<actuator><general name="filt" joint="j1" dyntype="filter" dynprm="0.1"/></actuator>',
+            "",
+            "filt.*activation dynamics",
+        ),
+        (ARM, '<actuator><adhesion name="sticky" body="b" ctrlrange="0 1"/></actuator>', "", "sticky.*adhesion"),
+        (ARM, '<actuator><motor name="m1" joint="j1" gear="1 1 0 0 0 0"/></actuator>', "", "m1"),
+    ],
+)
 def test_unsupported_elements_rejected_by_name(tmp_path: Path, body: str, extra: str, option: str, needle) -> None:
     """Anything PhysX cannot represent fails at load time, naming the element."""
     if needle is None:  # height field geom
@@ -65,8 +77,10 @@ def test_motor_on_a_fixed_tendon_drives_its_joints_as_in_mujoco(tmp_path: Path) 
     """A fixed tendon without passive forces is a readout; a motor on it pushes each joint by
     gear * coef * force. Two links driven through a tendon (coefs 1 and -0.5, no gravity) follow
     MuJoCo's rollout over 0.2 s; gymnasium's humanoid (two such tendons) loads."""
-    extra = ('<tendon><fixed name="couple"><joint joint="j1" coef="1"/><joint joint="j2" coef="-0.5"/></fixed></tendon>'
-             '<actuator><motor name="tm" tendon="couple" gear="2" ctrlrange="-1 1"/></actuator>')
+    extra = (
+        '<tendon><fixed name="couple"><joint joint="j1" coef="1"/><joint joint="j2" coef="-0.5"/></fixed></tendon>'
+        '<actuator><motor name="tm" tendon="couple" gear="2" ctrlrange="-1 1"/></actuator>'
+    )
     path = _mjcf(tmp_path, ARM, extra, option='gravity="0 0 0"')
     sims = [make_backend(name, path, 2) for name in ("mujoco", "sapien")]
     ctrl = torch.tensor([[0.5], [-0.8]])
@@ -129,7 +143,8 @@ def test_frictionloss_on_a_driven_joint_follows_mujoco(tmp_path: Path) -> None:
 def test_disabled_frictionloss_is_not_applied(tmp_path: Path) -> None:
     """``<flag frictionloss="disable"/>``: no friction, neither as a drive nor as a force."""
     body = ARM.replace('name="j1" type="hinge"', 'name="j1" type="hinge" frictionloss="50"').replace(
-        'name="j2" type="hinge"', 'name="j2" type="hinge" frictionloss="50" damping="0.01"')
+        'name="j2" type="hinge"', 'name="j2" type="hinge" frictionloss="50" damping="0.01"'
+    )
     out = {}
     for name in ("mujoco", "sapien"):
         sim = make_backend(name, _mjcf(tmp_path, body, '<option><flag frictionloss="disable"/></option>'), 1)
@@ -147,10 +162,12 @@ def test_damping_randomization_beside_frictionloss(tmp_path: Path) -> None:
     from simbackend.randomization import Distribution, RandomizationPlan, Term
 
     body = ARM.replace('name="j1" type="hinge"', 'name="j1" type="hinge" frictionloss="0.05"').replace(
-        'name="j2" type="hinge"', 'name="j2" type="hinge" frictionloss="0.02" damping="0.02"')
+        'name="j2" type="hinge"', 'name="j2" type="hinge" frictionloss="0.02" damping="0.02"'
+    )
     path = _mjcf(tmp_path, body)
-    plan = RandomizationPlan((Term("joint_damping", Distribution.uniform(0.0, 0.3), targets=("j2",), operation="set"),),
-                             seed=3)
+    plan = RandomizationPlan(
+        (Term("joint_damping", Distribution.uniform(0.0, 0.3), targets=("j2",), operation="set"),), seed=3
+    )
     out = {}
     for name in ("mujoco", "sapien"):
         sim = make_backend(name, path, 2)
@@ -159,7 +176,9 @@ def test_damping_randomization_beside_frictionloss(tmp_path: Path) -> None:
         out[name] = sim.get_dof_pos().numpy()
     assert abs(out["mujoco"][0, 1] - out["mujoco"][1, 1]) > 0.05, "the draws should change the swing"
     np.testing.assert_allclose(out["sapien"], out["mujoco"], atol=1e-2)
-    refused = RandomizationPlan((Term("joint_damping", Distribution.uniform(0.0, 0.3), targets=("j1",), operation="set"),))
+    refused = RandomizationPlan(
+        (Term("joint_damping", Distribution.uniform(0.0, 0.3), targets=("j1",), operation="set"),)
+    )
     with pytest.raises(UnsupportedFeatureError, match="frictionloss"):
         make_backend("sapien", path, 2).apply_init_randomization(refused)
 
@@ -199,7 +218,7 @@ def test_joint_equalities_follow_mujoco(tmp_path: Path) -> None:
         for _ in range(8):
             sim.step(ctrl, nsteps=50)
             j1, j2, x, y, lock = sim.get_dof_pos().numpy().astype(np.float64).T
-            rows.append([j2 - (0.1 + 0.5 * j1 + 0.3 * j1 ** 2), y - 0.2 + 2 * x, lock - 0.05])  # y's zero: ref
+            rows.append([j2 - (0.1 + 0.5 * j1 + 0.3 * j1**2), y - 0.2 + 2 * x, lock - 0.05])  # y's zero: ref
         residual[name] = np.array(rows)
         assert np.abs(j1).min() > 1.0, "the motors should swing the arm"
     # soft constraints: MuJoCo's own violation reaches 1e-2 while the arm swings; PhysX's follows it
@@ -215,9 +234,13 @@ def test_delegated_elements_are_declared_and_can_be_refused(tmp_path: Path) -> N
 
     path = _mjcf(tmp_path, EQUALITIES, EQUALITY_ELEMENTS)
     with make_backend("sapien", path, 1) as sim:
-        assert sim.capabilities.delegated == frozenset({
-            "equality 'follow': MuJoCo's constraint force", "equality 'pend': MuJoCo's constraint force",
-            "equality 'hold': MuJoCo's constraint force"})
+        assert sim.capabilities.delegated == frozenset(
+            {
+                "equality 'follow': MuJoCo's constraint force",
+                "equality 'pend': MuJoCo's constraint force",
+                "equality 'hold': MuJoCo's constraint force",
+            }
+        )
     with pytest.raises(ModelLoadError, match=r"sapien\.delegate=False: equality 'follow'.*and 2 more"):
         make_backend("sapien", path, 1, sapien={"delegate": False})
     with make_backend("sapien", _mjcf(tmp_path, ARM), 1, sapien={"delegate": False}) as sim:
@@ -238,7 +261,7 @@ def test_snapshot_holds_the_memory_of_mujocos_forces(tmp_path: Path) -> None:
     ctrl = torch.tensor([[0.8, 3.0], [-0.6, -4.0]])
     sim.step(ctrl, nsteps=40)  # moving: the memory is far from zero
     snap = sim.get_physics_state([0])
-    memory = snap[0, -sim.engine.mujoco_forces.memory_width:]
+    memory = snap[0, -sim.engine.mujoco_forces.memory_width :]
     assert memory[-1] == 1.0 and memory[:-1].abs().max() > 1e-3, "the snapshot should hold a previous substep"
     sim.set_physics_state([1], snap)
     sim.step(ctrl[[0, 0]], nsteps=30)
@@ -369,7 +392,9 @@ def test_tendon_forces_and_servos_on_tendons_follow_mujoco(tmp_path: Path) -> No
     worst = 0.0
     for k in range(10):
         t = 0.1 * k
-        ctrl = torch.tensor([[0.6 * np.sin(6 * t), 0.03, 0.2], [-0.8, 0.01 + 0.01 * np.sin(4 * t), -0.2 * np.cos(5 * t)]])
+        ctrl = torch.tensor(
+            [[0.6 * np.sin(6 * t), 0.03, 0.2], [-0.8, 0.01 + 0.01 * np.sin(4 * t), -0.2 * np.cos(5 * t)]]
+        )
         out = {name: None for name in sims}
         for name, sim in sims.items():
             sim.step(ctrl, nsteps=50)
@@ -426,9 +451,13 @@ def test_randomized_gains_of_a_servo_on_a_tendon_follow_mujoco(tmp_path: Path) -
     envs' fingers close at different rates, each as in MuJoCo with the same draws."""
     from simbackend.randomization import Distribution, RandomizationPlan, Term
 
-    plan = RandomizationPlan((Term("actuator_kp", Distribution.uniform(5.0, 200.0), targets=("grip",), operation="set"),
-                              Term("actuator_kv", Distribution.uniform(0.0, 2.0), targets=("grip",), operation="set")),
-                             seed=4)
+    plan = RandomizationPlan(
+        (
+            Term("actuator_kp", Distribution.uniform(5.0, 200.0), targets=("grip",), operation="set"),
+            Term("actuator_kv", Distribution.uniform(0.0, 2.0), targets=("grip",), operation="set"),
+        ),
+        seed=4,
+    )
     out = {}
     for name in ("mujoco", "sapien"):
         sim = make_backend(name, _mjcf(tmp_path, TENDONS, TENDON_ELEMENTS), 2)
@@ -478,8 +507,10 @@ def test_per_substep_forces_are_not_on_the_gpu_path(tmp_path: Path, what: str) -
     elif what == "equality":
         m, needle = compile_model(_mjcf(tmp_path, EQUALITIES, EQUALITY_ELEMENTS)), "GPU: equality 'follow'"
     else:
-        m, needle = compile_model(_mjcf(tmp_path, ARM.replace('<body name="b"', '<body name="b" gravcomp="1"'))), \
-            "GPU: body 'b': gravity compensation"
+        m, needle = (
+            compile_model(_mjcf(tmp_path, ARM.replace('<body name="b"', '<body name="b" gravcomp="1"'))),
+            "GPU: body 'b': gravity compensation",
+        )
     with pytest.raises(ModelLoadError, match=needle):
         sgpu.GpuPhysx(build_plan(m, model_info(m)), 1, (4, 1), False, torch.device("cuda"), None)
 
@@ -487,6 +518,7 @@ def test_per_substep_forces_are_not_on_the_gpu_path(tmp_path: Path, what: str) -
 # ----------------------------------------------------------------------------
 # conversion
 # ----------------------------------------------------------------------------
+
 
 def test_multi_joint_body_is_a_chain_with_massless_intermediates(tmp_path: Path) -> None:
     """A body with k joints becomes k links; the first k-1 carry MIN_MASS and no shapes, in MuJoCo's joint order."""
@@ -530,11 +562,15 @@ TABLE_AND_BOXES = """<body name="table" pos="0 0 0.4"><geom name="top" type="box
   <body name="other" pos="0 0 0.8"><freejoint/><geom type="box" size=".05 .05 .05"/></body>"""
 
 
-@pytest.mark.parametrize("excludes,through", [
-    ("", ()),
-    ('<contact><exclude body1="table" body2="box"/></contact>', ("box",)),
-    ('<contact><exclude body1="box" body2="other"/><exclude body1="table" body2="other"/></contact>', ("other",)),
-], ids=["none", "box-table", "other-box-and-table"])
+@pytest.mark.parametrize(
+    "excludes,through",
+    [
+        ("", ()),
+        ('<contact><exclude body1="table" body2="box"/></contact>', ("box",)),
+        ('<contact><exclude body1="box" body2="other"/><exclude body1="table" body2="other"/></contact>', ("other",)),
+    ],
+    ids=["none", "box-table", "other-box-and-table"],
+)
 def test_contact_excludes_filter_the_named_body_pairs(tmp_path: Path, excludes: str, through: tuple) -> None:
     """<exclude body1 body2>: those bodies never touch, on PhysX as in MuJoCo, across trees and the
     static world; every other pair still collides. After 0.6 s a box excluded from what is below it
@@ -571,11 +607,20 @@ def test_explicit_contact_pairs_collide_whatever_the_groups(tmp_path: Path) -> N
         z[name] = {b: float(sim.get_body_pos_w(sim.get_body_ids(b))[0, 0, 2]) for b in ("held", "loose", "excl")}
     for b in ("held", "loose", "excl"):
         assert abs(z["sapien"][b] - z["mujoco"][b]) < 5e-3, (b, z)
-    assert abs(z["mujoco"]["held"] - 0.05) < 2e-3 and z["mujoco"]["loose"] < -0.5 and abs(z["mujoco"]["excl"] - 0.05) < 2e-3
-    chain = ARM.replace('<geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>\n  <body',
-                        '<geom name="ga" type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>\n  <body', 1)
-    chain = chain.replace('<geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/></body>',
-                          '<geom name="gb" type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/></body>')
+    assert (
+        abs(z["mujoco"]["held"] - 0.05) < 2e-3
+        and z["mujoco"]["loose"] < -0.5
+        and abs(z["mujoco"]["excl"] - 0.05) < 2e-3
+    )
+    chain = ARM.replace(
+        '<geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>\n  <body',
+        '<geom name="ga" type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/>\n  <body',
+        1,
+    )
+    chain = chain.replace(
+        '<geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/></body>',
+        '<geom name="gb" type="capsule" fromto="0 0 0 0.3 0 0" size="0.03"/></body>',
+    )
     with pytest.raises(ModelLoadError, match="pair 'adj'.*jointed"):
         make_backend("sapien", _mjcf(tmp_path, chain, '<contact><pair name="adj" geom1="ga" geom2="gb"/></contact>'), 1)
 
@@ -586,13 +631,18 @@ def test_gravity_compensation_follows_mujoco(tmp_path: Path, gravcomp: float) ->
     two-link arm stays where it starts; partly, it sags as in MuJoCo (0.4 s rollout, 2 envs with
     randomized masses and gravity, the same draws on both engines)."""
     arm = ARM.replace('<body name="a"', f'<body name="a" gravcomp="{gravcomp}"').replace(
-        '<body name="b"', f'<body name="b" gravcomp="{gravcomp}"')
+        '<body name="b"', f'<body name="b" gravcomp="{gravcomp}"'
+    )
     path = _mjcf(tmp_path, arm)
     from simbackend.randomization import Distribution, RandomizationPlan, Term
 
-    plan = RandomizationPlan((Term("body_mass", Distribution.uniform(0.5, 2.0), targets=("b",)),
-                              Term("gravity", Distribution.uniform([-2.0, 0.0, -3.0], [2.0, 0.0, 3.0]),
-                                   operation="add")), seed=5)
+    plan = RandomizationPlan(
+        (
+            Term("body_mass", Distribution.uniform(0.5, 2.0), targets=("b",)),
+            Term("gravity", Distribution.uniform([-2.0, 0.0, -3.0], [2.0, 0.0, 3.0]), operation="add"),
+        ),
+        seed=5,
+    )
     out = {}
     for name in ("mujoco", "sapien"):
         sim = make_backend(name, path, 2)
@@ -623,9 +673,12 @@ def test_height_field_terrain_scans_and_holds_bodies_as_in_mujoco(tmp_path: Path
     a plateau rests on it on both engines (within MuJoCo's soft-contact depth). A height field on a
     moving body is refused, naming the geom."""
     rng = np.random.default_rng(3)
-    rough = _terrain(tmp_path, rng.uniform(0, 1, (8, 10)),
-                     '<body name="probe" pos="0 0 2" mocap="false"><freejoint/><geom size=".01" contype="0"'
-                     ' conaffinity="0"/></body>')
+    rough = _terrain(
+        tmp_path,
+        rng.uniform(0, 1, (8, 10)),
+        '<body name="probe" pos="0 0 2" mocap="false"><freejoint/><geom size=".01" contype="0"'
+        ' conaffinity="0"/></body>',
+    )
     heights = {}
     for name in ("mujoco", "sapien"):
         sim = make_backend(name, rough, 2)
@@ -636,10 +689,11 @@ def test_height_field_terrain_scans_and_holds_bodies_as_in_mujoco(tmp_path: Path
     assert np.ptp(heights["mujoco"]) > 0.1
     np.testing.assert_allclose(heights["sapien"], heights["mujoco"], atol=1e-5)
 
-    ramp = np.tile(np.linspace(0.0, 1.0, 10), (8, 1))   # z rises along x
-    ramp[:, :4] = ramp[0, 3]                             # a plateau at the lowest elevation where x < -0.67
-    path = _terrain(tmp_path, ramp, '<body name="flat" pos="-1.2 -0.2 0.6"><freejoint/>'
-                                    '<geom type="box" size=".1 .1 .05"/></body>')
+    ramp = np.tile(np.linspace(0.0, 1.0, 10), (8, 1))  # z rises along x
+    ramp[:, :4] = ramp[0, 3]  # a plateau at the lowest elevation where x < -0.67
+    path = _terrain(
+        tmp_path, ramp, '<body name="flat" pos="-1.2 -0.2 0.6"><freejoint/><geom type="box" size=".1 .1 .05"/></body>'
+    )
     z = {}
     for name in ("mujoco", "sapien"):
         sim = make_backend(name, path, 1)
@@ -650,8 +704,11 @@ def test_height_field_terrain_scans_and_holds_bodies_as_in_mujoco(tmp_path: Path
         assert abs(value - 0.10) < 3e-3, f"{name}: the box rests at {value:.4f} m, not on the plateau (0.10 m)"
 
     moving = Path(_terrain(tmp_path, ramp, ""))
-    moving.write_text(moving.read_text().replace('<geom name="terrain"', '<body name="mover"><freejoint/><geom'
-                                                 ' name="terrain"').replace('friction="2"/>', 'friction="2"/></body>'))
+    moving.write_text(
+        moving.read_text()
+        .replace('<geom name="terrain"', '<body name="mover"><freejoint/><geom name="terrain"')
+        .replace('friction="2"/>', 'friction="2"/></body>')
+    )
     with pytest.raises(ModelLoadError, match="terrain.*moving body"):
         make_backend("sapien", str(moving), 1)
 
@@ -659,17 +716,20 @@ def test_height_field_terrain_scans_and_holds_bodies_as_in_mujoco(tmp_path: Path
 def test_mocap_body_is_fixed_at_its_model_pose_and_collides(tmp_path: Path) -> None:
     """A mocap body stays at its model pose (nothing in the contract moves it) and holds what lands
     on it, as in MuJoCo; the notes say so."""
-    body = ('<body name="platform" mocap="true" pos="0.5 0 0.4" quat="0.9659 0 0 0.2588">'
-            '<geom type="box" size=".3 .3 .02"/></body>'
-            '<body name="box" pos="0.5 0 0.8"><freejoint/><geom type="box" size=".05 .05 .05"/></body>')
+    body = (
+        '<body name="platform" mocap="true" pos="0.5 0 0.4" quat="0.9659 0 0 0.2588">'
+        '<geom type="box" size=".3 .3 .02"/></body>'
+        '<body name="box" pos="0.5 0 0.8"><freejoint/><geom type="box" size=".05 .05 .05"/></body>'
+    )
     path = _mjcf(tmp_path, body)
     poses = {}
     for name in ("mujoco", "sapien"):
         sim = make_backend(name, path, 1)
         sim.step(None, nsteps=400)
         ids = sim.get_body_ids(["platform", "box"])
-        poses[name] = np.concatenate([sim.get_body_pos_w(ids)[0].numpy().reshape(-1),
-                                      sim.get_body_quat_w(ids)[0, 0].numpy()])
+        poses[name] = np.concatenate(
+            [sim.get_body_pos_w(ids)[0].numpy().reshape(-1), sim.get_body_quat_w(ids)[0, 0].numpy()]
+        )
         if name == "sapien":
             assert any("mocap" in n for n in sim.notes)
     np.testing.assert_allclose(poses["mujoco"][:3], [0.5, 0, 0.4], atol=1e-6)
@@ -711,13 +771,23 @@ def test_joint_ref_stiffness_and_geared_actuator_follow_mujoco(tmp_path: Path) -
 # options and devices
 # ----------------------------------------------------------------------------
 
+
 def test_options() -> None:
     """Common options apply (solver_iterations -> PhysX position iterations, timestep); the sapien block is validated."""
-    with make_backend("sapien", "pendulum", 1, nthread=2, solver_iterations=12, timestep=0.004,
-                      sapien={"solver": "tgs", "solver_velocity_iterations": 2}) as sim:
+    with make_backend(
+        "sapien",
+        "pendulum",
+        1,
+        nthread=2,
+        solver_iterations=12,
+        timestep=0.004,
+        sapien={"solver": "tgs", "solver_velocity_iterations": 2},
+    ) as sim:
         art = sim.engine.physx.arts[0][0]
         assert art.get_solver_position_iterations() == 12 and art.get_solver_velocity_iterations() == 2
-        assert sim.physics_dt == pytest.approx(0.004) and float(sim.engine.physx.systems[0].timestep) == pytest.approx(0.004)
+        assert sim.physics_dt == pytest.approx(0.004) and float(sim.engine.physx.systems[0].timestep) == pytest.approx(
+            0.004
+        )
         assert sim.engine.solver == "tgs"
     with pytest.raises(ArgumentTypeError, match="unknown option"):
         make_backend("sapien", "pendulum", 1, solver="tgs")  # engine options live in the sapien={...} block
@@ -729,11 +799,17 @@ def test_options() -> None:
         make_backend("sapien", "pendulum", 1, sapien={"spacing": -1.0})
 
 
-@pytest.mark.parametrize("bodies,positions", [
-    ('<body name="a" pos="0 0 1"><geom type="box" size=".1 .1 .1"/></body>'
-     '<body name="b" pos="1 0 1"><geom type="sphere" size=".1"/></body>', [[0, 0, 1], [1, 0, 1]]),
-    ("", []),                                                     # world geoms only: no articulation at all
-])
+@pytest.mark.parametrize(
+    "bodies,positions",
+    [
+        (
+            '<body name="a" pos="0 0 1"><geom type="box" size=".1 .1 .1"/></body>'
+            '<body name="b" pos="1 0 1"><geom type="sphere" size=".1"/></body>',
+            [[0, 0, 1], [1, 0, 1]],
+        ),
+        ("", []),  # world geoms only: no articulation at all
+    ],
+)
 def test_no_joints_model_loads(tmp_path: Path, bodies: str, positions: list) -> None:
     """A model whose every body is welded to the world loads, steps and reads (it failed with an IndexError)."""
     path = tmp_path / "static.xml"
@@ -772,8 +848,10 @@ def test_force_physx_cannot_integrate_is_divergence(sim_name: str) -> None:
 def test_enormous_motor_ctrl_is_divergence(sim_name: str, tmp_path: Path) -> None:
     """A motor without a ctrl range given 1e30: diverged and restored on both engines, the other env steps."""
     body = ARM + '<body name="c" pos="0 2 1"><joint name="s1" type="slide" axis="1 0 0"/><geom size=".1"/></body>'
-    acts = ('<actuator><motor name="m1" joint="j1" ctrllimited="false"/>'
-            '<motor name="m2" joint="s1" ctrllimited="false"/></actuator>')
+    acts = (
+        '<actuator><motor name="m1" joint="j1" ctrllimited="false"/>'
+        '<motor name="m2" joint="s1" ctrllimited="false"/></actuator>'
+    )
     with make_backend(sim_name, _mjcf(tmp_path, body, acts), 2) as sim:
         sim.set_state(None, np.full((2, 3), 0.1), np.full((2, 3), 0.2))
         ctrl = np.zeros((2, 2))
@@ -816,16 +894,19 @@ def test_interrupted_step_restores_every_scene(where: str) -> None:
             calls = {"n": 0}
             e.systems[1] = _Interrupting(victim, calls, at=5)
         else:
+
             def interrupted():
                 raise KeyboardInterrupt
+
             e._qacc = interrupted
         with pytest.raises(KeyboardInterrupt):
             sim.step(ctrl, nsteps=10)
         e.systems[1] = victim
         e.__dict__.pop("_qacc", None)
         assert torch.equal(sim.get_qpos(), q0) and torch.equal(sim.get_qvel(), v0)
-        torch.testing.assert_close(torch.from_numpy(sim.engine.layout.state_from_pack(e._serialised())[0]), q0.double(),
-                                   rtol=0, atol=1e-6)   # PhysX itself holds the pre-call state
+        torch.testing.assert_close(
+            torch.from_numpy(sim.engine.layout.state_from_pack(e._serialised())[0]), q0.double(), rtol=0, atol=1e-6
+        )  # PhysX itself holds the pre-call state
         # the state is restored exactly; PhysX's contact warm-start caches are not part of its
         # serialised state, so the continuation agrees to solver precision, not bit for bit
         for s in (sim, twin):
@@ -863,6 +944,7 @@ def test_grid_origins_are_distinct_and_spaced() -> None:
 # the GPU path's index and packing logic, on the CPU
 # ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("model", ["quadruped", "arm7"])
 def test_layout_with_gpu_rows_and_offsets_matches_cpu(model: str) -> None:
     """Rows in any order (as gpu_index numbers them) and sub-scene offsets give the CPU path's quantities.
@@ -882,7 +964,7 @@ def test_layout_with_gpu_rows_and_offsets_matches_cpu(model: str) -> None:
     data = e.link_data(None, arts=np.arange(e.num_arts), velocities=True).clone()
     aq, av = e.art_qpos().clone(), e.art_qvel().clone()
     R = data.shape[0]
-    perm = rng.permutation(R)                    # new row of old row r is perm[r]
+    perm = rng.permutation(R)  # new row of old row r is perm[r]
     origins = rng.uniform(-20, 20, size=(n, 3))
     g_data, g_q, g_v = torch.empty_like(data), torch.empty_like(aq), torch.empty_like(av)
     g_data[perm], g_q[perm], g_v[perm] = data, aq, av
@@ -895,7 +977,9 @@ def test_layout_with_gpu_rows_and_offsets_matches_cpu(model: str) -> None:
     free = ref.free_body
     torch.testing.assert_close(lay.gather(g_data, bodies), ref.gather(data, bodies), atol=1e-5, rtol=0)
     torch.testing.assert_close(lay.qpos(g_q, lay.gather(g_data, free)), ref.qpos(aq, ref.gather(data, free)))
-    torch.testing.assert_close(lay.qvel(g_v, lay.gather(g_data, free)), ref.qvel(av, ref.gather(data, free)), atol=1e-5, rtol=0)
+    torch.testing.assert_close(
+        lay.qvel(g_v, lay.gather(g_data, free)), ref.qvel(av, ref.gather(data, free)), atol=1e-5, rtol=0
+    )
     for sid in range(len(sim.site_names)):
         cols = np.arange(sim.nv)
         for a, b in zip(lay.site_jacobian(g_data, sid, cols), ref.site_jacobian(data, sid, cols)):
@@ -905,15 +989,16 @@ def test_layout_with_gpu_rows_and_offsets_matches_cpu(model: str) -> None:
     packed, ref_packed = lay.pack_state(ids, qt, vt), ref.pack_state(ids, qt, vt)
     np.testing.assert_array_equal(packed["rows"].numpy(), perm[ref_packed["rows"].numpy()])
     shift = np.repeat(origins[ids], e.num_arts, axis=0)
-    np.testing.assert_allclose(packed["root_pose"][:, :3].numpy() - shift, ref_packed["root_pose"][:, :3].numpy(),
-                               atol=1e-12)
+    np.testing.assert_allclose(
+        packed["root_pose"][:, :3].numpy() - shift, ref_packed["root_pose"][:, :3].numpy(), atol=1e-12
+    )
     np.testing.assert_allclose(packed["qpos"].numpy(), ref_packed["qpos"].numpy())
 
 
 def _gpu_rows() -> tuple[torch.Tensor, torch.Tensor, int]:
     """GPU-style rows: N=3 envs of A=2 articulations in a permuted order, the spare sub-scene's in between."""
-    rows = torch.tensor([[5, 2], [0, 7], [4, 1]])                 # (N, A)
-    return rows, torch.tensor([6, 3]), 8                          # spare rows (A,), R
+    rows = torch.tensor([[5, 2], [0, 7], [4, 1]])  # (N, A)
+    return rows, torch.tensor([6, 3]), 8  # spare rows (A,), R
 
 
 def test_gpu_restore_index_touches_only_restored_envs() -> None:
@@ -925,7 +1010,7 @@ def test_gpu_restore_index_touches_only_restored_envs() -> None:
     idx = sgpu.restore_index(torch.tensor([True, False, True]), rows, spare)
     assert idx.tolist() == [5, 2, 6, 3, 4, 1, 6, 3]
     idx = sgpu.restore_index(torch.zeros(3, dtype=torch.bool), rows, spare)
-    assert set(idx.tolist()) == {6, 3}                            # no env's row is written
+    assert set(idx.tolist()) == {6, 3}  # no env's row is written
 
 
 def test_gpu_row_restorer_writes_back_only_restored_rows() -> None:
@@ -937,18 +1022,18 @@ def test_gpu_row_restorer_writes_back_only_restored_rows() -> None:
     r = sgpu.RowRestorer((qpos, qvel, links[:, 0]), rows, spare)
     r.save()
     pre = (qpos.clone(), qvel.clone(), links.clone())
-    for buf in (qpos, qvel, links):                               # the step moves every row
+    for buf in (qpos, qvel, links):  # the step moves every row
         buf += 1.0
     stepped = (qpos.clone(), qvel.clone(), links.clone())
     index = r.restore(torch.tensor([False, True, False]))
     assert index is r.index and index.tolist() == [6, 3, 0, 7, 6, 3, 6, 3]
     back = torch.zeros(R, dtype=torch.bool)
-    back[[0, 7, 6, 3]] = True                                     # env 1's rows and the spare's
+    back[[0, 7, 6, 3]] = True  # env 1's rows and the spare's
     for now, p, st in zip((qpos, qvel, links[:, 0]), pre, stepped):
         p, st = (p if p.dim() == 2 else p[:, 0]), (st if st.dim() == 2 else st[:, 0])
         torch.testing.assert_close(now[back], p[back], rtol=0, atol=0)
         torch.testing.assert_close(now[~back], st[~back], rtol=0, atol=0)
-    torch.testing.assert_close(links[:, 1:], stepped[2][:, 1:], rtol=0, atol=0)   # only root link data
+    torch.testing.assert_close(links[:, 1:], stepped[2][:, 1:], rtol=0, atol=0)  # only root link data
     # nothing restored: only the spare's rows go back
     r.save()
     for buf in (qpos, qvel, links):
@@ -964,9 +1049,9 @@ def test_physx_failures_numpy_and_torch_agree() -> None:
 
     dt = 0.01
     qacc = np.zeros((6, 2), np.float32)
-    qacc[1, 0] = 1.01 * MAX_QVEL / dt          # row 1: env 2 (rows below)
-    qacc[4, 1] = np.nan                        # row 4: env 0
-    qacc[3, 0] = 0.99 * MAX_QVEL / dt          # under the bound
+    qacc[1, 0] = 1.01 * MAX_QVEL / dt  # row 1: env 2 (rows below)
+    qacc[4, 1] = np.nan  # row 4: env 0
+    qacc[3, 0] = 0.99 * MAX_QVEL / dt  # under the bound
     rows = np.array([[4, 0], [3, 5], [2, 1]])
     got = physx_failures(qacc, rows, dt)
     assert got.tolist() == [True, False, True]
@@ -986,8 +1071,12 @@ def test_model_fields_read_back_from_physx() -> None:
 def test_unlimited_servo_force_reads_back_as_infinite(tmp_path: Path) -> None:
     """A servo without forcerange has PhysX's finite stand-in for no limit; model_fields says inf, as
     MuJoCo does (it said -3e38, which failed the parity suite's model tier), and a real range stays."""
-    path = _mjcf(tmp_path, ARM, '<actuator><position joint="j1" kp="10"/>'
-                                '<position joint="j2" kp="10" forcelimited="true" forcerange="-3 3"/></actuator>')
+    path = _mjcf(
+        tmp_path,
+        ARM,
+        '<actuator><position joint="j1" kp="10"/>'
+        '<position joint="j2" kp="10" forcelimited="true" forcerange="-3 3"/></actuator>',
+    )
     got = make_backend("sapien", path, 1).model_fields()["actuator_force_range"]
     np.testing.assert_array_equal(got, make_backend("mujoco", path, 1).model_fields()["actuator_force_range"])
     np.testing.assert_array_equal(got, [[-np.inf, np.inf], [-3.0, 3.0]])
@@ -1014,16 +1103,16 @@ def test_divergence_judged_on_the_serialised_state_equals_the_getters(model: str
             '<mujoco><option gravity="0 0 0"/><worldbody><body name="b" pos="0 0 1"><freejoint name="f"/>'
             '<geom type="box" size=".1 .2 .05" pos=".3 .1 0" mass="2"/></body><body name="arm" pos="2 0 1">'
             '<joint name="h" type="hinge" axis="0 1 0" ref="0.2"/><geom type="capsule" fromto="0 0 0 .5 0 0" size=".05"/>'
-            '</body></worldbody></mujoco>')
+            "</body></worldbody></mujoco>"
+        )
     with make_backend("sapien", model, 3) as sim:
         rng = np.random.default_rng(1)
         sim.set_state(None, random_qpos(sim, rng), rng.normal(size=(3, sim.nv)))
         sim.step(np.zeros((3, sim.num_actuators)) if sim.num_actuators else None, nsteps=2)
         q, v = sim.engine.layout.state_from_pack(sim.engine.physx._serialised())
-        sim.engine._decoded = None   # the getters then read the links and joints, not the serialised states
+        sim.engine._decoded = None  # the getters then read the links and joints, not the serialised states
         np.testing.assert_allclose(q, sim.get_qpos().numpy(), atol=1e-6)
         np.testing.assert_allclose(v, sim.get_qvel().numpy(), atol=1e-5)
-
 
 
 def test_randomized_friction_combines_by_average(tmp_path) -> None:
@@ -1035,8 +1124,9 @@ def test_randomized_friction_combines_by_average(tmp_path) -> None:
     path = tmp_path / "dr.xml"
     path.write_text(DR_MJCF)
     box_mu, floor_mu, v0, g = 0.6, 0.1, 2.0, 9.81
-    plan = RandomizationPlan((Term("geom_friction", Distribution.fixed(box_mu), operation="set",
-                                   targets=("box_geom",)),))
+    plan = RandomizationPlan(
+        (Term("geom_friction", Distribution.fixed(box_mu), operation="set", targets=("box_geom",)),)
+    )
     slid = {}
     for name in ("mujoco", "sapien"):
         with make_backend(name, path, 1) as sim:
@@ -1046,5 +1136,5 @@ def test_randomized_friction_combines_by_average(tmp_path) -> None:
             sim.set_state(None, sim.get_qpos(), qvel)
             sim.step(torch.zeros(1, sim.num_actuators), nsteps=1000)
             slid[name] = float(sim.get_body_pos_w(sim.get_body_ids("box"))[0, 0, 0])
-    np.testing.assert_allclose(slid["mujoco"], v0 ** 2 / (2 * max(box_mu, floor_mu) * g), rtol=0.01)
-    np.testing.assert_allclose(slid["sapien"], v0 ** 2 / (2 * (box_mu + floor_mu) / 2 * g), rtol=0.01)
+    np.testing.assert_allclose(slid["mujoco"], v0**2 / (2 * max(box_mu, floor_mu) * g), rtol=0.01)
+    np.testing.assert_allclose(slid["sapien"], v0**2 / (2 * (box_mu + floor_mu) / 2 * g), rtol=0.01)

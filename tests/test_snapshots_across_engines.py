@@ -37,8 +37,12 @@ def test_a_snapshot_is_refused_by_the_other_engine_naming_its_maker(pair) -> Non
 def test_a_named_state_moves_from_mujoco_to_physx_with_its_parameters(pair) -> None:
     mj, sp = pair
     mj.set_state(None, mj.get_keyframe_qpos("stand").expand(3, -1))
-    mj.apply_init_randomization(RandomizationPlan((Term("body_mass", Distribution.uniform(0.8, 1.2)),
-                                                   Term("joint_damping", Distribution.uniform(0.5, 1.5))), seed=3))
+    mj.apply_init_randomization(
+        RandomizationPlan(
+            (Term("body_mass", Distribution.uniform(0.8, 1.2)), Term("joint_damping", Distribution.uniform(0.5, 1.5))),
+            seed=3,
+        )
+    )
     for _ in range(10):
         mj.step(torch.full((3, mj.num_actuators), 0.2), nsteps=2)
     state = NamedState.from_dict(mj.get_named_state().to_dict())

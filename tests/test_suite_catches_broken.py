@@ -32,9 +32,26 @@ def run_suite(sim: str, tmp_path: Path) -> tuple[set[str], int, str]:
     report = tmp_path / "report.xml"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])))
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", str(SUITE), "--sim", sim, "-p", "broken_backends",
-         "-p", "no:cacheprovider", "-q", "--tb=no", f"--junitxml={report}"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(SUITE),
+            "--sim",
+            sim,
+            "-p",
+            "broken_backends",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--tb=no",
+            f"--junitxml={report}",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     failed = set()
     for case in ET.parse(report).getroot().iter("testcase"):
@@ -63,7 +80,8 @@ def test_suite_reports_broken_backend(broken: type, suite_runs: dict) -> None:
     assert code == 1, f"the suite should fail against {broken.name} (exit {code}):\n{output}"
     # the backend works except for its one fault: a crash that fails everything would prove nothing
     assert len(failed) <= MAX_COLLATERAL, (
-        f"{len(failed)} tests failed against {broken.name}: it is broken everywhere, not in one clause:\n{output}")
+        f"{len(failed)} tests failed against {broken.name}: it is broken everywhere, not in one clause:\n{output}"
+    )
     for expected in broken.CAUGHT_BY:
         assert any(f == expected or f.startswith(expected + "[") for f in failed), (
             f"{broken.name} ({broken.__doc__.strip()}) was not reported by {expected}; failures: {sorted(failed)}"
@@ -79,4 +97,6 @@ def test_broken_backends_break_one_thing_each() -> None:
         assert issubclass(cls, MuJoCoEngine) and cls.CAUGHT_BY
         overridden = {k for k, v in vars(cls).items() if callable(v) or isinstance(v, property)}
         assert 1 <= len(overridden) <= 2, f"{cls.name} overrides {overridden}"
-        assert overridden <= set(ENGINE_MEMBERS), f"{cls.name} overrides {overridden - set(ENGINE_MEMBERS)}, not in the engine interface"
+        assert overridden <= set(ENGINE_MEMBERS), (
+            f"{cls.name} overrides {overridden - set(ENGINE_MEMBERS)}, not in the engine interface"
+        )

@@ -15,7 +15,8 @@ def _tests(tree: ast.AST):
         if isinstance(node, ast.ClassDef):  # state machines: their rules and invariants are the tests
             for item in node.body:
                 if isinstance(item, ast.FunctionDef) and any(
-                    isinstance(d, ast.Call) and getattr(d.func, "id", "") in ("rule", "invariant") for d in item.decorator_list
+                    isinstance(d, ast.Call) and getattr(d.func, "id", "") in ("rule", "invariant")
+                    for d in item.decorator_list
                 ):
                     yield item
 

@@ -64,7 +64,7 @@ def test_env_starts_depend_on_seed_env_and_episode_only(closing, name: str) -> N
 def test_cartpole_falls_with_zero_action_and_truncates_at_the_time_limit(closing) -> None:
     t = task(closing, "cartpole", n=3)
     zero = torch.zeros(3, 1)
-    for k in range(200):
+    for k in range(200):  # noqa: B007 (k is read after the loop)
         out = t.step(zero)
         if out.terminated.any():
             break
@@ -86,18 +86,28 @@ def test_cartpole_falls_with_zero_action_and_truncates_at_the_time_limit(closing
 def test_observation_dict_and_flat_vector_agree(closing) -> None:
     t = task(closing, "quadruped", n=2)
     obs = t.observe()
-    assert list(obs) == ["base_lin_vel", "base_ang_vel", "projected_gravity", "command", "joint_pos", "joint_vel",
-                         "last_action"]
+    assert list(obs) == [
+        "base_lin_vel",
+        "base_ang_vel",
+        "projected_gravity",
+        "command",
+        "joint_pos",
+        "joint_vel",
+        "last_action",
+    ]
     flat = t.flatten(obs)
     assert flat.shape == (2, t.observation_size) == (2, 48)
     torch.testing.assert_close(flat[:, 9:12], obs["command"])
     torch.testing.assert_close(flat[:, 36:], obs["last_action"])
 
 
-@pytest.mark.parametrize("bad, error, match", [
-    (torch.zeros(3, 2), InputShapeError, "action: expected shape"),
-    (torch.full((3, 1), float("nan")), NonFiniteError, "action"),
-])
+@pytest.mark.parametrize(
+    "bad, error, match",
+    [
+        (torch.zeros(3, 2), InputShapeError, "action: expected shape"),
+        (torch.full((3, 1), float("nan")), NonFiniteError, "action"),
+    ],
+)
 def test_bad_actions_are_rejected_before_anything_steps(closing, bad, error, match) -> None:
     t = task(closing, "cartpole", n=3)
     before = t.backend.get_qpos().clone()
@@ -109,13 +119,16 @@ def test_bad_actions_are_rejected_before_anything_steps(closing, bad, error, mat
     assert int(t.episode_step.sum()) == 0
 
 
-@pytest.mark.parametrize("config, match", [
-    ({"episode_length": 0}, "config.episode_length"),
-    ({"decimation": 1.5}, "config.decimation"),
-    ({"max_angle": -1}, "config.max_angle"),
-    ({"bogus": 1}, "unknown keys \\['bogus'\\]"),
-    ({"randomization": "/no/such/plan.json"}, "no such file"),
-])
+@pytest.mark.parametrize(
+    "config, match",
+    [
+        ({"episode_length": 0}, "config.episode_length"),
+        ({"decimation": 1.5}, "config.decimation"),
+        ({"max_angle": -1}, "config.max_angle"),
+        ({"bogus": 1}, "unknown keys \\['bogus'\\]"),
+        ({"randomization": "/no/such/plan.json"}, "no such file"),
+    ],
+)
 def test_bad_configs_name_the_field(config, match) -> None:
     with pytest.raises((InvalidArgumentError, TypeError), match=match):
         get_task_class("cartpole").config_class.from_dict(config)
@@ -131,11 +144,13 @@ def test_reach_and_quadruped_configs_validate() -> None:
 
 
 def test_a_randomization_plan_in_the_config_applies_at_init_and_reset(closing) -> None:
-    plan = RandomizationPlan((
-        Term("body_mass", Distribution.uniform(0.5, 1.5), targets=["pole"], operation="scale", phase="init"),
-        Term("joint_damping", Distribution.uniform(2.0, 3.0), targets=["slider"], phase="reset",
-             operation="scale"),
-    ), seed=3)
+    plan = RandomizationPlan(
+        (
+            Term("body_mass", Distribution.uniform(0.5, 1.5), targets=["pole"], operation="scale", phase="init"),
+            Term("joint_damping", Distribution.uniform(2.0, 3.0), targets=["slider"], phase="reset", operation="scale"),
+        ),
+        seed=3,
+    )
     plain = task(closing, "cartpole", n=4)
     randomized = task(closing, "cartpole", n=4, config={"randomization": plan.to_dict()})
     pole = randomized.backend.get_body_ids(["pole"])
@@ -183,8 +198,9 @@ def test_quadruped_observations_are_in_the_base_frame(closing) -> None:
     yaw = 0.9
     turn = torch.tensor([math.cos(yaw / 2), 0, 0, math.sin(yaw / 2)])
     qpos[1, 3:7] = quat_mul(turn, qpos[0, 3:7])
-    qvel[1, :3] = torch.tensor([[math.cos(yaw), -math.sin(yaw), 0], [math.sin(yaw), math.cos(yaw), 0], [0, 0, 1]]
-                               ) @ qvel[0, :3]
+    qvel[1, :3] = (
+        torch.tensor([[math.cos(yaw), -math.sin(yaw), 0], [math.sin(yaw), math.cos(yaw), 0], [0, 0, 1]]) @ qvel[0, :3]
+    )
     b.set_state(None, qpos, qvel)
     obs = t.observe()
     for term in ("base_lin_vel", "base_ang_vel", "projected_gravity"):

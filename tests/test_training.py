@@ -123,8 +123,15 @@ def test_rsl_rl_runner_learns_on_the_adapter() -> None:
 # ----------------------------------------------------------------------
 # a short training run
 # ----------------------------------------------------------------------
-SMALL = {"num_envs": 16, "num_steps_per_env": 16, "max_iterations": 4, "eval_interval": 2, "eval_episodes": 4,
-         "save_interval": 2, "stop_at_success": None}
+SMALL = {
+    "num_envs": 16,
+    "num_steps_per_env": 16,
+    "max_iterations": 4,
+    "eval_interval": 2,
+    "eval_episodes": 4,
+    "save_interval": 2,
+    "stop_at_success": None,
+}
 
 
 @pytest.fixture(scope="module")
@@ -135,8 +142,15 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> object:
 
 def test_training_writes_its_files(trained: object) -> None:
     out = trained.out_dir
-    for name in ("checkpoint_2.pt", "checkpoint_4.pt", "checkpoint_final.pt", "log.csv", "log.json",
-                 "learning_curve.png", "config.json"):
+    for name in (
+        "checkpoint_2.pt",
+        "checkpoint_4.pt",
+        "checkpoint_final.pt",
+        "log.csv",
+        "log.json",
+        "learning_curve.png",
+        "config.json",
+    ):
         assert (out / name).is_file(), name
     assert trained.iterations == 4 and trained.stop_reason == "max_iterations"
     assert trained.env_steps == 4 * 16 * 16 and trained.checkpoint == out / "checkpoint_final.pt"
@@ -162,7 +176,8 @@ def test_checkpoint_holds_what_evaluation_needs(trained: object) -> None:
     assert ckpt.train_config.num_envs == 16 and ckpt.train_config.seed == 3
     norm = ckpt.data["obs_normalizer"]
     assert norm["mean"].shape == (4,) and torch.equal(
-        norm["mean"], ckpt.data["actor_state_dict"]["obs_normalizer._mean"].squeeze(0))
+        norm["mean"], ckpt.data["actor_state_dict"]["obs_normalizer._mean"].squeeze(0)
+    )
     policy = ckpt.policy()
     a = policy(torch.zeros(5, 4))
     assert a.shape == (5, 1) and torch.equal(a, policy(torch.zeros(5, 4)))  # deterministic
@@ -174,7 +189,12 @@ def test_evaluate_on_both_engines(trained: object) -> None:
     for sim in ("mujoco", "sapien"):
         res = results[sim] = evaluate(trained.checkpoint, sim, seeds=(0, 1), episodes_per_seed=3, num_envs=2)
         assert (res.sim, res.trained_on, res.task, res.num_envs, res.episodes_per_seed) == (
-            sim, "mujoco", "cartpole", 2, 3)
+            sim,
+            "mujoco",
+            "cartpole",
+            2,
+            3,
+        )
         assert [s["seed"] for s in res.per_seed] == [0, 1]
         assert 0.0 <= res.success_rate.mean <= 1.0 and 1.0 <= res.mean_length.mean <= 250.0
         assert res.mean_return.n == 2 and math.isfinite(res.mean_return.half_width)
@@ -199,13 +219,20 @@ def test_cartpole_learns_to_balance(tmp_path: Path) -> None:
 
 def test_time_budget_and_early_stop(tmp_path: Path) -> None:
     quick = dict(SMALL, max_iterations=50, eval_episodes=2, save_interval=0)
-    r = train("cartpole", "mujoco", train_config=dict(quick, time_budget_s=1e-6), out_dir=tmp_path / "budget",
-              progress=False)
+    r = train(
+        "cartpole", "mujoco", train_config=dict(quick, time_budget_s=1e-6), out_dir=tmp_path / "budget", progress=False
+    )
     assert r.stop_reason == "time_budget" and r.iterations == 1
     assert not list((tmp_path / "budget").glob("checkpoint_[0-9]*.pt"))
     # with 3-step episodes every evaluation succeeds: the first one stops the run
-    r = train("cartpole", "mujoco", task_config={"episode_length": 3}, train_config=dict(quick, stop_at_success=1.0),
-              out_dir=tmp_path / "solved", progress=False)
+    r = train(
+        "cartpole",
+        "mujoco",
+        task_config={"episode_length": 3},
+        train_config=dict(quick, stop_at_success=1.0),
+        out_dir=tmp_path / "solved",
+        progress=False,
+    )
     assert r.stop_reason == "success" and r.iterations == 2 and r.final_eval["success"] == 1.0
 
 
@@ -213,8 +240,14 @@ def test_randomization_reaches_the_task(tmp_path: Path) -> None:
     plan = RandomizationPlan((Term("gravity", Distribution.uniform(-0.5, 0.5), phase="reset"),), seed=1)
     path = tmp_path / "plan.json"
     path.write_text(plan.to_json())
-    r = train("cartpole", "mujoco", randomization=str(path), out_dir=tmp_path / "run", progress=False,
-              train_config=dict(SMALL, max_iterations=1, eval_interval=0, eval_episodes=2, save_interval=0))
+    r = train(
+        "cartpole",
+        "mujoco",
+        randomization=str(path),
+        out_dir=tmp_path / "run",
+        progress=False,
+        train_config=dict(SMALL, max_iterations=1, eval_interval=0, eval_episodes=2, save_interval=0),
+    )
     ckpt = load_checkpoint(r.checkpoint)
     assert RandomizationPlan.from_dict(ckpt.task_config["randomization"]) == plan
     config = json.loads((tmp_path / "run" / "config.json").read_text())

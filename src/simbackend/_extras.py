@@ -43,4 +43,6 @@ def require_extra(*modules: str, purpose: str) -> None:
             dist, extra = EXTRAS[module]
             raise MissingExtraError(
                 f"{purpose} needs {dist}, which is not installed ({' '.join(str(e).split())}); install the"
-                f" extra: pip install 'simbackend[{extra}]'", extra=extra) from e
+                f" extra: pip install 'simbackend[{extra}]'",
+                extra=extra,
+            ) from e

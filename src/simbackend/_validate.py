@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import numbers
 import weakref
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -58,12 +59,12 @@ class HostIds:
 
         host = np.array(host, dtype=np.int64)
         host.flags.writeable = False
-        table[key] = (weakref.ref(t, forget), t._version, host)
+        table[key] = (weakref.ref(t, forget), t._version, host)  # noqa: SLF001 (torch's in-place write counter)
         return t
 
-    def lookup(self, t: torch.Tensor) -> Optional[np.ndarray]:
+    def lookup(self, t: torch.Tensor) -> np.ndarray | None:
         entry = self._map.get(id(t))
-        if entry is None or entry[0]() is not t or entry[1] != t._version:
+        if entry is None or entry[0]() is not t or entry[1] != t._version:  # noqa: SLF001 (as above)
             return None
         return entry[2]
 
@@ -88,8 +89,9 @@ def check_tensor_storage(x: torch.Tensor, argument: str) -> None:
         raise InputDTypeError(f"{argument}: expected a dense (strided) tensor, got layout {x.layout}")
 
 
-def real_tensor(x: Any, argument: str, shape: Sequence[int], *, device: torch.device,
-                dtype: torch.dtype) -> torch.Tensor:
+def real_tensor(
+    x: Any, argument: str, shape: Sequence[int], *, device: torch.device, dtype: torch.dtype
+) -> torch.Tensor:
     """A real-valued input of exactly ``shape`` as a ``dtype`` tensor on ``device``.
 
     Accepts torch tensors (any device, dtype, strides; gradients are
@@ -127,7 +129,7 @@ def nonfinite_rows(t: torch.Tensor) -> torch.Tensor:
     return ~torch.isfinite(t).reshape(t.shape[0], -1).all(dim=1)
 
 
-def rows_above(t: torch.Tensor, limit: float, columns: Optional[torch.Tensor] = None) -> torch.Tensor:
+def rows_above(t: torch.Tensor, limit: float, columns: torch.Tensor | None = None) -> torch.Tensor:
     """``(n,)`` bool: rows with some ``|value| > limit`` (optionally only in ``columns``); NaN rows are not counted."""
     if columns is not None:
         t = t[:, columns]
@@ -139,7 +141,7 @@ def rows_above(t: torch.Tensor, limit: float, columns: Optional[torch.Tensor] = 
 # ----------------------------------------------------------------------
 # ids (host side)
 # ----------------------------------------------------------------------
-def _as_ids(ids: Any, size: int, argument: str, host_ids: Optional[HostIds]) -> np.ndarray:
+def _as_ids(ids: Any, size: int, argument: str, host_ids: HostIds | None) -> np.ndarray:
     if ids is None:
         return np.arange(size, dtype=np.int64)
     if isinstance(ids, bool):
@@ -147,8 +149,9 @@ def _as_ids(ids: Any, size: int, argument: str, host_ids: Optional[HostIds]) -> 
     if isinstance(ids, numbers.Integral):
         return np.array([int(ids)], dtype=np.int64)
     if isinstance(ids, (str, bytes)) or not hasattr(ids, "__len__") and not isinstance(ids, (torch.Tensor, np.ndarray)):
-        raise IndexRangeError(f"{argument}: expected integer ids (an int, a sequence, an array or a tensor),"
-                              f" got {type(ids).__name__}")
+        raise IndexRangeError(
+            f"{argument}: expected integer ids (an int, a sequence, an array or a tensor), got {type(ids).__name__}"
+        )
     if isinstance(ids, torch.Tensor):
         check_tensor_storage(ids, argument)
         host = host_ids.lookup(ids) if host_ids is not None else None
@@ -159,7 +162,7 @@ def _as_ids(ids: Any, size: int, argument: str, host_ids: Optional[HostIds]) -> 
     return _numpy_input(ids, argument)
 
 
-def env_ids(ids: Any, num_envs: int, argument: str = "env_ids", host_ids: Optional[HostIds] = None) -> np.ndarray:
+def env_ids(ids: Any, num_envs: int, argument: str = "env_ids", host_ids: HostIds | None = None) -> np.ndarray:
     """Validate environment ids; ``None`` means all. Returns int64, in the given order.
 
     Rejects non-integers, non-1-D input, negatives, ids >= num_envs and duplicates
@@ -173,8 +176,9 @@ def env_ids(ids: Any, num_envs: int, argument: str = "env_ids", host_ids: Option
     return _checked_ids(a, num_envs, argument, "env", EnvIdError, allow_duplicates=False)
 
 
-def index_array(ids: Any, size: int, kind: str, argument: str, *, allow_duplicates: bool = True,
-                host_ids: Optional[HostIds] = None) -> np.ndarray:
+def index_array(
+    ids: Any, size: int, kind: str, argument: str, *, allow_duplicates: bool = True, host_ids: HostIds | None = None
+) -> np.ndarray:
     """Validate ids into a table of ``size`` entries (bodies, sites, dofs); return int64.
 
     ``None`` means all entries. A single integer is accepted as one id.
@@ -186,7 +190,9 @@ def index_array(ids: Any, size: int, kind: str, argument: str, *, allow_duplicat
     return _checked_ids(a, size, argument, kind, IndexRangeError, allow_duplicates=allow_duplicates)
 
 
-def _checked_ids(a: np.ndarray, size: int, argument: str, kind: str, error: type, *, allow_duplicates: bool) -> np.ndarray:
+def _checked_ids(
+    a: np.ndarray, size: int, argument: str, kind: str, error: type, *, allow_duplicates: bool
+) -> np.ndarray:
     if a.ndim != 1:
         raise InputShapeError(argument, "(n,)", a.shape)
     if a.size == 0:
@@ -205,7 +211,7 @@ def _checked_ids(a: np.ndarray, size: int, argument: str, kind: str, error: type
     return a
 
 
-def scalar_id(i: Any, size: int, kind: str, argument: str, host_ids: Optional[HostIds] = None) -> int:
+def scalar_id(i: Any, size: int, kind: str, argument: str, host_ids: HostIds | None = None) -> int:
     """Validate one integer id (a Python int, a 0-d array or a one-element id tensor/array)."""
     if isinstance(i, bool) or i is None:
         raise IndexRangeError(f"{argument}: expected one integer {kind} id, got {i!r}")
@@ -239,7 +245,7 @@ def normalised_quaternions(qpos: torch.Tensor, quat_cols: torch.Tensor) -> tuple
     n = qpos.shape[0]
     if not quat_cols.numel() or not n:
         return qpos, torch.zeros(n, dtype=torch.bool, device=qpos.device)
-    quats = qpos[:, quat_cols]                                              # (n, nquat, 4)
+    quats = qpos[:, quat_cols]  # (n, nquat, 4)
     scale = quats.abs().amax(dim=-1, keepdim=True)
     unit = quats / torch.where(scale > 0, scale, 1.0)
     norms = torch.linalg.vector_norm(unit, dim=-1, keepdim=True)

@@ -8,7 +8,6 @@ table for every registered backend.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Optional
 
 #: Sensor types every backend should compute from the state.
 CORE_SENSOR_TYPES = frozenset(
@@ -75,7 +74,7 @@ class Capabilities:
     snapshot_exact: bool = False
     ray_casting: bool = False
     domain_randomization: frozenset[str] = field(default_factory=frozenset)
-    max_envs: Optional[int] = None
+    max_envs: int | None = None
     delegated: frozenset[str] = field(default_factory=frozenset)
     renderers_absent: tuple[tuple[str, str], ...] = ()
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Callable, Sequence
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -41,7 +41,7 @@ def _got(value: Any) -> str:
     return f"{type(value).__name__} {short_repr(value)}"
 
 
-def _interval(minimum: Optional[float], maximum: Optional[float], above: bool, fmt: Callable[[Any], str]) -> str:
+def _interval(minimum: float | None, maximum: float | None, above: bool, fmt: Callable[[Any], str]) -> str:
     if minimum is not None and maximum is not None:
         return f"in {'(' if above else '['}{fmt(minimum)}, {fmt(maximum)}]"
     if minimum is not None:
@@ -51,8 +51,9 @@ def _interval(minimum: Optional[float], maximum: Optional[float], above: bool, f
     return ""
 
 
-def integer(value: Any, argument: str, *, minimum: Optional[int] = None, maximum: Optional[int] = None,
-            allow_none: bool = False) -> Any:
+def integer(
+    value: Any, argument: str, *, minimum: int | None = None, maximum: int | None = None, allow_none: bool = False
+) -> Any:
     """An integer in ``[minimum, maximum]`` (either bound optional); ``None`` passes when ``allow_none``."""
     if value is None and allow_none:
         return None
@@ -66,8 +67,15 @@ def integer(value: Any, argument: str, *, minimum: Optional[int] = None, maximum
     return v
 
 
-def real(value: Any, argument: str, *, minimum: Optional[float] = None, maximum: Optional[float] = None,
-         above: bool = False, allow_none: bool = False) -> Any:
+def real(
+    value: Any,
+    argument: str,
+    *,
+    minimum: float | None = None,
+    maximum: float | None = None,
+    above: bool = False,
+    allow_none: bool = False,
+) -> Any:
     """A finite real number ``>= minimum`` (``> minimum`` when ``above``) and ``<= maximum``
     (either bound optional); ``None`` passes when ``allow_none``."""
     if value is None and allow_none:

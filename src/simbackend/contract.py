@@ -10,31 +10,9 @@ served by services beside it (:mod:`simbackend.randomization.apply`,
 :mod:`simbackend.snapshot`, :mod:`simbackend.readout`, :mod:`simbackend.scanner`,
 :mod:`simbackend.playback.api`), each built on the engine's public members.
 
-Conventions (``docs/conventions.md``):
-
-* Outputs are ``torch.Tensor`` on ``backend.device``: real values ``float32``,
-  ids ``int64``. Batch first: the leading dimension is N. Every getter returns a
-  new tensor that the caller owns; the backend never writes into it later.
-* Inputs accept torch tensors (any device, dtype and strides), numpy arrays or
-  sequences. Id tensors returned by ``get_*_ids`` can be passed back at no cost
-  (the backend keeps their host copies).
-* World frame: Z up, gravity along -Z. Quaternions are wxyz and unit norm.
-* ``qpos``/``qvel`` use MuJoCo's layout for the model: a free joint is
-  ``pos(3) + quat(4)`` in qpos and ``linear velocity (world, 3) + angular
-  velocity (body-local, 3)`` in qvel; a ball joint ``quat(4)`` / ``angular
-  velocity (local, 3)``; hinge and slide joints one value each.
-* DoFs (``get_dof_pos/vel``) are the hinge and slide joints in joint order.
-* Base: the root body of the model's first kinematic tree.
-* Body quantities describe the body frame: ``pos``/``quat`` of the frame,
-  linear velocity of the frame's **origin** (not the centre of mass), angular
-  velocity in world coordinates. ``_w``: world frame. ``_b``: the same quantity
-  expressed in the base frame.
-* Ids index ``body_names`` (world body first), ``joint_names``, ``site_names``,
-  ``actuator_names`` and ``sensor_names`` in the compiled model's order.
-* Time: ``physics_dt`` is one substep; ``step(ctrl, nsteps=k)`` advances k
-  substeps with the same ctrl. After any call returns, every getter describes
-  the same instant (the current state).
-* Divergence is defined once, in :mod:`simbackend.divergence`, and applied here.
+The conventions every backend shares (tensors, frames, quaternions, the qpos/qvel
+layout, body quantities, ids, time, divergence) are written once, in
+``docs/conventions.md``; each method's docstring states its shapes and units.
 
 Errors (``simbackend.errors``): every public method validates all of its
 arguments before it writes anything, so a call that raises leaves every env as
@@ -55,7 +33,8 @@ import contextlib
 import copy
 import time
 import weakref
-from typing import Any, Callable, Iterator, Optional, Sequence, Union
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -83,7 +62,7 @@ from simbackend.frontend.names import NameTable
 from simbackend.math import quat_apply_inverse, quat_conj, quat_mul
 from simbackend.model_info import ModelInfo
 from simbackend.options import parse_options
-from simbackend.playback.api import PlayCapabilities, Playback
+from simbackend.playback.api import Playback, PlayCapabilities
 from simbackend.randomization.apply import ActuatorGains, Prepared, Randomizer
 from simbackend.randomization.plan import RandomizationPlan
 from simbackend.readout import Readout
@@ -93,7 +72,7 @@ from simbackend.state import NamedState
 
 __all__ = ["ActuatorGains", "SimBackend"]
 
-Names = Union[str, Sequence[str]]
+Names = str | Sequence[str]
 Ids = Any  # int, sequence of ints, numpy array or torch tensor
 PreStepControl = Callable[["SimBackend", torch.Tensor], Any]
 
@@ -118,8 +97,7 @@ class SimBackend:
         seed: seed of the backend's random streams, an integer in ``[0, 2**63)``.
     """
 
-    def __init__(self, engine: Any, model: Any, num_envs: int, *, device: Any = None, seed: int = 0,
-                 **options: Any):
+    def __init__(self, engine: Any, model: Any, num_envs: int, *, device: Any = None, seed: int = 0, **options: Any):
         self._closed = True  # until the engine is built: a failed construction leaves nothing to close
         if not (isinstance(engine, type) and issubclass(engine, Engine)):
             raise ArgumentTypeError(f"engine: expected an Engine subclass (simbackend.engine.Engine), got {engine!r}")
@@ -137,8 +115,9 @@ class SimBackend:
         info = model_info(m)
         # the front end's per-env tables first: an impossible num_envs fails here, before an engine allocates
         self._book = EnvBook(info, num_envs, dev, engine.dtype)
-        self._engine: Engine = engine(EngineBuild(info=info, source=model, num_envs=num_envs, device=dev,
-                                                  options=opts, seed=seed))
+        self._engine: Engine = engine(
+            EngineBuild(info=info, source=model, num_envs=num_envs, device=dev, options=opts, seed=seed)
+        )
         self._info, self._num_envs, self._device, self._seed = info, num_envs, dev, seed
         self._dtype: torch.dtype = engine.dtype
         self._names = NameTable(info)
@@ -147,9 +126,9 @@ class SimBackend:
         self._snapshots = Snapshots(self, self._engine, self._book, self._dr, self._check_snapshot_state)
         self._readout = Readout(self, self._host_ids)
         self._playback = Playback(self, self._host_ids)
-        self._faults: Optional[DeferredFaults] = None
-        self._deferred: Optional[bool] = None  # decided on first use, from capabilities.gpu
-        self._pre_step: Optional[PreStepControl] = None
+        self._faults: DeferredFaults | None = None
+        self._deferred: bool | None = None  # decided on first use, from capabilities.gpu
+        self._pre_step: PreStepControl | None = None
         self._in_step = False
         self._observers: list = []
         self._silenced = False
@@ -651,16 +630,23 @@ class SimBackend:
         n = ids.size
         dev, dt = self._device, self._input_dtype
         qpos = V.real_tensor(qpos, "qpos", (n, self.nq), device=dev, dtype=dt)
-        qvel = (torch.zeros((n, self.nv), dtype=dt, device=dev) if qvel is None
-                else V.real_tensor(qvel, "qvel", (n, self.nv), device=dev, dtype=dt))
+        qvel = (
+            torch.zeros((n, self.nv), dtype=dt, device=dev)
+            if qvel is None
+            else V.real_tensor(qvel, "qvel", (n, self.nv), device=dev, dtype=dt)
+        )
         if n == 0:
             return
         order = np.argsort(ids, kind="stable")
         if not (order == np.arange(n)).all():
             perm = torch.as_tensor(order, device=dev)
             ids, qpos, qvel = ids[order], qpos[perm], qvel[perm]
-        checks = [("qpos", qpos, "nonfinite", None), ("qvel", qvel, "nonfinite", None),
-                  ("qpos", qpos, MAX_QPOS, None), ("qvel", qvel, MAX_QVEL, None)]
+        checks = [
+            ("qpos", qpos, "nonfinite", None),
+            ("qvel", qvel, "nonfinite", None),
+            ("qpos", qpos, MAX_QPOS, None),
+            ("qvel", qvel, MAX_QVEL, None),
+        ]
         qpos, zero = V.normalised_quaternions(qpos, self._quat_cols)
         held = self._check_values(ids, checks + [("qpos", zero, "zero quaternion", None)])
         if held is not None:  # GPU: rows with bad values keep the env's current state
@@ -671,7 +657,9 @@ class SimBackend:
         qpos, qvel = qpos.to(self._dtype), qvel.to(self._dtype)
         if randomization is not None:  # drawn and checked before anything is written
             prepared = self._dr.prepare(randomization, "reset", ids, True)
-            qpos, qvel = self._dr.commit(prepared, qpos, qvel)
+            pushed = self._dr.commit(prepared, qpos, qvel)
+            assert pushed is not None  # commit returns the rows it was given
+            qpos, qvel = pushed
         self._engine.write_state(ids, qpos.contiguous(), qvel.contiguous())
         if self._faults is not None:
             self._faults.publish()
@@ -750,7 +738,7 @@ class SimBackend:
                 observer.on_step(self, nsteps, info)
         return info
 
-    def set_pre_step_control(self, fn: Optional[PreStepControl]) -> None:
+    def set_pre_step_control(self, fn: PreStepControl | None) -> None:
         """Call ``fn(backend, ctrl)`` before every substep; ``None`` removes it.
 
         ``ctrl`` is the ``(N, nu)`` float32 tensor given to ``step``; ``fn`` returns
@@ -786,22 +774,33 @@ class SimBackend:
         """
         self._enter_mutation("apply_body_force")
         self._require("body_forces")
-        ids = V.index_array(body_ids, self._info.nbody, "body", "body_ids", allow_duplicates=False,
-                            host_ids=self._host_ids)
+        ids = V.index_array(
+            body_ids, self._info.nbody, "body", "body_ids", allow_duplicates=False, host_ids=self._host_ids
+        )
         if (ids == 0).any():
             raise IndexRangeError("body_ids: the world body (id 0) cannot take a force")
         shape = (self.num_envs, ids.size, 3)
         dev, dt = self._device, self._input_dtype
         force = V.real_tensor(force, "force", shape, device=dev, dtype=dt)
-        torque = (torch.zeros(shape, dtype=dt, device=dev) if torque is None
-                  else V.real_tensor(torque, "torque", shape, device=dev, dtype=dt))
+        torque = (
+            torch.zeros(shape, dtype=dt, device=dev)
+            if torque is None
+            else V.real_tensor(torque, "torque", shape, device=dev, dtype=dt)
+        )
         every = np.arange(self.num_envs)
-        held = self._check_values(every, [("force", force, "nonfinite", None), ("torque", torque, "nonfinite", None),
-                                          ("force", force, V.MAX_REAL_INPUT, None),
-                                          ("torque", torque, V.MAX_REAL_INPUT, None)])
+        held = self._check_values(
+            every,
+            [
+                ("force", force, "nonfinite", None),
+                ("torque", torque, "nonfinite", None),
+                ("force", force, V.MAX_REAL_INPUT, None),
+                ("torque", torque, V.MAX_REAL_INPUT, None),
+            ],
+        )
         if held is not None:  # GPU: bad rows add nothing
             force = torch.where(held[:, None, None], 0.0, force)
             torque = torch.where(held[:, None, None], 0.0, torque)
+            assert self._faults is not None  # a hold mask comes from the deferred checks
             self._faults.publish()
         if ids.size:
             self._book.add_forces(ids, force, torque)
@@ -815,11 +814,13 @@ class SimBackend:
         """
         self._enter_mutation("apply_body_velocity_delta")
         ids = V.env_ids(env_ids, self.num_envs, host_ids=self._host_ids)
-        bodies = V.index_array(body_ids, self._info.nbody, "body", "body_ids", allow_duplicates=False,
-                               host_ids=self._host_ids)
+        bodies = V.index_array(
+            body_ids, self._info.nbody, "body", "body_ids", allow_duplicates=False, host_ids=self._host_ids
+        )
         adrs = [self._dr.free_dofadr(int(b), "body_ids") for b in bodies]
-        d = V.real_tensor(delta, "delta", (ids.size, bodies.size, 6), device=torch.device("cpu"),
-                          dtype=torch.float64).numpy()
+        d = V.real_tensor(
+            delta, "delta", (ids.size, bodies.size, 6), device=torch.device("cpu"), dtype=torch.float64
+        ).numpy()
         if not np.isfinite(d).all():
             raise NonFiniteError("delta", ids[~np.isfinite(d).all(axis=(1, 2))])
         if not ids.size or not bodies.size:
@@ -865,8 +866,9 @@ class SimBackend:
         self._notify_write(prepared.ids, "apply_init_randomization")
         return prepared.dropped
 
-    def apply_interval_randomization(self, plan: RandomizationPlan, env_ids: Ids = None, *,
-                                     terms: Optional[Sequence[str]] = None, strict: bool = True) -> list[str]:
+    def apply_interval_randomization(
+        self, plan: RandomizationPlan, env_ids: Ids = None, *, terms: Sequence[str] | None = None, strict: bool = True
+    ) -> list[str]:
         """Apply the plan's ``interval`` terms to ``env_ids`` (``None``: all) during an episode.
 
         Args:
@@ -993,9 +995,16 @@ class SimBackend:
     # ------------------------------------------------------------------
     # height scanner
     # ------------------------------------------------------------------
-    def create_height_scanner(self, body: Any, offsets: Any, *, direction: Any = (0.0, 0.0, -1.0),
-                              alignment: str = "yaw", max_distance: float = 10.0,
-                              exclude_body: bool = True) -> HeightScanner:
+    def create_height_scanner(
+        self,
+        body: Any,
+        offsets: Any,
+        *,
+        direction: Any = (0.0, 0.0, -1.0),
+        alignment: str = "yaw",
+        max_distance: float = 10.0,
+        exclude_body: bool = True,
+    ) -> HeightScanner:
         """A scanner of rays from points fixed to ``body``, created once and queried every step.
 
         Args:
@@ -1023,12 +1032,17 @@ class SimBackend:
         ``capabilities.ray_casting`` is false.
         """
         self._require("ray_casting")
-        b = self._names.resolve("body", body) if isinstance(body, str) else V.scalar_id(
-            body, self._info.nbody, "body", "body", self._host_ids)
-        off, d, alignment, max_distance, exclude = check_scanner_arguments(offsets, direction, alignment,
-                                                                           max_distance, exclude_body)
-        return HeightScanner(self._engine, int(b), off, d, alignment, max_distance, exclude, self._out,
-                             self._check_open)
+        b = (
+            self._names.resolve("body", body)
+            if isinstance(body, str)
+            else V.scalar_id(body, self._info.nbody, "body", "body", self._host_ids)
+        )
+        off, d, alignment, max_distance, exclude = check_scanner_arguments(
+            offsets, direction, alignment, max_distance, exclude_body
+        )
+        return HeightScanner(
+            self._engine, int(b), off, d, alignment, max_distance, exclude, self._out, self._check_open
+        )
 
     # ------------------------------------------------------------------
     # pictures
@@ -1038,8 +1052,16 @@ class SimBackend:
         Creates no GL context."""
         return self._playback.capabilities()
 
-    def render(self, env_ids: Ids = None, *, camera: Any = "free", width: int = 320, height: int = 240,
-               tile: bool = False, spacing: Optional[float] = None) -> torch.Tensor:
+    def render(
+        self,
+        env_ids: Ids = None,
+        *,
+        camera: Any = "free",
+        width: int = 320,
+        height: int = 240,
+        tile: bool = False,
+        spacing: float | None = None,
+    ) -> torch.Tensor:
         """Pictures of envs at their current state.
 
         Args:
@@ -1062,8 +1084,16 @@ class SimBackend:
         """
         return self._playback.render(env_ids, camera, width, height, tile, spacing)
 
-    def get_camera_images(self, cameras: Any, env_ids: Ids = None, *, modes: Any = ("rgb",), width: int = 320,
-                          height: int = 240, segmentation: str = "geom") -> dict[str, dict[str, torch.Tensor]]:
+    def get_camera_images(
+        self,
+        cameras: Any,
+        env_ids: Ids = None,
+        *,
+        modes: Any = ("rgb",),
+        width: int = 320,
+        height: int = 240,
+        segmentation: str = "geom",
+    ) -> dict[str, dict[str, torch.Tensor]]:
         """Camera observations of envs at their current state.
 
         Args:
@@ -1082,8 +1112,9 @@ class SimBackend:
         """
         return self._playback.camera_images(cameras, env_ids, modes, width, height, segmentation)
 
-    def get_point_cloud(self, cameras: Any, env_ids: Ids = None, *, width: int = 320, height: int = 240,
-                        segmentation: str = "geom") -> dict[str, torch.Tensor]:
+    def get_point_cloud(
+        self, cameras: Any, env_ids: Ids = None, *, width: int = 320, height: int = 240, segmentation: str = "geom"
+    ) -> dict[str, torch.Tensor]:
         """Points the cameras see, fused, in the world frame, for envs at their current state.
 
         Args:
@@ -1119,8 +1150,9 @@ class SimBackend:
         whose own work is already done.
         """
         if not (callable(getattr(observer, "on_step", None)) and callable(getattr(observer, "on_write", None))):
-            raise ArgumentTypeError(f"observer: expected an object with on_step and on_write methods,"
-                                    f" got {type(observer).__name__}")
+            raise ArgumentTypeError(
+                f"observer: expected an object with on_step and on_write methods, got {type(observer).__name__}"
+            )
         if any(o is observer for o in self._observers):
             raise InvalidArgumentError("observer: already added")
         self._observers.append(observer)
@@ -1146,7 +1178,7 @@ class SimBackend:
         finally:
             self._engine.close()
 
-    def __enter__(self) -> "SimBackend":
+    def __enter__(self) -> SimBackend:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -1159,7 +1191,7 @@ class SimBackend:
     # ------------------------------------------------------------------
     # internals: stepping and the divergence rule
     # ------------------------------------------------------------------
-    def _advance(self, ctrl: torch.Tensor, nsteps: int, hold: Optional[torch.Tensor]) -> torch.Tensor:
+    def _advance(self, ctrl: torch.Tensor, nsteps: int, hold: torch.Tensor | None) -> torch.Tensor:
         """``nsteps`` engine substeps with ``ctrl``, judged by the contract's divergence rule; diverged
         and held envs (``hold``: GPU input faults) get back their pre-call state. Returns the
         ``(N,)`` diverged mask (held envs excluded); time and the last controls follow."""
@@ -1199,8 +1231,10 @@ class SimBackend:
     def _enter_mutation(self, method: str) -> None:
         """Checks every mutating call starts with: not re-entered, no deferred input error pending."""
         if self._in_step:
-            raise ReentrantCallError(f"{method}: called from inside a pre-step control function while step runs;"
-                                     " a pre-step function may read getters and return ctrl, nothing else")
+            raise ReentrantCallError(
+                f"{method}: called from inside a pre-step control function while step runs;"
+                " a pre-step function may read getters and return ctrl, nothing else"
+            )
         if self._faults is not None:
             self._faults.raise_if_any()
 
@@ -1216,7 +1250,7 @@ class SimBackend:
         float32 engine is reported as too large (``ValueRangeError``), not as infinite after the cast."""
         return torch.float64 if self._dtype.itemsize < 8 else self._dtype
 
-    def _check_values(self, env_ids: np.ndarray, checks: list) -> Optional[torch.Tensor]:
+    def _check_values(self, env_ids: np.ndarray, checks: list) -> torch.Tensor | None:
         """Value checks of validated tensors, rows aligned with ``env_ids``.
 
         ``checks``: ``(argument, tensor, problem, columns)`` with ``problem``
@@ -1243,19 +1277,28 @@ class SimBackend:
                         joints = sorted({self._info.joint_names[j] for j in self._info.quat_joint})
                         raise InvalidQuaternionError(
                             f"{argument}: zero quaternion for joint(s) {joints} in env ids {rows[:8].tolist()};"
-                            " a rotation needs a non-zero quaternion (wxyz)")
+                            " a rotation needs a non-zero quaternion (wxyz)"
+                        )
                     what = "values the divergence rule would flag" if problem in (MAX_QPOS, MAX_QVEL) else "values"
                     raise ValueRangeError(argument, rows, float(problem), what)
                 continue
             if self._faults is None:
                 self._faults = DeferredFaults(self.num_envs, self._device)
             rows_dev = torch.as_tensor(env_ids, device=self._device)
-            self._faults.record(argument, "nonfinite" if problem == "nonfinite" else
-                                "zero quaternion" if problem == "zero quaternion" else str(problem), rows_dev, bad)
+            self._faults.record(
+                argument,
+                "nonfinite"
+                if problem == "nonfinite"
+                else "zero quaternion"
+                if problem == "zero quaternion"
+                else str(problem),
+                rows_dev,
+                bad,
+            )
             held = bad if held is None else held | bad
         return held
 
-    def _check_ctrl(self, ctrl: Any, argument: str) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    def _check_ctrl(self, ctrl: Any, argument: str) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Validated ``(N, nu)`` ctrl and, on a GPU backend, the ``(N,)`` mask of envs to hold."""
         dev, dt = self._device, self._input_dtype
         if ctrl is None:
@@ -1263,8 +1306,9 @@ class SimBackend:
                 raise InvalidArgumentError(f"{argument}: required, the model has {self.num_actuators} actuators")
             return torch.zeros((self.num_envs, 0), dtype=self._dtype, device=dev), None
         t = V.real_tensor(ctrl, argument, (self.num_envs, self.num_actuators), device=dev, dtype=dt)
-        held = self._check_values(np.arange(self.num_envs), [(argument, t, "nonfinite", None),
-                                                             (argument, t, V.MAX_REAL_INPUT, None)])
+        held = self._check_values(
+            np.arange(self.num_envs), [(argument, t, "nonfinite", None), (argument, t, V.MAX_REAL_INPUT, None)]
+        )
         if held is not None:
             t = torch.where(held[:, None], 0.0, t)
         return t.to(self._dtype), held
@@ -1275,8 +1319,14 @@ class SimBackend:
         qpos = torch.as_tensor(qpos, device=self._device).to(self._input_dtype)
         qvel = torch.as_tensor(qvel, device=self._device).to(self._input_dtype)
         _, zero = V.normalised_quaternions(qpos, self._quat_cols)
-        self._check_values(env_ids, [("state (qpos)", qpos, MAX_QPOS, None), ("state (qvel)", qvel, MAX_QVEL, None),
-                                     ("state (qpos)", zero, "zero quaternion", None)])
+        self._check_values(
+            env_ids,
+            [
+                ("state (qpos)", qpos, MAX_QPOS, None),
+                ("state (qvel)", qvel, MAX_QVEL, None),
+                ("state (qpos)", zero, "zero quaternion", None),
+            ],
+        )
 
     # ------------------------------------------------------------------
     # internals: ids, conversions, frames
@@ -1371,4 +1421,4 @@ class SimBackend:
 
 def _version(ids: Any) -> int:
     """A number that changes when ``ids`` is written in place (a read-only array never is)."""
-    return ids._version if isinstance(ids, torch.Tensor) else 0
+    return ids._version if isinstance(ids, torch.Tensor) else 0  # noqa: SLF001 (torch's write counter)

@@ -5,7 +5,8 @@ Imports no engine.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Optional
+from collections.abc import Iterable
+from typing import Any
 
 import torch
 
@@ -16,8 +17,9 @@ class DeviceUnavailableError(SimBackendError):
     """A well-formed device that this machine does not have (``cuda`` without CUDA)."""
 
 
-def require_device(device: Any, *, default: str = "cpu", allowed: Optional[Iterable[str]] = ("cpu", "cuda"),
-                   argument: str = "device") -> torch.device:
+def require_device(
+    device: Any, *, default: str = "cpu", allowed: Iterable[str] | None = ("cpu", "cuda"), argument: str = "device"
+) -> torch.device:
     """``device`` as a ``torch.device`` this machine has.
 
     Args:
@@ -37,8 +39,9 @@ def require_device(device: Any, *, default: str = "cpu", allowed: Optional[Itera
     if device is None:
         device = default
     if not isinstance(device, (str, torch.device)):
-        raise ArgumentTypeError(f"{argument}: expected a device string such as 'cpu' or 'cuda', got"
-                                f" {type(device).__name__} {device!r}")
+        raise ArgumentTypeError(
+            f"{argument}: expected a device string such as 'cpu' or 'cuda', got {type(device).__name__} {device!r}"
+        )
     try:
         dev = torch.device(device)
     except (RuntimeError, ValueError) as e:
@@ -48,9 +51,11 @@ def require_device(device: Any, *, default: str = "cpu", allowed: Optional[Itera
         raise InvalidArgumentError(f"{argument}: expected one of {list(kinds)}, got {str(dev)!r}")
     if dev.type == "cuda":
         if not torch.cuda.is_available():
-            raise DeviceUnavailableError(f"{argument}: device {str(dev)!r} requested, but torch sees no CUDA device"
-                                         f" (torch {torch.__version__})")
+            raise DeviceUnavailableError(
+                f"{argument}: device {str(dev)!r} requested, but torch sees no CUDA device (torch {torch.__version__})"
+            )
         if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise DeviceUnavailableError(f"{argument}: device {str(dev)!r} requested, but torch sees"
-                                         f" {torch.cuda.device_count()} CUDA device(s)")
+            raise DeviceUnavailableError(
+                f"{argument}: device {str(dev)!r} requested, but torch sees {torch.cuda.device_count()} CUDA device(s)"
+            )
     return dev

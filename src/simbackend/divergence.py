@@ -51,7 +51,7 @@ def diverged_rows(qpos: Any, qvel: Any) -> Any:
     """
     if isinstance(qpos, np.ndarray):
         with np.errstate(invalid="ignore"):
-            bad_q = ~(np.abs(qpos) <= MAX_QPOS)        # NaN compares false: caught here
+            bad_q = ~(np.abs(qpos) <= MAX_QPOS)  # NaN compares false: caught here
             bad_v = ~(np.abs(qvel) <= MAX_QVEL)
         return bad_q.any(axis=1) | bad_v.any(axis=1)
     bad_q = ~(qpos.abs() <= MAX_QPOS)

@@ -70,8 +70,9 @@ relies on them on the way out):
 from __future__ import annotations
 
 import abc
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Mapping, NamedTuple, Optional
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import numpy as np
 import torch
@@ -154,7 +155,7 @@ class Engine(abc.ABC):
         self.info: ModelInfo = build.info
         self.num_envs: int = build.num_envs
         self.device: torch.device = build.device
-        self._frame_sensors: Optional["FrameSensors"] = None
+        self._frame_sensors: FrameSensors | None = None
 
     # ------------------------------------------------------------------
     # what it is
@@ -191,7 +192,7 @@ class Engine(abc.ABC):
     # stepping
     # ------------------------------------------------------------------
     @abc.abstractmethod
-    def step(self, ctrl: torch.Tensor, nsteps: int, forces: Optional[BodyForces]) -> Any:
+    def step(self, ctrl: torch.Tensor, nsteps: int, forces: BodyForces | None) -> Any:
         """Advance every env ``nsteps`` substeps; return the envs the engine itself failed.
 
         Args:
@@ -262,7 +263,7 @@ class Engine(abc.ABC):
     # ------------------------------------------------------------------
     # per-env model fields (domain randomization)
     # ------------------------------------------------------------------
-    def read_params(self, field: str) -> Optional[np.ndarray]:
+    def read_params(self, field: str) -> np.ndarray | None:
         """``(N, ...)`` float64: the engine's current per-env values of model field ``field``
         (names in :data:`simbackend.randomization.FIELDS`), or ``None`` when every env holds the
         model's value (the default)."""
@@ -321,15 +322,53 @@ class Engine(abc.ABC):
         """The physical model as the engine holds it (see :meth:`simbackend.contract.SimBackend.model_fields`)."""
         raise UnsupportedFeatureError(self.name, "model_fields")
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (optional: an engine holding nothing keeps this)
         """Release the engine's resources (called once; nothing is called afterwards)."""
 
 
 #: every member a backend may implement, in the order "Writing a backend" documents them
-ENGINE_MEMBERS = ("name", "dtype", "options", "devices", "__init__", "capabilities", "notes", "read_state",
-                  "write_state", "step", "revert", "body_pose", "body_velocity", "site_pose", "site_jacobian",
-                  "sensor", "read_params", "write_params", "state_width", "save_state", "check_saved",
-                  "restore_state", "cast_rays", "model_fields", "close")
+ENGINE_MEMBERS = (
+    "name",
+    "dtype",
+    "options",
+    "devices",
+    "__init__",
+    "capabilities",
+    "notes",
+    "read_state",
+    "write_state",
+    "step",
+    "revert",
+    "body_pose",
+    "body_velocity",
+    "site_pose",
+    "site_jacobian",
+    "sensor",
+    "read_params",
+    "write_params",
+    "state_width",
+    "save_state",
+    "check_saved",
+    "restore_state",
+    "cast_rays",
+    "model_fields",
+    "close",
+)
 #: the members with a default (the rest must be implemented)
-OPTIONAL_MEMBERS = ("dtype", "options", "devices", "notes", "site_jacobian", "sensor", "read_params", "write_params",
-                    "state_width", "save_state", "check_saved", "restore_state", "cast_rays", "model_fields", "close")
+OPTIONAL_MEMBERS = (
+    "dtype",
+    "options",
+    "devices",
+    "notes",
+    "site_jacobian",
+    "sensor",
+    "read_params",
+    "write_params",
+    "state_width",
+    "save_state",
+    "check_saved",
+    "restore_state",
+    "cast_rays",
+    "model_fields",
+    "close",
+)

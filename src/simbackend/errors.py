@@ -12,7 +12,7 @@ validate all inputs before they write anything.
 from __future__ import annotations
 
 import difflib
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 __all__ = [
     "SimBackendError",
@@ -100,8 +100,9 @@ class ValueRangeError(_RowsError):
     would flag at once; every real input rejects magnitudes beyond float32.
     """
 
-    def __init__(self, argument: str, env_ids: Sequence[int], limit: float, what: str = "values",
-                 problem: str | None = None):
+    def __init__(
+        self, argument: str, env_ids: Sequence[int], limit: float, what: str = "values", problem: str | None = None
+    ):
         self.limit = limit
         super().__init__(argument, env_ids, problem or f"{what} with magnitude above {limit:.3g}")
 
@@ -147,8 +148,7 @@ class UnknownBackendError(UnknownNameError):
         self.registered = tuple(registered)
         SimBackendError.__init__(
             self,
-            f"unknown backend {name!r}; registered backends: "
-            f"{', '.join(registered) if registered else '(none)'}",
+            f"unknown backend {name!r}; registered backends: {', '.join(registered) if registered else '(none)'}",
         )
         self.kind, self.name = "backend", name
 
@@ -160,10 +160,7 @@ class UnsupportedFeatureError(SimBackendError, NotImplementedError):
         self.backend = backend
         self.capability = capability
         extra = f": {detail}" if detail else ""
-        super().__init__(
-            f"backend {backend!r} does not support {capability!r}{extra}"
-            " (see backend.capabilities)"
-        )
+        super().__init__(f"backend {backend!r} does not support {capability!r}{extra} (see backend.capabilities)")
 
 
 class ModelLoadError(SimBackendError, ValueError):

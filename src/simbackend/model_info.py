@@ -43,45 +43,45 @@ class ModelInfo:
     nq: int
     nv: int
     timestep: float
-    gravity: np.ndarray                  # (3,)
-    body_parent: np.ndarray              # (nbody,) parent body id, world is its own parent
-    body_root: np.ndarray                # (nbody,) root body of each body's kinematic tree
-    body_mass: np.ndarray                # (nbody,)
-    body_com: np.ndarray                 # (nbody, 3) centre of mass in the body frame (MuJoCo's body_ipos)
-    body_inertia: np.ndarray             # (nbody, 3) principal moments about the centre of mass
-    body_iquat: np.ndarray               # (nbody, 4) orientation of the principal axes in the body frame, wxyz
-    joint_type: np.ndarray               # (njnt,)
-    joint_body: np.ndarray               # (njnt,)
-    joint_qposadr: np.ndarray            # (njnt,)
-    joint_dofadr: np.ndarray             # (njnt,)
-    joint_range: np.ndarray              # (njnt, 2), [-inf, inf] where unlimited
-    site_body: np.ndarray                # (nsite,)
+    gravity: np.ndarray  # (3,)
+    body_parent: np.ndarray  # (nbody,) parent body id, world is its own parent
+    body_root: np.ndarray  # (nbody,) root body of each body's kinematic tree
+    body_mass: np.ndarray  # (nbody,)
+    body_com: np.ndarray  # (nbody, 3) centre of mass in the body frame (MuJoCo's body_ipos)
+    body_inertia: np.ndarray  # (nbody, 3) principal moments about the centre of mass
+    body_iquat: np.ndarray  # (nbody, 4) orientation of the principal axes in the body frame, wxyz
+    joint_type: np.ndarray  # (njnt,)
+    joint_body: np.ndarray  # (njnt,)
+    joint_qposadr: np.ndarray  # (njnt,)
+    joint_dofadr: np.ndarray  # (njnt,)
+    joint_range: np.ndarray  # (njnt, 2), [-inf, inf] where unlimited
+    site_body: np.ndarray  # (nsite,)
     geom_names: tuple[str, ...]
-    geom_body: np.ndarray                # (ngeom,) owning body
-    geom_type: tuple[str, ...]           # (ngeom,) lower-case MuJoCo geom type (plane, box, sphere, ...)
-    geom_size: np.ndarray                # (ngeom, 3) MuJoCo's size parameters
-    geom_contype: np.ndarray             # (ngeom,) contact type bit mask
-    geom_conaffinity: np.ndarray         # (ngeom,) contact affinity bit mask
-    geom_friction: np.ndarray            # (ngeom, 3) sliding, torsional, rolling
-    dof_damping: np.ndarray              # (nv,) per qvel column
-    dof_armature: np.ndarray             # (nv,)
-    dof_frictionloss: np.ndarray         # (nv,)
-    actuator_kind: tuple[str, ...]       # (nu,) one of ACTUATOR_KINDS
-    actuator_joint: np.ndarray           # (nu,) joint id, -1 if not a joint transmission
-    actuator_ctrl_range: np.ndarray      # (nu, 2), [-inf, inf] where unlimited
-    actuator_kp: np.ndarray              # (nu,)
-    actuator_kv: np.ndarray              # (nu,)
+    geom_body: np.ndarray  # (ngeom,) owning body
+    geom_type: tuple[str, ...]  # (ngeom,) lower-case MuJoCo geom type (plane, box, sphere, ...)
+    geom_size: np.ndarray  # (ngeom, 3) MuJoCo's size parameters
+    geom_contype: np.ndarray  # (ngeom,) contact type bit mask
+    geom_conaffinity: np.ndarray  # (ngeom,) contact affinity bit mask
+    geom_friction: np.ndarray  # (ngeom, 3) sliding, torsional, rolling
+    dof_damping: np.ndarray  # (nv,) per qvel column
+    dof_armature: np.ndarray  # (nv,)
+    dof_frictionloss: np.ndarray  # (nv,)
+    actuator_kind: tuple[str, ...]  # (nu,) one of ACTUATOR_KINDS
+    actuator_joint: np.ndarray  # (nu,) joint id, -1 if not a joint transmission
+    actuator_ctrl_range: np.ndarray  # (nu, 2), [-inf, inf] where unlimited
+    actuator_kp: np.ndarray  # (nu,)
+    actuator_kv: np.ndarray  # (nu,)
     #: (nu,) joint-space force per unit of actuator force (MuJoCo's ``gear[0]``); a motor's
     #: joint torque is ``actuator_gear * actuator_gain * ctrl``
     actuator_gear: np.ndarray
     #: (nu,) actuator force per unit ctrl (MuJoCo's ``gainprm[0]``; ``kp`` for position servos)
     actuator_gain: np.ndarray
-    sensor_type: tuple[str, ...]         # (nsensor,) lower-case MuJoCo type name
-    sensor_dim: np.ndarray               # (nsensor,)
-    sensor_adr: np.ndarray               # (nsensor,)
-    qpos0: np.ndarray                    # (nq,)
-    key_qpos: np.ndarray                 # (nkey, nq)
-    base_body: int                       # root body of the first kinematic tree (0 if none)
+    sensor_type: tuple[str, ...]  # (nsensor,) lower-case MuJoCo type name
+    sensor_dim: np.ndarray  # (nsensor,)
+    sensor_adr: np.ndarray  # (nsensor,)
+    qpos0: np.ndarray  # (nq,)
+    key_qpos: np.ndarray  # (nkey, nq)
+    base_body: int  # root body of the first kinematic tree (0 if none)
     #: the compiled ``mujoco.MjModel`` this description was derived from (every backend builds from
     #: it; the playback renderer draws it), or ``None``; not part of the fingerprint
     compiled: Any = field(default=None, repr=False)

@@ -36,8 +36,9 @@ unchanged to :func:`simbackend.models.compile_model`, which validates them.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional
+from typing import Any
 
 from simbackend import checks
 from simbackend.errors import ArgumentTypeError, InvalidArgumentError
@@ -73,8 +74,8 @@ class BackendOptions:
     """
 
     nthread: int = 0
-    solver_iterations: Optional[int] = None
-    timestep: Optional[float] = None
+    solver_iterations: int | None = None
+    timestep: float | None = None
     model: Mapping[str, Any] = field(default_factory=dict)
     engine: Mapping[str, Any] = field(default_factory=dict)
 
@@ -82,7 +83,7 @@ class BackendOptions:
 # ----------------------------------------------------------------------
 # value checks, shared by the core and the engines' blocks
 # ----------------------------------------------------------------------
-def check_int(value: Any, argument: str, *, minimum: int = 0, maximum: Optional[int] = None) -> int:
+def check_int(value: Any, argument: str, *, minimum: int = 0, maximum: int | None = None) -> int:
     """An integer in ``[minimum, maximum]`` (``bool`` and floats refused); :func:`simbackend.checks.integer`."""
     return checks.integer(value, argument, minimum=minimum, maximum=maximum)
 
@@ -123,7 +124,7 @@ def parse_options(
     options: Mapping[str, Any],
     engine_options: Mapping[str, EngineOption],
     *,
-    other_engines: Optional[tuple[str, ...]] = None,
+    other_engines: tuple[str, ...] | None = None,
 ) -> BackendOptions:
     """Validate ``**options`` given to backend ``backend``.
 
@@ -151,7 +152,9 @@ def parse_options(
         )
     for k, v in options.items():
         if k not in COMMON_OPTIONS and not isinstance(v, Mapping):
-            raise ArgumentTypeError(f"{k}: an engine block must be a dict of that engine's options, got {type(v).__name__}")
+            raise ArgumentTypeError(
+                f"{k}: an engine block must be a dict of that engine's options, got {type(v).__name__}"
+            )
     block = dict(options.get(own) or {})
     bad = sorted(k for k in block if k not in engine_options)
     if bad:
@@ -162,7 +165,9 @@ def parse_options(
     for key, spec in engine_options.items():
         engine[key] = spec.check(block[key], f"{own}.{key}") if key in block else spec.default
     nthread = check_int(options.get("nthread", 0), "nthread", minimum=0)
-    iters = optional(lambda v, a: check_int(v, a, minimum=1, maximum=100_000))(options.get("solver_iterations"), "solver_iterations")
+    iters = optional(lambda v, a: check_int(v, a, minimum=1, maximum=100_000))(
+        options.get("solver_iterations"), "solver_iterations"
+    )
     timestep = optional(check_positive_float)(options.get("timestep"), "timestep")
     model = {k: options[k] for k in MODEL_OPTIONS if k in options}
     return BackendOptions(nthread=nthread, solver_iterations=iters, timestep=timestep, model=model, engine=engine)

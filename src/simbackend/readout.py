@@ -10,7 +10,8 @@ row equals the single getters' rows bit for bit, on every engine.
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -26,8 +27,9 @@ class Readout:
         self.sim = sim
         self.host_ids = host_ids
 
-    def rows_and_out(self, lead: tuple, width: int, env_ids: Any, out: Any,
-                      argument: str = "out") -> tuple[Optional[torch.Tensor], Optional[torch.Tensor]]:
+    def rows_and_out(
+        self, lead: tuple, width: int, env_ids: Any, out: Any, argument: str = "out"
+    ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
         """Validated rows (``None``: all envs, else a device index tensor) and ``out`` for a result
         ``(n, *lead, width)``; raises before anything is read or written."""
         sim = self.sim
@@ -56,7 +58,7 @@ class Readout:
             raise InvalidArgumentError(f"{argument}: must not require grad (it is written in place)")
         return rows, out
 
-    def fill(self, parts: Sequence[torch.Tensor], rows: Optional[torch.Tensor], out: Optional[torch.Tensor]) -> torch.Tensor:
+    def fill(self, parts: Sequence[torch.Tensor], rows: torch.Tensor | None, out: torch.Tensor | None) -> torch.Tensor:
         """``parts`` ``(N, ..., k_i)`` side by side on the last axis, rows ``rows``, into ``out`` if given."""
         if out is None:
             pieces = [p if rows is None else p[rows] for p in parts]

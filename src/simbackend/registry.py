@@ -20,11 +20,20 @@ from simbackend.plugins import (
 if TYPE_CHECKING:  # pragma: no cover
     from simbackend.contract import SimBackend
 
-__all__ = ["ENTRY_POINT_GROUP", "available_backends", "backend_provider", "get_backend_factory", "make_backend",
-           "register_backend", "unregister_backend"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "available_backends",
+    "backend_provider",
+    "get_backend_factory",
+    "make_backend",
+    "register_backend",
+    "unregister_backend",
+]
 
 
-def make_backend(sim: str, model: Any, num_envs: int, *, device: Any = None, seed: int = 0, **options: Any) -> "SimBackend":
+def make_backend(
+    sim: str, model: Any, num_envs: int, *, device: Any = None, seed: int = 0, **options: Any
+) -> SimBackend:
     """Build backend ``sim`` for ``model`` with ``num_envs`` parallel environments.
 
     Args:

@@ -19,9 +19,16 @@ def random_unit_quat(rng: np.random.Generator, size: tuple[int, ...] = ()) -> np
     return q / np.linalg.norm(q, axis=-1, keepdims=True)
 
 
-def random_configurations(info: Any, n: int, rng: np.random.Generator, *, margin: float = 0.0,
-                          free_offset: float = 0.0, unlimited_hinge: float = math.pi,
-                          unlimited_slide: float = 0.5) -> np.ndarray:
+def random_configurations(
+    info: Any,
+    n: int,
+    rng: np.random.Generator,
+    *,
+    margin: float = 0.0,
+    free_offset: float = 0.0,
+    unlimited_hinge: float = math.pi,
+    unlimited_slide: float = 0.5,
+) -> np.ndarray:
     """``(n, nq)`` random configurations of the model ``info`` describes.
 
     Joints in model order: hinge and slide joints uniform in their range shrunk
@@ -34,10 +41,10 @@ def random_configurations(info: Any, n: int, rng: np.random.Generator, *, margin
         adr = int(info.joint_qposadr[j])
         if t == JOINT_FREE:
             if free_offset:
-                qpos[:, adr:adr + 3] += rng.uniform(-free_offset, free_offset, size=(n, 3))
-            qpos[:, adr + 3:adr + 7] = random_unit_quat(rng, (n,))
+                qpos[:, adr : adr + 3] += rng.uniform(-free_offset, free_offset, size=(n, 3))
+            qpos[:, adr + 3 : adr + 7] = random_unit_quat(rng, (n,))
         elif t == JOINT_BALL:
-            qpos[:, adr:adr + 4] = random_unit_quat(rng, (n,))
+            qpos[:, adr : adr + 4] = random_unit_quat(rng, (n,))
         else:
             lo, hi = info.joint_range[j]
             half = unlimited_hinge if t == JOINT_HINGE else unlimited_slide

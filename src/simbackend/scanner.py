@@ -8,15 +8,15 @@ so every engine that declares ``capabilities.ray_casting`` gets it.
 
 from __future__ import annotations
 
-import numbers
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
 
-from simbackend import checks
 from simbackend import _validate as V
+from simbackend import checks
 from simbackend.engine import Engine
 from simbackend.errors import ArgumentTypeError, InputShapeError, InvalidArgumentError
 from simbackend.math import quat_apply
@@ -75,8 +75,8 @@ class HeightScanner:
 
     def _rays(self) -> tuple[torch.Tensor, torch.Tensor]:
         pos, quat = self.engine.body_pose(self._ids)
-        pos = torch.as_tensor(pos, device=self._offsets.device)[:, 0].to(self._offsets.dtype)     # (N, 3)
-        quat = torch.as_tensor(quat, device=self._offsets.device)[:, 0].to(self._offsets.dtype)   # (N, 4)
+        pos = torch.as_tensor(pos, device=self._offsets.device)[:, 0].to(self._offsets.dtype)  # (N, 3)
+        quat = torch.as_tensor(quat, device=self._offsets.device)[:, 0].to(self._offsets.dtype)  # (N, 4)
         n, r = pos.shape[0], self.num_rays
         if self.alignment == "world":
             rot = torch.zeros_like(quat)
@@ -84,8 +84,9 @@ class HeightScanner:
         elif self.alignment == "yaw":
             w, x, y, z = quat.unbind(-1)
             yaw = torch.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
-            rot = torch.stack([torch.cos(yaw / 2), torch.zeros_like(yaw), torch.zeros_like(yaw),
-                               torch.sin(yaw / 2)], -1)
+            rot = torch.stack(
+                [torch.cos(yaw / 2), torch.zeros_like(yaw), torch.zeros_like(yaw), torch.sin(yaw / 2)], -1
+            )
         else:
             rot = quat
         rot_r = rot[:, None].expand(n, r, 4)
@@ -119,8 +120,9 @@ class HeightScanner:
         return self.out(origins[..., 2] + dirs[..., 2] * dist)
 
 
-def check_scanner_arguments(offsets: Any, direction: Any, alignment: Any, max_distance: Any,
-                            exclude_body: Any) -> tuple[np.ndarray, np.ndarray, str, float, bool]:
+def check_scanner_arguments(
+    offsets: Any, direction: Any, alignment: Any, max_distance: Any, exclude_body: Any
+) -> tuple[np.ndarray, np.ndarray, str, float, bool]:
     """Validated ``(offsets (R, 3), unit direction (3,), alignment, max_distance, exclude_body)`` of
     ``SimBackend.create_height_scanner`` (whose docstring is the reference), each error naming its argument."""
     try:
@@ -132,16 +134,12 @@ def check_scanner_arguments(offsets: Any, direction: Any, alignment: Any, max_di
     off = V.real_tensor(offsets, "offsets", shape, device=torch.device("cpu"), dtype=torch.float64).numpy()
     if not off.shape[0] or not np.isfinite(off).all():
         raise InvalidArgumentError("offsets: expected a non-empty (R, 3) array of finite points")
-    d = np.asarray(V.real_tensor(direction, "direction", (3,), device=torch.device("cpu"),
-                                 dtype=torch.float64).numpy())
+    d = np.asarray(V.real_tensor(direction, "direction", (3,), device=torch.device("cpu"), dtype=torch.float64).numpy())
     norm = float(np.linalg.norm(d))
     if not np.isfinite(norm) or norm < 1e-9:
         raise InvalidArgumentError(f"direction: expected a non-zero finite vector, got {d.tolist()}")
-    if alignment not in SCANNER_ALIGNMENTS:
-        raise InvalidArgumentError(f"alignment: expected one of {list(SCANNER_ALIGNMENTS)}, got {alignment!r}")
-    if isinstance(max_distance, (bool, np.bool_)) or not isinstance(max_distance, numbers.Real) or not (
-            np.isfinite(float(max_distance)) and max_distance > 0):
-        raise InvalidArgumentError(f"max_distance: expected a positive finite number, got {max_distance!r}")
+    checks.choice(alignment, "alignment", SCANNER_ALIGNMENTS)
+    checks.real(max_distance, "max_distance", minimum=0.0, above=True)
     if not isinstance(exclude_body, (bool, np.bool_)):
         raise ArgumentTypeError(f"exclude_body: expected a bool, got {type(exclude_body).__name__}")
     return off, d / norm, alignment, float(max_distance), bool(exclude_body)

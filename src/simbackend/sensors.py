@@ -36,7 +36,7 @@ class FrameSensors:
         else:
             self.frames = sensor_frames(info.compiled)
 
-    def read(self, engine: "Engine", sensor_id: int) -> torch.Tensor:
+    def read(self, engine: Engine, sensor_id: int) -> torch.Tensor:
         """``(N, dim)`` float64 reading of sensor ``sensor_id`` (a core type), on the engine's device."""
         info = engine.info
         stype = info.sensor_type[sensor_id]
@@ -44,12 +44,14 @@ class FrameSensors:
         if stype in ("jointpos", "jointvel"):
             q = engine.read_state()[0 if stype == "jointpos" else 1]
             adr = int((info.joint_qposadr if stype == "jointpos" else info.joint_dofadr)[objid])
-            val = torch.as_tensor(q[:, adr:adr + 1], device=engine.device).to(torch.float64)
+            val = torch.as_tensor(q[:, adr : adr + 1], device=engine.device).to(torch.float64)
         else:
             if ob == UNREADABLE or rb == UNREADABLE:
-                raise UnsupportedFeatureError(engine.name, "sensor object type",
-                                              f"sensor {info.sensor_names[sensor_id]!r} reads an object other than"
-                                              " a body, site or geom")
+                raise UnsupportedFeatureError(
+                    engine.name,
+                    "sensor object type",
+                    f"sensor {info.sensor_names[sensor_id]!r} reads an object other than a body, site or geom",
+                )
             p, q, v, w = _frame_state(engine, ob, ol)
             if stype == "gyro":
                 val = quat_apply_inverse(q, w)
@@ -72,7 +74,7 @@ class FrameSensors:
         return val
 
 
-def _frame_state(engine: "Engine", body: int, local: np.ndarray) -> tuple[torch.Tensor, ...]:
+def _frame_state(engine: Engine, body: int, local: np.ndarray) -> tuple[torch.Tensor, ...]:
     """(pos, quat, velocity of the frame's point, angular velocity) ``(N, ·)``, float64, of a frame
     fixed on ``body`` at ``local`` (pos + wxyz in the body frame), world coordinates."""
     ids = np.array([body], dtype=np.int64)

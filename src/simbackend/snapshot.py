@@ -48,8 +48,9 @@ after the snapshot was taken).
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -127,11 +128,16 @@ class SnapshotLayout:
     width: int
 
     @classmethod
-    def of(cls, info: ModelInfo, engine_width: int) -> "SnapshotLayout":
+    def of(cls, info: ModelInfo, engine_width: int) -> SnapshotLayout:
         col = HEADER_WIDTH
         parts = {}
-        for name, size in (("time", 1), ("ctrl", info.nu), ("default_qpos", info.nq), ("force", info.nbody * 6),
-                           ("force_left", info.nbody)):
+        for name, size in (
+            ("time", 1),
+            ("ctrl", info.nu),
+            ("default_qpos", info.nq),
+            ("force", info.nbody * 6),
+            ("force_left", info.nbody),
+        ):
             parts[name] = slice(col, col + size)
             col += size
         fields = {}
@@ -156,12 +162,18 @@ class Snapshots:
             ``set_state`` applies: divergence bounds, zero quaternions), raising naming ``env_ids``.
     """
 
-    def __init__(self, sim: Any, engine: Engine, book: EnvBook, dr: Randomizer,
-                 check_state: Callable[[np.ndarray, Any, Any], None]):
+    def __init__(
+        self,
+        sim: Any,
+        engine: Engine,
+        book: EnvBook,
+        dr: Randomizer,
+        check_state: Callable[[np.ndarray, Any, Any], None],
+    ):
         self.sim, self.engine, self.book, self.dr = sim, engine, book, dr
         self.info: ModelInfo = sim.info
         self.check_state = check_state
-        self._layout: Optional[SnapshotLayout] = None
+        self._layout: SnapshotLayout | None = None
 
     @property
     def layout(self) -> SnapshotLayout:
@@ -185,7 +197,7 @@ class Snapshots:
         out[:, L.time] = self.book.time[rows, None]
         out[:, L.ctrl] = self.book.clamped_ctrl(rows).to(torch.float64)
         out[:, L.default_qpos] = torch.as_tensor(np.array(self.dr.env_default_qpos()[ids]), device=dev)
-        if self.dr.held_force is not None:
+        if self.dr.held_force is not None and self.dr.held_left is not None:
             out[:, L.force] = torch.as_tensor(self.dr.held_force[ids].reshape(n, -1), device=dev)
             left = self.dr.held_left[ids]
             out[:, L.force_left] = torch.as_tensor(np.where(np.isinf(left), -1.0, left), device=dev)
@@ -207,15 +219,22 @@ class Snapshots:
         bad = ~torch.isfinite(rows).all(1)
         if bool(bad.any()):
             raise NonFiniteError("state", ids[bad.numpy()])
-        prepared = self.dr.prepare_values(ids, {name: rows[:, cols].numpy().reshape((n,) + shape)
-                                                for name, (cols, shape) in L.fields.items()}, "state")
+        prepared = self.dr.prepare_values(
+            ids,
+            {name: rows[:, cols].numpy().reshape((n,) + shape) for name, (cols, shape) in L.fields.items()},
+            "state",
+        )
         time = rows[:, L.time.start]
         if bool((time < 0).any()):
             raise ValueRangeError("state (time)", ids[(time < 0).numpy()], 0.0, problem="negative time")
         left = rows[:, L.force_left].numpy()
         if (left < -1).any() or ((left < 0) & (left != -1)).any():
-            raise ValueRangeError("state (held force time)", ids[((left < 0) & (left != -1)).any(1)], 0.0,
-                                  problem="held-force times that are neither >= 0 nor -1")
+            raise ValueRangeError(
+                "state (held force time)",
+                ids[((left < 0) & (left != -1)).any(1)],
+                0.0,
+                problem="held-force times that are neither >= 0 nor -1",
+            )
         dev = self.sim.device
         engine_rows = rows[:, L.engine].to(dev)
         qpos, qvel = self.engine.check_saved(ids, engine_rows)
@@ -233,8 +252,10 @@ class Snapshots:
     def header(self, width: int) -> torch.Tensor:
         """``(6,)`` float64: the header of this backend's snapshot rows."""
         fp = self.info.fingerprint
-        return torch.tensor([MAGIC, LAYOUT_VERSION, backend_code(self.sim.name), int(fp[:8], 16), int(fp[8:], 16),
-                             width], dtype=torch.float64)
+        return torch.tensor(
+            [MAGIC, LAYOUT_VERSION, backend_code(self.sim.name), int(fp[:8], 16), int(fp[8:], 16), width],
+            dtype=torch.float64,
+        )
 
     def rows(self, state: Any, n: int, L: SnapshotLayout) -> torch.Tensor:
         """``state`` as a float64 CPU tensor ``(n, S)``, every row's header checked against this backend."""
@@ -258,13 +279,15 @@ class Snapshots:
 
         bad = head[:, 0] != want[0]
         if bool(bad.any()):
-            raise SnapshotMismatchError(f"{rows_where(bad)}: not simbackend snapshots (no header);"
-                                        " rows come from get_physics_state")
+            raise SnapshotMismatchError(
+                f"{rows_where(bad)}: not simbackend snapshots (no header); rows come from get_physics_state"
+            )
         bad = head[:, 1] != want[1]
         if bool(bad.any()):
             got = describe_snapshot(t[int(np.flatnonzero(bad.numpy())[0])]).layout_version
-            raise SnapshotMismatchError(f"{rows_where(bad)}: snapshot layout version {got}; this simbackend reads"
-                                        f" version {LAYOUT_VERSION}")
+            raise SnapshotMismatchError(
+                f"{rows_where(bad)}: snapshot layout version {got}; this simbackend reads version {LAYOUT_VERSION}"
+            )
         bad = head[:, 2] != want[2]
         if bool(bad.any()):
             code = describe_snapshot(t[int(np.flatnonzero(bad.numpy())[0])]).backend_code
@@ -272,12 +295,15 @@ class Snapshots:
             raise SnapshotMismatchError(
                 f"{rows_where(bad)}: made by {f'backend {maker!r}' if maker else 'another backend'}, not"
                 f" {self.sim.name!r}; a snapshot holds one engine's own state: move states between engines with"
-                " set_state(qpos, qvel) or set_named_state")
+                " set_state(qpos, qvel) or set_named_state"
+            )
         bad = (head[:, 3] != want[3]) | (head[:, 4] != want[4])
         if bool(bad.any()):
             fp = describe_snapshot(t[int(np.flatnonzero(bad.numpy())[0])]).fingerprint
-            raise SnapshotMismatchError(f"{rows_where(bad)}: made from another model (fingerprint {fp or '?'});"
-                                        f" this backend's model is {self.info.fingerprint}")
+            raise SnapshotMismatchError(
+                f"{rows_where(bad)}: made from another model (fingerprint {fp or '?'});"
+                f" this backend's model is {self.info.fingerprint}"
+            )
         if t.shape[1] != L.width or bool((head[:, 5] != want[5]).any()):
             raise InputShapeError("state", (n, L.width), tuple(t.shape))
         return t
@@ -295,42 +321,56 @@ class Snapshots:
         ctrl = self.book.clamped_ctrl(rows)
         params = {name: torch.as_tensor(np.array(self.dr.table_rows(name, ids)), device=dev) for name in FIELDS}
         return NamedState(
-            time=self.book.time[rows].clone(), body_names=tuple(info.body_names[1:]),
-            body_pos=sim.get_body_pos_w(bodies)[rows], body_quat=sim.get_body_quat_w(bodies)[rows],
-            body_lin_vel=sim.get_body_lin_vel_w(bodies)[rows], body_ang_vel=sim.get_body_ang_vel_w(bodies)[rows],
-            joint_pos={j: qpos[:, torch.as_tensor(joint_columns(info, k, False), device=dev)]
-                       for k, j in enumerate(info.joint_names)},
-            joint_vel={j: qvel[:, torch.as_tensor(joint_columns(info, k, True), device=dev)]
-                       for k, j in enumerate(info.joint_names)},
+            time=self.book.time[rows].clone(),
+            body_names=tuple(info.body_names[1:]),
+            body_pos=sim.get_body_pos_w(bodies)[rows],
+            body_quat=sim.get_body_quat_w(bodies)[rows],
+            body_lin_vel=sim.get_body_lin_vel_w(bodies)[rows],
+            body_ang_vel=sim.get_body_ang_vel_w(bodies)[rows],
+            joint_pos={
+                j: qpos[:, torch.as_tensor(joint_columns(info, k, False), device=dev)]
+                for k, j in enumerate(info.joint_names)
+            },
+            joint_vel={
+                j: qvel[:, torch.as_tensor(joint_columns(info, k, True), device=dev)]
+                for k, j in enumerate(info.joint_names)
+            },
             actuator_ctrl={a: ctrl[:, k] for k, a in enumerate(info.actuator_names)},
-            params=params, fingerprint=info.fingerprint,
+            params=params,
+            fingerprint=info.fingerprint,
         )
 
     def set_named(self, ids: np.ndarray, state: Any, params: Any) -> np.ndarray:
         """Import a named state into validated host ``ids`` (see ``SimBackend.set_named_state``);
         returns the sorted ids written."""
         if not isinstance(state, NamedState):
-            raise ArgumentTypeError(f"state: expected a NamedState, got {type(state).__name__}"
-                                    " (NamedState.from_dict reads a dict)")
+            raise ArgumentTypeError(
+                f"state: expected a NamedState, got {type(state).__name__} (NamedState.from_dict reads a dict)"
+            )
         if not isinstance(params, bool):
             raise ArgumentTypeError(f"params: expected a bool, got {type(params).__name__}")
         info, n = self.info, ids.size
         if state.num_envs != n:
             raise InputShapeError("state (rows)", (n,), (state.num_envs,))
-        for kind, given, known in (("joint", state.joint_names, info.joint_names),
-                                   ("actuator", state.actuator_names, info.actuator_names)):
+        for kind, given, known in (
+            ("joint", state.joint_names, info.joint_names),
+            ("actuator", state.actuator_names, info.actuator_names),
+        ):
             for name in given:
                 if name not in known:
                     raise UnknownNameError(kind, name, known)
             missing = [k for k in known if k not in set(given)]
             if missing:
-                raise InvalidArgumentError(f"state: no {kind} values for {missing[:5]}; a named state must name"
-                                           f" every {kind} of the model")
+                raise InvalidArgumentError(
+                    f"state: no {kind} values for {missing[:5]}; a named state must name every {kind} of the model"
+                )
         qpos = torch.zeros((n, info.nq), dtype=torch.float64)
         qvel = torch.zeros((n, info.nv), dtype=torch.float64)
         for k, j in enumerate(info.joint_names):
-            for table, out, velocity, what in ((state.joint_pos, qpos, False, "joint_pos"),
-                                               (state.joint_vel, qvel, True, "joint_vel")):
+            for table, out, velocity, what in (
+                (state.joint_pos, qpos, False, "joint_pos"),
+                (state.joint_vel, qvel, True, "joint_vel"),
+            ):
                 cols = joint_columns(info, k, velocity)
                 v = table[j].detach().to("cpu", torch.float64).reshape(n, -1)
                 if v.shape[1] != cols.size:
@@ -340,10 +380,19 @@ class Snapshots:
                 out[:, torch.as_tensor(cols)] = v
         time = state.time.detach().to("cpu", torch.float64).reshape(-1)
         if not bool(torch.isfinite(time).all()) or bool((time < 0).any()):
-            raise ValueRangeError("state.time", ids[(~torch.isfinite(time) | (time < 0)).numpy()], 0.0,
-                                  problem="times that are not finite and >= 0")
-        ctrl = torch.stack([state.actuator_ctrl[a].detach().to("cpu", torch.float64).reshape(n)
-                            for a in info.actuator_names], 1) if info.nu else torch.zeros((n, 0), dtype=torch.float64)
+            raise ValueRangeError(
+                "state.time",
+                ids[(~torch.isfinite(time) | (time < 0)).numpy()],
+                0.0,
+                problem="times that are not finite and >= 0",
+            )
+        ctrl = (
+            torch.stack(
+                [state.actuator_ctrl[a].detach().to("cpu", torch.float64).reshape(n) for a in info.actuator_names], 1
+            )
+            if info.nu
+            else torch.zeros((n, 0), dtype=torch.float64)
+        )
         if not bool(torch.isfinite(ctrl).all()):
             raise NonFiniteError("state.actuator_ctrl", ids[(~torch.isfinite(ctrl).all(1)).numpy()])
         prepared = Prepared(ids=np.sort(ids))
@@ -354,7 +403,9 @@ class Snapshots:
             order = np.argsort(ids, kind="stable")
             values = {k: v.detach().cpu().numpy().astype(np.float64)[order] for k, v in state.params.items()}
             prepared = self.dr.prepare_values(ids[order], values, "state.params")
-        self.sim.set_state(ids, qpos, qvel)  # validates the state before writing anything (notified once, by the caller)
+        self.sim.set_state(
+            ids, qpos, qvel
+        )  # validates the state before writing anything (notified once, by the caller)
         self.dr.commit(prepared)
         dev = self.sim.device
         dev_ids = torch.as_tensor(ids, device=dev)

@@ -24,8 +24,9 @@ parameters travel with the state.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import torch
@@ -92,12 +93,18 @@ class NamedState:
                 raise InputShapeError(f"body_{name}", (n, nb, width), tuple(t.shape))
         if set(self.joint_pos) != set(self.joint_vel):
             raise InvalidArgumentError("joint_pos and joint_vel must name the same joints")
-        for table, argument in ((self.joint_pos, "joint_pos"), (self.joint_vel, "joint_vel"),
-                                (self.actuator_ctrl, "actuator_ctrl"), (self.params, "params")):
+        for table, argument in (
+            (self.joint_pos, "joint_pos"),
+            (self.joint_vel, "joint_vel"),
+            (self.actuator_ctrl, "actuator_ctrl"),
+            (self.params, "params"),
+        ):
             for key, t in table.items():
                 if not isinstance(t, torch.Tensor):
-                    raise ArgumentTypeError(f"{argument}[{key!r}]: expected a tensor, got {type(t).__name__}"
-                                            " (NamedState.from_dict reads arrays and lists)")
+                    raise ArgumentTypeError(
+                        f"{argument}[{key!r}]: expected a tensor, got {type(t).__name__}"
+                        " (NamedState.from_dict reads arrays and lists)"
+                    )
                 if t.ndim < 1 or t.shape[0] != n:
                     raise InputShapeError(f"{argument}[{key!r}]", f"({n}, ...)", tuple(t.shape))
 
@@ -122,41 +129,58 @@ class NamedState:
             raise InvalidArgumentError(f"i: expected a row in [0, {self.num_envs}), got {i!r}")
         return {
             "time": self.time[i],
-            "bodies": {b: {k: getattr(self, f"body_{k}")[i, j] for k in BODY_FIELDS}
-                       for j, b in enumerate(self.body_names)},
+            "bodies": {
+                b: {k: getattr(self, f"body_{k}")[i, j] for k in BODY_FIELDS} for j, b in enumerate(self.body_names)
+            },
             "joints": {j: {"pos": self.joint_pos[j][i], "vel": self.joint_vel[j][i]} for j in self.joint_pos},
             "actuators": {a: t[i] for a, t in self.actuator_ctrl.items()},
             "params": {k: t[i] for k, t in self.params.items()},
         }
 
-    def rows(self, index: Any) -> "NamedState":
+    def _mapped(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> NamedState:
+        """The same state with ``fn`` applied to every tensor."""
+        return NamedState(
+            time=fn(self.time),
+            body_names=self.body_names,
+            body_pos=fn(self.body_pos),
+            body_quat=fn(self.body_quat),
+            body_lin_vel=fn(self.body_lin_vel),
+            body_ang_vel=fn(self.body_ang_vel),
+            joint_pos={k: fn(v) for k, v in self.joint_pos.items()},
+            joint_vel={k: fn(v) for k, v in self.joint_vel.items()},
+            actuator_ctrl={k: fn(v) for k, v in self.actuator_ctrl.items()},
+            params={k: fn(v) for k, v in self.params.items()},
+            fingerprint=self.fingerprint,
+        )
+
+    def rows(self, index: Any) -> NamedState:
         """The state of some rows (``index``: ids, a slice or a bool mask over the ``n`` rows)."""
+
         def pick(t: torch.Tensor) -> torch.Tensor:
             return t[index] if not isinstance(index, (list, np.ndarray)) else t[torch.as_tensor(index)]
 
-        return NamedState(pick(self.time), self.body_names, *(pick(getattr(self, f"body_{k}")) for k in BODY_FIELDS),
-                          {k: pick(v) for k, v in self.joint_pos.items()}, {k: pick(v) for k, v in self.joint_vel.items()},
-                          {k: pick(v) for k, v in self.actuator_ctrl.items()}, {k: pick(v) for k, v in self.params.items()},
-                          self.fingerprint)
+        return self._mapped(pick)
 
-    def to(self, device: Any) -> "NamedState":
+    def to(self, device: Any) -> NamedState:
         """The same state with every tensor on ``device``."""
+
         def mv(t: torch.Tensor) -> torch.Tensor:
             return t.to(device)
 
-        return NamedState(mv(self.time), self.body_names, *(mv(getattr(self, f"body_{k}")) for k in BODY_FIELDS),
-                          {k: mv(v) for k, v in self.joint_pos.items()}, {k: mv(v) for k, v in self.joint_vel.items()},
-                          {k: mv(v) for k, v in self.actuator_ctrl.items()}, {k: mv(v) for k, v in self.params.items()},
-                          self.fingerprint)
+        return self._mapped(mv)
 
     def to_dict(self) -> dict:
         """Plain data (numpy arrays, tuples of names): for ``np.savez``, pickles or your own format."""
+
         def np_(t: torch.Tensor) -> np.ndarray:
             return t.detach().cpu().numpy()
 
         return {
-            "format": "simbackend-named-state", "version": 1, "fingerprint": self.fingerprint,
-            "time": np_(self.time), "body_names": list(self.body_names),
+            "format": "simbackend-named-state",
+            "version": 1,
+            "fingerprint": self.fingerprint,
+            "time": np_(self.time),
+            "body_names": list(self.body_names),
             **{f"body_{k}": np_(getattr(self, f"body_{k}")) for k in BODY_FIELDS},
             "joint_pos": {k: np_(v) for k, v in self.joint_pos.items()},
             "joint_vel": {k: np_(v) for k, v in self.joint_vel.items()},
@@ -165,15 +189,27 @@ class NamedState:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "NamedState":
+    def from_dict(cls, d: Mapping[str, Any]) -> NamedState:
         """The inverse of :meth:`to_dict` (arrays or lists)."""
         if not isinstance(d, Mapping):
             raise ArgumentTypeError(f"state: expected a mapping, got {type(d).__name__}")
         if d.get("format") != "simbackend-named-state" or d.get("version") != 1:
-            raise InvalidArgumentError(f"state: not a version-1 simbackend named state (format {d.get('format')!r},"
-                                       f" version {d.get('version')!r})")
-        missing = [k for k in ("time", "body_names", "joint_pos", "joint_vel", "actuator_ctrl",
-                               *(f"body_{k}" for k in BODY_FIELDS)) if k not in d]
+            raise InvalidArgumentError(
+                f"state: not a version-1 simbackend named state (format {d.get('format')!r},"
+                f" version {d.get('version')!r})"
+            )
+        missing = [
+            k
+            for k in (
+                "time",
+                "body_names",
+                "joint_pos",
+                "joint_vel",
+                "actuator_ctrl",
+                *(f"body_{k}" for k in BODY_FIELDS),
+            )
+            if k not in d
+        ]
         if missing:
             raise InvalidArgumentError(f"state: missing keys {missing}")
 
@@ -187,7 +223,9 @@ class NamedState:
             time=_tensor(d["time"], "time").to(torch.float64),
             body_names=tuple(str(b) for b in d["body_names"]),
             **{f"body_{k}": _tensor(d[f"body_{k}"], f"body_{k}").to(torch.float32) for k in BODY_FIELDS},
-            joint_pos=table("joint_pos", torch.float32), joint_vel=table("joint_vel", torch.float32),
-            actuator_ctrl=table("actuator_ctrl", torch.float32), params=table("params", torch.float64),
+            joint_pos=table("joint_pos", torch.float32),
+            joint_vel=table("joint_vel", torch.float32),
+            actuator_ctrl=table("actuator_ctrl", torch.float32),
+            params=table("params", torch.float64),
             fingerprint=str(d.get("fingerprint", "")),
         )

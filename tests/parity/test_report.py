@@ -179,13 +179,21 @@ def test_default_tiers():
 
 
 def test_report_is_strict_json_and_orders_failures():
-    report = ParityReport("x", "mujoco", "m", ("model", "dynamics"), 1, 0, rows=[
-        ParityRow("load", "build", None, None, True),
-        ParityRow("model", "body_mass", math.inf, 0.0, False, detail="shape (2,) vs reference (3,)"),
-        ParityRow("dynamics", "dof_pos[a]", 0.5, 0.01, False, first_step=40),
-        ParityRow("dynamics", "dof_pos[b]", 0.2, 0.01, False, first_step=12),
-        ParityRow("dynamics", "dof_pos[c]", 0.0, 0.01, True),
-    ])
+    report = ParityReport(
+        "x",
+        "mujoco",
+        "m",
+        ("model", "dynamics"),
+        1,
+        0,
+        rows=[
+            ParityRow("load", "build", None, None, True),
+            ParityRow("model", "body_mass", math.inf, 0.0, False, detail="shape (2,) vs reference (3,)"),
+            ParityRow("dynamics", "dof_pos[a]", 0.5, 0.01, False, first_step=40),
+            ParityRow("dynamics", "dof_pos[b]", 0.2, 0.01, False, first_step=12),
+            ParityRow("dynamics", "dof_pos[c]", 0.0, 0.01, True),
+        ],
+    )
     data = json.loads(json.dumps(report.to_dict(), allow_nan=False))
     assert data["passed"] is False
     assert data["rows"][1]["max_error"] == "inf" and data["rows"][1]["status"] == "FAIL"
@@ -222,8 +230,14 @@ def test_device_goes_to_the_backend_under_test_and_options_to_both():
 
     register_backend("parity-recording", recording)
     try:
-        report = run_parity("parity-recording", "pendulum", reference="parity-recording", tiers=["model"],
-                            device="cpu", options={"timestep": 0.004, "mujoco": {"solver": "cg"}})
+        report = run_parity(
+            "parity-recording",
+            "pendulum",
+            reference="parity-recording",
+            tiers=["model"],
+            device="cpu",
+            options={"timestep": 0.004, "mujoco": {"solver": "cg"}},
+        )
     finally:
         unregister_backend("parity-recording")
     assert report.passed, report.summary()
@@ -248,4 +262,3 @@ def test_randomized_tier_sees_a_backend_that_randomizes_on_paper_only():
     assert rows["env_body_mass"].passed  # it reports the randomized masses...
     assert not all(r.passed for q, r in rows.items() if q.startswith("dof_pos"))  # ...but does not simulate them
     assert all(r.passed for r in honest.rows) and any(r.quantity == "dof_pos[hinge]" for r in honest.rows)
-

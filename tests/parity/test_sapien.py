@@ -13,7 +13,7 @@ backend is not registered or cannot be imported.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import pytest
 
@@ -30,10 +30,12 @@ REFERENCE = "mujoco"
 NUM_ENVS = 64
 
 
-def _skip_reason() -> Optional[str]:
+def _skip_reason() -> str | None:
     if SIM not in available_backends():
-        return (f"backend {SIM!r} is not registered (registered: {', '.join(available_backends())});"
-                " install the package with its sapien entry point to run the parity suite")
+        return (
+            f"backend {SIM!r} is not registered (registered: {', '.join(available_backends())});"
+            " install the package with its sapien entry point to run the parity suite"
+        )
     try:
         get_backend_factory(SIM)
     except SimBackendError as e:

@@ -15,9 +15,9 @@ import torch
 
 pytest.importorskip("motrixsim")
 
-from simbackend import available_backends, make_backend  # noqa: E402
-from simbackend.errors import ModelLoadError  # noqa: E402
-from simbackend.registry import backend_provider  # noqa: E402
+from simbackend import available_backends, make_backend
+from simbackend.errors import ModelLoadError
+from simbackend.registry import backend_provider
 
 FREE_BALL = """<mujoco model="free_ball">
   <option integrator="implicitfast"/>
@@ -110,11 +110,27 @@ def test_randomized_values_survive_a_full_set_state() -> None:
     from simbackend.randomization import RandomizationPlan
 
     sim = make_backend("motrix", "box_drop", 4)
-    plan = RandomizationPlan.from_dict({"version": 1, "seed": 3, "terms": [
-        {"kind": "body_mass", "targets": ["box"], "phase": "init", "operation": "scale",
-         "distribution": {"kind": "uniform", "low": [0.5], "high": [2.0]}},
-        {"kind": "gravity", "phase": "init", "operation": "add",
-         "distribution": {"kind": "uniform", "low": [-1, -1, 0], "high": [1, 1, 0]}}]})
+    plan = RandomizationPlan.from_dict(
+        {
+            "version": 1,
+            "seed": 3,
+            "terms": [
+                {
+                    "kind": "body_mass",
+                    "targets": ["box"],
+                    "phase": "init",
+                    "operation": "scale",
+                    "distribution": {"kind": "uniform", "low": [0.5], "high": [2.0]},
+                },
+                {
+                    "kind": "gravity",
+                    "phase": "init",
+                    "operation": "add",
+                    "distribution": {"kind": "uniform", "low": [-1, -1, 0], "high": [1, 1, 0]},
+                },
+            ],
+        }
+    )
     sim.apply_init_randomization(plan)
     mass, gravity = sim.engine.read_params("body_mass"), sim.engine.read_params("gravity")
     sim.set_state(None, sim.get_qpos())
@@ -138,7 +154,6 @@ def test_no_actuator_model_steps() -> None:
     assert not info["diverged"].any() and torch.isfinite(sim.get_qpos()).all()
 
 
-
 def test_inertia_with_rotated_principal_axes_reads_back_and_randomizes(tmp_path: Path) -> None:
     """Motrix holds full inertia tensors; the contract's principal moments are read back in the body's
     principal axes (a full inertia with off-diagonal terms, so the axes are rotated), and a scale of
@@ -151,11 +166,16 @@ def test_inertia_with_rotated_principal_axes_reads_back_and_randomizes(tmp_path:
     sim = make_backend("motrix", _write(tmp_path, xml), 2)
     rod = sim.info.body_names.index("rod")
     assert not np.allclose(sim.info.body_iquat[rod], [1, 0, 0, 0], atol=1e-3)
-    np.testing.assert_allclose(sim.engine.read_params("body_inertia")[:, rod], np.tile(sim.info.body_inertia[rod], (2, 1)),
-                               rtol=1e-5)
-    sim.apply_init_randomization(RandomizationPlan((Term("body_inertia", Distribution.fixed([1.5]),
-                                                         operation="scale", targets=("rod",)),), seed=0))
-    np.testing.assert_allclose(sim.engine.read_params("body_inertia")[:, rod],
-                               np.tile(1.5 * sim.info.body_inertia[rod], (2, 1)), rtol=1e-5)
+    np.testing.assert_allclose(
+        sim.engine.read_params("body_inertia")[:, rod], np.tile(sim.info.body_inertia[rod], (2, 1)), rtol=1e-5
+    )
+    sim.apply_init_randomization(
+        RandomizationPlan(
+            (Term("body_inertia", Distribution.fixed([1.5]), operation="scale", targets=("rod",)),), seed=0
+        )
+    )
+    np.testing.assert_allclose(
+        sim.engine.read_params("body_inertia")[:, rod], np.tile(1.5 * sim.info.body_inertia[rod], (2, 1)), rtol=1e-5
+    )
     fields = sim.model_fields()["body_inertia"][rod]
     assert abs(fields[0, 1] - 0.05) < 1e-6 and abs(fields[0, 2] + 0.02) < 1e-6 and abs(fields[1, 2] - 0.01) < 1e-6

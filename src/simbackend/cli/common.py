@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -41,7 +41,7 @@ err_console = Console(stderr=True, highlight=False)
 # ----------------------------------------------------------------------
 # --sim: a registered backend, case-insensitive
 # ----------------------------------------------------------------------
-def check_sim(value: Optional[str]) -> Optional[str]:
+def check_sim(value: str | None) -> str | None:
     """Normalise ``--sim`` to a registered lower-case name, or fail with a usage error (exit 2)."""
     if value is None:
         return None
@@ -69,7 +69,7 @@ def sim_option() -> Any:
     )
 
 
-def fail(message: str, code: int = 1) -> "typer.Exit":
+def fail(message: str, code: int = 1) -> typer.Exit:
     """Print ``error: message`` on stderr as one line (the terminal wraps it, not rich) and return the exit."""
     err_console.print(Text("error: ", style="bold red") + Text(" ".join(message.split())), soft_wrap=True)
     return typer.Exit(code)
@@ -98,30 +98,66 @@ class BuildFlags:
     """
 
     options: dict[str, Any]
-    device: Optional[str]
+    device: str | None
     texts: tuple[str, ...]
 
 
 #: the construction flags: (parameter, annotation, typer option); see :func:`with_build_flags`
 BUILD_FLAGS: tuple[tuple[str, Any, Any], ...] = (
-    ("option", Optional[list[str]], typer.Option(
-        None, "--option", "-o", metavar="KEY=VALUE",
-        help="Construction option of the backend, repeatable. VALUE is read as JSON where it parses (2, 1e-3,"
-             " true, '[\"a\", \"b\"]'), else as text. ENGINE.KEY=VALUE sets a key of that engine's block"
-             " (e.g. -o sapien.solver=tgs); blocks of other engines are ignored. The flags below override the"
-             " same key given here.")),
-    ("nthread", Optional[int], typer.Option(
-        None, "--nthread", metavar="N", help="At most N CPU threads step the physics (0: as many as the engine uses).")),
-    ("solver_iterations", Optional[int], typer.Option(
-        None, "--solver-iterations", metavar="N", help="Constraint-solver iterations (default: the model's).")),
-    ("timestep", Optional[float], typer.Option(
-        None, "--timestep", metavar="SECONDS", help="Physics substep, replacing the model's timestep.")),
-    ("package_dir", Optional[list[str]], typer.Option(
-        None, "--package-dir", metavar="PATH", help="Folder where a URDF's package:// URIs resolve, repeatable.")),
-    ("device", Optional[str], typer.Option(
-        None, "--device", metavar="DEVICE",
-        help="Torch device of the backend: cpu, cuda or cuda:N (default: the backend's own). Asking for CUDA on a"
-             " machine without it stops at once.")),
+    (
+        "option",
+        list[str] | None,
+        typer.Option(
+            None,
+            "--option",
+            "-o",
+            metavar="KEY=VALUE",
+            help="Construction option of the backend, repeatable. VALUE is read as JSON where it parses (2, 1e-3,"
+            ' true, \'["a", "b"]\'), else as text. ENGINE.KEY=VALUE sets a key of that engine\'s block'
+            " (e.g. -o sapien.solver=tgs); blocks of other engines are ignored. The flags below override the"
+            " same key given here.",
+        ),
+    ),
+    (
+        "nthread",
+        int | None,
+        typer.Option(
+            None,
+            "--nthread",
+            metavar="N",
+            help="At most N CPU threads step the physics (0: as many as the engine uses).",
+        ),
+    ),
+    (
+        "solver_iterations",
+        int | None,
+        typer.Option(
+            None, "--solver-iterations", metavar="N", help="Constraint-solver iterations (default: the model's)."
+        ),
+    ),
+    (
+        "timestep",
+        float | None,
+        typer.Option(None, "--timestep", metavar="SECONDS", help="Physics substep, replacing the model's timestep."),
+    ),
+    (
+        "package_dir",
+        list[str] | None,
+        typer.Option(
+            None, "--package-dir", metavar="PATH", help="Folder where a URDF's package:// URIs resolve, repeatable."
+        ),
+    ),
+    (
+        "device",
+        str | None,
+        typer.Option(
+            None,
+            "--device",
+            metavar="DEVICE",
+            help="Torch device of the backend: cpu, cuda or cuda:N (default: the backend's own). Asking for CUDA on a"
+            " machine without it stops at once.",
+        ),
+    ),
 )
 
 
@@ -138,10 +174,15 @@ def with_build_flags(command: Any) -> Any:
     import typing
 
     hints = typing.get_type_hints(command)
-    own = [p.replace(annotation=hints.get(p.name, p.annotation))
-           for p in inspect.signature(command).parameters.values() if p.name != "build"]
-    flags = [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default, annotation=annotation)
-             for name, annotation, default in BUILD_FLAGS]
+    own = [
+        p.replace(annotation=hints.get(p.name, p.annotation))
+        for p in inspect.signature(command).parameters.values()
+        if p.name != "build"
+    ]
+    flags = [
+        inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default, annotation=annotation)
+        for name, annotation, default in BUILD_FLAGS
+    ]
 
     @functools.wraps(command)
     def wrapper(**kwargs: Any) -> Any:
@@ -154,8 +195,14 @@ def with_build_flags(command: Any) -> Any:
     return wrapper
 
 
-def build_flags(option: Optional[list[str]], nthread: Optional[int], solver_iterations: Optional[int],
-                 timestep: Optional[float], package_dir: Optional[list[str]], device: Optional[str]) -> BuildFlags:
+def build_flags(
+    option: list[str] | None,
+    nthread: int | None,
+    solver_iterations: int | None,
+    timestep: float | None,
+    package_dir: list[str] | None,
+    device: str | None,
+) -> BuildFlags:
     """Check the construction flags; malformed option text or an absent device is a usage error (exit 2)."""
     import json
 
@@ -163,21 +210,25 @@ def build_flags(option: Optional[list[str]], nthread: Optional[int], solver_iter
     from simbackend.options import merge_cli_options, parse_cli_option
 
     texts = list(option or [])
-    for key, value in (("nthread", nthread), ("solver_iterations", solver_iterations), ("timestep", timestep),
-                       ("package_dirs", list(package_dir) if package_dir else None)):
+    for key, value in (
+        ("nthread", nthread),
+        ("solver_iterations", solver_iterations),
+        ("timestep", timestep),
+        ("package_dirs", list(package_dir) if package_dir else None),
+    ):
         if value is not None:
             texts.append(f"{key}={json.dumps(value)}")
     try:
         options = merge_cli_options([parse_cli_option(text) for text in texts])
     except SimBackendError as e:
-        raise fail(str(e), code=2)
+        raise fail(str(e), code=2) from None
     if device is not None:
         from simbackend.devices import require_device
 
         try:
             require_device(device, argument="--device")
         except SimBackendError as e:
-            raise fail(str(e), code=2)
+            raise fail(str(e), code=2) from None
     return BuildFlags(options, device, tuple(texts))
 
 
@@ -190,7 +241,7 @@ def _root(
     """One contract between robot-learning code and physics engines."""
 
 
-def load_plan(dr_path: Optional[str], num_envs: int) -> Any:
+def load_plan(dr_path: str | None, num_envs: int) -> Any:
     """The ``--dr`` plan, checked before anything is built (exit 2), or None."""
     if not dr_path:
         return None
@@ -202,11 +253,11 @@ def load_plan(dr_path: Optional[str], num_envs: int) -> Any:
         if plan.phase_terms("interval"):
             IntervalScheduler(plan, num_envs)  # checks every interval term has its schedule
     except (SimBackendError, ValueError, TypeError) as e:
-        raise fail(f"--dr: {e}", code=2)
+        raise fail(f"--dr: {e}", code=2) from None
     return plan
 
 
-def start_plan(backend: Any, plan: Any, dr_path: Optional[str]) -> tuple[Any, Optional[dict]]:
+def start_plan(backend: Any, plan: Any, dr_path: str | None) -> tuple[Any, dict | None]:
     """Apply a plan's init terms and a reset of every env with its reset terms; the interval
     scheduler (or None) and the figures to report."""
     if plan is None:
@@ -222,9 +273,13 @@ def start_plan(backend: Any, plan: Any, dr_path: Optional[str]) -> tuple[Any, Op
         init_s = time.perf_counter() - t_dr
         scheduler = IntervalScheduler(plan, backend.num_envs) if plan.phase_terms("interval") else None
     except (SimBackendError, ValueError, TypeError) as e:
-        raise fail(f"--dr: {e}")
-    console.print(Text(f"domain randomization: {len(plan.terms)} terms from {dr_path},"
-                       f" init and reset applied in {init_s * 1e3:.1f} ms"))
+        raise fail(f"--dr: {e}") from None
+    console.print(
+        Text(
+            f"domain randomization: {len(plan.terms)} terms from {dr_path},"
+            f" init and reset applied in {init_s * 1e3:.1f} ms"
+        )
+    )
     return scheduler, {"plan": dr_path, "terms": len(plan.terms), "init_s": init_s, "interval_applications": 0}
 
 
@@ -264,7 +319,7 @@ def check_output(path: str, flag: str, suffixes: tuple[str, ...]) -> None:
     try:
         check_output_path(path, flag, suffixes)
     except SimBackendError as e:
-        raise fail(str(e), code=2)
+        raise fail(str(e), code=2) from None
 
 
 def check_writable(path: str) -> None:

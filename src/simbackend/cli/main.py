@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -96,8 +96,9 @@ def _provider(name: str) -> str:
         return "?"
 
 
-def _probe_capabilities(name: str, model: str = CAPABILITY_PROBE_MODEL, device: Optional[str] = None,
-                        options: Optional[dict] = None) -> tuple[Optional[list[tuple[str, str]]], str]:
+def _probe_capabilities(
+    name: str, model: str = CAPABILITY_PROBE_MODEL, device: str | None = None, options: dict | None = None
+) -> tuple[list[tuple[str, str]] | None, str]:
     """(capability rows, status) of backend ``name`` built on ``model`` with one env; the
     domain-randomization terms come as rows ``dr:<term>`` listing their phases."""
     from simbackend.registry import make_backend
@@ -144,7 +145,7 @@ def _abbreviate(key: str, text: str, limit: int = 8) -> str:
         missing = sorted(CORE_SENSOR_TYPES - set(items))
         core = f"core missing: {', '.join(missing)}" if missing else f"all {len(CORE_SENSOR_TYPES)} core"
         return f"{core}; {len(items)} in all (--full lists them)"
-    return f"{', '.join(items[:limit - 2])}, ... {len(items)} in all (--full lists them)"
+    return f"{', '.join(items[: limit - 2])}, ... {len(items)} in all (--full lists them)"
 
 
 @app.command()
@@ -155,9 +156,12 @@ def info(
     ),
     full: bool = typer.Option(False, "--full", help="List long capability values (e.g. sensor types) in full."),
     model: str = typer.Option(
-        CAPABILITY_PROBE_MODEL, "--model", "-m",
+        CAPABILITY_PROBE_MODEL,
+        "--model",
+        "-m",
         help="Model every backend is built on for the capability table (a built-in name or an MJCF/URDF path):"
-             " some capabilities depend on it (delegated)."),
+        " some capabilities depend on it (delegated).",
+    ),
     *,
     build: BuildFlags,
 ) -> None:
@@ -210,9 +214,7 @@ def info(
     table.add_column("capability", style="bold")
     for name in names:
         table.add_column(name, overflow="fold")
-    status = [
-        Text(s, style="green") if s == "ok" else Text(s, style="red") for _, s in probed.values()
-    ]
+    status = [Text(s, style="green") if s == "ok" else Text(s, style="red") for _, s in probed.values()]
     table.add_row("status", *status)
     for key in rows:
         cells = []
@@ -255,19 +257,23 @@ def run(
     steps: int = typer.Option(500, "--steps", "-s", min=1, help="Number of step() calls."),
     nsteps: int = typer.Option(1, "--nsteps", "-k", min=1, help="Physics substeps per step() call (decimation)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the backend and of the random actions."),
-    json_path: Optional[str] = typer.Option(
+    json_path: str | None = typer.Option(
         None, "--json", metavar="PATH", help="Also write the figures to this JSON file (checked before the run)."
     ),
-    dr_path: Optional[str] = typer.Option(
-        None, "--dr", metavar="PLAN.json",
+    dr_path: str | None = typer.Option(
+        None,
+        "--dr",
+        metavar="PLAN.json",
         help="Domain-randomization plan: init terms before the run, reset terms with a reset of every env to"
-             " its default pose, interval terms on their interval_s schedule.",
+        " its default pose, interval terms on their interval_s schedule.",
     ),
-    video_path: Optional[str] = typer.Option(
-        None, "--video", metavar="OUT.mp4",
+    video_path: str | None = typer.Option(
+        None,
+        "--video",
+        metavar="OUT.mp4",
         help="Also write an mp4 of the first envs (up to 4, tiled) through MuJoCo's renderer (no GPU needed);"
-             " frames are captured outside the timed figures' hot loop only in wall time, so expect lower"
-             " throughput figures with it.",
+        " frames are captured outside the timed figures' hot loop only in wall time, so expect lower"
+        " throughput figures with it.",
     ),
     video_every: int = typer.Option(1, "--video-every", min=1, help="Capture a frame every this many steps."),
     video_fps: int = typer.Option(30, "--video-fps", min=1, help="Frames per second of the video."),
@@ -304,7 +310,7 @@ def run(
     try:
         backend = make_backend(sim, model, num_envs, device=build.device, seed=seed, **build.options)
     except (SimBackendError, ValueError, TypeError, RuntimeError) as e:
-        raise fail(f"could not build backend {sim!r} for model {model!r}: {e}")
+        raise fail(f"could not build backend {sim!r} for model {model!r}: {e}") from None
     build_s = time.perf_counter() - t_build
 
     with backend:
@@ -320,13 +326,16 @@ def run(
         )
         console.print(
             Text(
-                f"device {dev}" + (f" | nthread {threads}" if threads is not None else "")
+                f"device {dev}"
+                + (f" | nthread {threads}" if threads is not None else "")
                 + f" | built in {build_s:.2f} s"
             )
         )
         console.print(
-            Text(f"nq {backend.nq}, nv {backend.nv}, nu {nu}, num_dof {backend.num_dof},"
-                 f" physics_dt {backend.physics_dt:g} s")
+            Text(
+                f"nq {backend.nq}, nv {backend.nv}, nu {nu}, num_dof {backend.num_dof},"
+                f" physics_dt {backend.physics_dt:g} s"
+            )
         )
 
         physics_s = 0.0
@@ -408,7 +417,7 @@ def run(
                 json.dump(figures, f, indent=2)
                 f.write("\n")
         except OSError as e:
-            raise fail(f"could not write {json_path}: {e}")
+            raise fail(f"could not write {json_path}: {e}") from None
         console.print(Text(f"figures written to {json_path}"))
 
 
@@ -441,7 +450,7 @@ class VideoCapture:
 PARITY_TIERS = ("model", "kinematics", "jacobian", "dynamics", "servo", "contact", "randomized")
 
 
-def _check_tiers(values: Optional[list[str]]) -> Optional[list[str]]:
+def _check_tiers(values: list[str] | None) -> list[str] | None:
     """Validate ``--tier`` values (usage error, exit 2, for an unknown one)."""
     if not values:
         return None
@@ -484,8 +493,12 @@ def parity(
     model: str = typer.Option(
         ..., "--model", "-m", help="Built-in model name (e.g. pendulum, arm7, box_drop) or path to an MJCF/URDF file."
     ),
-    tier: Optional[list[str]] = typer.Option(
-        None, "--tier", "-t", callback=_check_tiers, metavar="TIER",
+    tier: list[str] | None = typer.Option(
+        None,
+        "--tier",
+        "-t",
+        callback=_check_tiers,
+        metavar="TIER",
         help=f"Tier to run, repeatable ({', '.join(PARITY_TIERS)}); default: the tiers that apply to the model.",
     ),
     reference: str = typer.Option(
@@ -516,10 +529,18 @@ def parity(
     from simbackend.parity import run_parity
 
     try:
-        report = run_parity(sim, model, reference=reference, tiers=tier, num_envs=num_envs, seed=seed,
-                            device=build.device, options=build.options)
+        report = run_parity(
+            sim,
+            model,
+            reference=reference,
+            tiers=tier,
+            num_envs=num_envs,
+            seed=seed,
+            device=build.device,
+            options=build.options,
+        )
     except (SimBackendError, ValueError, TypeError) as e:
-        raise fail(f"could not run parity for model {model!r}: {e}", code=2)
+        raise fail(f"could not run parity for model {model!r}: {e}", code=2) from None
     if as_json:
         sys.stdout.write(json.dumps(report.to_dict(), indent=2) + "\n")
     else:
@@ -533,8 +554,11 @@ def parity(
             first = report.first_failure()
             step = f" at step {first.first_step}" if first.first_step is not None else ""
             console.print(
-                Text(f"FAILED: {len(report.failures)} of {len(report.rows)} rows;"
-                     f" first failure {first.tier}/{first.quantity}{step}", style="bold red")
+                Text(
+                    f"FAILED: {len(report.failures)} of {len(report.rows)} rows;"
+                    f" first failure {first.tier}/{first.quantity}{step}",
+                    style="bold red",
+                )
             )
     raise typer.Exit(0 if report.passed else 1)
 

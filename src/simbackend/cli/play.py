@@ -7,7 +7,7 @@ imported; nothing here loads torch or an engine before a command runs.
 from __future__ import annotations
 
 import time
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.text import Text
@@ -28,7 +28,7 @@ from .common import (
 )
 
 
-def _parse_envs(text: Optional[str], flag: str = "--envs") -> Optional[list[int]]:
+def _parse_envs(text: str | None, flag: str = "--envs") -> list[int] | None:
     """``"0,1,2"`` or ``"0-3"`` (or a mix) as ints; None for None; exit 2 when malformed."""
     if text is None:
         return None
@@ -42,7 +42,7 @@ def _parse_envs(text: Optional[str], flag: str = "--envs") -> Optional[list[int]
             else:
                 out.append(int(part))
     except ValueError:
-        raise fail(f"{flag}: expected env ids like 0,1,2 or 0-3, got {text!r}", code=2)
+        raise fail(f"{flag}: expected env ids like 0,1,2 or 0-3, got {text!r}", code=2) from None
     if not out or len(set(out)) != len(out) or min(out) < 0:
         raise fail(f"{flag}: expected distinct non-negative env ids, got {text!r}", code=2)
     return out
@@ -57,15 +57,20 @@ def record(
     steps: int = typer.Option(200, "--steps", "-s", min=1, help="Number of step() calls."),
     num_envs: int = typer.Option(4, "--num-envs", "-n", min=1, help="Number of parallel envs N."),
     nsteps: int = typer.Option(1, "--nsteps", "-k", min=1, help="Physics substeps per step() call."),
-    envs: Optional[str] = typer.Option(None, "--envs", metavar="IDS", help="Envs to record, e.g. 0,1,2 or 0-3"
-                                       " (default: all)."),
+    envs: str | None = typer.Option(
+        None, "--envs", metavar="IDS", help="Envs to record, e.g. 0,1,2 or 0-3 (default: all)."
+    ),
     ctrl: str = typer.Option("random", "--ctrl", help="Controls: 'random' (uniform in each ctrl range) or 'zero'."),
-    keyframe: Optional[str] = typer.Option(None, "--keyframe", metavar="NAME",
-                                           help="Start every env from this keyframe of the model (default: qpos0)."),
-    dr_path: Optional[str] = typer.Option(
-        None, "--dr", metavar="PLAN.json",
+    keyframe: str | None = typer.Option(
+        None, "--keyframe", metavar="NAME", help="Start every env from this keyframe of the model (default: qpos0)."
+    ),
+    dr_path: str | None = typer.Option(
+        None,
+        "--dr",
+        metavar="PLAN.json",
         help="Domain-randomization plan (init and reset terms before the run, interval terms on their schedule);"
-             " the recording stores it and every env's randomized parameters."),
+        " the recording stores it and every env's randomized parameters.",
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of the backend and of the random controls."),
     *,
     build: BuildFlags,
@@ -89,7 +94,7 @@ def record(
     try:
         backend = make_backend(sim, model, num_envs, device=build.device, seed=seed, **build.options)
     except (SimBackendError, ValueError, TypeError, RuntimeError) as e:
-        raise fail(f"could not build backend {sim!r} for model {model!r}: {e}")
+        raise fail(f"could not build backend {sim!r} for model {model!r}: {e}") from None
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -103,15 +108,28 @@ def record(
             try:
                 backend.set_state(None, backend.get_keyframe_qpos(keyframe).expand(num_envs, -1))
             except SimBackendError as e:
-                raise fail(f"--keyframe: {e}", code=2)
+                raise fail(f"--keyframe: {e}", code=2) from None
         scheduler, _ = start_plan(backend, plan, dr_path)
         controls = RandomControls(backend, seed, zero=ctrl == "zero")
         diverged = 0
         t0 = time.perf_counter()
-        with Recorder(backend, out, env_ids=ids, plan=plan,
-                      metadata={"command": "record", "model": model, "ctrl": ctrl, "seed": seed}) as rec, \
-                Progress(TextColumn("recording"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                         console=err_console, transient=True) as progress:
+        with (
+            Recorder(
+                backend,
+                out,
+                env_ids=ids,
+                plan=plan,
+                metadata={"command": "record", "model": model, "ctrl": ctrl, "seed": seed},
+            ) as rec,
+            Progress(
+                TextColumn("recording"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+                console=err_console,
+                transient=True,
+            ) as progress,
+        ):
             task = progress.add_task("record", total=steps)
             for _ in range(steps):
                 info = backend.step(controls(), nsteps=nsteps)
@@ -120,31 +138,46 @@ def record(
                     scheduler.advance(backend, nsteps * backend.physics_dt)
                 progress.advance(task)
         wall = time.perf_counter() - t0
-    console.print(Text(f"{sim} | {model} | recorded envs {rec.env_ids.tolist()} | {rec.rows_written} rows"
-                       f" ({steps} steps x {nsteps} substeps) in {wall:.2f} s | diverged env-steps {diverged}"))
+    console.print(
+        Text(
+            f"{sim} | {model} | recorded envs {rec.env_ids.tolist()} | {rec.rows_written} rows"
+            f" ({steps} steps x {nsteps} substeps) in {wall:.2f} s | diverged env-steps {diverged}"
+        )
+    )
     console.print(Text(f"recording written to {out}"))
 
 
 @app.command()
 def play(
-    recording: str = typer.Argument(..., metavar="RUN.h5", help="A recording made by `simbackend record` or a Recorder."),
-    out: Optional[str] = typer.Option(None, "--out", metavar="VIDEO.mp4", help="The video to write."),
-    sim: Optional[str] = typer.Option(
-        None, "--sim", metavar="NAME",
-        help="Backend to replay on (default: the recording's; any registered backend builds the recorded model)."),
-    envs: Optional[str] = typer.Option(None, "--envs", metavar="IDS", help="Recorded envs to show, e.g. 0,1,2,3"
-                                       " (default: all recorded)."),
+    recording: str = typer.Argument(
+        ..., metavar="RUN.h5", help="A recording made by `simbackend record` or a Recorder."
+    ),
+    out: str | None = typer.Option(None, "--out", metavar="VIDEO.mp4", help="The video to write."),
+    sim: str | None = typer.Option(
+        None,
+        "--sim",
+        metavar="NAME",
+        help="Backend to replay on (default: the recording's; any registered backend builds the recorded model).",
+    ),
+    envs: str | None = typer.Option(
+        None, "--envs", metavar="IDS", help="Recorded envs to show, e.g. 0,1,2,3 (default: all recorded)."
+    ),
     camera: str = typer.Option("free", "--camera", metavar="NAME|free", help="A camera of the model, or 'free'."),
     width: int = typer.Option(320, "--width", min=16, max=8192, help="Frame width, pixels."),
     height: int = typer.Option(240, "--height", min=16, max=8192, help="Frame height, pixels."),
-    tile: bool = typer.Option(True, "--tile/--first",
-                              help="All shown envs in one scene at grid offsets (default), or the first one only."),
+    tile: bool = typer.Option(
+        True, "--tile/--first", help="All shown envs in one scene at grid offsets (default), or the first one only."
+    ),
     every: int = typer.Option(1, "--every", min=1, help="Show every this many rows."),
     fps: int = typer.Option(30, "--fps", min=1, help="Frames per second."),
-    png: Optional[str] = typer.Option(None, "--png", metavar="STILL.png", help="Also write the last frame as a PNG."),
-    dynamic: bool = typer.Option(False, "--dynamic", help="Dynamic replay on --sim: apply the recorded controls and"
-                                 " report where that engine parts from the recording (exit 1 if it does); the"
-                                 " video then shows the replay."),
+    png: str | None = typer.Option(None, "--png", metavar="STILL.png", help="Also write the last frame as a PNG."),
+    dynamic: bool = typer.Option(
+        False,
+        "--dynamic",
+        help="Dynamic replay on --sim: apply the recorded controls and"
+        " report where that engine parts from the recording (exit 1 if it does); the"
+        " video then shows the replay.",
+    ),
     tolerance: float = typer.Option(1e-3, "--tolerance", min=0.0, help="Dynamic replay: qpos tolerance (m, rad)."),
 ) -> None:
     """Replay a recording on any backend: kinematically into a video, or dynamically with a divergence report."""
@@ -153,11 +186,10 @@ def play(
     from simbackend.playback.replay import kinematic_replay
     from simbackend.playback.video import VideoWriter, write_png
 
-
     try:
         sim = check_sim(sim)
     except typer.BadParameter as e:
-        raise fail(f"--sim: {e}", code=2)
+        raise fail(f"--sim: {e}", code=2) from None
     if out is None and png is None and not dynamic:
         raise fail("nothing to do: give --out VIDEO.mp4, --png STILL.png or --dynamic", code=2)
     if out is not None:
@@ -168,22 +200,26 @@ def play(
     try:
         rec = Recording(recording)
     except SimBackendError as e:
-        raise fail(str(e), code=2)
+        raise fail(str(e), code=2) from None
     with rec:
         try:
             shown = rec.env_ids[rec.env_positions(ids)].tolist()
             backend = rec.make_backend(sim, num_envs=len(shown))
             backend.render([0], camera=camera, width=width, height=height)  # checks the camera and the size
         except SimBackendError as e:
-            raise fail(str(e), code=2)
+            raise fail(str(e), code=2) from None
         with backend:
             picture = Picture(backend, list(range(len(shown))) if tile else [0], camera, width, height)
             stepped = int((rec.nsteps > 0).sum())
             writer = None
             if out is not None:
                 writer = VideoWriter(out, fps=fps, total=(stepped if dynamic else len(rec)) // every)
-            console.print(Text(f"{rec.backend} recording: {len(rec)} rows ({stepped} steps), envs {shown};"
-                               f" {'dynamic' if dynamic else 'kinematic'} replay on {backend.name}"))
+            console.print(
+                Text(
+                    f"{rec.backend} recording: {len(rec)} rows ({stepped} steps), envs {shown};"
+                    f" {'dynamic' if dynamic else 'kinematic'} replay on {backend.name}"
+                )
+            )
             try:
                 if dynamic:
                     report = _dynamic(rec, backend, shown, tolerance, writer, picture, every)
@@ -221,8 +257,9 @@ class Picture:
         return self.last
 
 
-def _dynamic(rec: Any, backend: Any, shown: list[int], tolerance: float, writer: Any, picture: Picture,
-             every: int) -> Any:
+def _dynamic(
+    rec: Any, backend: Any, shown: list[int], tolerance: float, writer: Any, picture: Picture, every: int
+) -> Any:
     """Dynamic replay with a progress bar, a frame every ``every`` stepped rows to ``writer`` (if any)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
@@ -242,10 +279,16 @@ def _dynamic(rec: Any, backend: Any, shown: list[int], tolerance: float, writer:
     capture = Capture()
     backend.add_observer(capture)
     try:
-        with Progress(TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), console=err_console,
-                      transient=True) as progress:
+        with Progress(
+            TextColumn("replaying"), BarColumn(), MofNCompleteColumn(), console=err_console, transient=True
+        ) as progress:
             task = progress.add_task("replay", total=int((rec.nsteps > 0).sum()))
-            return dynamic_replay(rec, backend, shown, qpos_tolerance=tolerance,
-                                  progress=lambda done, total: progress.update(task, completed=done))
+            return dynamic_replay(
+                rec,
+                backend,
+                shown,
+                qpos_tolerance=tolerance,
+                progress=lambda done, total: progress.update(task, completed=done),
+            )
     finally:
         backend.remove_observer(capture)

@@ -38,7 +38,7 @@ def _check_task(task: str) -> str:
     try:
         get_task_class(task)
     except SimBackendError as e:
-        raise fail(f"--task: {e}", code=2)
+        raise fail(f"--task: {e}", code=2) from None
     return task
 
 
@@ -54,7 +54,7 @@ def _parse_seeds(text: str) -> tuple[int, ...]:
             else:
                 out.append(int(part))
     except ValueError:
-        raise fail(f"--seeds: expected seeds like 0,1,2 or 0-4, got {text!r}", code=2)
+        raise fail(f"--seeds: expected seeds like 0,1,2 or 0-4, got {text!r}", code=2) from None
     if not out or min(out) < 0 or len(set(out)) != len(out):
         raise fail(f"--seeds: expected distinct non-negative seeds, got {text!r}", code=2)
     return tuple(out)
@@ -89,23 +89,34 @@ def _fmt_ci(est: Any, digits: int = 3) -> str:
 def train_command(
     task: str = typer.Option(..., "--task", "-t", metavar="TASK", help="Registered task (e.g. cartpole)."),
     sim: str = sim_option(),
-    num_envs: int | None = typer.Option(None, "--num-envs", "-n", min=1,
-                                           help="Parallel training envs (default: the task's training default)."),
-    dr_path: str | None = typer.Option(None, "--dr", metavar="PLAN.json",
-                                          help="Domain-randomization plan of the training task (and its evaluations)."),
+    num_envs: int | None = typer.Option(
+        None, "--num-envs", "-n", min=1, help="Parallel training envs (default: the task's training default)."
+    ),
+    dr_path: str | None = typer.Option(
+        None, "--dr", metavar="PLAN.json", help="Domain-randomization plan of the training task (and its evaluations)."
+    ),
     seed: int = typer.Option(0, "--seed", min=0, help="Seed of the task's resets, the networks and the action noise."),
-    iterations: int | None = typer.Option(None, "--iterations", "-i", min=1,
-                                             help="PPO iterations at most (default: the task's)."),
+    iterations: int | None = typer.Option(
+        None, "--iterations", "-i", min=1, help="PPO iterations at most (default: the task's)."
+    ),
     time_budget: float | None = typer.Option(
-        None, "--time-budget", metavar="SECONDS",
-        help="Stop before an iteration that would end past this many seconds of training."),
-    out: str | None = typer.Option(None, "--out", metavar="DIR",
-                                      help="Folder of checkpoints, logs and curve (default: runs/TASK-SIM-TIME)."),
-    eval_interval: int | None = typer.Option(None, "--eval-interval", min=0,
-                                                help="Evaluate every this many iterations (0: only at the end)."),
+        None,
+        "--time-budget",
+        metavar="SECONDS",
+        help="Stop before an iteration that would end past this many seconds of training.",
+    ),
+    out: str | None = typer.Option(
+        None, "--out", metavar="DIR", help="Folder of checkpoints, logs and curve (default: runs/TASK-SIM-TIME)."
+    ),
+    eval_interval: int | None = typer.Option(
+        None, "--eval-interval", min=0, help="Evaluate every this many iterations (0: only at the end)."
+    ),
     stop_at_success: str | None = typer.Option(
-        None, "--stop-at-success", metavar="RATE|off",
-        help="Stop once an evaluation's success rate reaches RATE (default: the task's; 'off': never)."),
+        None,
+        "--stop-at-success",
+        metavar="RATE|off",
+        help="Stop once an evaluation's success rate reaches RATE (default: the task's; 'off': never).",
+    ),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on stderr."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (stdout) instead of a table."),
     *,
@@ -132,8 +143,12 @@ def train_command(
     from simbackend.training import TrainConfig, train
 
     overrides: dict[str, Any] = {"seed": seed}
-    for key, value in (("num_envs", num_envs), ("max_iterations", iterations), ("time_budget_s", time_budget),
-                       ("eval_interval", eval_interval)):
+    for key, value in (
+        ("num_envs", num_envs),
+        ("max_iterations", iterations),
+        ("time_budget_s", time_budget),
+        ("eval_interval", eval_interval),
+    ):
         if value is not None:
             overrides[key] = value
     if rate is not ...:
@@ -141,13 +156,21 @@ def train_command(
     try:
         config = TrainConfig.for_task(task, **overrides)
     except SimBackendError as e:
-        raise fail(str(e), code=2)
+        raise fail(str(e), code=2) from None
     plan = load_plan(dr_path, config.num_envs)
     try:
-        result = train(task, sim, train_config=config, randomization=plan, out_dir=out, progress=progress,
-                       device=build.device, backend_options=build.options)
+        result = train(
+            task,
+            sim,
+            train_config=config,
+            randomization=plan,
+            out_dir=out,
+            progress=progress,
+            device=build.device,
+            backend_options=build.options,
+        )
     except (SimBackendError, ValueError, TypeError, RuntimeError) as e:
-        raise fail(f"training {task!r} on {sim!r} failed: {e}")
+        raise fail(f"training {task!r} on {sim!r} failed: {e}") from None
     if as_json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
         return
@@ -160,8 +183,11 @@ def train_command(
     table.add_row("env steps", f"{result.env_steps:,}")
     table.add_row("wall time", f"{result.wall_s:.1f} s")
     table.add_row("env-steps/s", f"{result.env_steps_per_s:,.0f} (evaluations included)")
-    table.add_row("final evaluation", f"return {ev['return']:.1f}, success {100 * ev['success']:.0f} %,"
-                                      f" length {ev['length']:.1f} ({ev['episodes']} episodes, deterministic)")
+    table.add_row(
+        "final evaluation",
+        f"return {ev['return']:.1f}, success {100 * ev['success']:.0f} %,"
+        f" length {ev['length']:.1f} ({ev['episodes']} episodes, deterministic)",
+    )
     table.add_row("checkpoint", Text(str(result.checkpoint)))
     table.add_row("log", Text(f"{result.log_csv} | {result.log_json.name}"))
     table.add_row("learning curve", Text(str(result.curve_png)))
@@ -174,21 +200,32 @@ def train_command(
 @app.command("eval")
 @with_build_flags
 def eval_command(
-    checkpoint: str = typer.Option(..., "--checkpoint", "-c", metavar="CKPT.pt",
-                                   help="A checkpoint written by `simbackend train`."),
-    task: str | None = typer.Option(None, "--task", "-t", metavar="TASK",
-                                       help="The checkpoint's task (a check; default: read from the checkpoint)."),
-    sim: str | None = typer.Option(None, "--sim", callback=check_sim, metavar="NAME",
-                                      help="Backend to evaluate on (default: the one it was trained on)."),
-    num_envs: int | None = typer.Option(None, "--num-envs", "-n", min=1,
-                                           help="Parallel envs per seed (default: --episodes)."),
-    seeds: str = typer.Option("100-102", "--seeds", metavar="SEEDS",
-                              help="Evaluation seeds (reset streams), e.g. 100,101,102 or 100-104;"
-                                   " apart from the training seeds by default."),
-    episodes: int | None = typer.Option(None, "--episodes", "-e", min=1,
-                                           help="Complete episodes per seed (default: the training evaluations')."),
-    video: str | None = typer.Option(None, "--video", metavar="OUT.mp4",
-                                        help="Video of env 0 during the first seed."),
+    checkpoint: str = typer.Option(
+        ..., "--checkpoint", "-c", metavar="CKPT.pt", help="A checkpoint written by `simbackend train`."
+    ),
+    task: str | None = typer.Option(
+        None, "--task", "-t", metavar="TASK", help="The checkpoint's task (a check; default: read from the checkpoint)."
+    ),
+    sim: str | None = typer.Option(
+        None,
+        "--sim",
+        callback=check_sim,
+        metavar="NAME",
+        help="Backend to evaluate on (default: the one it was trained on).",
+    ),
+    num_envs: int | None = typer.Option(
+        None, "--num-envs", "-n", min=1, help="Parallel envs per seed (default: --episodes)."
+    ),
+    seeds: str = typer.Option(
+        "100-102",
+        "--seeds",
+        metavar="SEEDS",
+        help="Evaluation seeds (reset streams), e.g. 100,101,102 or 100-104; apart from the training seeds by default.",
+    ),
+    episodes: int | None = typer.Option(
+        None, "--episodes", "-e", min=1, help="Complete episodes per seed (default: the training evaluations')."
+    ),
+    video: str | None = typer.Option(None, "--video", metavar="OUT.mp4", help="Video of env 0 during the first seed."),
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON (stdout) instead of a table."),
     *,
     build: BuildFlags,
@@ -212,38 +249,65 @@ def eval_command(
     try:
         ckpt = load_checkpoint(checkpoint)
     except SimBackendError as e:
-        raise fail(f"--checkpoint: {str(e).removeprefix('checkpoint: ')}", code=2)
+        raise fail(f"--checkpoint: {str(e).removeprefix('checkpoint: ')}", code=2) from None
     if task is not None and task != ckpt.task:
         raise fail(f"--task: the checkpoint was trained on task {ckpt.task!r}, not {task!r}", code=2)
     try:
-        result = evaluate(ckpt, sim, num_envs=num_envs, seeds=seed_list, episodes_per_seed=episodes, video=video,
-                          device=build.device, backend_options=build.options)
+        result = evaluate(
+            ckpt,
+            sim,
+            num_envs=num_envs,
+            seeds=seed_list,
+            episodes_per_seed=episodes,
+            video=video,
+            device=build.device,
+            backend_options=build.options,
+        )
     except (SimBackendError, ValueError, TypeError, RuntimeError) as e:
-        raise fail(f"evaluating {checkpoint} on {sim or ckpt.sim!r} failed: {e}")
+        raise fail(f"evaluating {checkpoint} on {sim or ckpt.sim!r} failed: {e}") from None
     if as_json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
         return
-    console.print(Text(f"{result.task}: trained on {result.trained_on} ({result.env_steps:,} env steps),"
-                       f" evaluated on {result.sim}", style="bold"), soft_wrap=True)
+    console.print(
+        Text(
+            f"{result.task}: trained on {result.trained_on} ({result.env_steps:,} env steps),"
+            f" evaluated on {result.sim}",
+            style="bold",
+        ),
+        soft_wrap=True,
+    )
     table = Table()
     table.add_column("metric", style="bold")
     table.add_column("mean", justify="right")
     table.add_column("95% CI", justify="right")
     table.add_column("per seed", justify="right")
-    for label, est, key, fmt in (("return", result.mean_return, "mean_return", "{:.1f}"),
-                                 ("success rate", result.success_rate, "success_rate", "{:.3f}"),
-                                 ("episode length", result.mean_length, "mean_length", "{:.1f}")):
-        table.add_row(label, fmt.format(est.mean), _fmt_ci(est, 4),
-                      " ".join(fmt.format(s[key]) for s in result.per_seed))
+    for label, est, key, fmt in (
+        ("return", result.mean_return, "mean_return", "{:.1f}"),
+        ("success rate", result.success_rate, "success_rate", "{:.3f}"),
+        ("episode length", result.mean_length, "mean_length", "{:.1f}"),
+    ):
+        table.add_row(
+            label, fmt.format(est.mean), _fmt_ci(est, 4), " ".join(fmt.format(s[key]) for s in result.per_seed)
+        )
     console.print(table)
     n = len(result.seeds)
-    console.print(Text(f"{n} seed{'s' if n > 1 else ''} ({', '.join(map(str, result.seeds))}) x"
-                       f" {result.episodes_per_seed} episodes, {result.num_envs} envs; 95% CI: Student's t over seeds"
-                       f" (n-1 dof{', none for one seed' if n == 1 else ''}) | {result.wall_s:.1f} s"), soft_wrap=True)
+    console.print(
+        Text(
+            f"{n} seed{'s' if n > 1 else ''} ({', '.join(map(str, result.seeds))}) x"
+            f" {result.episodes_per_seed} episodes, {result.num_envs} envs; 95% CI: Student's t over seeds"
+            f" (n-1 dof{', none for one seed' if n == 1 else ''}) | {result.wall_s:.1f} s"
+        ),
+        soft_wrap=True,
+    )
     for engine, elements in {result.trained_on: result.trained_delegated, result.sim: result.delegated}.items():
         if elements:
-            console.print(Text(f"note: {engine} took the physics of {len(elements)} element(s) from MuJoCo"
-                               f" ({'; '.join(elements[:3])}{'; ...' if len(elements) > 3 else ''})",
-                               style="yellow"), soft_wrap=True)
+            console.print(
+                Text(
+                    f"note: {engine} took the physics of {len(elements)} element(s) from MuJoCo"
+                    f" ({'; '.join(elements[:3])}{'; ...' if len(elements) > 3 else ''})",
+                    style="yellow",
+                ),
+                soft_wrap=True,
+            )
     if result.video:
         console.print(Text(f"video written to {result.video}"))

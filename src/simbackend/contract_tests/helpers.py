@@ -12,7 +12,7 @@ import torch
 
 from simbackend.math import quat_angle_between as quat_distance  # noqa: F401 (re-exported for the suite)
 from simbackend.math import quat_mul
-from simbackend.math import quat_to_matrix as quat_to_mat
+from simbackend.math import quat_to_matrix as quat_to_mat  # noqa: F401 (re-exported for the suite)
 from simbackend.model_info import JOINT_BALL, JOINT_FREE
 from simbackend.sampling import random_configurations, random_unit_quat  # noqa: F401 (re-exported)
 
@@ -62,8 +62,9 @@ def random_qpos(sim: Any, rng: np.random.Generator, n: int | None = None, *, mar
     """``(n, nq)`` random configurations of ``sim``'s model (:func:`simbackend.sampling.random_configurations`):
     dofs inside their ranges by ``margin``, unlimited dofs in [-pi, pi], random free/ball
     orientations, free joints within 0.1 m of the default position."""
-    return random_configurations(sim.info, sim.num_envs if n is None else n, rng, margin=margin, free_offset=0.1,
-                                 unlimited_slide=math.pi)
+    return random_configurations(
+        sim.info, sim.num_envs if n is None else n, rng, margin=margin, free_offset=0.1, unlimited_slide=math.pi
+    )
 
 
 def angular_velocity_from_quats(q0: np.ndarray, q1: np.ndarray, dt: float) -> np.ndarray:
@@ -94,8 +95,12 @@ def integrate_qpos(sim: Any, qpos: np.ndarray, qvel: np.ndarray, h: float) -> np
 
 def _quat_integrate_local(q: np.ndarray, w_local: np.ndarray, h: float) -> np.ndarray:
     angle = np.linalg.norm(w_local, axis=-1, keepdims=True) * h
-    axis = np.divide(w_local, np.linalg.norm(w_local, axis=-1, keepdims=True), out=np.zeros_like(w_local),
-                     where=np.linalg.norm(w_local, axis=-1, keepdims=True) > 0)
+    axis = np.divide(
+        w_local,
+        np.linalg.norm(w_local, axis=-1, keepdims=True),
+        out=np.zeros_like(w_local),
+        where=np.linalg.norm(w_local, axis=-1, keepdims=True) > 0,
+    )
     dq = np.concatenate((np.cos(angle / 2), axis * np.sin(angle / 2)), axis=-1)
     out = quat_mul(q, dq)  # local angular velocity: right-multiply
     return out / np.linalg.norm(out, axis=-1, keepdims=True)
@@ -156,8 +161,16 @@ DR_MJCF = """
 def env_params(sim: Any) -> dict[str, np.ndarray]:
     """Every per-env model parameter and the per-env default pose, float64 numpy (domain randomization)."""
     gains = sim.get_env_actuator_gains()
-    return {"mass": to_np(sim.get_env_body_mass()), "com": to_np(sim.get_env_body_com()),
-            "inertia": to_np(sim.get_env_body_inertia()), "friction": to_np(sim.get_env_geom_friction()),
-            "kp": to_np(gains.kp), "kv": to_np(gains.kv), "damping": to_np(sim.get_env_joint_damping()),
-            "armature": to_np(sim.get_env_joint_armature()), "frictionloss": to_np(sim.get_env_joint_frictionloss()),
-            "gravity": to_np(sim.get_env_gravity()), "default_qpos": to_np(sim.get_env_default_qpos())}
+    return {
+        "mass": to_np(sim.get_env_body_mass()),
+        "com": to_np(sim.get_env_body_com()),
+        "inertia": to_np(sim.get_env_body_inertia()),
+        "friction": to_np(sim.get_env_geom_friction()),
+        "kp": to_np(gains.kp),
+        "kv": to_np(gains.kv),
+        "damping": to_np(sim.get_env_joint_damping()),
+        "armature": to_np(sim.get_env_joint_armature()),
+        "frictionloss": to_np(sim.get_env_joint_frictionloss()),
+        "gravity": to_np(sim.get_env_gravity()),
+        "default_qpos": to_np(sim.get_env_default_qpos()),
+    }

@@ -16,7 +16,8 @@ It imports no engine: backends are built through the registry.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from simbackend._extras import require_extra
 
@@ -67,7 +68,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="construction option for every backend the suite builds, repeatable; VALUE is JSON where it parses,"
-            " ENGINE.KEY=VALUE goes into that engine's block (a test's own options override these)",
+        " ENGINE.KEY=VALUE goes into that engine's block (a test's own options override these)",
     )
 
 
@@ -114,7 +115,9 @@ def _merged(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 def pytest_report_header(config: pytest.Config) -> str:
     extra = "".join(f" --sim-option {t}" for t in config.getoption("--sim-option", None) or [])
     device = config.getoption("sim_device", None)
-    return f"simbackend conformance: --sim {config.getoption('--sim')}" + (f" --device {device}" if device else "") + extra
+    return (
+        f"simbackend conformance: --sim {config.getoption('--sim')}" + (f" --device {device}" if device else "") + extra
+    )
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""Conformance: errors and bad input (docs/ARCHITECTURE.md, "Errors and bad input").
+"""Conformance: errors and bad input (docs/conventions.md, "Errors").
 
 One test per rule. Every bad call must raise the contract's error and leave
 every env as it was: the qpos, qvel and body poses of all envs are compared bit
@@ -12,13 +12,14 @@ so a bad call must not clear pending forces either.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
 
-from simbackend.contract_tests.helpers import snapshot, random_qpos, to_np
+from simbackend.contract_tests.helpers import random_qpos, snapshot, to_np
 from simbackend.errors import (
     EnvIdError,
     IndexRangeError,
@@ -40,6 +41,7 @@ BUILTIN_MODELS = ("pendulum", "double_pendulum", "cartpole", "arm7", "quadruped"
 # ----------------------------------------------------------------------------
 # fixtures and helpers
 # ----------------------------------------------------------------------------
+
 
 def _initial_state(sim: Any) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(5)
@@ -80,8 +82,6 @@ def pair(make_sim: Callable[..., Any]) -> tuple[Any, Any]:
     return _pair(make_sim)
 
 
-
-
 def _assert_unchanged(sim: Any, before: dict[str, torch.Tensor], call: str) -> None:
     after = snapshot(sim)
     for key, t in before.items():
@@ -96,7 +96,10 @@ def _assert_next_step_matches(sim: Any, twin: Any, call: str) -> None:
     for getter in ("get_qpos", "get_qvel"):
         got, want = to_np(getattr(sim, getter)()), to_np(getattr(twin, getter)())
         np.testing.assert_allclose(
-            got, want, rtol=0, atol=1e-6,
+            got,
+            want,
+            rtol=0,
+            atol=1e-6,
             err_msg=f"{call}: after the rejected call, the next valid step differs from a backend that never saw it",
         )
 
@@ -126,6 +129,7 @@ def _shape(shape: tuple[int, ...]) -> str:
 # wrong shape or size
 # ----------------------------------------------------------------------------
 
+
 def _shape_cases(sim: Any) -> list[tuple[str, Callable[[Any], Any], str, tuple, tuple]]:
     """(label, call, argument, expected shape, received shape)."""
     nq, nv, nu, nb = sim.nq, sim.nv, sim.num_actuators, len(sim.body_names)
@@ -147,19 +151,41 @@ def _shape_cases(sim: Any) -> list[tuple[str, Callable[[Any], Any], str, tuple, 
         ("qvel all envs", lambda s: s.set_state(None, z((N, nq)), z((N - 1, nv))), "qvel", (N, nv), (N - 1, nv)),
     ]
     force_cases = [
-        ("force two bodies for one id", lambda s: s.apply_body_force([cube], z((N, 2, 3))), "force", (N, 1, 3), (N, 2, 3)),
+        (
+            "force two bodies for one id",
+            lambda s: s.apply_body_force([cube], z((N, 2, 3))),
+            "force",
+            (N, 1, 3),
+            (N, 2, 3),
+        ),
         ("force 4-vector", lambda s: s.apply_body_force([cube], z((N, 1, 4))), "force", (N, 1, 3), (N, 1, 4)),
         ("force without env axis", lambda s: s.apply_body_force([cube], z((1, 3))), "force", (N, 1, 3), (1, 3)),
-        ("torque short", lambda s: s.apply_body_force([cube], z((N, 1, 3)) + 1.0, z((N, 1, 2))),
-         "torque", (N, 1, 3), (N, 1, 2)),
+        (
+            "torque short",
+            lambda s: s.apply_body_force([cube], z((N, 1, 3)) + 1.0, z((N, 1, 2))),
+            "torque",
+            (N, 1, 3),
+            (N, 1, 2),
+        ),
     ]
     return ctrl_cases + state_cases + (force_cases if sim.capabilities.body_forces else [])
 
 
 SHAPE_LABELS = [
-    "ctrl extra column", "ctrl 1-D", "ctrl too many envs", "ctrl 3-D", "ctrl nested list",
-    "qpos short row", "qpos too many rows", "qpos 1-D for one env", "qvel long row", "qvel all envs",
-    "force two bodies for one id", "force 4-vector", "force without env axis", "torque short",
+    "ctrl extra column",
+    "ctrl 1-D",
+    "ctrl too many envs",
+    "ctrl 3-D",
+    "ctrl nested list",
+    "qpos short row",
+    "qpos too many rows",
+    "qpos 1-D for one env",
+    "qvel long row",
+    "qvel all envs",
+    "force two bodies for one id",
+    "force 4-vector",
+    "force without env axis",
+    "torque short",
 ]
 
 
@@ -181,7 +207,16 @@ def test_env_ids_wrong_shape(pair: tuple[Any, Any]) -> None:
     q = np.tile(to_np(sim.get_default_qpos()), (2, 1))
     _expect(sim, twin, "env_ids 2-D", lambda: sim.set_state([[0, 1]], q), InputShapeError, "env_ids", "(1, 2)")
     mask = np.array([True, False, True])
-    _expect(sim, twin, "env_ids short mask", lambda: sim.set_state(mask, q), InputShapeError, "env_ids", _shape((N,)), "(3,)")
+    _expect(
+        sim,
+        twin,
+        "env_ids short mask",
+        lambda: sim.set_state(mask, q),
+        InputShapeError,
+        "env_ids",
+        _shape((N,)),
+        "(3,)",
+    )
 
 
 def test_body_ids_wrong_shape(pair: tuple[Any, Any]) -> None:
@@ -234,6 +269,7 @@ def test_wrong_dtype(pair: tuple[Any, Any], require: Callable[..., None], label:
 # non-finite values
 # ----------------------------------------------------------------------------
 
+
 def _nonfinite(sim: Any, twin: Any, label: str, fn: Callable[[], Any], argument: str, env_ids: tuple[int, ...]) -> None:
     err = _expect(sim, twin, label, fn, NonFiniteError, argument)
     assert isinstance(err, ValueError)
@@ -272,8 +308,14 @@ def test_nonfinite_state(pair: tuple[Any, Any], bad: float) -> None:
     bad_v = qvel.copy()
     bad_v[1, 0] = bad
     _nonfinite(sim, twin, "qvel", lambda: sim.set_state(ids, qpos, bad_v), "qvel", (0,))
-    _nonfinite(sim, twin, "qvel all envs", lambda: sim.set_state(None, random_qpos(sim, rng), np.full((N, sim.nv), bad)),
-               "qvel", (0, 1, 2, 3))
+    _nonfinite(
+        sim,
+        twin,
+        "qvel all envs",
+        lambda: sim.set_state(None, random_qpos(sim, rng), np.full((N, sim.nv), bad)),
+        "qvel",
+        (0, 1, 2, 3),
+    )
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf], ids=["nan", "inf"])
@@ -313,14 +355,21 @@ def test_bad_env_ids(pair: tuple[Any, Any], label: str) -> None:
     ids = ENV_ID_CASES[label]
     n = len(ids)
     rng = np.random.default_rng(2)
-    err = _expect(sim, twin, f"env_ids {label}",
-                  lambda: sim.set_state(ids, random_qpos(sim, rng, n), np.zeros((n, sim.nv))), EnvIdError, "env_ids")
+    err = _expect(
+        sim,
+        twin,
+        f"env_ids {label}",
+        lambda: sim.set_state(ids, random_qpos(sim, rng, n), np.zeros((n, sim.nv))),
+        EnvIdError,
+        "env_ids",
+    )
     assert isinstance(err, ValueError)
 
 
 # ----------------------------------------------------------------------------
 # body, site and dof ids
 # ----------------------------------------------------------------------------
+
 
 def test_index_out_of_range(pair: tuple[Any, Any], capabilities: Any) -> None:
     """Clause: errors — body, site and dof (qvel column) ids out of range or not integers raise IndexRangeError naming the argument."""
@@ -348,7 +397,14 @@ def test_index_out_of_range(pair: tuple[Any, Any], capabilities: Any) -> None:
 def test_free_joint_has_no_dof_column(pair: tuple[Any, Any]) -> None:
     """Clause: errors — asking for the dof column of a free joint (not a hinge/slide) raises IndexRangeError."""
     sim, _ = pair
-    _expect(sim, None, "free joint dof column", lambda: sim.get_joint_dof_pos_indices("cube_free"), IndexRangeError, "cube_free")
+    _expect(
+        sim,
+        None,
+        "free joint dof column",
+        lambda: sim.get_joint_dof_pos_indices("cube_free"),
+        IndexRangeError,
+        "cube_free",
+    )
 
 
 def test_apply_body_force_bad_bodies(pair: tuple[Any, Any], require: Callable[..., None]) -> None:
@@ -358,10 +414,19 @@ def test_apply_body_force_bad_bodies(pair: tuple[Any, Any], require: Callable[..
     nb = len(sim.body_names)
     f1, f2 = np.ones((N, 1, 3)), np.ones((N, 2, 3))
     _expect(sim, twin, "world body", lambda: sim.apply_body_force([0], f1), IndexRangeError, "world")
-    _expect(sim, twin, "world body among others", lambda: sim.apply_body_force([nb - 1, 0], f2), IndexRangeError, "world")
+    _expect(
+        sim, twin, "world body among others", lambda: sim.apply_body_force([nb - 1, 0], f2), IndexRangeError, "world"
+    )
     _expect(sim, twin, "body id = nbody", lambda: sim.apply_body_force([nb], f1), IndexRangeError, "body_ids")
-    _expect(sim, twin, "duplicated body ids", lambda: sim.apply_body_force([nb - 1, nb - 1], f2), IndexRangeError,
-            "body_ids", "duplicated")
+    _expect(
+        sim,
+        twin,
+        "duplicated body ids",
+        lambda: sim.apply_body_force([nb - 1, nb - 1], f2),
+        IndexRangeError,
+        "body_ids",
+        "duplicated",
+    )
 
 
 # ----------------------------------------------------------------------------
@@ -383,14 +448,16 @@ NAME_CASES = [
 
 
 @pytest.mark.parametrize("kind,method,bad,closest", NAME_CASES, ids=[f"{c[1]}-{c[2]}" for c in NAME_CASES])
-def test_unknown_name_suggests_closest(pair: tuple[Any, Any], require: Callable[..., None],
-                                       kind: str, method: str, bad: str, closest: str) -> None:
+def test_unknown_name_suggests_closest(
+    pair: tuple[Any, Any], require: Callable[..., None], kind: str, method: str, bad: str, closest: str
+) -> None:
     """Clause: errors — an unknown body/site/joint/actuator/sensor/keyframe name raises UnknownNameError (a LookupError) listing the closest known names."""
     if kind == "keyframe":
         require("keyframes")
     sim, _ = pair
-    err = _expect(sim, None, f"{method}({bad!r})", lambda: getattr(sim, method)(bad), UnknownNameError,
-                  repr(bad), repr(closest))
+    err = _expect(
+        sim, None, f"{method}({bad!r})", lambda: getattr(sim, method)(bad), UnknownNameError, repr(bad), repr(closest)
+    )
     assert isinstance(err, LookupError)
 
 
@@ -421,6 +488,7 @@ def test_unknown_backend(sim_name: str) -> None:
 # quaternions and nsteps
 # ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("model,joint", [("arm7", "cube_free"), ("quadruped", "root")])
 def test_zero_quaternion_rejected(make_sim: Callable[..., Any], model: str, joint: str) -> None:
     """Clause: errors — a zero (or vanishing) free-joint quaternion in set_state raises InvalidQuaternionError naming the joint; no env is written, not even the valid rows."""
@@ -431,7 +499,9 @@ def test_zero_quaternion_rejected(make_sim: Callable[..., Any], model: str, join
     qpos[1, adr + 3 : adr + 7] = 0.0
     _expect(sim, twin, "zero quaternion", lambda: sim.set_state([2, 0, 3], qpos), InvalidQuaternionError, joint)
     qpos[1, adr + 3 : adr + 7] = 1e-12
-    err = _expect(sim, twin, "vanishing quaternion", lambda: sim.set_state([2, 0, 3], qpos), InvalidQuaternionError, joint)
+    err = _expect(
+        sim, twin, "vanishing quaternion", lambda: sim.set_state([2, 0, 3], qpos), InvalidQuaternionError, joint
+    )
     assert isinstance(err, ValueError)
 
 
@@ -450,6 +520,7 @@ def test_bad_nsteps(pair: tuple[Any, Any], nsteps: Any) -> None:
 # features the backend lacks
 # ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("model", BUILTIN_MODELS)
 def test_sensor_types_as_declared(make_sim: Callable[..., Any], model: str) -> None:
     """Clause: errors — reading a sensor whose type the capabilities do not list raises UnsupportedFeatureError naming backend and capability; every listed type is readable.
@@ -466,8 +537,15 @@ def test_sensor_types_as_declared(make_sim: Callable[..., Any], model: str) -> N
             assert tuple(out.shape) == (2, int(sim.info.sensor_dim[sid])), name
             assert torch.isfinite(out).all(), name
         else:
-            err = _expect(sim, None, f"sensor {name}", lambda: sim.get_sensor_data(name), UnsupportedFeatureError,
-                          sim.name, stype)
+            err = _expect(
+                sim,
+                None,
+                f"sensor {name}",
+                lambda name=name: sim.get_sensor_data(name),
+                UnsupportedFeatureError,
+                sim.name,
+                stype,
+            )
             assert isinstance(err, NotImplementedError)
 
 
@@ -493,6 +571,7 @@ def test_optional_features_as_declared(pair: tuple[Any, Any]) -> None:
 # ----------------------------------------------------------------------------
 # closed backend
 # ----------------------------------------------------------------------------
+
 
 def test_closed_backend_raises(make_sim: Callable[..., Any]) -> None:
     """Clause: errors — every state call on a closed backend raises SimBackendError; close() is idempotent."""

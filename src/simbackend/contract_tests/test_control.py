@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -24,7 +25,9 @@ def _pd(backend: Any, target: torch.Tensor) -> torch.Tensor:
     return KP * (target - backend.get_dof_pos()) - KD * backend.get_dof_vel()
 
 
-def test_pre_step_control_called_before_every_substep(make_sim: Callable[..., Any], require: Callable[..., None]) -> None:
+def test_pre_step_control_called_before_every_substep(
+    make_sim: Callable[..., Any], require: Callable[..., None]
+) -> None:
     """Clause: set_pre_step_control — fn(backend, ctrl) runs once before each substep, with the backend itself and step's ctrl as an (N, nu) float32 tensor on backend.device."""
     require("pre_step_control")
     sim = make_sim("double_pendulum", 3)
@@ -51,7 +54,9 @@ def test_pre_step_control_called_before_every_substep(make_sim: Callable[..., An
     assert len(calls) == 6, "set_pre_step_control(None) must remove the callback"
 
 
-def test_pre_step_control_sees_each_substeps_state_and_its_output_is_applied(make_sim: Callable[..., Any], require: Callable[..., None]) -> None:
+def test_pre_step_control_sees_each_substeps_state_and_its_output_is_applied(
+    make_sim: Callable[..., Any], require: Callable[..., None]
+) -> None:
     """Clause: set_pre_step_control — getters inside fn describe the current substep, and fn's return value is the ctrl of that substep: a PD callback with nsteps=k equals k single substeps with the PD torque computed by hand."""
     require("pre_step_control")
     k = 5
@@ -80,7 +85,9 @@ def test_pre_step_control_sees_each_substeps_state_and_its_output_is_applied(mak
 
 
 @pytest.mark.parametrize("bad", ["shape", "nan"])
-def test_bad_callback_output_at_first_substep_changes_nothing(make_sim: Callable[..., Any], require: Callable[..., None], bad: str) -> None:
+def test_bad_callback_output_at_first_substep_changes_nothing(
+    make_sim: Callable[..., Any], require: Callable[..., None], bad: str
+) -> None:
     """Clause: set_pre_step_control / errors — a callback output of the wrong shape or with NaN raises the contract's error and, at the first substep, leaves every env as it was."""
     require("pre_step_control")
     sim = make_sim("double_pendulum", 3)

@@ -14,7 +14,8 @@ default configuration.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -23,7 +24,7 @@ from simbackend.contract_tests.helpers import to_np
 
 MODELS = ("quadruped", "arm7")
 NUM_STEPS = 50
-NSUB = 2          # substeps per step call
+NSUB = 2  # substeps per step call
 MAX_ENVS = 8
 THREADS = (1, 2, 3)
 
@@ -35,7 +36,7 @@ def _initial_state(sim: Any, model: str, n: int, seed: int = 0) -> tuple[np.ndar
     if model == "quadruped":
         qpos = np.tile(to_np(sim.get_keyframe_qpos("stand")), (n, 1))
         root = int(info.joint_qposadr[info.base_free_joint])
-        qpos[:, root + 2] -= 0.005                      # feet on the ground
+        qpos[:, root + 2] -= 0.005  # feet on the ground
         qpos[:, root : root + 2] += rng.uniform(-0.5, 0.5, size=(n, 2))
     else:
         qpos = np.tile(to_np(sim.get_keyframe_qpos("home")), (n, 1))
@@ -84,8 +85,7 @@ def _assert_identical(got: tuple[np.ndarray, np.ndarray], want: tuple[np.ndarray
         if not np.array_equal(g, w):
             t = int(np.argmax(np.abs(g - w).reshape(g.shape[0], -1).max(axis=1) > 0))
             raise AssertionError(
-                f"{what}: {name} not bit-identical, first difference at step {t}, "
-                f"max |diff| {np.abs(g - w).max():.3e}"
+                f"{what}: {name} not bit-identical, first difference at step {t}, max |diff| {np.abs(g - w).max():.3e}"
             )
 
 

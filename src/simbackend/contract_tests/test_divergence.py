@@ -10,8 +10,9 @@ the blow-up.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -84,7 +85,7 @@ def test_set_state_rejects_what_the_rule_flags(make_sim: Callable[..., Any]) -> 
         sim.set_state(None, qpos)
     quat = int(sim.info.quat_qpos_index[0])
     qpos = q0.astype(np.float64).copy()
-    qpos[0, quat:quat + 4] = [0.0, 0.0, 1.0, 1e300]
+    qpos[0, quat : quat + 4] = [0.0, 0.0, 1.0, 1e300]
     with pytest.raises(ValueRangeError, match=r"qpos.*\[0\]"):
         sim.set_state(None, qpos)
     q, v = _state(sim)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import signal
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -64,17 +65,29 @@ def _rejects(sim: Any, call: str, fn: Callable[[], Any], exc: type, fragment: st
 # tensors that hold no values, odd dtypes, broadcasting bait, strides, grad
 # ----------------------------------------------------------------------------
 
+
 def test_meta_and_complex_tensors_rejected(make_sim: Callable[..., Any]) -> None:
     """Clause: hostile inputs — tensors on the meta device and complex values are rejected naming the argument; nothing is written."""
     sim = _arm(make_sim)
     nu, nq = sim.num_actuators, sim.nq
     meta = torch.empty((N, nu), device="meta")
     _rejects(sim, "meta ctrl", lambda: sim.step(meta), InvalidArgumentError, "ctrl")
-    _rejects(sim, "meta qpos", lambda: sim.set_state(None, torch.empty((N, nq), device="meta")), InvalidArgumentError, "qpos")
-    _rejects(sim, "meta ids", lambda: sim.get_body_pos_w(torch.empty(2, dtype=torch.long, device="meta")),
-             InvalidArgumentError, "body_ids")
-    _rejects(sim, "complex ctrl", lambda: sim.step(torch.zeros((N, nu), dtype=torch.complex64)), InputDTypeError, "ctrl")
-    _rejects(sim, "complex numpy qpos", lambda: sim.set_state(None, np.zeros((N, nq), complex)), InputDTypeError, "qpos")
+    _rejects(
+        sim, "meta qpos", lambda: sim.set_state(None, torch.empty((N, nq), device="meta")), InvalidArgumentError, "qpos"
+    )
+    _rejects(
+        sim,
+        "meta ids",
+        lambda: sim.get_body_pos_w(torch.empty(2, dtype=torch.long, device="meta")),
+        InvalidArgumentError,
+        "body_ids",
+    )
+    _rejects(
+        sim, "complex ctrl", lambda: sim.step(torch.zeros((N, nu), dtype=torch.complex64)), InputDTypeError, "ctrl"
+    )
+    _rejects(
+        sim, "complex numpy qpos", lambda: sim.set_state(None, np.zeros((N, nq), complex)), InputDTypeError, "qpos"
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.int32, torch.float64])
@@ -95,7 +108,9 @@ def test_broadcasting_bait_rejected(make_sim: Callable[..., Any]) -> None:
     _rejects(sim, "(1, nq) qpos", lambda: sim.set_state([0, 1], np.zeros((1, nq))), InputShapeError, "qpos")
     _rejects(sim, "() ctrl", lambda: sim.step(0.0), InputShapeError, "ctrl")
     if sim.capabilities.body_forces:
-        _rejects(sim, "(1, 1, 3) force", lambda: sim.apply_body_force([1], np.zeros((1, 1, 3))), InputShapeError, "force")
+        _rejects(
+            sim, "(1, 1, 3) force", lambda: sim.apply_body_force([1], np.zeros((1, 1, 3))), InputShapeError, "force"
+        )
 
 
 def test_strided_and_grad_tensors(make_sim: Callable[..., Any]) -> None:
@@ -104,7 +119,7 @@ def test_strided_and_grad_tensors(make_sim: Callable[..., Any]) -> None:
     ctrl = _ctrl(sim)
     wide = torch.zeros((sim.num_actuators, 2 * N), dtype=torch.float64)
     wide[:, ::2] = torch.as_tensor(ctrl).T
-    strided = wide[:, ::2].T                               # non-contiguous view
+    strided = wide[:, ::2].T  # non-contiguous view
     assert not strided.is_contiguous()
     grad = torch.as_tensor(ctrl, dtype=torch.float32).requires_grad_(True)
     sim.step(strided)
@@ -113,7 +128,7 @@ def test_strided_and_grad_tensors(make_sim: Callable[..., Any]) -> None:
     twin.step(ctrl)
     np.testing.assert_array_equal(to_np(sim.get_qpos()), to_np(twin.get_qpos()))
     qpos = to_np(sim.get_qpos()).astype(np.float64)
-    flipped = np.ascontiguousarray(qpos[::-1])[::-1]        # negative strides
+    flipped = np.ascontiguousarray(qpos[::-1])[::-1]  # negative strides
     sim.set_state(None, flipped)
     twin.set_state(None, qpos)
     np.testing.assert_array_equal(to_np(sim.get_qpos()), to_np(twin.get_qpos()))
@@ -134,6 +149,7 @@ def test_values_too_large_for_float32_rejected(make_sim: Callable[..., Any]) -> 
 # ----------------------------------------------------------------------------
 # ids and names
 # ----------------------------------------------------------------------------
+
 
 def test_names_of_the_wrong_type(make_sim: Callable[..., Any]) -> None:
     """Clause: hostile inputs — get_*_ids(None) or an int raise ArgumentTypeError, not a TypeError from iteration."""
@@ -198,12 +214,26 @@ def test_model_description_is_read_only(make_sim: Callable[..., Any]) -> None:
 # construction arguments
 # ----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("kwargs, argument", [
-    ({"seed": "abc"}, "seed"), ({"seed": None}, "seed"), ({"seed": 1.7}, "seed"), ({"seed": True}, "seed"),
-    ({"seed": -1}, "seed"), ({"device": "foo"}, "device"), ({"device": "meta"}, "device"), ({"device": 3.5}, "device"),
-    ({"nthread": -1}, "nthread"), ({"nthread": 1.5}, "nthread"), ({"solver_iterations": 0}, "solver_iterations"),
-    ({"timestep": -0.01}, "timestep"), ({"timestep": float("nan")}, "timestep"), ({"no_such_option": 1}, "no_such_option"),
-])
+
+@pytest.mark.parametrize(
+    "kwargs, argument",
+    [
+        ({"seed": "abc"}, "seed"),
+        ({"seed": None}, "seed"),
+        ({"seed": 1.7}, "seed"),
+        ({"seed": True}, "seed"),
+        ({"seed": -1}, "seed"),
+        ({"device": "foo"}, "device"),
+        ({"device": "meta"}, "device"),
+        ({"device": 3.5}, "device"),
+        ({"nthread": -1}, "nthread"),
+        ({"nthread": 1.5}, "nthread"),
+        ({"solver_iterations": 0}, "solver_iterations"),
+        ({"timestep": -0.01}, "timestep"),
+        ({"timestep": float("nan")}, "timestep"),
+        ({"no_such_option": 1}, "no_such_option"),
+    ],
+)
 def test_bad_construction_arguments(sim_name: str, kwargs: dict, argument: str) -> None:
     """Clause: construction — seeds, devices and common options of the wrong type or range raise a SimBackendError naming the argument."""
     from simbackend.registry import make_backend
@@ -236,6 +266,7 @@ def test_options_for_other_engines_are_ignored(sim_name: str) -> None:
 # ----------------------------------------------------------------------------
 # pre-step control functions that misbehave
 # ----------------------------------------------------------------------------
+
 
 def test_callback_removing_itself(make_sim: Callable[..., Any], require: Callable[..., None]) -> None:
     """Clause: pre-step control — a function that removes itself runs for every substep of the current call (fixed when the call starts) and not in the next."""
@@ -311,6 +342,7 @@ def test_callback_that_closes_the_backend(make_sim: Callable[..., Any], require:
 # interruption
 # ----------------------------------------------------------------------------
 
+
 def test_long_step_is_interruptible(make_sim: Callable[..., Any]) -> None:
     """Clause: step — Ctrl-C (KeyboardInterrupt) during a huge step stops it within a second, every env is back at its pre-call state (to float32 rounding), and the backend steps on like a twin that was never interrupted."""
     sim, twin = _arm(make_sim), _arm(make_sim)
@@ -337,8 +369,13 @@ def test_long_step_is_interruptible(make_sim: Callable[..., Any]) -> None:
     # body's quaternion (PhysX's unpack moves it by up to one float32 ulp, 1.2e-7)
     after = snapshot(sim)
     for key, t in before.items():
-        np.testing.assert_allclose(to_np(after[key]), to_np(t), rtol=0, atol=1e-6,
-                                   err_msg=f"interrupted step: {key} is not back at its pre-call value")
+        np.testing.assert_allclose(
+            to_np(after[key]),
+            to_np(t),
+            rtol=0,
+            atol=1e-6,
+            err_msg=f"interrupted step: {key} is not back at its pre-call value",
+        )
     # the state is restored exactly; an engine's warm-start caches may not be (PhysX), so compare to solver precision
     for s in (sim, twin):
         s.step(ctrl, nsteps=3)
@@ -350,6 +387,7 @@ def test_long_step_is_interruptible(make_sim: Callable[..., Any]) -> None:
 # use after close
 # ----------------------------------------------------------------------------
 
+
 def test_every_public_method_raises_after_close(make_sim: Callable[..., Any]) -> None:
     """Clause: close — after close(), every public method raises BackendClosedError (no stale values, no IndexError); the model description still answers; hasattr never raises."""
     sim = _arm(make_sim)
@@ -357,9 +395,15 @@ def test_every_public_method_raises_after_close(make_sim: Callable[..., Any]) ->
     names = sim.body_names
     sim.close()
     assert sim.closed
-    methods = [m for m in dir(sim) if not m.startswith("_") and m not in ("close", "closed")
-               and callable(getattr(type(sim), m, None)) and not isinstance(getattr(type(sim), m), property)
-               and m not in ("parse_options", "resolve_device")]
+    methods = [
+        m
+        for m in dir(sim)
+        if not m.startswith("_")
+        and m not in ("close", "closed")
+        and callable(getattr(type(sim), m, None))
+        and not isinstance(getattr(type(sim), m), property)
+        and m not in ("parse_options", "resolve_device")
+    ]
     assert "get_qpos" in methods and "get_env_body_mass" in methods and "model_fields" in methods
     for m in methods:
         with pytest.raises(BackendClosedError):

@@ -13,8 +13,9 @@ site, or of local instead of world rotation axes, is off by O(0.1).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,8 +23,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from simbackend.contract_tests.helpers import angular_velocity_from_quats, integrate_qpos, random_qpos, to_np
-from simbackend.contract_tests.helpers import BALL_MJCF
+from simbackend.contract_tests.helpers import BALL_MJCF, angular_velocity_from_quats, integrate_qpos, random_qpos, to_np
 from simbackend.models import analytic
 
 H = 2e-3
@@ -33,13 +33,13 @@ ARM_JOINTS = [f"joint{k}" for k in range(1, 8)]
 SEEDS = st.integers(0, 2**31 - 1)
 
 
-
 def site_pose(sim: Any, site_ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
     return to_np(sim.get_site_pos_w(site_ids)), to_np(sim.get_site_quat_w(site_ids))
 
 
-def fd_site_velocity(sim: Any, qpos: np.ndarray, qvel: np.ndarray, site_ids: list[int],
-                     h: float = H) -> tuple[np.ndarray, np.ndarray]:
+def fd_site_velocity(
+    sim: Any, qpos: np.ndarray, qvel: np.ndarray, site_ids: list[int], h: float = H
+) -> tuple[np.ndarray, np.ndarray]:
     """Central differences ``(lin (N, S, 3), ang (N, S, 3))`` of site poses along ``qvel``."""
     sim.set_state(None, integrate_qpos(sim, qpos, qvel, h))
     p1, q1 = site_pose(sim, site_ids)
@@ -70,19 +70,31 @@ def check_site_jacobians(sim: Any, qpos: np.ndarray, label: str) -> None:
         assert tuple(jp.shape) == (sim.num_envs, 3, sim.nv) and tuple(jr.shape) == (sim.num_envs, 3, sim.nv)
         assert jp.dtype == torch.float32 and jr.dtype == torch.float32
         assert jp.device == sim.device and jr.device == sim.device
-        np.testing.assert_allclose(to_np(jp), fd_p[:, s], atol=JAC_ATOL, rtol=JAC_RTOL,
-                                   err_msg=f"{label}: jacp of site {name!r} vs finite differences")
-        np.testing.assert_allclose(to_np(jr), fd_r[:, s], atol=JAC_ATOL, rtol=JAC_RTOL,
-                                   err_msg=f"{label}: jacr of site {name!r} vs finite differences")
+        np.testing.assert_allclose(
+            to_np(jp),
+            fd_p[:, s],
+            atol=JAC_ATOL,
+            rtol=JAC_RTOL,
+            err_msg=f"{label}: jacp of site {name!r} vs finite differences",
+        )
+        np.testing.assert_allclose(
+            to_np(jr),
+            fd_r[:, s],
+            atol=JAC_ATOL,
+            rtol=JAC_RTOL,
+            err_msg=f"{label}: jacr of site {name!r} vs finite differences",
+        )
 
 
 # ----------------------------------------------------------------------------
 # finite differences over random configurations
 # ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("model", ["arm7", "quadruped"])
-def test_site_jacobians_match_finite_differences(make_sim: Callable[..., Any], require: Callable[..., None],
-                                                 model: str) -> None:
+def test_site_jacobians_match_finite_differences(
+    make_sim: Callable[..., Any], require: Callable[..., None], model: str
+) -> None:
     """Clause: get_site_jacobian_w is the world-frame geometric Jacobian of the site point — every column equals the site's velocity for qvel = e_k (free columns: linear world, angular local)."""
     require("site_jacobians")
     sim = make_sim(model, 4)
@@ -95,7 +107,9 @@ def test_site_jacobians_match_finite_differences(make_sim: Callable[..., Any], r
     check()
 
 
-def test_ball_joint_jacobian_columns(make_sim: Callable[..., Any], require: Callable[..., None], tmp_path: Path) -> None:
+def test_ball_joint_jacobian_columns(
+    make_sim: Callable[..., Any], require: Callable[..., None], tmp_path: Path
+) -> None:
     """Clause: Jacobian columns of a ball joint are its local angular velocity coordinates — equal to finite differences of the site pose."""
     require("site_jacobians")
     require("joint_types", "ball")
@@ -114,6 +128,7 @@ def test_ball_joint_jacobian_columns(make_sim: Callable[..., Any], require: Call
 # ----------------------------------------------------------------------------
 # analytic arm7 Jacobian: the site point, not the body origin
 # ----------------------------------------------------------------------------
+
 
 def test_arm7_jacobian_is_of_the_site_point(make_sim: Callable[..., Any], require: Callable[..., None]) -> None:
     """Clause: the Jacobian is that of the SITE point — arm7 ee_site (offset from link7's origin) matches the analytic Jacobian at that point, not at the origin."""
@@ -149,6 +164,7 @@ def test_arm7_jacobian_is_of_the_site_point(make_sim: Callable[..., Any], requir
 # column selection and jacp @ qvel
 # ----------------------------------------------------------------------------
 
+
 def test_dof_indices_select_columns(make_sim: Callable[..., Any], require: Callable[..., None]) -> None:
     """Clause: get_site_jacobian_w(site, dof_indices) returns the qvel columns dof_indices of the full Jacobian, (N, 3, k), in the given order."""
     require("site_jacobians")
@@ -183,7 +199,9 @@ def test_dof_indices_select_columns(make_sim: Callable[..., Any], require: Calla
 
 
 @pytest.mark.parametrize("model", ["arm7", "quadruped"])
-def test_jacobian_times_qvel_is_site_velocity(make_sim: Callable[..., Any], require: Callable[..., None], model: str) -> None:
+def test_jacobian_times_qvel_is_site_velocity(
+    make_sim: Callable[..., Any], require: Callable[..., None], model: str
+) -> None:
     """Clause: site_lin_vel_w = jacp @ qvel and site_ang_vel_w = jacr @ qvel — against finite differences of get_site_pos_w / get_site_quat_w along a random qvel."""
     require("site_jacobians")
     sim = make_sim(model, 4)
@@ -199,10 +217,20 @@ def test_jacobian_times_qvel_is_site_velocity(make_sim: Callable[..., Any], requ
         lin, ang = fd_site_velocity(sim, qpos, qvel, sites)
         for s in sites:
             jp, jr = jac[s]
-            np.testing.assert_allclose(np.einsum("nij,nj->ni", jp, qvel), lin[:, s], atol=JAC_ATOL, rtol=JAC_RTOL,
-                                       err_msg=f"{model} seed {seed}: jacp @ qvel of {sim.site_names[s]!r}")
-            np.testing.assert_allclose(np.einsum("nij,nj->ni", jr, qvel), ang[:, s], atol=JAC_ATOL, rtol=JAC_RTOL,
-                                       err_msg=f"{model} seed {seed}: jacr @ qvel of {sim.site_names[s]!r}")
+            np.testing.assert_allclose(
+                np.einsum("nij,nj->ni", jp, qvel),
+                lin[:, s],
+                atol=JAC_ATOL,
+                rtol=JAC_RTOL,
+                err_msg=f"{model} seed {seed}: jacp @ qvel of {sim.site_names[s]!r}",
+            )
+            np.testing.assert_allclose(
+                np.einsum("nij,nj->ni", jr, qvel),
+                ang[:, s],
+                atol=JAC_ATOL,
+                rtol=JAC_RTOL,
+                err_msg=f"{model} seed {seed}: jacr @ qvel of {sim.site_names[s]!r}",
+            )
 
     check()
 
@@ -214,12 +242,18 @@ def test_jacobian_agrees_with_body_velocity(make_sim: Callable[..., Any], requir
     rng = np.random.default_rng(3)
     qpos, qvel = random_qpos(sim, rng), rng.normal(size=(4, sim.nv))
     sim.set_state(None, qpos, qvel)
-    imu = int(sim.get_site_ids("imu")[0])                 # at the torso origin
+    imu = int(sim.get_site_ids("imu")[0])  # at the torso origin
     jp, jr = (to_np(j) for j in sim.get_site_jacobian_w(imu))
     b = sim.base_body_id
-    np.testing.assert_allclose(np.einsum("nij,nj->ni", jp, qvel), to_np(sim.get_body_lin_vel_w([b]))[:, 0], atol=1e-5, rtol=1e-5)
-    np.testing.assert_allclose(np.einsum("nij,nj->ni", jr, qvel), to_np(sim.get_body_ang_vel_w([b]))[:, 0], atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(
+        np.einsum("nij,nj->ni", jp, qvel), to_np(sim.get_body_lin_vel_w([b]))[:, 0], atol=1e-5, rtol=1e-5
+    )
+    np.testing.assert_allclose(
+        np.einsum("nij,nj->ni", jr, qvel), to_np(sim.get_body_ang_vel_w([b]))[:, 0], atol=1e-5, rtol=1e-5
+    )
     foot = int(sim.get_site_ids("RL_foot_site")[0])
     _, jr = (to_np(j) for j in sim.get_site_jacobian_w(foot))
     calf = sim.get_body_ids("RL_calf_link")
-    np.testing.assert_allclose(np.einsum("nij,nj->ni", jr, qvel), to_np(sim.get_body_ang_vel_w(calf))[:, 0], atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(
+        np.einsum("nij,nj->ni", jr, qvel), to_np(sim.get_body_ang_vel_w(calf))[:, 0], atol=1e-5, rtol=1e-5
+    )

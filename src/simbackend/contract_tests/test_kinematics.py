@@ -7,7 +7,8 @@ are compared to ~2e-6 m and quaternions (up to sign) to ~2e-6.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -44,6 +45,7 @@ def conj(q: np.ndarray) -> np.ndarray:
 # pendulum, double pendulum, cart-pole
 # ----------------------------------------------------------------------------
 
+
 def test_pendulum_tip_and_body(make_sim: Callable[..., Any]) -> None:
     """Clause: forward kinematics — pendulum site "tip" and body pose at several hinge angles match the analytic model."""
     angles = np.array([0.0, 0.3, -1.1, np.pi / 2, 2.5, -np.pi + 1e-3, 3.0, -0.01])
@@ -55,10 +57,13 @@ def test_pendulum_tip_and_body(make_sim: Callable[..., Any]) -> None:
     want = np.stack([analytic.pendulum_tip(a) for a in angles])
     np.testing.assert_allclose(got, want, atol=POS_ATOL, rtol=0)
     # the tip is at distance L from the pivot
-    np.testing.assert_allclose(np.linalg.norm(got - analytic.PENDULUM_PIVOT, axis=1), analytic.PENDULUM_LENGTH, atol=POS_ATOL)
+    np.testing.assert_allclose(
+        np.linalg.norm(got - analytic.PENDULUM_PIVOT, axis=1), analytic.PENDULUM_LENGTH, atol=POS_ATOL
+    )
     # the body frame sits at the pivot and turns about y by the hinge angle
-    np.testing.assert_allclose(to_np(sim.get_body_pos_w(body))[:, 0], np.tile(analytic.PENDULUM_PIVOT, (len(angles), 1)),
-                               atol=POS_ATOL, rtol=0)
+    np.testing.assert_allclose(
+        to_np(sim.get_body_pos_w(body))[:, 0], np.tile(analytic.PENDULUM_PIVOT, (len(angles), 1)), atol=POS_ATOL, rtol=0
+    )
     want_q = np.stack([analytic.axis_angle_quat((0, 1, 0), a) for a in angles])
     assert_quat_close(to_np(sim.get_body_quat_w(body))[:, 0], want_q, msg="pendulum body quat")
     # the tip site inherits the body orientation (site quat is identity in the body)
@@ -78,8 +83,12 @@ def test_double_pendulum_elbow_and_tip(make_sim: Callable[..., Any]) -> None:
     sim.set_state(None, qpos)
     sites = sim.get_site_ids(["elbow", "tip"])
     got = to_np(sim.get_site_pos_w(sites))
-    np.testing.assert_allclose(got[:, 0], np.stack([analytic.double_pendulum_elbow(a) for a, _ in q]), atol=POS_ATOL, rtol=0)
-    np.testing.assert_allclose(got[:, 1], np.stack([analytic.double_pendulum_tip(a, b) for a, b in q]), atol=POS_ATOL, rtol=0)
+    np.testing.assert_allclose(
+        got[:, 0], np.stack([analytic.double_pendulum_elbow(a) for a, _ in q]), atol=POS_ATOL, rtol=0
+    )
+    np.testing.assert_allclose(
+        got[:, 1], np.stack([analytic.double_pendulum_tip(a, b) for a, b in q]), atol=POS_ATOL, rtol=0
+    )
     # the lower link body turns by q1 + q2 about y
     lower = sim.get_body_ids("lower_link")
     want_q = np.stack([analytic.axis_angle_quat((0, 1, 0), a + b) for a, b in q])
@@ -98,14 +107,19 @@ def test_cartpole_tip(make_sim: Callable[..., Any]) -> None:
     qpos[:, cols[0]], qpos[:, cols[1]] = x, th
     sim.set_state(None, qpos)
     got = to_np(sim.get_site_pos_w(sim.get_site_ids("tip")))[:, 0]
-    np.testing.assert_allclose(got, np.stack([analytic.cartpole_tip(a, b) for a, b in zip(x, th)]), atol=POS_ATOL, rtol=0)
+    np.testing.assert_allclose(
+        got, np.stack([analytic.cartpole_tip(a, b) for a, b in zip(x, th)]), atol=POS_ATOL, rtol=0
+    )
     cart = to_np(sim.get_body_pos_w(sim.get_body_ids("cart")))[:, 0]
-    np.testing.assert_allclose(cart, np.stack([[a, 0, analytic.CARTPOLE_RAIL_HEIGHT] for a in x]), atol=POS_ATOL, rtol=0)
+    np.testing.assert_allclose(
+        cart, np.stack([[a, 0, analytic.CARTPOLE_RAIL_HEIGHT] for a in x]), atol=POS_ATOL, rtol=0
+    )
 
 
 # ----------------------------------------------------------------------------
 # arm7
 # ----------------------------------------------------------------------------
+
 
 def _arm7_configs(sim: Any, capabilities: Any) -> np.ndarray:
     """(N, nq) qpos: zero arm, home keyframe (or its analytic values), then random within ranges."""
@@ -192,6 +206,7 @@ def test_quaternions_unit_norm(make_sim: Callable[..., Any]) -> None:
 # quadruped: floating base orientation and base-frame getters
 # ----------------------------------------------------------------------------
 
+
 def _set_random(sim: Any, seed: int) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     qpos = random_qpos(sim, rng)
@@ -224,8 +239,13 @@ def test_quadruped_base_orientation_wxyz(make_sim: Callable[..., Any]) -> None:
     got = to_np(sim.get_site_pos_w(feet))
     for i in range(sim.num_envs):
         for k, leg in enumerate(analytic.QUADRUPED_LEGS):
-            np.testing.assert_allclose(got[i, k], analytic.quadruped_foot_pos(qpos[i], leg), atol=POS_ATOL, rtol=0,
-                                       err_msg=f"env {i} {leg} foot")
+            np.testing.assert_allclose(
+                got[i, k],
+                analytic.quadruped_foot_pos(qpos[i], leg),
+                atol=POS_ATOL,
+                rtol=0,
+                err_msg=f"env {i} {leg} foot",
+            )
 
 
 def test_base_getters_equal_base_body(make_sim: Callable[..., Any]) -> None:
@@ -249,8 +269,8 @@ def test_base_frame_getters_consistent_with_world(make_sim: Callable[..., Any]) 
     sim = make_sim("quadruped", 8)
     qpos, qvel = _set_random(sim, 8)
     base_p, base_q = to_np(sim.get_base_pos()), to_np(sim.get_base_quat())
-    R = quat_to_mat(base_q)                                  # (N, 3, 3)
-    RT = np.swapaxes(R, -1, -2)[:, None]                     # (N, 1, 3, 3)
+    R = quat_to_mat(base_q)  # (N, 3, 3)
+    RT = np.swapaxes(R, -1, -2)[:, None]  # (N, 1, 3, 3)
     pw, qw = to_np(sim.get_body_pos_w()), to_np(sim.get_body_quat_w())
     vw, ww = to_np(sim.get_body_lin_vel_w()), to_np(sim.get_body_ang_vel_w())
     tol = dict(atol=3e-6, rtol=0)
@@ -270,8 +290,9 @@ def test_base_frame_getters_consistent_with_world(make_sim: Callable[..., Any]) 
         hip = to_np(sim.get_body_pos_b(sim.get_body_ids(f"{leg}_hip_link")))[:, 0]
         np.testing.assert_allclose(hip, np.tile(analytic.QUADRUPED_HIP_POS[leg], (sim.num_envs, 1)), atol=3e-6)
     Rq = quat_to_mat(qpos[:, 3:7])
-    np.testing.assert_allclose(to_np(sim.get_body_lin_vel_b([b]))[:, 0],
-                               (np.swapaxes(Rq, -1, -2) @ qvel[:, :3, None])[..., 0], **vtol)
+    np.testing.assert_allclose(
+        to_np(sim.get_body_lin_vel_b([b]))[:, 0], (np.swapaxes(Rq, -1, -2) @ qvel[:, :3, None])[..., 0], **vtol
+    )
     np.testing.assert_allclose(to_np(sim.get_body_ang_vel_b([b]))[:, 0], qvel[:, 3:6], **vtol)
     # a subset of ids gives the same rows as the full call
     sub = [sim.body_names.index("RR_calf_link"), 0, b]
@@ -285,7 +306,9 @@ def test_base_frame_fixed_base(make_sim: Callable[..., Any]) -> None:
     rng = np.random.default_rng(9)
     sim.set_state(None, random_qpos(sim, rng), rng.normal(size=(4, sim.nv)))
     np.testing.assert_allclose(to_np(sim.get_base_pos()), np.tile(analytic.ARM7_BASE_POS, (4, 1)), atol=POS_ATOL)
-    np.testing.assert_allclose(to_np(sim.get_body_pos_b()), to_np(sim.get_body_pos_w()) - analytic.ARM7_BASE_POS, atol=3e-6)
+    np.testing.assert_allclose(
+        to_np(sim.get_body_pos_b()), to_np(sim.get_body_pos_w()) - analytic.ARM7_BASE_POS, atol=3e-6
+    )
     np.testing.assert_allclose(to_np(sim.get_body_lin_vel_b()), to_np(sim.get_body_lin_vel_w()), atol=1e-6)
     np.testing.assert_allclose(to_np(sim.get_base_lin_vel()), 0.0, atol=1e-6)
     np.testing.assert_allclose(to_np(sim.get_base_ang_vel()), 0.0, atol=1e-6)

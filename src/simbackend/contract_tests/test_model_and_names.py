@@ -7,7 +7,8 @@ gymnasium's ant.xml when gymnasium is installed.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -61,6 +62,7 @@ def sim(make_sim: Callable[..., Any], model: str) -> Any:
 # ----------------------------------------------------------------------------
 # the table of every getter and model query with its expected shape
 # ----------------------------------------------------------------------------
+
 
 def getter_table(sim: Any, capabilities: Any) -> dict[str, tuple[Callable[[], Any], tuple[int, ...], torch.dtype]]:
     """name -> (call, expected shape, expected dtype) for every getter of the contract.
@@ -158,7 +160,7 @@ def test_every_getter_shape_dtype_device(sim: Any, capabilities: Any) -> None:
 
 def test_state_getters_finite(sim: Any, capabilities: Any) -> None:
     """Clause: getters describe a valid state — finite values everywhere except unlimited ranges (+-inf)."""
-    for name, (call, _, dtype) in getter_table(sim, capabilities).items():
+    for name, (call, _, _dtype) in getter_table(sim, capabilities).items():
         out = call()
         if name in ("get_actuator_ctrl_range", "get_joint_range"):
             assert not torch.isnan(out).any(), name
@@ -200,6 +202,7 @@ def test_every_getter_returns_new_tensor(sim: Any, capabilities: Any) -> None:
 # ----------------------------------------------------------------------------
 # names and ids
 # ----------------------------------------------------------------------------
+
 
 def _ids(t: torch.Tensor) -> np.ndarray:
     return t.detach().cpu().numpy()
@@ -271,10 +274,12 @@ def test_dof_names_and_index_maps(sim: Any) -> None:
                 with pytest.raises(IndexRangeError):
                     query([name])
             width_q, width_v = (7, 6) if t == JOINT_FREE else (4, 3)
-            np.testing.assert_array_equal(_ids(sim.get_joint_qpos_indices(name)),
-                                          info.joint_qposadr[j] + np.arange(width_q))
-            np.testing.assert_array_equal(_ids(sim.get_joint_qvel_indices(name)),
-                                          info.joint_dofadr[j] + np.arange(width_v))
+            np.testing.assert_array_equal(
+                _ids(sim.get_joint_qpos_indices(name)), info.joint_qposadr[j] + np.arange(width_q)
+            )
+            np.testing.assert_array_equal(
+                _ids(sim.get_joint_qvel_indices(name)), info.joint_dofadr[j] + np.arange(width_v)
+            )
 
 
 def test_model_query_values(sim: Any, model: str, capabilities: Any) -> None:
@@ -319,11 +324,14 @@ def test_builtin_model_specifics(make_sim: Callable[..., Any], capabilities: Any
     np.testing.assert_allclose(to_np(arm.get_joint_range()), analytic.ARM7_JOINT_RANGES, atol=1e-6)
     np.testing.assert_allclose(to_np(arm.get_model_actuator_gains().kp), analytic.ARM7_KP, rtol=1e-6)
     cube_adr = int(arm.info.joint_qposadr[int(arm.get_joint_ids("cube_free")[0])])
-    np.testing.assert_allclose(to_np(arm.get_default_qpos())[cube_adr : cube_adr + 7],
-                               np.r_[analytic.ARM7_CUBE_POS, 1, 0, 0, 0], atol=1e-6)
+    np.testing.assert_allclose(
+        to_np(arm.get_default_qpos())[cube_adr : cube_adr + 7], np.r_[analytic.ARM7_CUBE_POS, 1, 0, 0, 0], atol=1e-6
+    )
     quad = make_sim("quadruped", 2)
     assert quad.nq == 19 and quad.nv == 18 and quad.num_dof == 12 and quad.num_actuators == 12
-    assert quad.dof_names == tuple(f"{leg}_{part}" for leg in analytic.QUADRUPED_LEGS for part in ("hip", "thigh", "calf"))
+    assert quad.dof_names == tuple(
+        f"{leg}_{part}" for leg in analytic.QUADRUPED_LEGS for part in ("hip", "thigh", "calf")
+    )
     np.testing.assert_allclose(to_np(quad.get_actuator_ctrl_range()), np.tile([-1.0, 1.0], (12, 1)))
     if capabilities.keyframes:
         home = to_np(arm.get_keyframe_qpos("home"))

@@ -9,9 +9,9 @@ Newton's laws and the model's published parameters, not from an engine.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
-
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -82,6 +82,7 @@ def _pendulum_at(sim: Any, theta: float, omega: float = 0.0) -> None:
 # ----------------------------------------------------------------------------
 # gravity and free flight
 # ----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("model,body", [("arm7", "cube"), ("quadruped", "torso")], ids=["arm7-cube", "quadruped-torso"])
 def test_free_fall(make_sim: Callable[..., Any], model: str, body: str) -> None:
@@ -160,6 +161,7 @@ def test_free_fall_within_1mm_at_fine_timestep(make_sim: Callable[..., Any], tmp
 # ----------------------------------------------------------------------------
 # oscillation
 # ----------------------------------------------------------------------------
+
 
 def test_pendulum_small_angle_period(make_sim: Callable[..., Any]) -> None:
     """Clause: physics — the pendulum's small-angle period is within 1 % of 2 pi sqrt(L/g).
@@ -249,10 +251,15 @@ def test_ctrl_acts_in_the_same_substep(make_sim: Callable[..., Any]) -> None:
     sim.step(u, nsteps=1)
     qvel = to_np(sim.get_qvel())[:, 0]
     assert (np.abs(qvel) > 0).all(), f"ctrl had no effect in the first substep (qvel {qvel})"
-    np.testing.assert_allclose(qvel / u[:, 0], np.full(3, qvel[1] / u[1, 0]), rtol=1e-5,
-                               err_msg="first-substep response is not proportional to ctrl")
-    np.testing.assert_allclose(qvel, dt * u[:, 0] / inertia, rtol=1e-3,
-                               err_msg="first-substep velocity != dt * u * gear / I")
+    np.testing.assert_allclose(
+        qvel / u[:, 0],
+        np.full(3, qvel[1] / u[1, 0]),
+        rtol=1e-5,
+        err_msg="first-substep response is not proportional to ctrl",
+    )
+    np.testing.assert_allclose(
+        qvel, dt * u[:, 0] / inertia, rtol=1e-3, err_msg="first-substep velocity != dt * u * gear / I"
+    )
 
 
 @pytest.mark.parametrize("model", ["pendulum", "quadruped"])
@@ -281,8 +288,9 @@ def test_nsteps_equals_repeated_single_steps(make_sim: Callable[..., Any], model
         for _ in range(k):
             b.step(ctrl, nsteps=1)
         for got, want, what in zip(_state(a), _state(b), ("qpos", "qvel")):
-            np.testing.assert_allclose(got, want, rtol=0, atol=1e-6,
-                                       err_msg=f"{what}: nsteps={k} differs from {k} single substeps")
+            np.testing.assert_allclose(
+                got, want, rtol=0, atol=1e-6, err_msg=f"{what}: nsteps={k} differs from {k} single substeps"
+            )
 
 
 def test_ctrl_clamped_to_ctrl_range(make_sim: Callable[..., Any]) -> None:
@@ -317,10 +325,12 @@ def test_ctrl_clamped_to_ctrl_range(make_sim: Callable[..., Any]) -> None:
                 sim.step(ctrl, nsteps=4)
             results.append(_state(sim))
         for got, want, what in zip(results[1], results[0], ("qpos", "qvel")):
-            np.testing.assert_allclose(got, want, rtol=0, atol=1e-6,
-                                       err_msg=f"arm7 {what}: ctrl beyond the ctrl range was not clamped to it")
-        assert np.abs(results[2][1] - results[0][1]).max() > 1e-3, \
+            np.testing.assert_allclose(
+                got, want, rtol=0, atol=1e-6, err_msg=f"arm7 {what}: ctrl beyond the ctrl range was not clamped to it"
+            )
+        assert np.abs(results[2][1] - results[0][1]).max() > 1e-3, (
             "test is blind: a ctrl inside the range gave the same trajectory as the bound"
+        )
     pend = [make_sim("pendulum", 2) for _ in range(2)]
     lo, hi = to_np(pend[0].get_actuator_ctrl_range())[0]
     out = []
@@ -329,13 +339,15 @@ def test_ctrl_clamped_to_ctrl_range(make_sim: Callable[..., Any]) -> None:
         sim.step(ctrl, nsteps=50)
         out.append(_state(sim))
     for got, want, what in zip(out[1], out[0], ("qpos", "qvel")):
-        np.testing.assert_allclose(got, want, rtol=0, atol=1e-6,
-                                   err_msg=f"pendulum {what}: ctrl beyond the ctrl range was not clamped to it")
+        np.testing.assert_allclose(
+            got, want, rtol=0, atol=1e-6, err_msg=f"pendulum {what}: ctrl beyond the ctrl range was not clamped to it"
+        )
 
 
 # ----------------------------------------------------------------------------
 # body forces
 # ----------------------------------------------------------------------------
+
 
 def _cube_setup(make_sim: Callable[..., Any], n: int = 3, seed: int = 0) -> tuple[Any, np.ndarray, int]:
     sim = make_sim("arm7", n)
@@ -386,11 +398,13 @@ def test_body_torque_gives_angular_acceleration(make_sim: Callable[..., Any], re
     sim.apply_body_force([cube], np.zeros_like(torque), torque)
     sim.step(ctrl, nsteps=k)
     w = to_np(sim.get_body_ang_vel_w(cube))[:, 0]
-    np.testing.assert_allclose(w, torque[:, 0] / inertia[:, None] * k * dt, rtol=1e-3, atol=1e-6,
-                               err_msg="dw != I^-1 tau k dt (world frame)")
+    np.testing.assert_allclose(
+        w, torque[:, 0] / inertia[:, None] * k * dt, rtol=1e-3, atol=1e-6, err_msg="dw != I^-1 tau k dt (world frame)"
+    )
     dv = to_np(sim.get_body_lin_vel_w(cube))[:, 0] - v0
-    np.testing.assert_allclose(dv, np.tile(g * k * dt, (n, 1)), atol=1e-6,
-                               err_msg="a pure torque changed the linear velocity")
+    np.testing.assert_allclose(
+        dv, np.tile(g * k * dt, (n, 1)), atol=1e-6, err_msg="a pure torque changed the linear velocity"
+    )
 
 
 def test_body_force_acts_at_frame_origin(make_sim: Callable[..., Any], require: Callable[..., None]) -> None:
@@ -424,8 +438,9 @@ def test_body_force_acts_at_frame_origin(make_sim: Callable[..., Any], require: 
     torque[:, 0, 1] = tau  # about world y = the hinge axis
     sim.apply_body_force([body], np.zeros((3, 1, 3)), torque)
     sim.step(np.zeros((3, 1)), nsteps=1)
-    np.testing.assert_allclose(to_np(sim.get_qvel())[:, 0], tau * dt / inertia, rtol=1e-3,
-                               err_msg="hinge torque response != tau dt / I")
+    np.testing.assert_allclose(
+        to_np(sim.get_qvel())[:, 0], tau * dt / inertia, rtol=1e-3, err_msg="hinge torque response != tau dt / I"
+    )
 
 
 def test_body_force_cleared_after_step(make_sim: Callable[..., Any], require: Callable[..., None]) -> None:
@@ -442,8 +457,12 @@ def test_body_force_cleared_after_step(make_sim: Callable[..., Any], require: Ca
     sim.step(ctrl, nsteps=k)
     dv = to_np(sim.get_body_lin_vel_w(cube))[:, 0] - v0
     w = to_np(sim.get_body_ang_vel_w(cube))[:, 0]
-    np.testing.assert_allclose(dv, np.tile(g * k * dt, (n, 1)), atol=1e-5,
-                               err_msg="the force still acted in the step after the one it was applied for")
+    np.testing.assert_allclose(
+        dv,
+        np.tile(g * k * dt, (n, 1)),
+        atol=1e-5,
+        err_msg="the force still acted in the step after the one it was applied for",
+    )
     np.testing.assert_allclose(w, w0, atol=1e-4, err_msg="the torque still acted after its step")
 
 
@@ -482,6 +501,7 @@ def test_body_force_calls_accumulate(make_sim: Callable[..., Any], require: Call
 # divergence and the step info
 # ----------------------------------------------------------------------------
 
+
 def _check_divergence(sim: Any, ref: Any, ctrl: np.ndarray, bad: int, apply: Callable[[Any], None]) -> None:
     """Step ``sim`` (bad env ``bad``) and ``ref`` (same states, nothing bad) and compare."""
     pre_q, pre_v = _state(sim)
@@ -493,8 +513,12 @@ def _check_divergence(sim: Any, ref: Any, ctrl: np.ndarray, bad: int, apply: Cal
     expected[bad] = True
     assert diverged.tolist() == expected.tolist(), f"diverged mask {diverged.tolist()}, expected {expected.tolist()}"
     q, v = _state(sim)
-    np.testing.assert_array_equal(q[bad], pre_q[bad], err_msg="the diverged env did not keep its state from before the call")
-    np.testing.assert_array_equal(v[bad], pre_v[bad], err_msg="the diverged env did not keep its velocity from before the call")
+    np.testing.assert_array_equal(
+        q[bad], pre_q[bad], err_msg="the diverged env did not keep its state from before the call"
+    )
+    np.testing.assert_array_equal(
+        v[bad], pre_v[bad], err_msg="the diverged env did not keep its velocity from before the call"
+    )
     assert np.isfinite(q).all() and np.isfinite(v).all(), "non-finite state after a diverged step"
     rq, rv = _state(ref)
     others = np.flatnonzero(~expected)
@@ -536,8 +560,12 @@ def test_diverged_env_reported_by_huge_force(make_sim: Callable[..., Any], requi
     assert not bool(info["diverged"].any()), "a normal step after a diverged one was flagged"
     assert np.abs(to_np(sim.get_qpos())[1] - q0[1]).max() > 0, "the env that diverged no longer advances"
     dv = to_np(sim.get_body_lin_vel_w(cube))[:, 0] - v0
-    np.testing.assert_allclose(dv[1], _gravity(sim) * k * sim.physics_dt, atol=1e-5,
-                               err_msg="the blow-up force still acts after the diverged step")
+    np.testing.assert_allclose(
+        dv[1],
+        _gravity(sim) * k * sim.physics_dt,
+        atol=1e-5,
+        err_msg="the blow-up force still acts after the diverged step",
+    )
 
 
 def test_step_info(make_sim: Callable[..., Any]) -> None:

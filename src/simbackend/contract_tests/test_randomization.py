@@ -25,6 +25,7 @@ from simbackend.errors import (
 )
 from simbackend.randomization import PHASES, Distribution, RandomizationPlan, Term
 
+
 @pytest.fixture
 def dr_model(tmp_path: Path) -> Path:
     path = tmp_path / "dr_bench.xml"
@@ -48,24 +49,54 @@ def _col(sim: Any, kind: str, name: str) -> int:
 
 READERS = {
     "body_mass": ("cart", [2.5], lambda s: to_np(s.get_env_body_mass())[:, s.info.body_names.index("cart")]),
-    "body_com": ("cart", [0.01, -0.02, 0.03], lambda s: to_np(s.get_env_body_com())[:, s.info.body_names.index("cart")]),
+    "body_com": (
+        "cart",
+        [0.01, -0.02, 0.03],
+        lambda s: to_np(s.get_env_body_com())[:, s.info.body_names.index("cart")],
+    ),
     "body_inertia": ("cart", [3.0], lambda s: to_np(s.get_env_body_inertia())[:, s.info.body_names.index("cart")]),
-    "geom_friction": ("box_geom", [0.7], lambda s: to_np(s.get_env_geom_friction())[:, s.info.geom_names.index("box_geom"), 0]),
-    "actuator_kp": ("servo", [35.0], lambda s: to_np(s.get_env_actuator_gains().kp)[:, s.info.actuator_names.index("servo")]),
-    "actuator_kv": ("servo", [4.0], lambda s: to_np(s.get_env_actuator_gains().kv)[:, s.info.actuator_names.index("servo")]),
+    "geom_friction": (
+        "box_geom",
+        [0.7],
+        lambda s: to_np(s.get_env_geom_friction())[:, s.info.geom_names.index("box_geom"), 0],
+    ),
+    "actuator_kp": (
+        "servo",
+        [35.0],
+        lambda s: to_np(s.get_env_actuator_gains().kp)[:, s.info.actuator_names.index("servo")],
+    ),
+    "actuator_kv": (
+        "servo",
+        [4.0],
+        lambda s: to_np(s.get_env_actuator_gains().kv)[:, s.info.actuator_names.index("servo")],
+    ),
     "joint_damping": ("hinge", [0.8], lambda s: to_np(s.get_env_joint_damping())[:, _col(s, "dof", "hinge")]),
     "joint_armature": ("rail", [0.25], lambda s: to_np(s.get_env_joint_armature())[:, _col(s, "dof", "rail")]),
     "joint_frictionloss": ("hinge", [0.3], lambda s: to_np(s.get_env_joint_frictionloss())[:, _col(s, "dof", "hinge")]),
     "gravity": (None, [0.5, -0.25, -4.0], lambda s: to_np(s.get_env_gravity())),
-    "joint_default_pos": ("slide", [0.125], lambda s: to_np(s.get_env_default_qpos())[:, _col(s, "joint_qpos", "slide")]),
+    "joint_default_pos": (
+        "slide",
+        [0.125],
+        lambda s: to_np(s.get_env_default_qpos())[:, _col(s, "joint_qpos", "slide")],
+    ),
 }
 
 
 def _set_plan(kind: str, phase: str, seed: int = 0) -> RandomizationPlan:
     target, value, _ = READERS[kind]
     op = "scale" if kind == "body_inertia" else "set"  # inertia takes a scale only (keeps it physical)
-    return RandomizationPlan((Term(kind, Distribution.fixed(value), phase=phase, operation=op,
-                                   targets=None if target is None else (target,)),), seed=seed)
+    return RandomizationPlan(
+        (
+            Term(
+                kind,
+                Distribution.fixed(value),
+                phase=phase,
+                operation=op,
+                targets=None if target is None else (target,),
+            ),
+        ),
+        seed=seed,
+    )
 
 
 def _apply(sim: Any, plan: RandomizationPlan, phase: str, env_ids: list[int]) -> None:
@@ -117,8 +148,9 @@ def test_unsupported_term_raises_or_is_dropped(make_sim: Any, dr_model: Path) ->
     if not missing:
         pytest.skip(f"backend {sim.name!r} applies every term in the init phase")
     kind = missing[0]
-    plan = RandomizationPlan((Term("joint_default_pos", Distribution.fixed(0.1), targets=("slide",)),
-                              _set_plan(kind, "init").terms[0]))
+    plan = RandomizationPlan(
+        (Term("joint_default_pos", Distribution.fixed(0.1), targets=("slide",)), _set_plan(kind, "init").terms[0])
+    )
     state, params = snapshot(sim), env_params(sim)
     with pytest.raises(UnsupportedFeatureError, match=f"{kind}.*init") as e:
         sim.apply_init_randomization(plan)
@@ -177,8 +209,9 @@ def test_scale_inertia_follows_the_mass(make_sim: Any, dr_model: Path) -> None:
     plan = RandomizationPlan((Term("body_mass", Distribution.fixed(3.0), targets=("cart",), scale_inertia=True),))
     sim.apply_init_randomization(plan)
     cart = sim.info.body_names.index("cart")
-    np.testing.assert_allclose(to_np(sim.get_env_body_inertia())[:, cart],
-                               np.tile(3.0 * sim.info.body_inertia[cart], (2, 1)), rtol=1e-6)
+    np.testing.assert_allclose(
+        to_np(sim.get_env_body_inertia())[:, cart], np.tile(3.0 * sim.info.body_inertia[cart], (2, 1)), rtol=1e-6
+    )
 
 
 # ----------------------------------------------------------------------------
@@ -187,8 +220,9 @@ def test_scale_inertia_follows_the_mass(make_sim: Any, dr_model: Path) -> None:
 def _interval(sim: Any, kind: str, value: Any, env: int, target: Any, **kw: Any) -> None:
     _supports(sim, kind, "interval")
     kw.setdefault("operation", "set")
-    plan = RandomizationPlan((Term(kind, Distribution.fixed(value), phase="interval",
-                                   targets=None if target is None else (target,), **kw),))
+    plan = RandomizationPlan(
+        (Term(kind, Distribution.fixed(value), phase="interval", targets=None if target is None else (target,), **kw),)
+    )
     sim.apply_interval_randomization(plan, [env])
 
 
@@ -290,7 +324,7 @@ def test_velocity_push_changes_velocity_by_the_delta(make_sim: Any, dr_model: Pa
     qpos = to_np(sim.get_qpos())
     rot = np.array([0.9, 0.1, 0.3, -0.2]) / np.linalg.norm([0.9, 0.1, 0.3, -0.2])
     qcol = _col(sim, "joint_qpos", "ball_free")
-    qpos[:, qcol + 3:qcol + 7] = rot  # a turned body: the angular delta is world, qvel's angular part local
+    qpos[:, qcol + 3 : qcol + 7] = rot  # a turned body: the angular delta is world, qvel's angular part local
     sim.set_state(None, qpos, sim.get_qvel())
     lin0, ang0 = to_np(sim.get_body_lin_vel_w(ball)), to_np(sim.get_body_ang_vel_w(ball))
     delta = np.array([[0.5, -1.0, 2.0, 0.3, -0.2, 1.5]])
@@ -321,8 +355,9 @@ def test_bodies_welded_to_the_world_take_no_mass(make_sim: Any) -> None:
     sim = make_sim("arm7", 2)
     _supports(sim, "body_mass", "init")
     state, params = snapshot(sim), env_params(sim)
-    named = RandomizationPlan((Term("body_mass", Distribution.fixed([2.0]), operation="scale", targets=("base",)),),
-                              seed=1)
+    named = RandomizationPlan(
+        (Term("body_mass", Distribution.fixed([2.0]), operation="scale", targets=("base",)),), seed=1
+    )
     with pytest.raises(InvalidArgumentError, match="base.*welded"):
         sim.apply_init_randomization(named)
     _assert_unchanged(sim, state, params)
@@ -358,8 +393,17 @@ def test_held_body_force_acts_for_its_duration(make_sim: Any, dr_model: Path) ->
     sim = make_sim(dr_model, 2)
     _supports(sim, "body_force", "interval")
     dt = sim.physics_dt
-    plan = RandomizationPlan((Term("body_force", Distribution.fixed([1.0, 0, 0, 0, 0, 0]), phase="interval",
-                                   targets=("ball",), duration=20 * dt),))
+    plan = RandomizationPlan(
+        (
+            Term(
+                "body_force",
+                Distribution.fixed([1.0, 0, 0, 0, 0, 0]),
+                phase="interval",
+                targets=("ball",),
+                duration=20 * dt,
+            ),
+        )
+    )
     sim.apply_interval_randomization(plan, [1])
     ball = sim.get_body_ids("ball")
     for _ in range(4):
@@ -377,12 +421,18 @@ def test_reset_payload_applies_with_the_state(make_sim: Any, dr_model: Path) -> 
     together; a push term adds to the written qvel."""
     sim = make_sim(dr_model, 3)
     _supports(sim, "body_mass", "reset")
-    plan = RandomizationPlan((
-        Term("body_mass", Distribution.fixed(3.0), phase="reset", operation="set", targets=("cart",)),
-        Term("body_velocity_delta", Distribution.fixed([0.0, 0.0, 0.5, 0.0, 0.0, 0.0]), phase="reset",
-             targets=("ball",)),
-        Term("body_mass", Distribution.fixed(9.0), phase="interval", operation="set", targets=("cart",)),
-    ))
+    plan = RandomizationPlan(
+        (
+            Term("body_mass", Distribution.fixed(3.0), phase="reset", operation="set", targets=("cart",)),
+            Term(
+                "body_velocity_delta",
+                Distribution.fixed([0.0, 0.0, 0.5, 0.0, 0.0, 0.0]),
+                phase="reset",
+                targets=("ball",),
+            ),
+            Term("body_mass", Distribution.fixed(9.0), phase="interval", operation="set", targets=("cart",)),
+        )
+    )
     qpos = to_np(sim.get_qpos())[[2]]
     qpos[:, _col(sim, "joint_qpos", "slide")] = 0.05
     sim.set_state([2], qpos, None, randomization=plan)
@@ -399,8 +449,9 @@ def test_interval_plan_leaves_the_trajectory_before_it(make_sim: Any, dr_model: 
     before k, and the env it did not name identical throughout."""
     a, b = make_sim(dr_model, 2), make_sim(dr_model, 2)
     _supports(a, "body_mass", "interval")
-    plan = RandomizationPlan((Term("body_mass", Distribution.uniform(2.0, 3.0), phase="interval",
-                                   targets=("cart", "box")),), seed=5)
+    plan = RandomizationPlan(
+        (Term("body_mass", Distribution.uniform(2.0, 3.0), phase="interval", targets=("cart", "box")),), seed=5
+    )
     ctrl = _ctrl(a, push=1.0, servo=0.05)
     traj_a, traj_b = [], []
     for k in range(30):
@@ -425,13 +476,16 @@ def test_env_values_do_not_depend_on_num_envs(make_sim: Any, dr_model: Path) -> 
     small, large = make_sim(dr_model, 4), make_sim(dr_model, 64)
     caps = small.get_dr_capabilities()
     terms = [Term("joint_default_pos", Distribution.gaussian(0.0, 0.1, -0.2, 0.2), targets=("slide", "hinge"))]
-    terms += [Term(k, Distribution.uniform(0.5, 1.5), targets=(READERS[k][0],))
-              for k in ("body_mass", "actuator_kp", "geom_friction") if "init" in caps.get(k, ())]
+    terms += [
+        Term(k, Distribution.uniform(0.5, 1.5), targets=(READERS[k][0],))
+        for k in ("body_mass", "actuator_kp", "geom_friction")
+        if "init" in caps.get(k, ())
+    ]
     terms += [Term("body_mass", Distribution.log_uniform(0.5, 2.0), phase="interval", targets=("box",))]
     plan = RandomizationPlan(tuple(terms), seed=123)
     small.apply_init_randomization(plan)
     large.apply_init_randomization(plan, strict=False)
-    for k, (a, b) in enumerate(zip(env_params(small).values(), env_params(large).values())):
+    for _k, (a, b) in enumerate(zip(env_params(small).values(), env_params(large).values())):
         np.testing.assert_array_equal(a[3], b[3])
     np.testing.assert_array_equal(env_params(small)["default_qpos"][:4], env_params(large)["default_qpos"][:4])
     if "interval" in caps.get("body_mass", ()):
@@ -448,21 +502,39 @@ def test_env_values_do_not_depend_on_num_envs(make_sim: Any, dr_model: Path) -> 
 # bad plans change nothing
 # ----------------------------------------------------------------------------
 BAD_PLANS = {
-    "negative mass": (Term("body_mass", Distribution.fixed(-1.0), operation="set", targets=("cart",)), ValueRangeError,
-                      "mass"),
+    "negative mass": (
+        Term("body_mass", Distribution.fixed(-1.0), operation="set", targets=("cart",)),
+        ValueRangeError,
+        "mass",
+    ),
     "zero inertia": (Term("body_inertia", Distribution.fixed(0.0), targets=("cart",)), ValueRangeError, "inertia"),
-    "negative friction": (Term("geom_friction", Distribution.uniform(-1.0, -0.5), targets=("box_geom",)),
-                          ValueRangeError, "friction"),
-    "negative damping": (Term("joint_damping", Distribution.fixed(-0.1), operation="add", targets=("hinge",)),
-                         ValueRangeError, "damping"),
-    "negative armature": (Term("joint_armature", Distribution.fixed(-1.0), operation="set", targets=("rail",)),
-                          ValueRangeError, "armature"),
+    "negative friction": (
+        Term("geom_friction", Distribution.uniform(-1.0, -0.5), targets=("box_geom",)),
+        ValueRangeError,
+        "friction",
+    ),
+    "negative damping": (
+        Term("joint_damping", Distribution.fixed(-0.1), operation="add", targets=("hinge",)),
+        ValueRangeError,
+        "damping",
+    ),
+    "negative armature": (
+        Term("joint_armature", Distribution.fixed(-1.0), operation="set", targets=("rail",)),
+        ValueRangeError,
+        "armature",
+    ),
     "unknown name": (Term("body_mass", Distribution.fixed(1.0), targets=("crat",)), UnknownNameError, "cart"),
-    "pattern matching nothing": (Term("geom_friction", Distribution.fixed(1.0), targets=("wheel_.*",)),
-                                 UnknownNameError, "wheel"),
+    "pattern matching nothing": (
+        Term("geom_friction", Distribution.fixed(1.0), targets=("wheel_.*",)),
+        UnknownNameError,
+        "wheel",
+    ),
     "world body": (Term("body_mass", Distribution.fixed(1.0), targets=("world",)), InvalidArgumentError, "world"),
-    "kp of a motor": (Term("actuator_kp", Distribution.fixed(1.0), targets=("push",)), InvalidArgumentError,
-                      "position actuator"),
+    "kp of a motor": (
+        Term("actuator_kp", Distribution.fixed(1.0), targets=("push",)),
+        InvalidArgumentError,
+        "position actuator",
+    ),
 }
 
 
@@ -480,9 +552,12 @@ def test_bad_plan_is_rejected_before_anything_changes(make_sim: Any, dr_model: P
     with pytest.raises(error, match=match):
         sim.apply_init_randomization(plan)
     _assert_unchanged(sim, state, params)
-    interval = RandomizationPlan((Term(ok.kind, ok.distribution, phase="interval", targets=ok.targets),
-                                  Term(term.kind, term.distribution, phase="interval", operation=term.operation,
-                                       targets=term.targets)))
+    interval = RandomizationPlan(
+        (
+            Term(ok.kind, ok.distribution, phase="interval", targets=ok.targets),
+            Term(term.kind, term.distribution, phase="interval", operation=term.operation, targets=term.targets),
+        )
+    )
     with pytest.raises(error, match=match):
         sim.apply_interval_randomization(interval, [1])
     _assert_unchanged(sim, state, params)
@@ -491,7 +566,9 @@ def test_bad_plan_is_rejected_before_anything_changes(make_sim: Any, dr_model: P
 def test_bad_env_ids_and_arguments_change_nothing(make_sim: Any, dr_model: Path) -> None:
     """Clause: out-of-range env ids, a non-plan argument and an unknown term name raise, changing nothing."""
     sim = make_sim(dr_model, 3)
-    plan = RandomizationPlan((Term("joint_default_pos", Distribution.fixed(0.2), phase="interval", targets=("slide",)),))
+    plan = RandomizationPlan(
+        (Term("joint_default_pos", Distribution.fixed(0.2), phase="interval", targets=("slide",)),)
+    )
     state, params = snapshot(sim), env_params(sim)
     with pytest.raises(EnvIdError):
         sim.apply_interval_randomization(plan, [0, 3])

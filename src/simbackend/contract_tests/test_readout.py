@@ -175,21 +175,22 @@ def test_combined_getters_write_into_a_caller_buffer(make_sim: Any) -> None:
     out = torch.full((2, 1, 13), -7.0, device=sim.device)
     got = sim.get_body_state_w(bodies, env_ids=[1, 2], out=out)
     assert got is out and torch.equal(out, sim.get_body_state_w(bodies, env_ids=[1, 2]))
-    for bad, error in ((torch.zeros((2, 1, 12), device=sim.device), InputShapeError),
-                       (torch.zeros((2, 1, 13), dtype=torch.float64, device=sim.device), InputDTypeError),
-                       (np.zeros((2, 1, 13), np.float32), ArgumentTypeError)):
+    for bad, error in (
+        (torch.zeros((2, 1, 12), device=sim.device), InputShapeError),
+        (torch.zeros((2, 1, 13), dtype=torch.float64, device=sim.device), InputDTypeError),
+        (np.zeros((2, 1, 13), np.float32), ArgumentTypeError),
+    ):
         before = bad.clone() if isinstance(bad, torch.Tensor) else bad.copy()
         with pytest.raises(error, match="out"):
             sim.get_body_state_w(bodies, env_ids=[1, 2], out=bad)
-        assert (torch.equal(bad, before) if isinstance(bad, torch.Tensor) else np.array_equal(bad, before))
+        assert torch.equal(bad, before) if isinstance(bad, torch.Tensor) else np.array_equal(bad, before)
 
 
 def test_sensors_concatenated(make_sim: Any, require: Any) -> None:
     """Clause: get_sensors concatenates the named sensors' readings in the order named, for the env rows
     asked, each with get_sensor_data's meaning."""
     sim = _moving(make_sim)
-    names = [n for n, t in zip(sim.sensor_names, sim.info.sensor_type)
-             if t in sim.capabilities.sensor_types][:3]
+    names = [n for n, t in zip(sim.sensor_names, sim.info.sensor_type) if t in sim.capabilities.sensor_types][:3]
     if len(names) < 2:
         pytest.skip("the quadruped has fewer than two sensors this backend serves")
     names = names[::-1]
@@ -210,8 +211,12 @@ def _robot_pose(sim: Any, yaw: float = 0.0, pitch: float = 0.0, pos: tuple = (0.
     qp = np.array([math.cos(pitch / 2), 0, math.sin(pitch / 2), 0])
     w1, x1, y1, z1 = qy
     w2, x2, y2, z2 = qp
-    q = [w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2, w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
-         w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2, w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2]
+    q = [
+        w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2,
+        w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
+        w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
+        w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
+    ]
     qpos = np.tile(np.concatenate([pos, q]), (sim.num_envs, 1))
     sim.set_state(None, qpos)
 
@@ -307,8 +312,10 @@ def test_combined_getters_rows_by_mask_and_every_buffer(make_sim: Any) -> None:
         assert getter(bodies, env_ids=[2, 0], out=out) is out
         assert torch.equal(out, full[[2, 0]][..., cols])
     store = torch.full((2, 2, 14), -7.0, device=sim.device)
-    bad_outs = [(store[..., :13], InvalidArgumentError, "contiguous"),
-                (torch.zeros((2, 2, 13), device=sim.device, requires_grad=True), InvalidArgumentError, "grad")]
+    bad_outs = [
+        (store[..., :13], InvalidArgumentError, "contiguous"),
+        (torch.zeros((2, 2, 13), device=sim.device, requires_grad=True), InvalidArgumentError, "grad"),
+    ]
     for bad, error, what in bad_outs:
         before = bad.detach().clone()
         with pytest.raises(error, match=f"out.*{what}"):
@@ -343,8 +350,18 @@ def test_sensors_raise_as_get_sensor_data(make_sim: Any) -> None:
 # the scanner: geometry, state, rules
 # ----------------------------------------------------------------------------
 #: (point over it, expected world z of the first collision surface) for SHAPES_MJCF, robot at rest
-_SURFACES = [((1.0, 0.0), 0.4), ((2.0, 0.0), 0.6), ((0.0, 1.0), 0.2), ((0.0, 2.0), 0.9), ((-1.0, 0.0), 0.5),
-             ((-2.0, 0.0), 0.7), ((0.0, -1.0), 0.0), ((10.0, -7.0), 0.0), ((0.0, 0.0), 2.2), ((0.5, 0.0), 2.02)]
+_SURFACES = [
+    ((1.0, 0.0), 0.4),
+    ((2.0, 0.0), 0.6),
+    ((0.0, 1.0), 0.2),
+    ((0.0, 2.0), 0.9),
+    ((-1.0, 0.0), 0.5),
+    ((-2.0, 0.0), 0.7),
+    ((0.0, -1.0), 0.0),
+    ((10.0, -7.0), 0.0),
+    ((0.0, 0.0), 2.2),
+    ((0.5, 0.0), 2.02),
+]
 
 
 def test_height_scanner_sees_every_primitive(make_sim: Any, require: Any, shapes: Path) -> None:
@@ -375,7 +392,7 @@ def test_height_scanner_sees_the_current_state(make_sim: Any, require: Any, shap
     np.testing.assert_allclose(to_np(scan.heights()), [[2.02, 0.0, 0.0]] * 2, atol=1e-5)
     qpos = to_np(sim.get_qpos())
     cols = sim.get_joint_qpos_indices("crate_free").tolist()
-    qpos[0, cols[:3]] = [-1.5, -1.5, 0.25]                                # env 0: the crate under point 3
+    qpos[0, cols[:3]] = [-1.5, -1.5, 0.25]  # env 0: the crate under point 3
     qpos[1, sim.get_joint_qpos_indices("swing").tolist()] = math.pi / 2  # env 1: the paddle over point 2
     sim.set_state(None, qpos)
     np.testing.assert_allclose(to_np(scan.heights()), [[2.02, 0.0, 0.5], [0.0, 2.02, 0.0]], atol=1e-5)

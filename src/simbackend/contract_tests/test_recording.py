@@ -29,8 +29,14 @@ def test_recorded_rows_are_what_the_getters_said(make_sim: Any, tmp_path: Path) 
     with Recorder(sim, tmp_path / "run.h5", env_ids=[2, 0]):
         for t in range(12):
             sim.step(torch.rand(4, sim.num_actuators, generator=g) * 2 - 1, nsteps=3)
-            seen.append((to_np(sim.get_qpos()[[2, 0]]), to_np(sim.get_qvel()[[2, 0]]), to_np(sim.get_ctrl()[[2, 0]]),
-                         to_np(sim.get_time()[[2, 0]])))
+            seen.append(
+                (
+                    to_np(sim.get_qpos()[[2, 0]]),
+                    to_np(sim.get_qvel()[[2, 0]]),
+                    to_np(sim.get_ctrl()[[2, 0]]),
+                    to_np(sim.get_time()[[2, 0]]),
+                )
+            )
             if t == 5:
                 sim.set_state([0], sim.get_qpos()[[0]] * 0.5)
     with Recording(tmp_path / "run.h5") as rec:
@@ -44,8 +50,9 @@ def test_recorded_rows_are_what_the_getters_said(make_sim: Any, tmp_path: Path) 
             np.testing.assert_array_equal(rec.rows("time", [r])[0], time)
         events = rec.events()
         assert events["row"].tolist() == [0, 0, 7] and events["env"].tolist() == [0, 1, 1]
-        np.testing.assert_array_equal(rec.event_state([2]).joint_pos[sim.joint_names[0]].numpy(),
-                                      rec.rows("qpos", [7], [1])[0, :, :1])
+        np.testing.assert_array_equal(
+            rec.event_state([2]).joint_pos[sim.joint_names[0]].numpy(), rec.rows("qpos", [7], [1])[0, :, :1]
+        )
 
 
 def test_own_recording_replays(make_sim: Any, tmp_path: Path) -> None:

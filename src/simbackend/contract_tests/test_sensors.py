@@ -8,7 +8,8 @@ computes a sensor in the wrong frame or at the wrong point fails here.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -45,24 +46,65 @@ def _local(R: np.ndarray, v: np.ndarray) -> np.ndarray:
 
 CASES = [
     # model, sensor, type, expected(sim) -> (N, dim)
-    ("arm7", "joint1_pos", "jointpos", lambda s: to_np(s.get_dof_pos())[:, [int(s.get_joint_dof_pos_indices("joint1")[0])]]),
-    ("arm7", "joint1_vel", "jointvel", lambda s: to_np(s.get_dof_vel())[:, [int(s.get_joint_dof_vel_indices("joint1")[0])]]),
+    (
+        "arm7",
+        "joint1_pos",
+        "jointpos",
+        lambda s: to_np(s.get_dof_pos())[:, [int(s.get_joint_dof_pos_indices("joint1")[0])]],
+    ),
+    (
+        "arm7",
+        "joint1_vel",
+        "jointvel",
+        lambda s: to_np(s.get_dof_vel())[:, [int(s.get_joint_dof_vel_indices("joint1")[0])]],
+    ),
     ("arm7", "ee_pos", "framepos", lambda s: _site_kinematics(s, "ee_site")["pos"]),
     ("arm7", "ee_linvel", "framelinvel", lambda s: _site_kinematics(s, "ee_site")["linvel"]),
     ("arm7", "ee_angvel", "frameangvel", lambda s: _site_kinematics(s, "ee_site")["angvel"]),
-    ("arm7", "ee_gyro", "gyro", lambda s: _local(_site_kinematics(s, "ee_site")["R"], _site_kinematics(s, "ee_site")["angvel"])),
+    (
+        "arm7",
+        "ee_gyro",
+        "gyro",
+        lambda s: _local(_site_kinematics(s, "ee_site")["R"], _site_kinematics(s, "ee_site")["angvel"]),
+    ),
     ("arm7", "cube_pos", "framepos", lambda s: to_np(s.get_body_pos_w(s.get_body_ids("cube")))[:, 0]),
     ("quadruped", "imu_pos", "framepos", lambda s: _site_kinematics(s, "imu")["pos"]),
-    ("quadruped", "imu_gyro", "gyro", lambda s: _local(_site_kinematics(s, "imu")["R"], _site_kinematics(s, "imu")["angvel"])),
-    ("quadruped", "imu_vel", "velocimeter", lambda s: _local(_site_kinematics(s, "imu")["R"], _site_kinematics(s, "imu")["linvel"])),
-    ("quadruped", "FL_calf_pos", "jointpos", lambda s: to_np(s.get_dof_pos())[:, [int(s.get_joint_dof_pos_indices("FL_calf")[0])]]),
-    ("quadruped", "FL_calf_vel", "jointvel", lambda s: to_np(s.get_dof_vel())[:, [int(s.get_joint_dof_vel_indices("FL_calf")[0])]]),
+    (
+        "quadruped",
+        "imu_gyro",
+        "gyro",
+        lambda s: _local(_site_kinematics(s, "imu")["R"], _site_kinematics(s, "imu")["angvel"]),
+    ),
+    (
+        "quadruped",
+        "imu_vel",
+        "velocimeter",
+        lambda s: _local(_site_kinematics(s, "imu")["R"], _site_kinematics(s, "imu")["linvel"]),
+    ),
+    (
+        "quadruped",
+        "FL_calf_pos",
+        "jointpos",
+        lambda s: to_np(s.get_dof_pos())[:, [int(s.get_joint_dof_pos_indices("FL_calf")[0])]],
+    ),
+    (
+        "quadruped",
+        "FL_calf_vel",
+        "jointvel",
+        lambda s: to_np(s.get_dof_vel())[:, [int(s.get_joint_dof_vel_indices("FL_calf")[0])]],
+    ),
 ]
 
 
 @pytest.mark.parametrize("model,sensor,stype,expected", CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
-def test_sensor_reading_matches_state(make_sim: Callable[..., Any], require: Callable[..., None],
-                                      model: str, sensor: str, stype: str, expected: Callable[[Any], np.ndarray]) -> None:
+def test_sensor_reading_matches_state(
+    make_sim: Callable[..., Any],
+    require: Callable[..., None],
+    model: str,
+    sensor: str,
+    stype: str,
+    expected: Callable[[Any], np.ndarray],
+) -> None:
     """Clause: sensors — each core sensor type reads MuJoCo's quantity, in MuJoCo's frame (gyro/velocimeter: sensor frame; frame*: world), at the current state."""
     require("sensor_types", stype)
     sim = make_sim(model, 3)
@@ -75,7 +117,9 @@ def test_sensor_reading_matches_state(make_sim: Callable[..., Any], require: Cal
 
 
 @pytest.mark.parametrize("model,sensor,site", [("arm7", "ee_quat", "ee_site"), ("quadruped", "imu_quat", "imu")])
-def test_framequat_is_site_orientation(make_sim: Callable[..., Any], require: Callable[..., None], model: str, sensor: str, site: str) -> None:
+def test_framequat_is_site_orientation(
+    make_sim: Callable[..., Any], require: Callable[..., None], model: str, sensor: str, site: str
+) -> None:
     """Clause: sensors — framequat of a site is the site's world orientation, wxyz, unit norm."""
     require("sensor_types", "framequat")
     sim = make_sim(model, 3)
@@ -93,10 +137,17 @@ def test_sensors_follow_a_step(make_sim: Callable[..., Any], require: Callable[.
     sim.set_state(None, np.tile(to_np(sim.get_keyframe_qpos("stand")), (2, 1)))
     rng = np.random.default_rng(3)
     lo, hi = to_np(sim.get_actuator_ctrl_range()).T
-    declared = [n for n in sim.sensor_names if sim.info.sensor_type[sim.sensor_names.index(n)] in sim.capabilities.sensor_types]
+    declared = [
+        n for n in sim.sensor_names if sim.info.sensor_type[sim.sensor_names.index(n)] in sim.capabilities.sensor_types
+    ]
     for _ in range(3):
         sim.step(rng.uniform(lo, hi, size=(2, sim.num_actuators)), nsteps=2)
         ref.set_state(None, to_np(sim.get_qpos()), to_np(sim.get_qvel()))
         for name in declared:
-            np.testing.assert_allclose(to_np(sim.get_sensor_data(name)), to_np(ref.get_sensor_data(name)),
-                                       atol=1e-4, rtol=1e-4, err_msg=f"sensor {name} after step")
+            np.testing.assert_allclose(
+                to_np(sim.get_sensor_data(name)),
+                to_np(ref.get_sensor_data(name)),
+                atol=1e-4,
+                rtol=1e-4,
+                err_msg=f"sensor {name} after step",
+            )

@@ -46,8 +46,12 @@ def _ctrls(sim: Any, count: int, seed: int = 0) -> list[torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
     lo, hi = to_np(sim.get_actuator_ctrl_range()).T
     lo, hi = np.where(np.isfinite(lo), lo, -1.0), np.where(np.isfinite(hi), hi, 1.0)
-    return [torch.as_tensor(lo + (hi - lo) * torch.rand(sim.num_envs, sim.num_actuators, generator=g).numpy(),
-                            dtype=torch.float32) for _ in range(count)]
+    return [
+        torch.as_tensor(
+            lo + (hi - lo) * torch.rand(sim.num_envs, sim.num_actuators, generator=g).numpy(), dtype=torch.float32
+        )
+        for _ in range(count)
+    ]
 
 
 def _run(sim: Any, ctrls: list[torch.Tensor]) -> torch.Tensor:
@@ -64,8 +68,13 @@ def _start(make_sim: Any, model: Any, num_envs: int = 4, **options: Any) -> Any:
 
 
 def _everything(sim: Any) -> dict:
-    return {"qpos": sim.get_qpos().clone(), "qvel": sim.get_qvel().clone(), "time": sim.get_time().clone(),
-            "ctrl": sim.get_ctrl().clone(), **env_params(sim)}
+    return {
+        "qpos": sim.get_qpos().clone(),
+        "qvel": sim.get_qvel().clone(),
+        "time": sim.get_time().clone(),
+        "ctrl": sim.get_ctrl().clone(),
+        **env_params(sim),
+    }
 
 
 def _assert_same(before: dict, after: dict) -> None:
@@ -120,7 +129,9 @@ def test_ctrl_is_the_last_applied_clamped(make_sim: Any) -> None:
     assert torch.equal(sim.get_ctrl(), torch.stack([hi, lo]).to(sim.device))
     ctrl[:] = 0.0
     assert torch.equal(sim.get_ctrl(), torch.stack([hi, lo]).to(sim.device))
-    assert torch.equal(sim.get_ctrl([1]), sim.get_ctrl()[[1]]) and torch.equal(sim.get_time([1, 0]), sim.get_time()[[1, 0]])
+    assert torch.equal(sim.get_ctrl([1]), sim.get_ctrl()[[1]]) and torch.equal(
+        sim.get_time([1, 0]), sim.get_time()[[1, 0]]
+    )
     sim.set_pre_step_control(lambda s, c: c * 0.0 + lo.to(c.device) * 0.5)
     sim.step(torch.zeros(2, sim.num_actuators))
     assert torch.equal(sim.get_ctrl(), (lo * 0.5).expand(2, -1).to(sim.device))
@@ -191,9 +202,11 @@ def test_snapshot_holds_the_randomized_parameters(make_sim: Any, require: Any, t
     path.write_text(DR_MJCF)
     sim = make_sim(path, 3)
     caps = sim.get_dr_capabilities()
-    terms = [Term(k, Distribution.uniform(0.5, 1.5), targets=t) for k, t in
-             (("body_mass", ("cart", "box")), ("actuator_kp", ("servo",)), ("joint_damping", ("hinge",)))
-             if "init" in caps.get(k, ())]
+    terms = [
+        Term(k, Distribution.uniform(0.5, 1.5), targets=t)
+        for k, t in (("body_mass", ("cart", "box")), ("actuator_kp", ("servo",)), ("joint_damping", ("hinge",)))
+        if "init" in caps.get(k, ())
+    ]
     terms += [Term("joint_default_pos", Distribution.uniform(-0.1, 0.1), targets=("slide",))]
     sim.apply_init_randomization(RandomizationPlan(tuple(terms), seed=1))
     sim.step(torch.ones(3, sim.num_actuators), nsteps=3)
@@ -218,11 +231,19 @@ def test_snapshot_of_another_model_or_backend_is_refused(make_sim: Any, require:
     other = make_sim("double_pendulum", 2)
     before = _everything(sim)
     with pytest.raises(SnapshotMismatchError, match="another model"):
-        sim.set_physics_state(None, other.get_physics_state() if other.capabilities.snapshot_restore else
-                              _with_header(sim.get_physics_state(), 3, 12345.0))
+        sim.set_physics_state(
+            None,
+            other.get_physics_state()
+            if other.capabilities.snapshot_restore
+            else _with_header(sim.get_physics_state(), 3, 12345.0),
+        )
     snap = sim.get_physics_state()
-    cases = [(_with_header(snap, 2, 7.0), "another backend|set_named_state"), (_with_header(snap, 1, 99.0), "version 99"),
-             (_with_header(snap, 0, 1.0), "not simbackend snapshots"), (_with_header(snap, 4, 3.0), "another model")]
+    cases = [
+        (_with_header(snap, 2, 7.0), "another backend|set_named_state"),
+        (_with_header(snap, 1, 99.0), "version 99"),
+        (_with_header(snap, 0, 1.0), "not simbackend snapshots"),
+        (_with_header(snap, 4, 3.0), "another model"),
+    ]
     for bad, match in cases:
         with pytest.raises(SnapshotMismatchError, match=match):
             sim.set_physics_state(None, bad)
@@ -302,7 +323,9 @@ def test_named_state_describes_the_envs_by_name(make_sim: Any) -> None:
         assert torch.equal(state.actuator_ctrl[a], sim.get_ctrl()[[2, 0], k])
     one = state.env(1)
     assert torch.equal(one["bodies"][sim.body_names[1]]["pos"], sim.get_body_pos_w()[0, 1])
-    assert torch.equal(one["joints"][sim.joint_names[0]]["pos"], qpos[1, sim.get_joint_qpos_indices(sim.joint_names[0])])
+    assert torch.equal(
+        one["joints"][sim.joint_names[0]]["pos"], qpos[1, sim.get_joint_qpos_indices(sim.joint_names[0])]
+    )
 
 
 def test_named_state_moves_between_backends_of_one_model(make_sim: Any, tmp_path: Path) -> None:
@@ -336,9 +359,13 @@ def test_named_state_of_another_model_is_refused(make_sim: Any) -> None:
     del fewer["joint_pos"][sim.joint_names[0]], fewer["joint_vel"][sim.joint_names[0]]
     wide = mine.to_dict()
     wide["joint_pos"][sim.joint_names[0]] = np.zeros((2, 3), np.float32)
-    cases = [(other, UnknownNameError), (NamedState.from_dict(fewer), InvalidArgumentError),
-             (NamedState.from_dict(wide), InputShapeError), (mine.rows([0]), InputShapeError),
-             ({"joint_pos": {}}, ArgumentTypeError)]
+    cases = [
+        (other, UnknownNameError),
+        (NamedState.from_dict(fewer), InvalidArgumentError),
+        (NamedState.from_dict(wide), InputShapeError),
+        (mine.rows([0]), InputShapeError),
+        ({"joint_pos": {}}, ArgumentTypeError),
+    ]
     for state, error in cases:
         with pytest.raises(error):
             sim.set_named_state(None, state)

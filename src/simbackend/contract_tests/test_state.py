@@ -9,24 +9,38 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
 
-from simbackend.contract_tests.helpers import POS_ATOL, quat_to_mat, random_qpos, random_unit_quat, to_np
-from simbackend.contract_tests.helpers import BALL_MJCF
+from simbackend.contract_tests.helpers import BALL_MJCF, POS_ATOL, quat_to_mat, random_qpos, random_unit_quat, to_np
 from simbackend.models import analytic
 
 ARM_JOINTS = [f"joint{k}" for k in range(1, 8)]
 #: sensor types whose value depends on position and velocity only (not on ctrl or accelerations)
 POS_VEL_SENSORS = frozenset(
-    {"jointpos", "jointvel", "framepos", "framequat", "framelinvel", "frameangvel", "gyro", "velocimeter",
-     "framexaxis", "frameyaxis", "framezaxis", "ballquat", "ballangvel", "subtreecom", "subtreelinvel"}
+    {
+        "jointpos",
+        "jointvel",
+        "framepos",
+        "framequat",
+        "framelinvel",
+        "frameangvel",
+        "gyro",
+        "velocimeter",
+        "framexaxis",
+        "frameyaxis",
+        "framezaxis",
+        "ballquat",
+        "ballangvel",
+        "subtreecom",
+        "subtreelinvel",
+    }
 )
-
 
 
 def quat_err(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -37,15 +51,26 @@ def quat_err(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def env_getters(sim: Any, capabilities: Any) -> dict[str, Callable[[], torch.Tensor]]:
     """Every per-env getter (leading dimension N), by name."""
     g: dict[str, Callable[[], torch.Tensor]] = {
-        "qpos": sim.get_qpos, "qvel": sim.get_qvel, "dof_pos": sim.get_dof_pos, "dof_vel": sim.get_dof_vel,
-        "base_pos": sim.get_base_pos, "base_quat": sim.get_base_quat,
-        "base_lin_vel": sim.get_base_lin_vel, "base_ang_vel": sim.get_base_ang_vel,
-        "body_pos_w": sim.get_body_pos_w, "body_quat_w": sim.get_body_quat_w,
-        "body_lin_vel_w": sim.get_body_lin_vel_w, "body_ang_vel_w": sim.get_body_ang_vel_w,
-        "body_pos_b": sim.get_body_pos_b, "body_quat_b": sim.get_body_quat_b,
-        "body_lin_vel_b": sim.get_body_lin_vel_b, "body_ang_vel_b": sim.get_body_ang_vel_b,
-        "site_pos_w": sim.get_site_pos_w, "site_quat_w": sim.get_site_quat_w,
-        "body_mass": sim.get_env_body_mass, "gravity": sim.get_env_gravity,
+        "qpos": sim.get_qpos,
+        "qvel": sim.get_qvel,
+        "dof_pos": sim.get_dof_pos,
+        "dof_vel": sim.get_dof_vel,
+        "base_pos": sim.get_base_pos,
+        "base_quat": sim.get_base_quat,
+        "base_lin_vel": sim.get_base_lin_vel,
+        "base_ang_vel": sim.get_base_ang_vel,
+        "body_pos_w": sim.get_body_pos_w,
+        "body_quat_w": sim.get_body_quat_w,
+        "body_lin_vel_w": sim.get_body_lin_vel_w,
+        "body_ang_vel_w": sim.get_body_ang_vel_w,
+        "body_pos_b": sim.get_body_pos_b,
+        "body_quat_b": sim.get_body_quat_b,
+        "body_lin_vel_b": sim.get_body_lin_vel_b,
+        "body_ang_vel_b": sim.get_body_ang_vel_b,
+        "site_pos_w": sim.get_site_pos_w,
+        "site_quat_w": sim.get_site_quat_w,
+        "body_mass": sim.get_env_body_mass,
+        "gravity": sim.get_env_gravity,
     }
     for sid, name in enumerate(sim.sensor_names):
         if sim.info.sensor_type[sid] in capabilities.sensor_types:
@@ -77,6 +102,7 @@ def cols(sim: Any, names: list[str], which: str = "qpos") -> np.ndarray:
 # set_state is immediate
 # ----------------------------------------------------------------------------
 
+
 def test_set_state_immediate_arm7(make_sim: Callable[..., Any], capabilities: Any) -> None:
     """Clause: set_state is immediate — qpos, qvel, dofs, body/site poses, velocities and sensors reflect it without a step."""
     sim = make_sim("arm7", 5)
@@ -100,8 +126,11 @@ def test_set_state_immediate_arm7(make_sim: Callable[..., Any], capabilities: An
     cube = sim.get_body_ids("cube")
     cadr = int(sim.info.joint_qposadr[int(sim.get_joint_ids("cube_free")[0])])
     vadr = int(sim.info.joint_dofadr[int(sim.get_joint_ids("cube_free")[0])])
-    sensors = {n: to_np(sim.get_sensor_data(n)) for i, n in enumerate(sim.sensor_names)
-               if sim.info.sensor_type[i] in capabilities.sensor_types}
+    sensors = {
+        n: to_np(sim.get_sensor_data(n))
+        for i, n in enumerate(sim.sensor_names)
+        if sim.info.sensor_type[i] in capabilities.sensor_types
+    }
     for i in range(sim.num_envs):
         q = qpos[i, ac]
         want_p, want_q = analytic.arm7_ee_pose(q)
@@ -116,9 +145,14 @@ def test_set_state_immediate_arm7(make_sim: Callable[..., Any], capabilities: An
         np.testing.assert_allclose(ang[i, 0], (0, 0, qvel[i, av[0]]), atol=1e-5)
         np.testing.assert_allclose(ang[i, 1], w_ee, atol=1e-5, rtol=1e-5)
         expect = {
-            "joint1_pos": [q[0]], "joint1_vel": [qvel[i, av[0]]], "ee_pos": want_p, "ee_quat": want_q,
-            "ee_linvel": J[:3] @ qvel[i, av], "ee_angvel": w_ee,
-            "ee_gyro": quat_to_mat(want_q).T @ w_ee, "cube_pos": qpos[i, cadr : cadr + 3],
+            "joint1_pos": [q[0]],
+            "joint1_vel": [qvel[i, av[0]]],
+            "ee_pos": want_p,
+            "ee_quat": want_q,
+            "ee_linvel": J[:3] @ qvel[i, av],
+            "ee_angvel": w_ee,
+            "ee_gyro": quat_to_mat(want_q).T @ w_ee,
+            "cube_pos": qpos[i, cadr : cadr + 3],
         }
         for name, want in expect.items():
             if name not in sensors:
@@ -130,7 +164,9 @@ def test_set_state_immediate_arm7(make_sim: Callable[..., Any], capabilities: An
                 np.testing.assert_allclose(got, want, atol=2e-5, rtol=1e-5, err_msg=f"sensor {name}, env {i}")
     # the free cube: pose = its qpos block; origin velocity = linear qvel (world)
     np.testing.assert_allclose(to_np(sim.get_body_pos_w(cube))[:, 0], qpos[:, cadr : cadr + 3], atol=POS_ATOL, rtol=0)
-    np.testing.assert_allclose(to_np(sim.get_body_lin_vel_w(cube))[:, 0], qvel[:, vadr : vadr + 3], atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(
+        to_np(sim.get_body_lin_vel_w(cube))[:, 0], qvel[:, vadr : vadr + 3], atol=1e-5, rtol=1e-5
+    )
 
 
 def test_set_state_immediate_quadruped(make_sim: Callable[..., Any], capabilities: Any) -> None:
@@ -153,9 +189,12 @@ def test_set_state_immediate_quadruped(make_sim: Callable[..., Any], capabilitie
             np.testing.assert_allclose(feet[i, k], analytic.quadruped_foot_pos(qpos[i], leg), atol=POS_ATOL, rtol=0)
     calf_q, calf_v = cols(sim, ["FL_calf"])[0], cols(sim, ["FL_calf"], "qvel")[0]
     expect = {
-        "imu_quat": qpos[:, 3:7], "imu_gyro": qvel[:, 3:6], "imu_pos": qpos[:, :3],
+        "imu_quat": qpos[:, 3:7],
+        "imu_gyro": qvel[:, 3:6],
+        "imu_pos": qpos[:, :3],
         "imu_vel": (RT @ qvel[:, :3, None])[..., 0],
-        "FL_calf_pos": qpos[:, [calf_q]], "FL_calf_vel": qvel[:, [calf_v]],
+        "FL_calf_pos": qpos[:, [calf_q]],
+        "FL_calf_vel": qvel[:, [calf_v]],
     }
     for sid, name in enumerate(sim.sensor_names):
         if sim.info.sensor_type[sid] not in capabilities.sensor_types or name not in expect:
@@ -170,6 +209,7 @@ def test_set_state_immediate_quadruped(make_sim: Callable[..., Any], capabilitie
 # ----------------------------------------------------------------------------
 # env selection: other envs untouched, order, masks
 # ----------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("model", ["arm7", "quadruped"])
 def test_set_state_partial_ids_any_order(make_sim: Callable[..., Any], capabilities: Any, model: str) -> None:
@@ -193,7 +233,7 @@ def test_set_state_partial_ids_any_order(make_sim: Callable[..., Any], capabilit
     np.testing.assert_allclose(got_v[1], new_v[1], atol=1e-6, rtol=0)
     # derived quantities of env 3 are those of row 0: compare with a second backend set in order
     ref = make_sim(model, 2)
-    ref.set_state(None, new_q[::-1], new_v[::-1])   # ref env 0 <- row 1 (env 1), ref env 1 <- row 0 (env 3)
+    ref.set_state(None, new_q[::-1], new_v[::-1])  # ref env 0 <- row 1 (env 1), ref env 1 <- row 0 (env 3)
     for name, f in env_getters(ref, capabilities).items():
         want = to_np(f())
         got = to_np(after[name])[[1, 3]]
@@ -251,6 +291,7 @@ def test_set_state_selectors(make_sim: Callable[..., Any], capabilities: Any) ->
 # quaternion normalisation
 # ----------------------------------------------------------------------------
 
+
 def test_set_state_normalises_free_quaternions(make_sim: Callable[..., Any]) -> None:
     """Clause: set_state normalises free joint quaternions — a non-unit quat reads back as the unit one (qpos and body pose)."""
     rng = np.random.default_rng(4)
@@ -268,8 +309,9 @@ def test_set_state_normalises_free_quaternions(make_sim: Callable[..., Any]) -> 
         assert quat_err(bq, unit).max() < 2e-6, model
 
 
-def test_set_state_normalises_ball_quaternions(make_sim: Callable[..., Any], require: Callable[..., None],
-                                               tmp_path: Path) -> None:
+def test_set_state_normalises_ball_quaternions(
+    make_sim: Callable[..., Any], require: Callable[..., None], tmp_path: Path
+) -> None:
     """Clause: set_state normalises ball joint quaternions — a non-unit quat reads back unit, and the body pose uses the unit one."""
     require("joint_types", "ball")
     path = tmp_path / "ball_chain.xml"
@@ -295,12 +337,13 @@ def test_set_state_normalises_ball_quaternions(make_sim: Callable[..., Any], req
 # after step: every getter describes the same instant
 # ----------------------------------------------------------------------------
 
+
 def _compare_same_instant(stepped: Any, fresh: Any, capabilities: Any, label: str) -> None:
     fresh.set_state(None, stepped.get_qpos(), stepped.get_qvel())
     a, b = env_getters(stepped, capabilities), env_getters(fresh, capabilities)
     for name in a:
         if name.startswith("sensor:"):
-            sid = stepped.sensor_names.index(name[len("sensor:"):])
+            sid = stepped.sensor_names.index(name[len("sensor:") :])
             if stepped.info.sensor_type[sid] not in POS_VEL_SENSORS:
                 continue
         got, want = to_np(a[name]()), to_np(b[name]())
@@ -310,8 +353,9 @@ def _compare_same_instant(stepped: Any, fresh: Any, capabilities: Any, label: st
             continue
         # float32 qpos/qvel were copied; a substep of lag shows as a difference >> these tolerances
         atol = 2e-5 if ("pos" in name or name.startswith("jac")) else 2e-4
-        np.testing.assert_allclose(got, want, atol=atol, rtol=1e-4,
-                                   err_msg=f"{label}: {name} does not describe the current state")
+        np.testing.assert_allclose(
+            got, want, atol=atol, rtol=1e-4, err_msg=f"{label}: {name} does not describe the current state"
+        )
 
 
 @pytest.mark.parametrize("nsteps", [1, 3])
@@ -336,14 +380,16 @@ def test_getters_describe_current_instant_arm7(make_sim: Callable[..., Any], cap
 
 
 @pytest.mark.parametrize("nsteps", [1, 3])
-def test_getters_describe_current_instant_quadruped(make_sim: Callable[..., Any], capabilities: Any, nsteps: int) -> None:
+def test_getters_describe_current_instant_quadruped(
+    make_sim: Callable[..., Any], capabilities: Any, nsteps: int
+) -> None:
     """Clause: after step every getter describes the same instant — quadruped in ground contact: poses, velocities, sensors equal a fresh set_state of the current qpos/qvel."""
     sim = make_sim("quadruped", 4)
     fresh = make_sim("quadruped", 4)
     rng = np.random.default_rng(7)
     stand = np.array(analytic.QUADRUPED_STAND_QPOS)
     qpos = np.tile(stand, (4, 1))
-    qpos[:, 2] -= 0.006                               # feet slightly in the floor: contacts from the start
+    qpos[:, 2] -= 0.006  # feet slightly in the floor: contacts from the start
     qpos[:, 7:] += rng.uniform(-0.1, 0.1, size=(4, 12))
     qvel = rng.normal(scale=0.3, size=(4, sim.nv))
     sim.set_state(None, qpos, qvel)

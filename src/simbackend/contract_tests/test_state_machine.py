@@ -20,7 +20,8 @@ examples of up to 10 steps.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -29,14 +30,12 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule, run_state_machine_as_test
 
-from simbackend.contract_tests.helpers import snapshot, random_qpos, to_np
+from simbackend.contract_tests.helpers import random_qpos, snapshot, to_np
 
 N = 4
-MAX_FORCE = 5.0     # N, per component
-MAX_TORQUE = 0.2    # N m, per component
+MAX_FORCE = 5.0  # N, per component
+MAX_TORQUE = 0.2  # N m, per component
 QUAT_TOL = 1e-5
-
-
 
 
 def _getters(sim: Any) -> dict[str, tuple[Callable[[], torch.Tensor], tuple[int, ...]]]:
@@ -96,13 +95,18 @@ def make_machine(sim: Any) -> type[RuleBasedStateMachine]:
             self.sim = sim
             default = np.tile(to_np(sim.get_default_qpos()), (N, 1))
             sim.set_state(None, default)
-            sim.step(np.tile((lo + hi) / 2, (N, 1)))   # flushes forces left pending by an earlier example
+            sim.step(np.tile((lo + hi) / 2, (N, 1)))  # flushes forces left pending by an earlier example
             sim.set_state(None, default)
             self.steps = 0
 
         # -- rules -------------------------------------------------------
-        @rule(ids=env_subsets, seed=seeds, vel_scale=st.sampled_from([0.0, 0.05, 0.3]), as_mask=st.booleans(),
-              quat_scale=st.sampled_from([1.0, 0.5, 3.0]))
+        @rule(
+            ids=env_subsets,
+            seed=seeds,
+            vel_scale=st.sampled_from([0.0, 0.05, 0.3]),
+            as_mask=st.booleans(),
+            quat_scale=st.sampled_from([1.0, 0.5, 3.0]),
+        )
         def set_state(self, ids: list[int], seed: int, vel_scale: float, as_mask: bool, quat_scale: float) -> None:
             """Clause: set_state — writes the named envs at once (quaternions normalised) and leaves the others bit-identical."""
             rng = np.random.default_rng(seed)
@@ -121,13 +125,24 @@ def make_machine(sim: Any) -> type[RuleBasedStateMachine]:
             after = snapshot(sim)
             others = [i for i in range(N) if i not in ids]
             for key in before:
-                assert torch.equal(after[key][others], before[key][others]), \
+                assert torch.equal(after[key][others], before[key][others]), (
                     f"set_state({arg!r}) changed {key} of envs {others} it did not name"
+                )
             if ids:
-                np.testing.assert_allclose(to_np(after["qpos"][ids]), qpos, rtol=0, atol=1e-6,
-                                           err_msg="set_state: getters do not reflect the written qpos")
-                np.testing.assert_allclose(to_np(after["qvel"][ids]), qvel, rtol=0, atol=1e-6,
-                                           err_msg="set_state: getters do not reflect the written qvel")
+                np.testing.assert_allclose(
+                    to_np(after["qpos"][ids]),
+                    qpos,
+                    rtol=0,
+                    atol=1e-6,
+                    err_msg="set_state: getters do not reflect the written qpos",
+                )
+                np.testing.assert_allclose(
+                    to_np(after["qvel"][ids]),
+                    qvel,
+                    rtol=0,
+                    atol=1e-6,
+                    err_msg="set_state: getters do not reflect the written qvel",
+                )
 
         @rule(seed=seeds, nsteps=st.integers(1, 4))
         def step(self, seed: int, nsteps: int) -> None:
@@ -140,8 +155,11 @@ def make_machine(sim: Any) -> type[RuleBasedStateMachine]:
             self.steps += nsteps
 
         @precondition(lambda self: forces_ok)
-        @rule(bodies=st.lists(st.integers(1, nb - 1), unique=True, min_size=1, max_size=3), seed=seeds,
-              with_torque=st.booleans())
+        @rule(
+            bodies=st.lists(st.integers(1, nb - 1), unique=True, min_size=1, max_size=3),
+            seed=seeds,
+            with_torque=st.booleans(),
+        )
         def apply_body_force(self, bodies: list[int], seed: int, with_torque: bool) -> None:
             """Clause: apply_body_force — a pending force changes no state before the next step."""
             rng = np.random.default_rng(seed)
@@ -153,14 +171,24 @@ def make_machine(sim: Any) -> type[RuleBasedStateMachine]:
             for key in before:
                 assert torch.equal(after[key], before[key]), f"apply_body_force changed {key} before any step"
 
-        @rule(body_ids=st.lists(st.integers(0, nb - 1), max_size=5), site_ids=st.lists(st.integers(0, ns - 1), max_size=3))
+        @rule(
+            body_ids=st.lists(st.integers(0, nb - 1), max_size=5), site_ids=st.lists(st.integers(0, ns - 1), max_size=3)
+        )
         def read_subsets(self, body_ids: list[int], site_ids: list[int]) -> None:
             """Clause: getters — any subset of body/site ids reads (N, B, 3|4) and reading changes no state."""
             before = snapshot(sim)
             full = {k: v for k, v in before.items()}
             b = len(body_ids)
-            for name in ("get_body_pos_w", "get_body_quat_w", "get_body_lin_vel_w", "get_body_ang_vel_w",
-                         "get_body_pos_b", "get_body_quat_b", "get_body_lin_vel_b", "get_body_ang_vel_b"):
+            for name in (
+                "get_body_pos_w",
+                "get_body_quat_w",
+                "get_body_lin_vel_w",
+                "get_body_ang_vel_w",
+                "get_body_pos_b",
+                "get_body_quat_b",
+                "get_body_lin_vel_b",
+                "get_body_ang_vel_b",
+            ):
                 out = getattr(sim, name)(body_ids)
                 width = 4 if "quat" in name else 3
                 assert tuple(out.shape) == (N, b, width), f"{name}({body_ids}): shape {tuple(out.shape)}"

@@ -6,7 +6,8 @@ meaning: ``set_state`` rows, site Jacobians, servos that track their targets.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -51,8 +52,18 @@ def test_ee_delta_pose_moves_the_site_by_the_delta(make_sim: Callable[..., Any],
     require("site_jacobians")
     sim = make_sim("arm7", 2)
     sim.set_state(None, sim.get_keyframe_qpos("home").expand(2, -1))
-    ee = make_controller(sim, EEPoseConfig(joints=ARM, site="ee_site", pos_low=-0.05, pos_high=0.05, rot_bound=0.2,
-                                           normalize_action=False, use_target=True))
+    ee = make_controller(
+        sim,
+        EEPoseConfig(
+            joints=ARM,
+            site="ee_site",
+            pos_low=-0.05,
+            pos_high=0.05,
+            rot_bound=0.2,
+            normalize_action=False,
+            use_target=True,
+        ),
+    )
     ids = sim.get_site_ids(["ee_site"])
     base = sim.get_body_ids(["base"])
     p0, q0 = sim.get_site_pos_w(ids)[:, 0].clone(), sim.get_site_quat_w(ids)[:, 0].clone()

@@ -15,14 +15,15 @@ local instead of world angular velocity) are O(0.1) here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest
 
-from simbackend.contract_tests.helpers import BALL_MJCF
 from simbackend.contract_tests.helpers import (
+    BALL_MJCF,
     angular_velocity_from_quats,
     integrate_qpos,
     quat_to_mat,
@@ -71,8 +72,9 @@ def fd_body_velocities(sim: Any, qpos: np.ndarray, qvel: np.ndarray, h: float = 
 
 
 @pytest.mark.parametrize("model", ["arm7", "quadruped", "double_pendulum", "ball_chain"])
-def test_body_velocities_match_finite_differences(make_sim: Callable[..., Any], require: Callable[..., None],
-                                                  tmp_path: Path, model: str) -> None:
+def test_body_velocities_match_finite_differences(
+    make_sim: Callable[..., Any], require: Callable[..., None], tmp_path: Path, model: str
+) -> None:
     """Clause: body linear velocity is that of the frame ORIGIN, angular velocity in WORLD coordinates — both equal central differences of the poses."""
     sim = make_sim(_model_source(model, tmp_path, require), 6)
     rng = np.random.default_rng(0)
@@ -85,18 +87,34 @@ def test_body_velocities_match_finite_differences(make_sim: Callable[..., Any], 
         np.testing.assert_allclose(to_np(sim.get_base_lin_vel()), lin[:, sim.base_body_id], atol=1e-6)
         np.testing.assert_allclose(to_np(sim.get_base_ang_vel()), ang[:, sim.base_body_id], atol=1e-6)
         fd_lin, fd_ang = fd_body_velocities(sim, qpos, qvel)
-        np.testing.assert_allclose(lin, fd_lin, atol=VEL_ATOL, rtol=VEL_RTOL,
-                                   err_msg=f"{model} trial {trial}: body origin linear velocity (world)")
-        np.testing.assert_allclose(ang, fd_ang, atol=VEL_ATOL, rtol=VEL_RTOL,
-                                   err_msg=f"{model} trial {trial}: body angular velocity (world)")
+        np.testing.assert_allclose(
+            lin,
+            fd_lin,
+            atol=VEL_ATOL,
+            rtol=VEL_RTOL,
+            err_msg=f"{model} trial {trial}: body origin linear velocity (world)",
+        )
+        np.testing.assert_allclose(
+            ang, fd_ang, atol=VEL_ATOL, rtol=VEL_RTOL, err_msg=f"{model} trial {trial}: body angular velocity (world)"
+        )
         # and the base-frame versions rotate the same vectors
         sim.set_state(None, qpos, qvel)  # the differences moved the pose: restore it
         R = quat_to_mat(to_np(sim.get_base_quat()))
         RT = np.swapaxes(R, -1, -2)[:, None]
-        np.testing.assert_allclose(to_np(sim.get_body_lin_vel_b()), (RT @ fd_lin[..., None])[..., 0],
-                                   atol=VEL_ATOL, rtol=VEL_RTOL, err_msg=f"{model}: lin_vel_b")
-        np.testing.assert_allclose(to_np(sim.get_body_ang_vel_b()), (RT @ fd_ang[..., None])[..., 0],
-                                   atol=VEL_ATOL, rtol=VEL_RTOL, err_msg=f"{model}: ang_vel_b")
+        np.testing.assert_allclose(
+            to_np(sim.get_body_lin_vel_b()),
+            (RT @ fd_lin[..., None])[..., 0],
+            atol=VEL_ATOL,
+            rtol=VEL_RTOL,
+            err_msg=f"{model}: lin_vel_b",
+        )
+        np.testing.assert_allclose(
+            to_np(sim.get_body_ang_vel_b()),
+            (RT @ fd_ang[..., None])[..., 0],
+            atol=VEL_ATOL,
+            rtol=VEL_RTOL,
+            err_msg=f"{model}: ang_vel_b",
+        )
 
 
 def test_velocity_is_origin_not_com_single_hinge(make_sim: Callable[..., Any]) -> None:
@@ -129,8 +147,12 @@ def test_free_joint_qvel_convention(make_sim: Callable[..., Any], model: str, jo
     sim.set_state(None, qpos, qvel)
     ang = to_np(sim.get_body_ang_vel_w([bid]))[:, 0]
     np.testing.assert_allclose(ang, (R @ w_local), atol=1e-5, err_msg="angular qvel must be body-local")
-    np.testing.assert_allclose(to_np(sim.get_body_lin_vel_w([bid]))[:, 0], 0.0, atol=1e-6,
-                               err_msg="a pure rotation about the joint leaves the origin at rest")
+    np.testing.assert_allclose(
+        to_np(sim.get_body_lin_vel_w([bid]))[:, 0],
+        0.0,
+        atol=1e-6,
+        err_msg="a pure rotation about the joint leaves the origin at rest",
+    )
     np.testing.assert_allclose((np.swapaxes(R, -1, -2) @ ang[..., None])[..., 0], np.tile(w_local, (n, 1)), atol=1e-5)
     if bid == sim.base_body_id:
         np.testing.assert_allclose(to_np(sim.get_body_ang_vel_b([bid]))[:, 0], np.tile(w_local, (n, 1)), atol=1e-5)
@@ -141,8 +163,12 @@ def test_free_joint_qvel_convention(make_sim: Callable[..., Any], model: str, jo
     qvel = np.zeros((n, sim.nv))
     qvel[:, va : va + 3] = v
     sim.set_state(None, qpos, qvel)
-    np.testing.assert_allclose(to_np(sim.get_body_lin_vel_w([bid]))[:, 0], np.tile(v, (n, 1)), atol=1e-6,
-                               err_msg="linear qvel must be world frame")
+    np.testing.assert_allclose(
+        to_np(sim.get_body_lin_vel_w([bid]))[:, 0],
+        np.tile(v, (n, 1)),
+        atol=1e-6,
+        err_msg="linear qvel must be world frame",
+    )
     np.testing.assert_allclose(to_np(sim.get_body_ang_vel_w([bid]))[:, 0], 0.0, atol=1e-6)
     fd_lin, _ = fd_body_velocities(sim, qpos, qvel)
     np.testing.assert_allclose(fd_lin[:, bid], np.tile(v, (n, 1)), atol=VEL_ATOL, rtol=VEL_RTOL)

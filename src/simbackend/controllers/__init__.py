@@ -64,8 +64,7 @@ __all__ = [
 ]
 
 
-def make_controller(backend: Any, config: Any, *, allow_unowned: bool = False,
-                    default_ctrl: Any = None) -> Controller:
+def make_controller(backend: Any, config: Any, *, allow_unowned: bool = False, default_ctrl: Any = None) -> Controller:
     """Build a controller on ``backend`` from one config, or a :class:`CombinedController`
     from a mapping ``{name: config}`` (action = the children's actions concatenated in
     mapping order).
@@ -94,6 +93,5 @@ def make_controller(backend: Any, config: Any, *, allow_unowned: bool = False,
         return CombinedController(backend, built, allow_unowned=allow_unowned, default_ctrl=default_ctrl)
     cls = controller_class(config)
     if allow_unowned or default_ctrl is not None:
-        raise InvalidArgumentError("allow_unowned, default_ctrl: only for a mapping of configs"
-                                   " (a CombinedController)")
+        raise InvalidArgumentError("allow_unowned, default_ctrl: only for a mapping of configs (a CombinedController)")
     return cls(backend, config)

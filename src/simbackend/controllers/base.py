@@ -63,19 +63,22 @@ def resolve_dof_joints(backend: SimBackend, names: Sequence[str], argument: str)
     for name, j in zip(names, ids):
         t = int(info.joint_type[j])
         if t not in (JOINT_HINGE, JOINT_SLIDE):
-            raise InvalidArgumentError(f"{argument}: joint {name!r} is a {JOINT_TYPE_NAMES[t]} joint;"
-                                       " joint controllers take hinge and slide joints")
+            raise InvalidArgumentError(
+                f"{argument}: joint {name!r} is a {JOINT_TYPE_NAMES[t]} joint;"
+                " joint controllers take hinge and slide joints"
+            )
     return ids
 
 
-def _describe_actuators(info: Any, acts: Sequence[int]) -> str:
+def _describe_actuators(info: Any, acts: Sequence[int] | np.ndarray) -> str:
     if not len(acts):
         return "it has no actuator"
     return "it has " + ", ".join(f"{info.actuator_kind[a]} {info.actuator_names[a]!r}" for a in acts)
 
 
-def joint_actuators(backend: SimBackend, joint_ids: np.ndarray, names: Sequence[str], kind: str,
-                    argument: str, hint: str) -> np.ndarray:
+def joint_actuators(
+    backend: SimBackend, joint_ids: np.ndarray, names: Sequence[str], kind: str, argument: str, hint: str
+) -> np.ndarray:
     """``(k,)`` the one actuator of kind ``kind`` driving each joint (a joint transmission)."""
     info = backend.info
     out = []
@@ -83,9 +86,12 @@ def joint_actuators(backend: SimBackend, joint_ids: np.ndarray, names: Sequence[
         acts = np.flatnonzero(np.asarray(info.actuator_joint) == j)
         mine = [int(a) for a in acts if info.actuator_kind[a] == kind]
         if len(mine) != 1:
-            problem = (f"has no {kind} actuator ({_describe_actuators(info, acts)}){hint}" if not mine else
-                       f"has {len(mine)} {kind} actuators "
-                       f"({', '.join(repr(info.actuator_names[a]) for a in mine)}); it must have exactly one")
+            problem = (
+                f"has no {kind} actuator ({_describe_actuators(info, acts)}){hint}"
+                if not mine
+                else f"has {len(mine)} {kind} actuators "
+                f"({', '.join(repr(info.actuator_names[a]) for a in mine)}); it must have exactly one"
+            )
             raise InvalidArgumentError(f"{argument}: joint {name!r} {problem}")
         out.append(mine[0])
     return np.asarray(out, dtype=np.int64)
@@ -148,8 +154,17 @@ class Controller(abc.ABC):
     physics_rate: bool
     normalize_action: bool
 
-    def __init__(self, backend: SimBackend, config: Any, actuator_ids: np.ndarray, action_low: Any,
-                 action_high: Any, *, physics_rate: bool, normalize_action: bool):
+    def __init__(
+        self,
+        backend: SimBackend,
+        config: Any,
+        actuator_ids: np.ndarray,
+        action_low: Any,
+        action_high: Any,
+        *,
+        physics_rate: bool,
+        normalize_action: bool,
+    ):
         self.backend = backend
         self.config = config
         dev = backend.device
@@ -234,8 +249,9 @@ class Controller(abc.ABC):
         if self._default_ctrl is not None:
             out = self._default_ctrl.clone()
         else:
-            out = torch.zeros((self.num_envs, self.backend.num_actuators), dtype=torch.float32,
-                              device=self.backend.device)
+            out = torch.zeros(
+                (self.num_envs, self.backend.num_actuators), dtype=torch.float32, device=self.backend.device
+            )
         out[:, self.actuator_ids] = self.compute()
         return out
 
@@ -288,8 +304,10 @@ class Controller(abc.ABC):
         return self.backend.step(self.ctrl(), nsteps)
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(action_dim={self.action_dim}, actuators="
-                f"{[self.backend.actuator_names[i] for i in self.actuator_columns]})")
+        return (
+            f"{type(self).__name__}(action_dim={self.action_dim}, actuators="
+            f"{[self.backend.actuator_names[i] for i in self.actuator_columns]})"
+        )
 
     # ------------------------------------------------------------------
     # what a subclass implements (called by the public methods above)
@@ -343,7 +361,8 @@ class Controller(abc.ABC):
             names = [self.backend.actuator_names[i] for i in free]
             raise InvalidArgumentError(
                 f"ctrl: {type(self).__name__} does not drive actuators {names}; combine it with controllers"
-                " for them in a CombinedController (allow_unowned=True to hold them at default_ctrl)")
+                " for them in a CombinedController (allow_unowned=True to hold them at default_ctrl)"
+            )
 
     def _joint_state(self, qpos_cols: torch.Tensor) -> torch.Tensor:
         return self.backend.get_qpos()[:, qpos_cols]
@@ -375,20 +394,29 @@ class CombinedController(Controller):
         normalize_action: the children's (all children with actions must agree).
     """
 
-    def __init__(self, backend: SimBackend, controllers: Mapping[str, Controller], *,
-                 allow_unowned: bool = False, default_ctrl: Any = None):
+    def __init__(
+        self,
+        backend: SimBackend,
+        controllers: Mapping[str, Controller],
+        *,
+        allow_unowned: bool = False,
+        default_ctrl: Any = None,
+    ):
         backend = check_backend(backend)
         if not isinstance(controllers, Mapping):
-            raise ArgumentTypeError(f"controllers: expected a mapping of names to controllers,"
-                                    f" got {type(controllers).__name__}")
+            raise ArgumentTypeError(
+                f"controllers: expected a mapping of names to controllers, got {type(controllers).__name__}"
+            )
         if not controllers:
             raise InvalidArgumentError("controllers: expected at least one controller, got none")
         for name, c in controllers.items():
             if not isinstance(name, str):
                 raise ArgumentTypeError(f"controllers: names must be strings, got {type(name).__name__}")
             if not isinstance(c, Controller):
-                raise ArgumentTypeError(f"controllers[{name!r}]: expected a Controller, got {type(c).__name__}"
-                                        " (make_controller builds one from a config)")
+                raise ArgumentTypeError(
+                    f"controllers[{name!r}]: expected a Controller, got {type(c).__name__}"
+                    " (make_controller builds one from a config)"
+                )
             if c.backend is not backend:
                 raise InvalidArgumentError(f"controllers[{name!r}]: built on another backend")
         if not isinstance(allow_unowned, bool):
@@ -400,26 +428,31 @@ class CombinedController(Controller):
                 if int(a) in owner:
                     raise InvalidArgumentError(
                         f"controllers: actuator {info.actuator_names[a]!r} is driven by both"
-                        f" {owner[int(a)]!r} and {name!r}; each actuator can have one controller")
+                        f" {owner[int(a)]!r} and {name!r}; each actuator can have one controller"
+                    )
                 owner[int(a)] = name
         free = [i for i in range(backend.num_actuators) if i not in owner]
         if free and not allow_unowned:
             raise InvalidArgumentError(
                 f"controllers: no controller drives actuators {[info.actuator_names[i] for i in free]};"
                 " add one (PassiveConfig for motors to hold at 0) or pass allow_unowned=True"
-                " (and default_ctrl for their values)")
+                " (and default_ctrl for their values)"
+            )
         default = None
         if default_ctrl is not None and not allow_unowned:
-            raise InvalidArgumentError("default_ctrl: only used with allow_unowned=True (it fills the columns"
-                                       " no controller drives)")
+            raise InvalidArgumentError(
+                "default_ctrl: only used with allow_unowned=True (it fills the columns no controller drives)"
+            )
         if default_ctrl is not None:
             n, nu = backend.num_envs, backend.num_actuators
-            shape = (n, nu)
-            if isinstance(default_ctrl, torch.Tensor) and default_ctrl.dim() == 1 or (
-                    isinstance(default_ctrl, np.ndarray) and default_ctrl.ndim == 1):
+            shape: tuple[int, ...] = (n, nu)
+            if (
+                isinstance(default_ctrl, torch.Tensor)
+                and default_ctrl.dim() == 1
+                or (isinstance(default_ctrl, np.ndarray) and default_ctrl.ndim == 1)
+            ):
                 shape = (nu,)
-            default = V.real_tensor(default_ctrl, "default_ctrl", shape, device=backend.device,
-                                    dtype=torch.float32)
+            default = V.real_tensor(default_ctrl, "default_ctrl", shape, device=backend.device, dtype=torch.float32)
             default = default.expand(n, nu).clone()
             bad = V.nonfinite_rows(default)
             if bool(bad.any()):
@@ -427,15 +460,23 @@ class CombinedController(Controller):
         modes = {c.normalize_action for c in controllers.values() if c.action_dim > 0}
         if len(modes) > 1:
             which = {name: c.normalize_action for name, c in controllers.items() if c.action_dim > 0}
-            raise InvalidArgumentError(f"controllers: mixed normalize_action {which}; the combined action"
-                                       " must be all normalized or all in controller units")
+            raise InvalidArgumentError(
+                f"controllers: mixed normalize_action {which}; the combined action"
+                " must be all normalized or all in controller units"
+            )
         children = dict(controllers)
         lows = [c.action_low for c in children.values()]
         highs = [c.action_high for c in children.values()]
         ids = np.concatenate([c.actuator_columns for c in children.values()]).astype(np.int64)
-        super().__init__(backend, None, ids, torch.cat(lows).cpu(), torch.cat(highs).cpu(),
-                         physics_rate=any(c.physics_rate for c in children.values()),
-                         normalize_action=modes.pop() if modes else True)
+        super().__init__(
+            backend,
+            None,
+            ids,
+            torch.cat(lows).cpu(),
+            torch.cat(highs).cpu(),
+            physics_rate=any(c.physics_rate for c in children.values()),
+            normalize_action=modes.pop() if modes else True,
+        )
         self.controllers = children
         self.action_slices: dict[str, slice] = {}
         start = 0

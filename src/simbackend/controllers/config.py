@@ -60,8 +60,9 @@ def _check_names(obj: Any, name: str, what: str) -> tuple[str, ...]:
     if isinstance(v, str):
         v = (v,)
     elif isinstance(v, (bytes, bytearray)) or not hasattr(v, "__iter__"):
-        raise ArgumentTypeError(f"{_arg(obj, name)}: expected a {what} name or a sequence of names,"
-                                f" got {type(v).__name__}")
+        raise ArgumentTypeError(
+            f"{_arg(obj, name)}: expected a {what} name or a sequence of names, got {type(v).__name__}"
+        )
     v = tuple(v)
     for n in v:
         if not isinstance(n, str):
@@ -79,8 +80,16 @@ def _real(x: Any) -> bool:
     return isinstance(x, numbers.Real) and not isinstance(x, bool)
 
 
-def _check_values(obj: Any, name: str, n: int, *, allow_none: bool, minimum: float | None = None,
-                  strict: bool = False, what: str = "joint") -> tuple[float, ...] | None:
+def _check_values(
+    obj: Any,
+    name: str,
+    n: int,
+    *,
+    allow_none: bool,
+    minimum: float | None = None,
+    strict: bool = False,
+    what: str = "joint",
+) -> tuple[float, ...] | None:
     """A number or a length-``n`` sequence of numbers, finite (and ``> / >= minimum``); stored as
     given (a float or a tuple); returns it as an ``n``-tuple (``None`` if allowed and absent)."""
     v = getattr(obj, name)
@@ -93,19 +102,22 @@ def _check_values(obj: Any, name: str, n: int, *, allow_none: bool, minimum: flo
         stored: Any = float(v)
     else:
         if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
-            raise ArgumentTypeError(f"{_arg(obj, name)}: expected a number or a sequence of {n} numbers,"
-                                    f" got {type(v).__name__}")
+            raise ArgumentTypeError(
+                f"{_arg(obj, name)}: expected a number or a sequence of {n} numbers, got {type(v).__name__}"
+            )
         try:  # numpy arrays and tensors become plain floats
             items = list(v.tolist()) if hasattr(v, "tolist") else list(v)
         except TypeError:
-            raise ArgumentTypeError(f"{_arg(obj, name)}: expected a number or a sequence of {n} numbers,"
-                                    f" got {type(v).__name__}") from None
+            raise ArgumentTypeError(
+                f"{_arg(obj, name)}: expected a number or a sequence of {n} numbers, got {type(v).__name__}"
+            ) from None
         if not all(_real(x) for x in items):
             bad = next(x for x in items if not _real(x))
             raise ArgumentTypeError(f"{_arg(obj, name)}: expected numbers, got {type(bad).__name__}")
         if len(items) != n:
-            raise InvalidArgumentError(f"{_arg(obj, name)}: expected one number or {n} (one per {what}),"
-                                       f" got {len(items)}")
+            raise InvalidArgumentError(
+                f"{_arg(obj, name)}: expected one number or {n} (one per {what}), got {len(items)}"
+            )
         values = stored = tuple(float(x) for x in items)
     for x in values:
         if not math.isfinite(x):
@@ -117,28 +129,29 @@ def _check_values(obj: Any, name: str, n: int, *, allow_none: bool, minimum: flo
     return values
 
 
-def _check_low_high(obj: Any, low: str, high: str, n: int, *, required: bool, why: str,
-                    what: str = "joint") -> None:
+def _check_low_high(obj: Any, low: str, high: str, n: int, *, required: bool, why: str, what: str = "joint") -> None:
     lo = _check_values(obj, low, n, allow_none=True, what=what)
     hi = _check_values(obj, high, n, allow_none=True, what=what)
     if (lo is None) != (hi is None):
         raise InvalidArgumentError(f"{_arg(obj, low)}, {_arg(obj, high)}: give both bounds or neither")
-    if lo is None:
+    if lo is None or hi is None:  # neither given
         if required:
             raise InvalidArgumentError(f"{_arg(obj, low)}, {_arg(obj, high)}: required {why}")
         return
     for i, (a, b) in enumerate(zip(lo, hi)):
         if not a < b:
-            raise InvalidArgumentError(f"{_arg(obj, low)}: must be below {high} for every {what},"
-                                       f" got {a:g} >= {b:g} at index {i}")
+            raise InvalidArgumentError(
+                f"{_arg(obj, low)}: must be below {high} for every {what}, got {a:g} >= {b:g} at index {i}"
+            )
 
 
 def _check_delta_flags(obj: Any) -> None:
     for name in ("use_delta", "use_target", "normalize_action"):
         _check_bool(obj, name)
     if obj.use_target and not obj.use_delta:
-        raise InvalidArgumentError(f"{_arg(obj, 'use_target')}: only meaningful with use_delta=True"
-                                   " (absolute actions are targets themselves)")
+        raise InvalidArgumentError(
+            f"{_arg(obj, 'use_target')}: only meaningful with use_delta=True (absolute actions are targets themselves)"
+        )
 
 
 # ----------------------------------------------------------------------
@@ -277,8 +290,9 @@ class EEPoseConfig:
             raise ArgumentTypeError(f"{_arg(self, 'site')}: expected a site name, got {type(self.site).__name__}")
         _check_low_high(self, "pos_low", "pos_high", 3, required=True, why="", what="axis")
         if not _real(self.rot_bound):
-            raise ArgumentTypeError(f"{_arg(self, 'rot_bound')}: expected a number (rad),"
-                                    f" got {type(self.rot_bound).__name__}")
+            raise ArgumentTypeError(
+                f"{_arg(self, 'rot_bound')}: expected a number (rad), got {type(self.rot_bound).__name__}"
+            )
         if not (math.isfinite(self.rot_bound) and self.rot_bound > 0):
             raise InvalidArgumentError(f"{_arg(self, 'rot_bound')}: expected a finite number > 0, got {self.rot_bound}")
         _set(self, "rot_bound", float(self.rot_bound))
@@ -289,10 +303,14 @@ class EEPoseConfig:
         _check_delta_flags(self)
         _set(self, "damping", checks.real(self.damping, _arg(self, "damping"), minimum=0.0, above=True))
         if self.root_body is not None and not isinstance(self.root_body, str):
-            raise ArgumentTypeError(f"{_arg(self, 'root_body')}: expected a body name or None,"
-                                    f" got {type(self.root_body).__name__}")
-        _set(self, "ik_iterations", checks.integer(self.ik_iterations, _arg(self, "ik_iterations"),
-                                                    minimum=1, maximum=100))
+            raise ArgumentTypeError(
+                f"{_arg(self, 'root_body')}: expected a body name or None, got {type(self.root_body).__name__}"
+            )
+        _set(
+            self,
+            "ik_iterations",
+            checks.integer(self.ik_iterations, _arg(self, "ik_iterations"), minimum=1, maximum=100),
+        )
 
     @property
     def translation_frame(self) -> str:

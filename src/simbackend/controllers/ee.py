@@ -85,8 +85,9 @@ class EEPoseController(Controller):
         arg = "EEPoseConfig"
         joints = resolve_dof_joints(backend, config.joints, f"{arg}.joints")
         site = int(resolve_names(backend, "site", [config.site], f"{arg}.site")[0])
-        acts = joint_actuators(backend, joints, config.joints, "position", f"{arg}.joints",
-                               "; the IK writes joint position targets")
+        acts = joint_actuators(
+            backend, joints, config.joints, "position", f"{arg}.joints", "; the IK writes joint position targets"
+        )
         parent = np.asarray(info.body_parent)
         site_body = int(info.site_body[site])
         chain = _ancestors(parent, site_body)
@@ -95,7 +96,8 @@ class EEPoseController(Controller):
             if b not in chain:
                 raise InvalidArgumentError(
                     f"{arg}.joints: joint {name!r} does not move site {config.site!r} (its body"
-                    f" {info.body_names[b]!r} is not an ancestor of the site's body {info.body_names[site_body]!r})")
+                    f" {info.body_names[b]!r} is not an ancestor of the site's body {info.body_names[site_body]!r})"
+                )
         if config.root_body is None:
             top = max(joint_bodies, key=chain.index)  # the controlled joint's body nearest the root
             root = int(parent[top])
@@ -106,18 +108,19 @@ class EEPoseController(Controller):
                 if b in moved:
                     raise InvalidArgumentError(
                         f"{arg}.root_body: body {config.root_body!r} is moved by controlled joint {name!r};"
-                        " the root frame must not move with the joints")
+                        " the root frame must not move with the joints"
+                    )
         if not backend.capabilities.site_jacobians:
             raise UnsupportedFeatureError(backend.name, "site_jacobians", "EEPoseConfig needs site Jacobians")
         gear = np.asarray(info.actuator_gear)[acts]
         if (gear == 0).any():
-            raise InvalidArgumentError(f"{arg}.joints: actuators with gear 0: "
-                                       f"{[info.actuator_names[a] for a in acts[gear == 0]]}")
+            raise InvalidArgumentError(
+                f"{arg}.joints: actuators with gear 0: {[info.actuator_names[a] for a in acts[gear == 0]]}"
+            )
         dev = backend.device
         low = torch.cat([bound_array(config.pos_low, 3, dev), torch.full((3,), -config.rot_bound, device=dev)])
         high = torch.cat([bound_array(config.pos_high, 3, dev), torch.full((3,), config.rot_bound, device=dev)])
-        super().__init__(backend, config, acts, low, high, physics_rate=False,
-                         normalize_action=config.normalize_action)
+        super().__init__(backend, config, acts, low, high, physics_rate=False, normalize_action=config.normalize_action)
         names = list(config.joints)
         self.joint_ids = torch.as_tensor(joints, dtype=torch.int64, device=dev)
         self.site_id = site
@@ -130,7 +133,7 @@ class EEPoseController(Controller):
         r = sorted_range(np.asarray(info.actuator_ctrl_range)[acts], gear)
         self._target_low = torch.as_tensor(r[:, 0], dtype=torch.float32, device=dev)
         self._target_high = torch.as_tensor(r[:, 1], dtype=torch.float32, device=dev)
-        self._damping2 = config.damping ** 2
+        self._damping2 = config.damping**2
         self._eye6 = torch.eye(6, dtype=torch.float32, device=dev)
         # the joints from the root towards the site (deeper bodies later; joints of one body in id order)
         depth = {b: len(chain) - chain.index(b) for b in joint_bodies}
@@ -220,8 +223,8 @@ class EEPoseController(Controller):
     def _solve(self, p: torch.Tensor, q: torch.Tensor, p_t: torch.Tensor, q_t: torch.Tensor) -> torch.Tensor:
         """``(N, k)`` joint step (config order) towards the world-frame target pose ``(p_t, q_t)``
         from the site pose ``(p, q)`` at the current state (see the class docstring)."""
-        jacp, jacr = self.backend.get_site_jacobian_w(self.site_id, self._qvel_cols)   # (N, 3, k)
-        order = self._chain_order                                  # base to tip
+        jacp, jacr = self.backend.get_site_jacobian_w(self.site_id, self._qvel_cols)  # (N, 3, k)
+        order = self._chain_order  # base to tip
         jacp, jacr = jacp[:, :, order], jacr[:, :, order]
         n, k = p.shape[0], len(order)
         # each joint's screw at the current state, recovered from its Jacobian column:
@@ -241,28 +244,28 @@ class EEPoseController(Controller):
         for _ in range(self.config.ik_iterations):
             # product of exponentials: the site pose at q + dq, and the Jacobian there
             gq = torch.zeros((n, 4), dtype=torch.float32, device=p.device)
-            gq[:, 0] = 1.0                                         # rotation of the composed motion
-            gt = torch.zeros((n, 3), dtype=torch.float32, device=p.device)   # its translation
+            gq[:, 0] = 1.0  # rotation of the composed motion
+            gt = torch.zeros((n, 3), dtype=torch.float32, device=p.device)  # its translation
             cols_a, cols_c = [], []
             for i in range(k):
-                a = quat_apply(gq, axes[i])                        # the joint's axis moved by the joints before it
+                a = quat_apply(gq, axes[i])  # the joint's axis moved by the joints before it
                 if self._is_hinge[i]:
                     c = quat_apply(gq, points[i]) + gt
-                    step_q = quat_from_rotvec(a * dq[:, i:i + 1])  # rotation about the moved axis through c
+                    step_q = quat_from_rotvec(a * dq[:, i : i + 1])  # rotation about the moved axis through c
                     gt = quat_apply(step_q, gt - c) + c
                     gq = quat_mul(step_q, gq)
                 else:
                     c = None
-                    gt = gt + a * dq[:, i:i + 1]
+                    gt = gt + a * dq[:, i : i + 1]
                 cols_a.append(a)
                 cols_c.append(c)
             p_now = quat_apply(gq, p) + gt
             q_now = quat_mul(gq, q)
             jp = torch.stack([cross(a, p_now - c) if c is not None else a for a, c in zip(cols_a, cols_c)], 2)
             jr = torch.stack([a if c is not None else torch.zeros_like(a) for a, c in zip(cols_a, cols_c)], 2)
-            J = torch.cat([jp, jr], dim=1)                         # (N, 6, k)
+            J = torch.cat([jp, jr], dim=1)  # (N, 6, k)
             e = torch.cat([p_t - p_now, rotvec_from_quat(quat_mul(q_t, quat_conj(q_now)))], dim=1)
-            A = J @ J.transpose(1, 2) + self._damping2 * eye       # symmetric positive definite
+            A = J @ J.transpose(1, 2) + self._damping2 * eye  # symmetric positive definite
             L, _ = torch.linalg.cholesky_ex(A)
             dq = dq + (J.transpose(1, 2) @ torch.cholesky_solve(e[:, :, None], L))[:, :, 0]
         out = torch.empty_like(dq)

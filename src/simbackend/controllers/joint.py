@@ -64,10 +64,14 @@ def _action_bounds(cfg, default: np.ndarray, n: int, device: torch.device, what:
         return bound_array(cfg.low, n, device), bound_array(cfg.high, n, device)
     if cfg.normalize_action and not np.isfinite(default).all():
         bad = [cfg.joints[i] for i in np.flatnonzero(~np.isfinite(default).all(axis=1))]
-        raise InvalidArgumentError(f"{type(cfg).__name__}.low, high: joints {bad} have an unlimited {what};"
-                                   " give finite low/high to normalize actions")
-    return (torch.as_tensor(default[:, 0], dtype=torch.float32, device=device),
-            torch.as_tensor(default[:, 1], dtype=torch.float32, device=device))
+        raise InvalidArgumentError(
+            f"{type(cfg).__name__}.low, high: joints {bad} have an unlimited {what};"
+            " give finite low/high to normalize actions"
+        )
+    return (
+        torch.as_tensor(default[:, 0], dtype=torch.float32, device=device),
+        torch.as_tensor(default[:, 1], dtype=torch.float32, device=device),
+    )
 
 
 @register_controller
@@ -89,18 +93,20 @@ class JointPositionController(_JointTargets):
         backend = check_backend(backend)
         self.config = config
         joints = resolve_dof_joints(backend, config.joints, "JointPositionConfig.joints")
-        acts = joint_actuators(backend, joints, config.joints, "position", "JointPositionConfig.joints",
-                               "; JointPDConfig drives motors")
+        acts = joint_actuators(
+            backend, joints, config.joints, "position", "JointPositionConfig.joints", "; JointPDConfig drives motors"
+        )
         info = backend.info
         gear = np.asarray(info.actuator_gear)[acts]
         if (gear == 0).any():
-            raise InvalidArgumentError(f"JointPositionConfig.joints: actuators with gear 0: "
-                                       f"{[info.actuator_names[a] for a in acts[gear == 0]]}")
+            raise InvalidArgumentError(
+                f"JointPositionConfig.joints: actuators with gear 0: "
+                f"{[info.actuator_names[a] for a in acts[gear == 0]]}"
+            )
         target_range = sorted_range(np.asarray(info.actuator_ctrl_range)[acts], gear)
         k = len(acts)
         low, high = _action_bounds(config, target_range, k, backend.device, "ctrl range")
-        super().__init__(backend, config, acts, low, high, physics_rate=False,
-                         normalize_action=config.normalize_action)
+        super().__init__(backend, config, acts, low, high, physics_rate=False, normalize_action=config.normalize_action)
         self._gear = torch.as_tensor(gear, dtype=torch.float32, device=backend.device)
         self._init_targets(backend, joints, target_range)
 
@@ -129,19 +135,26 @@ class JointPDController(_JointTargets):
         backend = check_backend(backend)
         self.config = config
         joints = resolve_dof_joints(backend, config.joints, "JointPDConfig.joints")
-        acts = joint_actuators(backend, joints, config.joints, "motor", "JointPDConfig.joints",
-                               "; JointPositionConfig drives position actuators")
+        acts = joint_actuators(
+            backend,
+            joints,
+            config.joints,
+            "motor",
+            "JointPDConfig.joints",
+            "; JointPositionConfig drives position actuators",
+        )
         info = backend.info
         scale = np.asarray(info.actuator_gear)[acts] * np.asarray(info.actuator_gain)[acts]
         if (scale == 0).any():
-            raise InvalidArgumentError(f"JointPDConfig.joints: motors with zero gear or gain: "
-                                       f"{[info.actuator_names[a] for a in acts[scale == 0]]}")
+            raise InvalidArgumentError(
+                f"JointPDConfig.joints: motors with zero gear or gain: "
+                f"{[info.actuator_names[a] for a in acts[scale == 0]]}"
+            )
         joint_range = np.asarray(info.joint_range)[joints]
         k = len(acts)
         dev = backend.device
         low, high = _action_bounds(config, joint_range, k, dev, "joint range")
-        super().__init__(backend, config, acts, low, high, physics_rate=True,
-                         normalize_action=config.normalize_action)
+        super().__init__(backend, config, acts, low, high, physics_rate=True, normalize_action=config.normalize_action)
         self.kp = bound_array(config.kp, k, dev)
         self.kd = bound_array(config.kd, k, dev)
         self._scale = torch.as_tensor(scale, dtype=torch.float32, device=dev)
@@ -180,16 +193,23 @@ class PassiveController(Controller):
                     raise InvalidArgumentError(
                         f"PassiveConfig.joints: joint {name!r} is driven by {kind} actuator"
                         f" {info.actuator_names[a]!r}; only joints with motors (held at 0) or no actuator"
-                        " can be passive")
+                        " can be passive"
+                    )
                 acts.append(int(a))
-        super().__init__(backend, config, np.asarray(acts, dtype=np.int64), np.zeros(0), np.zeros(0),
-                         physics_rate=False, normalize_action=True)
+        super().__init__(
+            backend,
+            config,
+            np.asarray(acts, dtype=np.int64),
+            np.zeros(0),
+            np.zeros(0),
+            physics_rate=False,
+            normalize_action=True,
+        )
         self.joint_ids = torch.as_tensor(joints, dtype=torch.int64, device=backend.device)
 
     def compute(self) -> torch.Tensor:
         """``(N, k)`` zeros."""
-        return torch.zeros((self.num_envs, self.actuator_ids.numel()), dtype=torch.float32,
-                           device=self.backend.device)
+        return torch.zeros((self.num_envs, self.actuator_ids.numel()), dtype=torch.float32, device=self.backend.device)
 
     def reanchor(self, ids: torch.Tensor) -> None:
         pass

@@ -8,7 +8,9 @@ on the first lookup.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from importlib import metadata
+from typing import Any
 
 from simbackend.errors import ArgumentTypeError, InvalidArgumentError
 
@@ -27,12 +29,15 @@ def register_controller(cls: type[Controller]) -> type[Controller]:
         raise ArgumentTypeError(f"register_controller: expected a Controller subclass, got {cls!r}")
     config_type = cls.config_type
     if not isinstance(config_type, type):
-        raise InvalidArgumentError(f"register_controller: {cls.__name__}.config_type must name its config class,"
-                                   f" got {config_type!r}")
+        raise InvalidArgumentError(
+            f"register_controller: {cls.__name__}.config_type must name its config class, got {config_type!r}"
+        )
     other = _CONTROLLERS.get(config_type)
     if other is not None and other is not cls and other.__qualname__ != cls.__qualname__:
-        raise InvalidArgumentError(f"register_controller: {config_type.__name__} is built by {other.__qualname__}"
-                                   f" already; one controller per config type")
+        raise InvalidArgumentError(
+            f"register_controller: {config_type.__name__} is built by {other.__qualname__}"
+            f" already; one controller per config type"
+        )
     _CONTROLLERS[config_type] = cls
     return cls
 
@@ -52,13 +57,15 @@ def available_controllers() -> dict[type, type[Controller]]:
     return dict(_CONTROLLERS)
 
 
-def controller_class(config: object, argument: str = "config") -> type[Controller]:
+def controller_class(config: object, argument: str = "config") -> Callable[[Any, Any], Controller]:
     """The controller class registered for ``type(config)``; anything else raises
     ``ArgumentTypeError`` naming ``argument`` and the config classes that are known."""
     _load_entry_points()
     cls = _CONTROLLERS.get(type(config))
     if cls is None:
         known = sorted(k.__name__ for k in _CONTROLLERS)
-        raise ArgumentTypeError(f"{argument}: expected one of {known} (the registered controller configs)"
-                                f" or a mapping of them, got {type(config).__name__}")
+        raise ArgumentTypeError(
+            f"{argument}: expected one of {known} (the registered controller configs)"
+            f" or a mapping of them, got {type(config).__name__}"
+        )
     return cls

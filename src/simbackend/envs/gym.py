@@ -58,6 +58,7 @@ from typing import Any
 
 import numpy as np
 import torch
+
 from simbackend._extras import require_extra
 
 require_extra("gymnasium", purpose="the gymnasium adapter (simbackend.envs.gym)")
@@ -83,8 +84,11 @@ OBS_MODES = ("state", "state_dict")
 #: accepted ``tensors`` values
 TENSOR_TYPES = ("torch", "numpy")
 #: accepted ``autoreset_mode`` strings (a ``gymnasium.vector.AutoresetMode`` or its value works too)
-AUTORESET_MODES = {"next_step": AutoresetMode.NEXT_STEP, "same_step": AutoresetMode.SAME_STEP,
-                   "disabled": AutoresetMode.DISABLED}
+AUTORESET_MODES = {
+    "next_step": AutoresetMode.NEXT_STEP,
+    "same_step": AutoresetMode.SAME_STEP,
+    "disabled": AutoresetMode.DISABLED,
+}
 #: accepted ``render_mode`` values
 RENDER_MODES = (None, "rgb_array")
 
@@ -108,24 +112,36 @@ def _autoreset_mode(value: Any) -> AutoresetMode:
             if norm == name.replace("_", ""):
                 return mode
     shown = ", ".join(repr(a) for a in AUTORESET_MODES)
-    raise InvalidArgumentError(f"autoreset_mode: expected one of {shown} or a gymnasium.vector.AutoresetMode,"
-                               f" got {value!r}")
+    raise InvalidArgumentError(
+        f"autoreset_mode: expected one of {shown} or a gymnasium.vector.AutoresetMode, got {value!r}"
+    )
 
 
-def _check_options(obs_mode: Any, tensors: Any, autoreset_mode: Any, render_mode: Any, render_camera: Any,
-                   render_size: Any, episode_key: Any) -> tuple[AutoresetMode, tuple[int, int]]:
+def _check_options(
+    obs_mode: Any,
+    tensors: Any,
+    autoreset_mode: Any,
+    render_mode: Any,
+    render_camera: Any,
+    render_size: Any,
+    episode_key: Any,
+) -> tuple[AutoresetMode, tuple[int, int]]:
     _choice(obs_mode, OBS_MODES, "obs_mode")
     _choice(tensors, TENSOR_TYPES, "tensors")
     mode = _autoreset_mode(autoreset_mode)
     _choice(render_mode, RENDER_MODES, "render_mode")
     if not isinstance(render_camera, str) or not render_camera:
         raise ArgumentTypeError(f"render_camera: expected a camera name (or 'free'), got {render_camera!r}")
-    if (not isinstance(render_size, (tuple, list)) or len(render_size) != 2
-            or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 1 for s in render_size)):
+    if (
+        not isinstance(render_size, (tuple, list))
+        or len(render_size) != 2
+        or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 1 for s in render_size)
+    ):
         raise InvalidArgumentError(f"render_size: expected (width, height) positive ints, got {render_size!r}")
     if episode_key is not None and (not isinstance(episode_key, str) or not episode_key or episode_key[0] == "_"):
-        raise InvalidArgumentError(f"episode_key: expected an info key (a non-empty str not starting with '_')"
-                                   f" or None, got {episode_key!r}")
+        raise InvalidArgumentError(
+            f"episode_key: expected an info key (a non-empty str not starting with '_') or None, got {episode_key!r}"
+        )
     return mode, (int(render_size[0]), int(render_size[1]))
 
 
@@ -150,14 +166,24 @@ class SimVectorEnv(VectorEnv):
         owns_task: :meth:`close` closes the task (and the backend it owns).
     """
 
-    def __init__(self, task: Task, *, obs_mode: str = "state", tensors: str = "torch",
-                 autoreset_mode: Any = "next_step", render_mode: str | None = None,
-                 render_camera: str = "free", render_size: tuple[int, int] = (320, 240),
-                 episode_key: str | None = "episode", owns_task: bool = True):
+    def __init__(
+        self,
+        task: Task,
+        *,
+        obs_mode: str = "state",
+        tensors: str = "torch",
+        autoreset_mode: Any = "next_step",
+        render_mode: str | None = None,
+        render_camera: str = "free",
+        render_size: tuple[int, int] = (320, 240),
+        episode_key: str | None = "episode",
+        owns_task: bool = True,
+    ):
         if not isinstance(task, Task):
             raise ArgumentTypeError(f"task: expected a simbackend.tasks.Task, got {type(task).__name__}")
-        mode, size = _check_options(obs_mode, tensors, autoreset_mode, render_mode, render_camera, render_size,
-                                    episode_key)
+        mode, size = _check_options(
+            obs_mode, tensors, autoreset_mode, render_mode, render_camera, render_size, episode_key
+        )
         self.task = task
         self.num_envs = int(task.num_envs)
         self.device = task.device
@@ -221,11 +247,14 @@ class SimVectorEnv(VectorEnv):
             try:
                 a = np.asarray(actions)
             except (ValueError, TypeError) as e:
-                raise ArgumentTypeError(f"actions: expected an array of shape {expected}, got"
-                                        f" {type(actions).__name__} that is not one ({e})") from None
+                raise ArgumentTypeError(
+                    f"actions: expected an array of shape {expected}, got"
+                    f" {type(actions).__name__} that is not one ({e})"
+                ) from None
             if a.dtype.kind not in "fiu":
-                raise ArgumentTypeError(f"actions: expected real numbers of shape {expected}, got an array of"
-                                        f" dtype {a.dtype}")
+                raise ArgumentTypeError(
+                    f"actions: expected real numbers of shape {expected}, got an array of dtype {a.dtype}"
+                )
             t = torch.from_numpy(np.array(a, dtype=np.float32))
         if tuple(t.shape) != expected:
             raise InputShapeError("actions", expected, tuple(t.shape))
@@ -235,8 +264,9 @@ class SimVectorEnv(VectorEnv):
         if isinstance(mask, torch.Tensor):
             mask = mask.detach().cpu().numpy()
         if not isinstance(mask, np.ndarray):
-            raise ArgumentTypeError(f"options['reset_mask']: expected a numpy array (or tensor) of bool, got"
-                                    f" {type(mask).__name__}")
+            raise ArgumentTypeError(
+                f"options['reset_mask']: expected a numpy array (or tensor) of bool, got {type(mask).__name__}"
+            )
         if mask.shape != (self.num_envs,):
             raise InputShapeError("options['reset_mask']", (self.num_envs,), mask.shape)
         if mask.dtype != np.bool_:
@@ -290,7 +320,8 @@ class SimVectorEnv(VectorEnv):
             ids = np.flatnonzero(self._ended).tolist()
             raise InvalidArgumentError(
                 f"step: envs {ids} ended their episodes; restart them with reset(options={{'reset_mask': mask}})"
-                " before stepping (autoreset_mode=DISABLED)")
+                " before stepping (autoreset_mode=DISABLED)"
+            )
         restart = self._ended.copy() if mode is AutoresetMode.NEXT_STEP else np.zeros(self.num_envs, dtype=bool)
         any_restart = bool(restart.any())
         restart_t = torch.as_tensor(restart, device=self.device)
@@ -327,11 +358,17 @@ class SimVectorEnv(VectorEnv):
             self._ended[:] = False
         else:
             self._ended = ended.copy()
-        return (self._export(obs), self._export(reward), self._export(terminated), self._export(truncated),
-                self._export(info))
+        return (
+            self._export(obs),
+            self._export(reward),
+            self._export(terminated),
+            self._export(truncated),
+            self._export(info),
+        )
 
-    def _step_info(self, task_info: Mapping[str, Any], valid: torch.Tensor, ended_t: torch.Tensor,
-                   ended: np.ndarray, now: float) -> dict:
+    def _step_info(
+        self, task_info: Mapping[str, Any], valid: torch.Tensor, ended_t: torch.Tensor, ended: np.ndarray, now: float
+    ) -> dict:
         """Gymnasium's vector info from the task's step info; ``valid``: envs whose step counted."""
         n = self.num_envs
 
@@ -348,14 +385,14 @@ class SimVectorEnv(VectorEnv):
             if key in _EPISODE_SO_FAR:
                 continue
             info[key] = masked(value)
-            if isinstance(value, Mapping) or (isinstance(value, torch.Tensor) and value.dim() >= 1
-                                              and value.shape[0] == n):
+            if isinstance(value, Mapping) or (
+                isinstance(value, torch.Tensor) and value.dim() >= 1 and value.shape[0] == n
+            ):
                 info[f"_{key}"] = valid.clone()
         if self.episode_key is not None and ended.any():
             ret = task_info["episode_return"].to(torch.float32)
             length = task_info["episode_length"].to(torch.int64)
-            seconds = torch.as_tensor(np.round(now - self._episode_start, 6), dtype=torch.float32,
-                                      device=self.device)
+            seconds = torch.as_tensor(np.round(now - self._episode_start, 6), dtype=torch.float32, device=self.device)
             info[self.episode_key] = {
                 "r": torch.where(ended_t, ret, torch.zeros_like(ret)),
                 "l": torch.where(ended_t, length, torch.zeros_like(length)),
@@ -369,8 +406,10 @@ class SimVectorEnv(VectorEnv):
         with ``render_mode=None`` a warning and ``None``, as gymnasium's environments do."""
         self._check_open("render")
         if self.render_mode is None:
-            logger.warn("You are calling render method without specifying any render mode. You can specify the"
-                        " render_mode at initialization, e.g. make_vector_env(..., render_mode='rgb_array')")
+            logger.warn(
+                "You are calling render method without specifying any render mode. You can specify the"
+                " render_mode at initialization, e.g. make_vector_env(..., render_mode='rgb_array')"
+            )
             return None
         width, height = self.render_size
         images = self.task.backend.render(None, camera=self.render_camera, width=width, height=height)
@@ -382,16 +421,30 @@ class SimVectorEnv(VectorEnv):
             self.task.close()
 
     def __repr__(self) -> str:
-        return (f"SimVectorEnv({self.task.name!r}, sim={getattr(self.task.backend, 'name', '?')!r},"
-                f" num_envs={self.num_envs}, obs_mode={self.obs_mode!r}, tensors={self.tensors!r},"
-                f" autoreset_mode={self.autoreset_mode.name})")
+        return (
+            f"SimVectorEnv({self.task.name!r}, sim={getattr(self.task.backend, 'name', '?')!r},"
+            f" num_envs={self.num_envs}, obs_mode={self.obs_mode!r}, tensors={self.tensors!r},"
+            f" autoreset_mode={self.autoreset_mode.name})"
+        )
 
 
-def make_vector_env(task_name: str, sim: str = "mujoco", num_envs: int = 1, *, config: Any = None, seed: int = 0,
-                    device: Any = None, obs_mode: str = "state", tensors: str = "torch",
-                    autoreset_mode: Any = "next_step", render_mode: str | None = None,
-                    render_camera: str = "free", render_size: tuple[int, int] = (320, 240),
-                    episode_key: str | None = "episode", **backend_options: Any) -> SimVectorEnv:
+def make_vector_env(
+    task_name: str,
+    sim: str = "mujoco",
+    num_envs: int = 1,
+    *,
+    config: Any = None,
+    seed: int = 0,
+    device: Any = None,
+    obs_mode: str = "state",
+    tensors: str = "torch",
+    autoreset_mode: Any = "next_step",
+    render_mode: str | None = None,
+    render_camera: str = "free",
+    render_size: tuple[int, int] = (320, 240),
+    episode_key: str | None = "episode",
+    **backend_options: Any,
+) -> SimVectorEnv:
     """Build task ``task_name`` on backend ``sim`` and a :class:`SimVectorEnv` over it (which owns it).
 
     Args:
@@ -410,9 +463,16 @@ def make_vector_env(task_name: str, sim: str = "mujoco", num_envs: int = 1, *, c
     _check_options(obs_mode, tensors, autoreset_mode, render_mode, render_camera, render_size, episode_key)
     task = make_task(task_name, sim, num_envs, config=config, seed=seed, device=device, **backend_options)
     try:
-        return SimVectorEnv(task, obs_mode=obs_mode, tensors=tensors, autoreset_mode=autoreset_mode,
-                            render_mode=render_mode, render_camera=render_camera, render_size=render_size,
-                            episode_key=episode_key)
+        return SimVectorEnv(
+            task,
+            obs_mode=obs_mode,
+            tensors=tensors,
+            autoreset_mode=autoreset_mode,
+            render_mode=render_mode,
+            render_camera=render_camera,
+            render_size=render_size,
+            episode_key=episode_key,
+        )
     except BaseException:
         task.close()
         raise

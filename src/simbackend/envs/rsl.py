@@ -44,6 +44,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+
 from simbackend._extras import require_extra
 
 require_extra("rsl_rl", "tensordict", purpose="the rsl-rl adapter (simbackend.envs.rsl)")
@@ -79,8 +80,9 @@ class RslRlVecEnv(VecEnv):
     def __init__(self, task: Any, *, owns_task: bool = False):
         for attr in ("step", "reset", "flatten", "observe", "episode_step", "action_dim", "num_envs"):
             if not hasattr(task, attr):
-                raise ArgumentTypeError(f"task: expected a simbackend Task, got {type(task).__name__}"
-                                        f" (no attribute {attr!r})")
+                raise ArgumentTypeError(
+                    f"task: expected a simbackend Task, got {type(task).__name__} (no attribute {attr!r})"
+                )
         self.task = task
         self.owns_task = owns_task
         self.num_envs = int(task.num_envs)
@@ -102,8 +104,9 @@ class RslRlVecEnv(VecEnv):
     def episode_length_buf(self, value: Any) -> None:
         value = torch.as_tensor(value, device=self.task.episode_step.device)
         if value.shape != self.task.episode_step.shape:
-            raise ArgumentTypeError(f"episode_length_buf: expected shape {tuple(self.task.episode_step.shape)},"
-                                    f" got {tuple(value.shape)}")
+            raise ArgumentTypeError(
+                f"episode_length_buf: expected shape {tuple(self.task.episode_step.shape)}, got {tuple(value.shape)}"
+            )
         # the task truncates at episode_step >= episode_length: keep every env at least one step from it
         self.task.episode_step.copy_(value.clamp(0, self.max_episode_length - 1).to(self.task.episode_step.dtype))
 

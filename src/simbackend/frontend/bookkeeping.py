@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 import torch
 
@@ -27,14 +25,15 @@ class EnvBook:
             self.time = torch.zeros(num_envs, dtype=torch.float64, device=device)
             self.ctrl = torch.zeros((num_envs, info.nu), dtype=dtype, device=device)
         except (RuntimeError, MemoryError) as e:  # torch reports an impossible allocation as a RuntimeError
-            raise InvalidArgumentError(f"num_envs: {num_envs} envs cannot be allocated"
-                                       f" ({' '.join(str(e).split())[:160]})") from None
+            raise InvalidArgumentError(
+                f"num_envs: {num_envs} envs cannot be allocated ({' '.join(str(e).split())[:160]})"
+            ) from None
         r = torch.as_tensor(np.array(info.actuator_ctrl_range), dtype=torch.float64, device=device)
         self._ctrl_lo, self._ctrl_hi = r[:, 0], r[:, 1]
         self._ctrl_bounds_host = np.array(info.actuator_ctrl_range).T
         # pending body forces (apply_body_force until the next step): (N, nbody, 3) each, on first use
-        self._force: Optional[torch.Tensor] = None
-        self._torque: Optional[torch.Tensor] = None
+        self._force: torch.Tensor | None = None
+        self._torque: torch.Tensor | None = None
         self._bodies = np.zeros(0, np.int64)
 
     # ------------------------------------------------------------------
@@ -50,7 +49,7 @@ class EnvBook:
         else:
             self.time += seconds
 
-    def clamped_ctrl(self, rows: Optional[torch.Tensor] = None) -> torch.Tensor:
+    def clamped_ctrl(self, rows: torch.Tensor | None = None) -> torch.Tensor:
         """``(n, nu)`` float32 last controls of ``rows`` (all envs for ``None``), clamped to the ctrl ranges."""
         ctrl = self.ctrl if rows is None else self.ctrl[rows]
         return torch.clamp(ctrl.to(torch.float64), self._ctrl_lo, self._ctrl_hi).to(torch.float32)
@@ -65,30 +64,37 @@ class EnvBook:
     # ------------------------------------------------------------------
     def add_forces(self, bodies: np.ndarray, force: torch.Tensor, torque: torch.Tensor) -> None:
         """Add ``(N, B, 3)`` world forces and torques at the origins of bodies ``bodies`` (host ids)."""
-        if self._force is None:
+        held_force, held_torque = self._buffers()
+        cols = torch.as_tensor(bodies, device=self.device)
+        held_force[:, cols] += force.to(self.dtype)
+        held_torque[:, cols] += torque.to(self.dtype)
+        self._bodies = np.union1d(self._bodies, bodies)
+
+    def _buffers(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The ``(N, nbody, 3)`` force and torque accumulators, made on first use."""
+        if self._force is None or self._torque is None:
             self._force = torch.zeros((self.num_envs, self.info.nbody, 3), dtype=self.dtype, device=self.device)
             self._torque = torch.zeros_like(self._force)
-        cols = torch.as_tensor(bodies, device=self.device)
-        self._force[:, cols] += force.to(self.dtype)
-        self._torque[:, cols] += torque.to(self.dtype)
-        self._bodies = np.union1d(self._bodies, bodies)
+        return self._force, self._torque
 
     def remove_forces(self, bodies: np.ndarray, force: torch.Tensor, torque: torch.Tensor) -> None:
         """Take back what :meth:`add_forces` added (forces held for one step, after the step failed)."""
+        held_force, held_torque = self._buffers()
         cols = torch.as_tensor(bodies, device=self.device)
-        self._force[:, cols] -= force.to(self.dtype)
-        self._torque[:, cols] -= torque.to(self.dtype)
+        held_force[:, cols] -= force.to(self.dtype)
+        held_torque[:, cols] -= torque.to(self.dtype)
 
-    def pending_forces(self) -> Optional[BodyForces]:
+    def pending_forces(self) -> BodyForces | None:
         """The forces pending for the next step, or ``None``."""
         if not self._bodies.size:
             return None
+        held_force, held_torque = self._buffers()
         cols = torch.as_tensor(self._bodies, device=self.device)
-        return BodyForces(self._bodies, self._force[:, cols], self._torque[:, cols])
+        return BodyForces(self._bodies, held_force[:, cols], held_torque[:, cols])
 
     def clear_forces(self) -> None:
         """Drop the pending forces (the end of every step)."""
         if self._bodies.size:
-            self._force.zero_()
-            self._torque.zero_()
+            for held in self._buffers():
+                held.zero_()
             self._bodies = np.zeros(0, np.int64)

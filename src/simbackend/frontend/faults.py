@@ -9,8 +9,6 @@ once the marks' copy to the host has arrived.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 import torch
 
@@ -31,8 +29,8 @@ class DeferredFaults:
         self.kinds: list[tuple[str, str]] = []
         self.num_envs, self.device = num_envs, device
         self.masks = torch.zeros((0, num_envs), dtype=torch.bool, device=device)
-        self.host: Optional[np.ndarray] = None
-        self.event = None
+        self.host: np.ndarray | None = None
+        self.event: torch.cuda.Event | None = None
         self.pending = False
 
     def _row(self, argument: str, problem: str) -> int:
@@ -67,6 +65,7 @@ class DeferredFaults:
                 self.host = self._pinned.numpy()  # a view of pinned host memory: no device read
                 self.event = torch.cuda.Event()
             self._pinned.copy_(self.masks, non_blocking=True)
+            assert self.event is not None  # made with the pinned buffer above
             self.event.record()
 
     def raise_if_any(self, wait: bool = False) -> None:
@@ -86,10 +85,10 @@ class DeferredFaults:
         (argument, problem), ids = self.kinds[rows[0][0]], rows[0][1]
         note = " (a GPU backend checks input values on the device and reports them at the next call; those envs were left as they were)"
         if problem == "nonfinite":
-            err: Exception = NonFiniteError(argument, ids)
+            err: Exception = NonFiniteError(argument, ids.tolist())
         elif problem == "zero quaternion":
             err = InvalidQuaternionError(f"{argument}: zero quaternion in env ids {ids[:8].tolist()}")
         else:
-            err = ValueRangeError(argument, ids, float(problem))
+            err = ValueRangeError(argument, ids.tolist(), float(problem))
         err.args = (str(err) + note,)
         raise err

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence, Union
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from simbackend.errors import ArgumentTypeError, IndexRangeError, UnknownNameError
 from simbackend.model_info import JOINT_BALL, JOINT_FREE, JOINT_TYPE_NAMES, ModelInfo
 
-Names = Union[str, Sequence[str]]
+Names = str | Sequence[str]
 
 #: the kinds of named elements, and the ModelInfo field listing each kind's names in id order
-KINDS = {"body": "body_names", "joint": "joint_names", "site": "site_names", "actuator": "actuator_names",
-         "sensor": "sensor_names", "geom": "geom_names", "keyframe": "keyframe_names"}
+KINDS = {
+    "body": "body_names",
+    "joint": "joint_names",
+    "site": "site_names",
+    "actuator": "actuator_names",
+    "sensor": "sensor_names",
+    "geom": "geom_names",
+    "keyframe": "keyframe_names",
+}
 
 
 class NameTable:
@@ -56,8 +64,10 @@ class NameTable:
 
     def joint_columns(self, names: Names, velocity: bool) -> np.ndarray:
         """qpos (or, with ``velocity``, qvel) columns of joints ``names``, any type, in the order named."""
-        return np.concatenate([joint_columns(self.info, int(j), velocity) for j in self.resolve_many("joint", names)]
-                              + [np.zeros(0, np.int64)])
+        return np.concatenate(
+            [joint_columns(self.info, int(j), velocity) for j in self.resolve_many("joint", names)]
+            + [np.zeros(0, np.int64)]
+        )
 
 
 def joint_columns(info: ModelInfo, joint: int, velocity: bool) -> np.ndarray:

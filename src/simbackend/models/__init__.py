@@ -50,7 +50,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
@@ -60,9 +60,12 @@ from simbackend.models.actuators import ActuatorSpec, actuator_specs, add_actuat
 from simbackend.models.packages import package_dirs_option
 from simbackend.models.urdf import prepare_urdf_spec, urdf_error_hint
 
+if TYPE_CHECKING:
+    import mujoco
+
 ASSETS = Path(__file__).resolve().parent / "assets"
 
-ModelSource = Union[str, os.PathLike, "mujoco.MjSpec", "mujoco.MjModel"]  # noqa: F821
+ModelSource = Union[str, os.PathLike, "mujoco.MjSpec", "mujoco.MjModel"]
 
 #: root element of each model file format MuJoCo reads
 _FORMATS = {"mujoco": "MJCF", "robot": "URDF"}
@@ -80,9 +83,7 @@ def builtin_model_path(name: str) -> Path:
     """Path of built-in model ``name``; raises :class:`ModelLoadError` for unknown names."""
     path = ASSETS / f"{name}.xml"
     if not path.is_file():
-        raise ModelLoadError(
-            f"no built-in model named {name!r}{closest_names_hint(name, builtin_models())}"
-        )
+        raise ModelLoadError(f"no built-in model named {name!r}{closest_names_hint(name, builtin_models())}")
     return path
 
 
@@ -97,8 +98,9 @@ def describe_source(source: ModelSource) -> str:
     return str(source)
 
 
-def compile_model(source: ModelSource, *, package_dirs: Any = None, actuators: Any = None,
-                  fuse_static: Optional[bool] = None) -> "mujoco.MjModel":
+def compile_model(
+    source: ModelSource, *, package_dirs: Any = None, actuators: Any = None, fuse_static: bool | None = None
+) -> mujoco.MjModel:
     """Compile a model source into a ``mujoco.MjModel`` (see the module docstring for the options).
 
     Args:
@@ -136,18 +138,22 @@ def _no_model_options(package_dirs: Any, actuators: Any, fuse_static: Any) -> No
     given = [k for k, v in (("package_dirs", dirs), ("actuators", specs)) if v]
     given += ["fuse_static"] if fuse_static is not None else []
     if given:
-        raise InvalidArgumentError(f"{', '.join(given)}: a compiled mujoco.MjModel takes no model options;"
-                                   " pass the MJCF/URDF path or a mujoco.MjSpec instead")
+        raise InvalidArgumentError(
+            f"{', '.join(given)}: a compiled mujoco.MjModel takes no model options;"
+            " pass the MJCF/URDF path or a mujoco.MjSpec instead"
+        )
 
 
 def _check_fuse_static(fuse_static: Any) -> None:
     if fuse_static is not None and not isinstance(fuse_static, (bool, np.bool_)):
-        raise ArgumentTypeError(f"fuse_static: expected True, False or None, got {type(fuse_static).__name__}"
-                                f" {fuse_static!r}")
+        raise ArgumentTypeError(
+            f"fuse_static: expected True, False or None, got {type(fuse_static).__name__} {fuse_static!r}"
+        )
 
 
-def _prepared_spec(source: Any, package_dirs: Any, actuators: Any,
-                   fuse_static: Optional[bool]) -> tuple["mujoco.MjSpec", str, bool]:  # noqa: F821
+def _prepared_spec(
+    source: Any, package_dirs: Any, actuators: Any, fuse_static: bool | None
+) -> tuple[mujoco.MjSpec, str, bool]:
     """The spec of a file, built-in name or ``MjSpec`` source with the model options applied, its label
     for messages, and whether it came from a URDF."""
     import mujoco
@@ -179,7 +185,7 @@ def _prepared_spec(source: Any, package_dirs: Any, actuators: Any,
     return spec, label, urdf
 
 
-def _compiled(spec: "mujoco.MjSpec", label: str, urdf: bool) -> "mujoco.MjModel":  # noqa: F821
+def _compiled(spec: mujoco.MjSpec, label: str, urdf: bool) -> mujoco.MjModel:
     try:
         return spec.compile()
     except Exception as e:  # mujoco raises ValueError with the compiler's (multi-line) message
@@ -187,8 +193,14 @@ def _compiled(spec: "mujoco.MjSpec", label: str, urdf: bool) -> "mujoco.MjModel"
         raise ModelLoadError(f"MuJoCo could not compile {label}: {msg}{urdf_error_hint(msg) if urdf else ''}") from e
 
 
-def export_mjcf(source: ModelSource, folder: Union[str, os.PathLike], *, package_dirs: Any = None,
-                actuators: Any = None, fuse_static: Optional[bool] = None) -> tuple["mujoco.MjModel", Path]:  # noqa: F821
+def export_mjcf(
+    source: ModelSource,
+    folder: str | os.PathLike,
+    *,
+    package_dirs: Any = None,
+    actuators: Any = None,
+    fuse_static: bool | None = None,
+) -> tuple[mujoco.MjModel, Path]:
     """Compile a model source as :func:`compile_model` does, and write the same model as one MJCF file.
 
     For engines with their own MJCF compiler (a plugin backend loads the file
@@ -247,14 +259,21 @@ def export_mjcf(source: ModelSource, folder: Union[str, os.PathLike], *, package
     except Exception as e:
         raise ModelLoadError(f"{label}: cannot write the compiled model as MJCF: {_one_line(e)}") from e
     info = model_info(m)
-    groups = (("body", out.bodies, info.body_names), ("joint", out.joints, info.joint_names),
-              ("site", out.sites, info.site_names), ("geom", out.geoms, info.geom_names),
-              ("actuator", out.actuators, info.actuator_names), ("sensor", out.sensors, info.sensor_names))
+    groups = (
+        ("body", out.bodies, info.body_names),
+        ("joint", out.joints, info.joint_names),
+        ("site", out.sites, info.site_names),
+        ("geom", out.geoms, info.geom_names),
+        ("actuator", out.actuators, info.actuator_names),
+        ("sensor", out.sensors, info.sensor_names),
+    )
     for kind, elements, names in groups:
         elements = list(elements)
         if len(elements) != len(names):
-            raise ModelLoadError(f"{label}: the spec holds {len(elements)} {kind}s where the compiled model has"
-                                 f" {len(names)}; it cannot be written back as MJCF")
+            raise ModelLoadError(
+                f"{label}: the spec holds {len(elements)} {kind}s where the compiled model has"
+                f" {len(names)}; it cannot be written back as MJCF"
+            )
         for k, (element, name) in enumerate(zip(elements, names)):
             if not element.name and not (kind == "body" and k == 0):
                 element.name = name
@@ -265,8 +284,19 @@ def export_mjcf(source: ModelSource, folder: Union[str, os.PathLike], *, package
         check = model_info(again.compile())
     except Exception as e:
         raise ModelLoadError(f"{label}: the model written as MJCF does not compile again: {_one_line(e)}") from e
-    for f in ("body_names", "joint_names", "site_names", "geom_names", "actuator_names", "sensor_names",
-              "body_parent", "joint_type", "joint_body", "joint_qposadr", "joint_dofadr"):
+    for f in (
+        "body_names",
+        "joint_names",
+        "site_names",
+        "geom_names",
+        "actuator_names",
+        "sensor_names",
+        "body_parent",
+        "joint_type",
+        "joint_body",
+        "joint_qposadr",
+        "joint_dofadr",
+    ):
         if not np.array_equal(np.asarray(getattr(check, f)), np.asarray(getattr(info, f))):
             raise ModelLoadError(f"{label}: the model written as MJCF differs from the compiled one in {f}")
     for f in ("body_mass", "body_com", "body_inertia", "joint_range", "actuator_ctrl_range", "gravity"):
@@ -278,7 +308,7 @@ def export_mjcf(source: ModelSource, folder: Union[str, os.PathLike], *, package
     return m, path
 
 
-def _model_digest(m: "mujoco.MjModel") -> str:  # noqa: F821
+def _model_digest(m: mujoco.MjModel) -> str:
     """A digest of the whole compiled model (its MJB bytes): every parameter, not only ModelInfo's."""
     import hashlib
 
@@ -289,16 +319,23 @@ def _model_digest(m: "mujoco.MjModel") -> str:  # noqa: F821
 _WRITTEN: dict[str, tuple[str, str, dict[str, bytes]]] = {}
 
 
-def _written_again(m: "mujoco.MjModel", folder: Path, package_dirs: Any, actuators: Any,  # noqa: F821
-                   fuse_static: Any) -> Path:
+def _written_again(
+    m: mujoco.MjModel,
+    folder: Path,
+    package_dirs: Any,
+    actuators: Any,
+    fuse_static: Any,
+) -> Path:
     """The MJCF of a compiled model that :func:`export_mjcf` wrote before in this process (the same
     model, bit for bit: a recording's model, say), written again into ``folder``."""
     _no_model_options(package_dirs, actuators, fuse_static)
     hit = _WRITTEN.get(_model_digest(m))
     if hit is None:
-        raise ModelLoadError("a compiled mujoco.MjModel cannot be written back as MJCF unless this process"
-                             " wrote the same model before; pass the MJCF/URDF path, the built-in name or a"
-                             " mujoco.MjSpec")
+        raise ModelLoadError(
+            "a compiled mujoco.MjModel cannot be written back as MJCF unless this process"
+            " wrote the same model before; pass the MJCF/URDF path, the built-in name or a"
+            " mujoco.MjSpec"
+        )
     text, old, memory = hit
     for name, data in memory.items():
         (folder / name).write_bytes(data)
@@ -312,15 +349,17 @@ def _numbers(values: Any) -> str:
     return " ".join(repr(float(v)) for v in np.asarray(values, np.float64).reshape(-1))
 
 
-def _full_precision(text: str, m: "mujoco.MjModel", info: ModelInfo) -> str:  # noqa: F821
+def _full_precision(text: str, m: mujoco.MjModel, info: ModelInfo) -> str:
     """``text`` (MuJoCo's XML writer keeps about 7 significant digits) with the values the
     compiled model holds written exactly: inertials, joint ranges, actuator ranges, gears and
     gains, timestep and gravity. Elements are found by name (every one is named by now)."""
     import xml.etree.ElementTree as ET
 
     root = ET.fromstring(text)
-    ids = {kind: {n: i for i, n in enumerate(names)} for kind, names in
-           (("body", info.body_names), ("joint", info.joint_names), ("actuator", info.actuator_names))}
+    ids = {
+        kind: {n: i for i, n in enumerate(names)}
+        for kind, names in (("body", info.body_names), ("joint", info.joint_names), ("actuator", info.actuator_names))
+    }
     for option in root.iter("option"):
         option.set("timestep", repr(float(m.opt.timestep)))
         option.set("gravity", _numbers(m.opt.gravity))
@@ -341,7 +380,7 @@ def _full_precision(text: str, m: "mujoco.MjModel", info: ModelInfo) -> str:  # 
             if j is not None and m.jnt_limited[j]:
                 joint.set("range", _numbers(m.jnt_range[j]))
     section = root.find("actuator")
-    for act in (section if section is not None else []):
+    for act in section if section is not None else []:
         a = ids["actuator"].get(act.get("name", ""))
         if a is None:
             continue
@@ -358,14 +397,17 @@ def _full_precision(text: str, m: "mujoco.MjModel", info: ModelInfo) -> str:  # 
     return ET.tostring(root, encoding="unicode")
 
 
-def _absolute_assets(spec: "mujoco.MjSpec", folder: Path) -> dict[str, bytes]:  # noqa: F821
+def _absolute_assets(spec: mujoco.MjSpec, folder: Path) -> dict[str, bytes]:
     """Point every file asset of ``spec`` at an absolute path; write in-memory assets into ``folder``
     and return them (file name in ``folder`` -> bytes)."""
     base = Path(spec.modelfiledir or ".")
     memory = dict(spec.assets)
     written: dict[str, bytes] = {}
-    for kind, items, subdir in (("mesh", spec.meshes, spec.meshdir), ("hfield", spec.hfields, spec.meshdir),
-                                ("texture", spec.textures, spec.texturedir)):
+    for kind, items, subdir in (
+        ("mesh", spec.meshes, spec.meshdir),
+        ("hfield", spec.hfields, spec.meshdir),
+        ("texture", spec.textures, spec.texturedir),
+    ):
         for k, item in enumerate(items):
             file = getattr(item, "file", "")
             if not file:
@@ -390,7 +432,7 @@ def _one_line(e: BaseException) -> str:
     return " ".join(str(e).split())
 
 
-def _source_path(source: Union[str, os.PathLike]) -> Path:
+def _source_path(source: str | os.PathLike) -> Path:
     """The readable, non-empty file a path-like source names (a built-in name gives its asset)."""
     text = os.fspath(source)
     path = Path(text).expanduser()
@@ -406,8 +448,9 @@ def _source_path(source: Union[str, os.PathLike]) -> Path:
     if not path.exists():
         if path.suffix or os.sep in text or (os.altsep and os.altsep in text):
             raise ModelLoadError(f"model file not found: {text}")
-        raise ModelLoadError(f"{text!r} is neither a model file nor a built-in model name"
-                             f"{closest_names_hint(text, builtin_models())}")
+        raise ModelLoadError(
+            f"{text!r} is neither a model file nor a built-in model name{closest_names_hint(text, builtin_models())}"
+        )
     if not path.is_file():
         raise ModelLoadError(f"model path {text!r} is not a regular file")
     if path.stat().st_size == 0:
@@ -432,14 +475,16 @@ def _file_format(path: Path) -> str:
         raise ModelLoadError(f"{path}: not an XML file{kind}; expected MJCF (.xml) or URDF (.urdf)")
     tag = root.group(1).rpartition(":")[2]
     if "<xacro:" in text:
-        raise ModelLoadError(f"{path}: a xacro file (it has <xacro:...> elements); expand it to URDF first:"
-                             f" xacro {path.name} > robot.urdf")
+        raise ModelLoadError(
+            f"{path}: a xacro file (it has <xacro:...> elements); expand it to URDF first:"
+            f" xacro {path.name} > robot.urdf"
+        )
     if tag not in _FORMATS:
         raise ModelLoadError(f"{path}: root element <{tag}> is neither MJCF (<mujoco>) nor URDF (<robot>)")
     return _FORMATS[tag]
 
 
-def model_info(m: "mujoco.MjModel") -> ModelInfo:
+def model_info(m: mujoco.MjModel) -> ModelInfo:
     """Derive the engine-neutral :class:`ModelInfo` from a compiled model.
 
     Unnamed elements are named ``<kind><id>`` (``body7``, ``joint0``) and the
@@ -485,7 +530,7 @@ def model_info(m: "mujoco.MjModel") -> ModelInfo:
         if int(m.actuator_trntype[a]) in (int(mujoco.mjtTrn.mjTRN_JOINT), int(mujoco.mjtTrn.mjTRN_JOINTINPARENT)):
             act_joint[a] = int(m.actuator_trnid[a, 0])
 
-    sensor_type = tuple(mujoco.mjtSensor(int(t)).name[len("mjSENS_"):].lower() for t in m.sensor_type)
+    sensor_type = tuple(mujoco.mjtSensor(int(t)).name[len("mjSENS_") :].lower() for t in m.sensor_type)
 
     roots = [b for b in range(1, m.nbody) if m.body_parentid[b] == 0]
     base = roots[0] if roots else 0
@@ -515,7 +560,7 @@ def model_info(m: "mujoco.MjModel") -> ModelInfo:
         site_body=np.array(m.site_bodyid, dtype=np.int64),
         geom_names=names(mujoco.mjtObj.mjOBJ_GEOM, m.ngeom),
         geom_body=np.array(m.geom_bodyid, dtype=np.int64),
-        geom_type=tuple(mujoco.mjtGeom(int(t)).name[len("mjGEOM_"):].lower() for t in m.geom_type),
+        geom_type=tuple(mujoco.mjtGeom(int(t)).name[len("mjGEOM_") :].lower() for t in m.geom_type),
         geom_size=np.array(m.geom_size, dtype=np.float64).reshape(m.ngeom, 3),
         geom_contype=np.array(m.geom_contype, dtype=np.int64),
         geom_conaffinity=np.array(m.geom_conaffinity, dtype=np.int64),
@@ -574,7 +619,7 @@ def sensor_frames(m: Any) -> dict[int, tuple]:
     return out
 
 
-def model_to_bytes(m: "mujoco.MjModel") -> bytes:
+def model_to_bytes(m: mujoco.MjModel) -> bytes:
     """The compiled model as MuJoCo's binary format (MJB): meshes, textures and options included,
     so a recording can rebuild the model without the files it came from."""
     import mujoco
@@ -584,16 +629,27 @@ def model_to_bytes(m: "mujoco.MjModel") -> bytes:
     return buf.tobytes()
 
 
-def model_from_bytes(data: bytes) -> "mujoco.MjModel":
+def model_from_bytes(data: bytes) -> mujoco.MjModel:
     """The compiled model of :func:`model_to_bytes`' output; a one-line ``ModelLoadError`` if it is not one."""
     import mujoco
 
     try:
         return mujoco.MjModel.from_binary_path("model.mjb", {"model.mjb": bytes(data)})
     except Exception as e:  # MuJoCo raises ValueError and others for a bad buffer
-        raise ModelLoadError(f"the stored model is not a MuJoCo binary model (MJB): {' '.join(str(e).split())}") from None
+        raise ModelLoadError(
+            f"the stored model is not a MuJoCo binary model (MJB): {' '.join(str(e).split())}"
+        ) from None
 
 
-__all__ = ["ActuatorSpec", "builtin_models", "builtin_model_path", "compile_model", "describe_source", "export_mjcf",
-           "model_info",
-           "model_from_bytes", "model_to_bytes", "sensor_frames"]
+__all__ = [
+    "ActuatorSpec",
+    "builtin_models",
+    "builtin_model_path",
+    "compile_model",
+    "describe_source",
+    "export_mjcf",
+    "model_info",
+    "model_from_bytes",
+    "model_to_bytes",
+    "sensor_frames",
+]

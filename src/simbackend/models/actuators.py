@@ -44,10 +44,14 @@ import math
 import numbers
 import re
 import string
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any
 
 from simbackend.errors import ArgumentTypeError, InvalidArgumentError, closest_names_hint
+
+if TYPE_CHECKING:
+    import mujoco
 
 KINDS = ("position", "velocity", "motor")
 
@@ -70,13 +74,13 @@ class ActuatorSpec:
         name: actuator name, a format string with ``{joint}`` (default the joint's name).
     """
 
-    joints: Union[str, Sequence[str]] = ".*"
+    joints: str | Sequence[str] = ".*"
     kind: str = "position"
-    kp: Optional[float] = None
-    kv: Optional[float] = None
+    kp: float | None = None
+    kv: float | None = None
     gear: float = 1.0
-    ctrl_range: Optional[tuple[float, float]] = None
-    force_range: Optional[tuple[float, float]] = None
+    ctrl_range: tuple[float, float] | None = None
+    force_range: tuple[float, float] | None = None
     name: str = "{joint}"
 
 
@@ -92,7 +96,8 @@ def actuator_specs(value: Any) -> tuple[ActuatorSpec, ...]:
         value = [value]
     if not isinstance(value, (list, tuple)):
         raise ArgumentTypeError(
-            f"actuators: expected a list of actuator specs (dicts or ActuatorSpec), got {type(value).__name__}")
+            f"actuators: expected a list of actuator specs (dicts or ActuatorSpec), got {type(value).__name__}"
+        )
     known = [f.name for f in fields(ActuatorSpec)]
     specs = []
     for i, item in enumerate(value):
@@ -108,7 +113,7 @@ def actuator_specs(value: Any) -> tuple[ActuatorSpec, ...]:
     return tuple(specs)
 
 
-def add_actuators(spec: "mujoco.MjSpec", specs: Sequence[ActuatorSpec]) -> None:  # noqa: F821
+def add_actuators(spec: mujoco.MjSpec, specs: Sequence[ActuatorSpec]) -> None:
     """Add the actuators ``specs`` (validated by :func:`actuator_specs`) to ``spec``, edited in place.
 
     Raises:
@@ -126,17 +131,22 @@ def add_actuators(spec: "mujoco.MjSpec", specs: Sequence[ActuatorSpec]) -> None:
         if isinstance(s.joints, str):
             chosen = [j for name, j in joints.items() if j.type in scalar and re.fullmatch(s.joints, name)]
             if not chosen:
-                raise InvalidArgumentError(f"{where}.joints: {s.joints!r} matches no hinge or slide joint"
-                                           f"{closest_names_hint(s.joints, list(joints))}")
+                raise InvalidArgumentError(
+                    f"{where}.joints: {s.joints!r} matches no hinge or slide joint"
+                    f"{closest_names_hint(s.joints, list(joints))}"
+                )
         else:
             chosen = []
             for name in s.joints:
                 if name not in joints:
-                    raise InvalidArgumentError(f"{where}.joints: unknown joint {name!r}"
-                                               f"{closest_names_hint(name, list(joints))}")
+                    raise InvalidArgumentError(
+                        f"{where}.joints: unknown joint {name!r}{closest_names_hint(name, list(joints))}"
+                    )
                 if joints[name].type not in scalar:
-                    raise InvalidArgumentError(f"{where}.joints: joint {name!r} is a {_joint_kind(joints[name])}"
-                                               " joint; an actuator drives one hinge or slide joint")
+                    raise InvalidArgumentError(
+                        f"{where}.joints: joint {name!r} is a {_joint_kind(joints[name])}"
+                        " joint; an actuator drives one hinge or slide joint"
+                    )
                 chosen.append(joints[name])
         for j in chosen:
             if j.name in taken:
@@ -147,12 +157,13 @@ def add_actuators(spec: "mujoco.MjSpec", specs: Sequence[ActuatorSpec]) -> None:
             if act_name in existing:
                 raise InvalidArgumentError(
                     f"{where}.name: the model has an actuator named {act_name!r} already"
-                    + (" (use {joint} in name to name one per joint)" if "{joint}" not in s.name else ""))
+                    + (" (use {joint} in name to name one per joint)" if "{joint}" not in s.name else "")
+                )
             existing.add(act_name)
             _add(spec, act_name, j, s)
 
 
-def _add(spec: "mujoco.MjSpec", name: str, joint: Any, s: ActuatorSpec) -> None:  # noqa: F821
+def _add(spec: mujoco.MjSpec, name: str, joint: Any, s: ActuatorSpec) -> None:
     """Add one actuator named ``name`` of spec ``s`` on ``joint`` (a ``mujoco.MjsJoint``)."""
     import mujoco
 
@@ -176,7 +187,7 @@ def _add(spec: "mujoco.MjSpec", name: str, joint: Any, s: ActuatorSpec) -> None:
         act.forcerange = list(s.force_range)
 
 
-def _joint_limits(joint: Any) -> Optional[tuple[float, float]]:
+def _joint_limits(joint: Any) -> tuple[float, float] | None:
     """The range of a hinge/slide ``mujoco.MjsJoint`` as the compiler will read it (radians, metres), or None.
 
     MuJoCo's rules: ``limited="true"``, or ``"auto"`` with ``autolimits`` and a
@@ -187,7 +198,8 @@ def _joint_limits(joint: Any) -> Optional[tuple[float, float]]:
 
     lo, hi = (float(x) for x in joint.range)
     limited = joint.limited == mujoco.mjtLimited.mjLIMITED_TRUE or (
-        joint.limited == mujoco.mjtLimited.mjLIMITED_AUTO and joint.compiler.autolimits and (lo, hi) != (0.0, 0.0))
+        joint.limited == mujoco.mjtLimited.mjLIMITED_AUTO and joint.compiler.autolimits and (lo, hi) != (0.0, 0.0)
+    )
     if not limited:
         return None
     if joint.type == mujoco.mjtJoint.mjJNT_HINGE and joint.compiler.degree:
@@ -197,12 +209,13 @@ def _joint_limits(joint: Any) -> Optional[tuple[float, float]]:
 
 def _joint_kind(joint: Any) -> str:
     """``"free"``, ``"ball"``, ... for a ``mujoco.MjsJoint``."""
-    return joint.type.name[len("mjJNT_"):].lower()
+    return joint.type.name[len("mjJNT_") :].lower()
 
 
 # ----------------------------------------------------------------------------
 # field checks (model-independent)
 # ----------------------------------------------------------------------------
+
 
 def _checked(spec: ActuatorSpec, where: str) -> ActuatorSpec:
     """``spec`` with numbers as floats and ranges as tuples; raises naming ``where.<field>``."""
@@ -231,20 +244,29 @@ def _checked(spec: ActuatorSpec, where: str) -> ActuatorSpec:
             re.compile(spec.joints)
         except re.error as e:
             raise InvalidArgumentError(f"{where}.joints: {spec.joints!r} is not a regular expression ({e})") from None
-        joints: Union[str, tuple[str, ...]] = spec.joints
+        joints: str | tuple[str, ...] = spec.joints
     elif isinstance(spec.joints, (list, tuple)) and all(isinstance(j, str) for j in spec.joints):
         if not spec.joints:
             raise InvalidArgumentError(f"{where}.joints: an empty list selects no joint")
         joints = tuple(spec.joints)
     else:
-        raise ArgumentTypeError(f"{where}.joints: expected a regular expression or a list of joint names,"
-                                f" got {spec.joints!r}")
+        raise ArgumentTypeError(
+            f"{where}.joints: expected a regular expression or a list of joint names, got {spec.joints!r}"
+        )
     _check_name(spec.name, where)
-    return ActuatorSpec(joints, spec.kind, kp, kv, gear, _range(spec.ctrl_range, where, "ctrl_range"),
-                        _range(spec.force_range, where, "force_range"), spec.name)
+    return ActuatorSpec(
+        joints,
+        spec.kind,
+        kp,
+        kv,
+        gear,
+        _range(spec.ctrl_range, where, "ctrl_range"),
+        _range(spec.force_range, where, "force_range"),
+        spec.name,
+    )
 
 
-def _number(value: Any, where: str, field: str, optional: bool = False) -> Optional[float]:
+def _number(value: Any, where: str, field: str, optional: bool = False) -> float | None:
     """A finite real (ints, floats, numpy scalars) as float; ``None`` passes when ``optional``."""
     if value is None and optional:
         return None
@@ -255,7 +277,7 @@ def _number(value: Any, where: str, field: str, optional: bool = False) -> Optio
     return float(value)
 
 
-def _range(value: Any, where: str, field: str) -> Optional[tuple[float, float]]:
+def _range(value: Any, where: str, field: str) -> tuple[float, float] | None:
     """``None`` or ``(low, high)`` floats with ``low < high``."""
     if value is None:
         return None
@@ -276,5 +298,6 @@ def _check_name(name: Any, where: str) -> None:
     except ValueError as e:
         raise InvalidArgumentError(f"{where}.name: {name!r} is not a format string ({e})") from None
     if used - {"joint"}:
-        raise InvalidArgumentError(f"{where}.name: {name!r} may only use the field {{joint}}, not"
-                                   f" {sorted(used - {'joint'})}")
+        raise InvalidArgumentError(
+            f"{where}.name: {name!r} may only use the field {{joint}}, not {sorted(used - {'joint'})}"
+        )

@@ -24,27 +24,58 @@ import numpy as np
 __all__ = [
     "GRAVITY",
     # pendulum
-    "PENDULUM_PIVOT", "PENDULUM_LENGTH", "PENDULUM_MASS",
-    "pendulum_tip", "pendulum_small_angle_period",
+    "PENDULUM_PIVOT",
+    "PENDULUM_LENGTH",
+    "PENDULUM_MASS",
+    "pendulum_tip",
+    "pendulum_small_angle_period",
     # double pendulum
-    "DOUBLE_PENDULUM_PIVOT", "DOUBLE_PENDULUM_L1", "DOUBLE_PENDULUM_L2",
-    "DOUBLE_PENDULUM_M1", "DOUBLE_PENDULUM_M2",
-    "double_pendulum_elbow", "double_pendulum_tip",
+    "DOUBLE_PENDULUM_PIVOT",
+    "DOUBLE_PENDULUM_L1",
+    "DOUBLE_PENDULUM_L2",
+    "DOUBLE_PENDULUM_M1",
+    "DOUBLE_PENDULUM_M2",
+    "double_pendulum_elbow",
+    "double_pendulum_tip",
     # cart-pole
-    "CARTPOLE_RAIL_HEIGHT", "CARTPOLE_POLE_LENGTH", "CARTPOLE_SLIDER_RANGE", "CARTPOLE_GEAR",
+    "CARTPOLE_RAIL_HEIGHT",
+    "CARTPOLE_POLE_LENGTH",
+    "CARTPOLE_SLIDER_RANGE",
+    "CARTPOLE_GEAR",
     "cartpole_tip",
     # arm7
-    "ARM7_TABLE_HEIGHT", "ARM7_BASE_POS", "ARM7_LINK_OFFSETS", "ARM7_JOINT_AXES",
-    "ARM7_JOINT_RANGES", "ARM7_EE_SITE_POS", "ARM7_EE_SITE_QUAT", "ARM7_HOME",
-    "ARM7_CUBE_POS", "ARM7_CUBE_HALF_SIZE", "ARM7_CUBE_MASS", "ARM7_KP",
-    "arm7_body_pose", "arm7_body_origin", "arm7_ee_pose", "arm7_ee_transform",
+    "ARM7_TABLE_HEIGHT",
+    "ARM7_BASE_POS",
+    "ARM7_LINK_OFFSETS",
+    "ARM7_JOINT_AXES",
+    "ARM7_JOINT_RANGES",
+    "ARM7_EE_SITE_POS",
+    "ARM7_EE_SITE_QUAT",
+    "ARM7_HOME",
+    "ARM7_CUBE_POS",
+    "ARM7_CUBE_HALF_SIZE",
+    "ARM7_CUBE_MASS",
+    "ARM7_KP",
+    "arm7_body_pose",
+    "arm7_body_origin",
+    "arm7_ee_pose",
+    "arm7_ee_transform",
     "arm7_jacobian",
     # quadruped
-    "QUADRUPED_LEGS", "QUADRUPED_HIP_POS", "QUADRUPED_THIGH_OFFSET",
-    "QUADRUPED_THIGH_LENGTH", "QUADRUPED_CALF_LENGTH", "QUADRUPED_FOOT_RADIUS",
-    "QUADRUPED_STAND_QPOS", "quadruped_foot_pos",
+    "QUADRUPED_LEGS",
+    "QUADRUPED_HIP_POS",
+    "QUADRUPED_THIGH_OFFSET",
+    "QUADRUPED_THIGH_LENGTH",
+    "QUADRUPED_CALF_LENGTH",
+    "QUADRUPED_FOOT_RADIUS",
+    "QUADRUPED_STAND_QPOS",
+    "quadruped_foot_pos",
     # helpers
-    "axis_angle_matrix", "axis_angle_quat", "quat_mul", "quat_to_matrix", "matrix_to_quat",
+    "axis_angle_matrix",
+    "axis_angle_quat",
+    "quat_mul",
+    "quat_to_matrix",
+    "matrix_to_quat",
     "homogeneous",
 ]
 
@@ -55,6 +86,7 @@ GRAVITY = 9.81
 # Small rotation helpers
 # --------------------------------------------------------------------------
 
+
 def axis_angle_matrix(axis, angle: float) -> np.ndarray:
     """(3, 3) rotation by ``angle`` about the unit vector ``axis`` (Rodrigues)."""
     a = np.asarray(axis, dtype=np.float64)
@@ -62,11 +94,13 @@ def axis_angle_matrix(axis, angle: float) -> np.ndarray:
     x, y, z = a
     c, s = math.cos(angle), math.sin(angle)
     C = 1.0 - c
-    return np.array([
-        [c + x * x * C, x * y * C - z * s, x * z * C + y * s],
-        [y * x * C + z * s, c + y * y * C, y * z * C - x * s],
-        [z * x * C - y * s, z * y * C + x * s, c + z * z * C],
-    ])
+    return np.array(
+        [
+            [c + x * x * C, x * y * C - z * s, x * z * C + y * s],
+            [y * x * C + z * s, c + y * y * C, y * z * C - x * s],
+            [z * x * C - y * s, z * y * C + x * s, c + z * z * C],
+        ]
+    )
 
 
 def axis_angle_quat(axis, angle: float) -> np.ndarray:
@@ -81,23 +115,27 @@ def quat_mul(q1, q2) -> np.ndarray:
     """Hamilton product ``q1 * q2`` of (w, x, y, z) quaternions."""
     w1, x1, y1, z1 = q1
     w2, x2, y2, z2 = q2
-    return np.array([
-        w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2,
-        w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
-        w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
-        w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
-    ])
+    return np.array(
+        [
+            w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2,
+            w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
+            w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2,
+            w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2,
+        ]
+    )
 
 
 def quat_to_matrix(q) -> np.ndarray:
     """(3, 3) rotation matrix of a (w, x, y, z) quaternion (normalised first)."""
     q = np.asarray(q, dtype=np.float64)
     w, x, y, z = q / np.linalg.norm(q)
-    return np.array([
-        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
-    ])
+    return np.array(
+        [
+            [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+            [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+            [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+        ]
+    )
 
 
 def matrix_to_quat(R) -> np.ndarray:
@@ -208,35 +246,41 @@ ARM7_TABLE_HEIGHT = 0.4
 #: World position of body "base" (fixed, identity orientation).
 ARM7_BASE_POS = np.array([0.0, 0.0, 0.4])
 #: Position of body "link{k}" in its parent's frame, k = 1..7 (identity orientation).
-ARM7_LINK_OFFSETS = np.array([
-    [0.0, 0.0, 0.10],
-    [0.0, 0.0, 0.20],
-    [0.0, 0.0, 0.30],
-    [0.0, 0.0, 0.30],
-    [0.0, 0.0, 0.25],
-    [0.0, 0.0, 0.20],
-    [0.0, 0.0, 0.10],
-])
+ARM7_LINK_OFFSETS = np.array(
+    [
+        [0.0, 0.0, 0.10],
+        [0.0, 0.0, 0.20],
+        [0.0, 0.0, 0.30],
+        [0.0, 0.0, 0.30],
+        [0.0, 0.0, 0.25],
+        [0.0, 0.0, 0.20],
+        [0.0, 0.0, 0.10],
+    ]
+)
 #: Axis of hinge "joint{k}" in body "link{k}" (joint at the body origin).
-ARM7_JOINT_AXES = np.array([
-    [0.0, 0.0, 1.0],
-    [0.0, 1.0, 0.0],
-    [0.0, 0.0, 1.0],
-    [0.0, 1.0, 0.0],
-    [0.0, 0.0, 1.0],
-    [0.0, 1.0, 0.0],
-    [0.0, 0.0, 1.0],
-])
+ARM7_JOINT_AXES = np.array(
+    [
+        [0.0, 0.0, 1.0],
+        [0.0, 1.0, 0.0],
+        [0.0, 0.0, 1.0],
+        [0.0, 1.0, 0.0],
+        [0.0, 0.0, 1.0],
+        [0.0, 1.0, 0.0],
+        [0.0, 0.0, 1.0],
+    ]
+)
 #: Joint ranges (also the ctrlranges of the position actuators "act1".."act7").
-ARM7_JOINT_RANGES = np.array([
-    [-2.8, 2.8],
-    [-1.7, 1.7],
-    [-2.8, 2.8],
-    [-2.8, 2.8],
-    [-2.8, 2.8],
-    [-2.5, 2.5],
-    [-2.8, 2.8],
-])
+ARM7_JOINT_RANGES = np.array(
+    [
+        [-2.8, 2.8],
+        [-1.7, 1.7],
+        [-2.8, 2.8],
+        [-2.8, 2.8],
+        [-2.8, 2.8],
+        [-2.5, 2.5],
+        [-2.8, 2.8],
+    ]
+)
 #: Position gains of "act1".."act7".
 ARM7_KP = np.array([4000.0, 6000.0, 3000.0, 6000.0, 1000.0, 1000.0, 500.0])
 #: Site "ee_site" in body "link7": offset and orientation (120 deg about (1,1,1)).
@@ -360,7 +404,7 @@ def quadruped_foot_pos(qpos, leg: str) -> np.ndarray:
     if qpos.shape != (19,):
         raise ValueError(f"quadruped expects qpos of shape (19,), got {qpos.shape}")
     i = QUADRUPED_LEGS.index(leg)
-    hip, thigh, calf = qpos[7 + 3 * i: 10 + 3 * i]
+    hip, thigh, calf = qpos[7 + 3 * i : 10 + 3 * i]
     T = homogeneous(qpos[:3], quat_to_matrix(qpos[3:7]))
     T = T @ homogeneous(QUADRUPED_HIP_POS[leg], axis_angle_matrix((1.0, 0.0, 0.0), hip))
     T = T @ homogeneous(QUADRUPED_THIGH_OFFSET[leg], axis_angle_matrix((0.0, 1.0, 0.0), thigh))

@@ -22,19 +22,19 @@ from __future__ import annotations
 
 import os
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence, Union
 
 from simbackend.errors import ArgumentTypeError, InvalidArgumentError
 
-PathLike = Union[str, os.PathLike]
+PathLike = str | os.PathLike
 
 #: how many folder levels below a ``package_dirs`` / ``ROS_PACKAGE_PATH`` entry are searched
 CRAWL_DEPTH = 4
 _IGNORE_MARKERS = ("CATKIN_IGNORE", "COLCON_IGNORE", "AMENT_IGNORE")
 
 
-def package_dirs_option(package_dirs: Union[None, PathLike, Sequence[PathLike]]) -> tuple[Path, ...]:
+def package_dirs_option(package_dirs: None | PathLike | Sequence[PathLike]) -> tuple[Path, ...]:
     """Validate the ``package_dirs`` option: ``None``, a path, or a list/tuple of paths.
 
     Returns the absolute folders. Raises :class:`ArgumentTypeError` for a value
@@ -59,13 +59,14 @@ def package_dirs_option(package_dirs: Union[None, PathLike, Sequence[PathLike]])
 
 def env_roots() -> tuple[list[Path], list[Path]]:
     """``(ROS_PACKAGE_PATH entries, AMENT_PREFIX_PATH share folders)`` from the environment."""
+
     def split(var: str) -> list[Path]:
         return [Path(p) for p in os.environ.get(var, "").split(os.pathsep) if p]
 
     return split("ROS_PACKAGE_PATH"), [p / "share" for p in split("AMENT_PREFIX_PATH")]
 
 
-def find_package(name: str, urdf: Path, package_dirs: Sequence[Path]) -> Optional[Path]:
+def find_package(name: str, urdf: Path, package_dirs: Sequence[Path]) -> Path | None:
     """The folder of package ``name`` for a URI in ``urdf``, in the module's search order; None if absent."""
     ros, ament = env_roots()
     searches = [(d, CRAWL_DEPTH) for d in package_dirs]
@@ -85,9 +86,11 @@ def describe_search(urdf: Path, package_dirs: Sequence[Path]) -> str:
     def listed(paths: Sequence[Path], none: str) -> str:
         return "[" + ", ".join(str(p) for p in paths) + "]" if paths else none
 
-    return (f"package_dirs {listed(package_dirs, '(none given)')}; the URDF's folder {urdf.resolve().parent}"
-            f" and its ancestors; ROS_PACKAGE_PATH {listed(ros, '(unset)')};"
-            f" AMENT_PREFIX_PATH shares {listed(ament, '(unset)')}")
+    return (
+        f"package_dirs {listed(package_dirs, '(none given)')}; the URDF's folder {urdf.resolve().parent}"
+        f" and its ancestors; ROS_PACKAGE_PATH {listed(ros, '(unset)')};"
+        f" AMENT_PREFIX_PATH shares {listed(ament, '(unset)')}"
+    )
 
 
 def _folders_up(urdf: Path) -> list[Path]:
@@ -96,7 +99,7 @@ def _folders_up(urdf: Path) -> list[Path]:
     return [folder, *folder.parents]
 
 
-def _manifest_name(folder: Path) -> Optional[str]:
+def _manifest_name(folder: Path) -> str | None:
     """The ``<name>`` in ``folder/package.xml``; None without a readable manifest."""
     try:
         name = ET.parse(folder / "package.xml").getroot().findtext("name")
@@ -105,7 +108,7 @@ def _manifest_name(folder: Path) -> Optional[str]:
     return name.strip() if name else None
 
 
-def _search(root: Path, name: str, depth: int) -> Optional[Path]:
+def _search(root: Path, name: str, depth: int) -> Path | None:
     """Breadth-first search of ``root`` and up to ``depth`` levels below it for package ``name``.
 
     At each level a folder named ``name`` wins (found without reading any

@@ -37,8 +37,9 @@ from __future__ import annotations
 import re
 import struct
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 import numpy as np
@@ -46,9 +47,16 @@ import numpy as np
 from simbackend.errors import ModelLoadError
 from simbackend.models.packages import describe_search, find_package
 
+if TYPE_CHECKING:
+    import mujoco
 
-def prepare_urdf_spec(spec: "mujoco.MjSpec", path: Path, package_dirs: Sequence[Path],  # noqa: F821
-                      fuse_static: Optional[bool]) -> None:
+
+def prepare_urdf_spec(
+    spec: mujoco.MjSpec,
+    path: Path,
+    package_dirs: Sequence[Path],
+    fuse_static: bool | None,
+) -> None:
     """Apply this module's import settings to ``spec``, MuJoCo's parse of URDF file ``path`` (edited in place).
 
     Args:
@@ -70,7 +78,7 @@ def prepare_urdf_spec(spec: "mujoco.MjSpec", path: Path, package_dirs: Sequence[
     if "inertiafromgeom" not in written:
         spec.compiler.inertiafromgeom = mujoco.mjtInertiaFromGeom.mjINERTIAFROMGEOM_FALSE
     base = path.parent / spec.compiler.meshdir
-    packages: dict[str, Optional[Path]] = {}
+    packages: dict[str, Path | None] = {}
     converted = {}
     for mesh in spec.meshes:
         file = resolve_uri(mesh.file, path, package_dirs, base=base, packages=packages)
@@ -82,8 +90,14 @@ def prepare_urdf_spec(spec: "mujoco.MjSpec", path: Path, package_dirs: Sequence[
         spec.assets = {**spec.assets, **converted}  # MuJoCo reads these bytes instead of the files
 
 
-def resolve_uri(uri: str, urdf: Path, package_dirs: Sequence[Path], *, base: Optional[Path] = None,
-                packages: Optional[dict[str, Optional[Path]]] = None) -> Path:
+def resolve_uri(
+    uri: str,
+    urdf: Path,
+    package_dirs: Sequence[Path],
+    *,
+    base: Path | None = None,
+    packages: dict[str, Path | None] | None = None,
+) -> Path:
     """The absolute path of mesh ``filename`` ``uri`` written in URDF file ``urdf``.
 
     Args:
@@ -115,8 +129,9 @@ def resolve_uri(uri: str, urdf: Path, package_dirs: Sequence[Path], *, base: Opt
             )
         path = cache[name] / sub
     else:
-        raise ModelLoadError(f"{urdf}: mesh {uri!r}: unsupported URI scheme {scheme + '://'!r}"
-                             " (package://, file:// or a path)")
+        raise ModelLoadError(
+            f"{urdf}: mesh {uri!r}: unsupported URI scheme {scheme + '://'!r} (package://, file:// or a path)"
+        )
     if not path.is_file():
         raise ModelLoadError(f"{urdf}: mesh {uri!r} resolves to {path}, which does not exist{_case_hint(path)}")
     return path.resolve()
@@ -125,16 +140,20 @@ def resolve_uri(uri: str, urdf: Path, package_dirs: Sequence[Path], *, base: Opt
 def urdf_error_hint(message: str) -> str:
     """A fix for the MuJoCo compiler errors URDF files typically hit (``""`` when none applies)."""
     if "mass and inertia of moving bodies" in message:
-        return ("; a URDF link without <inertial> has no mass: give the moving link an <inertial>, or add"
-                " <mujoco><compiler inertiafromgeom=\"true\"/></mujoco> to the URDF to compute one from its"
-                " collision geometry")
+        return (
+            "; a URDF link without <inertial> has no mass: give the moving link an <inertial>, or add"
+            ' <mujoco><compiler inertiafromgeom="true"/></mujoco> to the URDF to compute one from its'
+            " collision geometry"
+        )
     if "A + B >= C" in message:
-        return ("; fix the link's <inertia>, or add <mujoco><compiler balanceinertia=\"true\"/></mujoco>"
-                " to the URDF to let MuJoCo correct it")
+        return (
+            '; fix the link\'s <inertia>, or add <mujoco><compiler balanceinertia="true"/></mujoco>'
+            " to the URDF to let MuJoCo correct it"
+        )
     return ""
 
 
-def ascii_stl_as_binary(path: Path) -> Optional[bytes]:
+def ascii_stl_as_binary(path: Path) -> bytes | None:
     """The binary STL equivalent of ASCII STL file ``path``; None for any other file.
 
     A file starting with ``solid`` whose size is not that of a binary STL with
@@ -157,8 +176,9 @@ def ascii_stl_as_binary(path: Path) -> Optional[bytes]:
     try:
         tris = np.asarray(verts, dtype=np.float64).astype("<f4").reshape(-1, 3, 3)
     except ValueError:
-        raise ModelLoadError(f"{path}: ASCII STL with {len(verts)} vertices (not whole triangles) or a"
-                             " vertex that is not three numbers") from None
+        raise ModelLoadError(
+            f"{path}: ASCII STL with {len(verts)} vertices (not whole triangles) or a vertex that is not three numbers"
+        ) from None
     if not len(tris):
         raise ModelLoadError(f"{path}: ASCII STL without triangles")
     rec = np.zeros(len(tris), dtype=[("normal", "<f4", 3), ("verts", "<f4", (3, 3)), ("attr", "<u2")])

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Optional
+from typing import Any
+
 
 # ----------------------------------------------------------------------
 # the report
@@ -31,10 +32,10 @@ class ParityRow:
 
     tier: str
     quantity: str
-    max_error: Optional[float]
-    tolerance: Optional[float]
+    max_error: float | None
+    tolerance: float | None
     passed: bool
-    first_step: Optional[int] = None
+    first_step: int | None = None
     detail: str = ""
     skipped: bool = False
     delegated: bool = False
@@ -98,7 +99,7 @@ class ParityReport:
                 return r
         raise KeyError(f"no row {quantity!r} in tier {tier!r}; it has: {[r.quantity for r in self.tier_rows(tier)]}")
 
-    def first_failure(self, tier: Optional[str] = None) -> Optional[ParityRow]:
+    def first_failure(self, tier: str | None = None) -> ParityRow | None:
         """The failed row (of ``tier``, or of any tier) that failed earliest.
 
         Rows with a ``first_step`` are ordered by it (ties in report order) and
@@ -118,15 +119,18 @@ class ParityReport:
         if not self.delegated or not marked:
             return ""
         shown = "; ".join(self.delegated[:3]) + ("; ..." if len(self.delegated) > 3 else "")
-        return (f"{marked} row(s) marked delegated depend on forces {self.sim} took from MuJoCo for"
-                f" {len(self.delegated)} element(s) ({shown}): there they partly compare MuJoCo with itself")
+        return (
+            f"{marked} row(s) marked delegated depend on forces {self.sim} took from MuJoCo for"
+            f" {len(self.delegated)} element(s) ({shown}): there they partly compare MuJoCo with itself"
+        )
 
     def summary(self) -> str:
         """One line per failed row (or ``"all passed"``), for logs and assertion messages."""
         note = self.delegation_note()
         if self.passed:
             return f"{self.sim} vs {self.reference} on {self.model}: all {len(self.rows)} rows passed" + (
-                f"\n  {note}" if note else "")
+                f"\n  {note}" if note else ""
+            )
         lines = [f"{self.sim} vs {self.reference} on {self.model}: {len(self.failures)} failed rows"]
         for r in self.failures:
             step = f" first at step {r.first_step}" if r.first_step is not None else ""
@@ -152,12 +156,12 @@ class ParityReport:
         }
 
 
-def _json_float(x: Optional[float]) -> Any:
+def _json_float(x: float | None) -> Any:
     if x is None:
         return None
     x = float(x)
     return x if math.isfinite(x) else str(x)
 
 
-def _fmt(x: Optional[float]) -> str:
+def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.3g}"

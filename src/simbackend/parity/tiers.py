@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-
 import math
-from typing import Any, Callable, Iterable, Optional, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -17,8 +17,37 @@ from simbackend.registry import make_backend
 from simbackend.sampling import random_configurations
 
 from .report import ParityReport, ParityRow
-from .tolerances import *  # noqa: F403 (the constants the tiers apply)
-from .tolerances import _model_label
+from .tolerances import (
+    CONTACT_DURATION,
+    CONTACT_HEIGHT_TOL,
+    DR_NUM_ENVS,
+    DR_SCALE,
+    DR_SEED,
+    DYN_DURATION,
+    DYN_INITIAL_OFFSET,
+    DYN_NUM_ENVS,
+    DYN_POS_TOL,
+    DYN_RANDOM_HOLD,
+    DYN_SINE_AMPLITUDE,
+    DYN_SINE_HZ,
+    JAC_TOL,
+    KIN_ANGLE_TOL,
+    KIN_NUM_ENVS,
+    KIN_POS_TOL,
+    KIN_UNLIMITED_HINGE,
+    KIN_UNLIMITED_SLIDE,
+    MODEL_GRAVITY_ATOL,
+    MODEL_LENGTH_ATOL,
+    MODEL_RTOL,
+    MODEL_SCALE_FLOOR,
+    ROLLOUT_TIERS,
+    SERVO_DURATION,
+    SERVO_OFFSET,
+    SERVO_TOL,
+    TIERS,
+    _model_label,
+    default_tiers,
+)
 
 
 def run_parity(
@@ -26,11 +55,11 @@ def run_parity(
     model: Any,
     *,
     reference: str = "mujoco",
-    tiers: Optional[Iterable[str]] = None,
+    tiers: Iterable[str] | None = None,
     num_envs: int = KIN_NUM_ENVS,
     seed: int = 0,
     device: Any = None,
-    options: Optional[dict] = None,
+    options: dict | None = None,
 ) -> ParityReport:
     """Compare backend ``sim`` with ``reference`` on ``model``, tier by tier.
 
@@ -78,7 +107,7 @@ def run_parity(
     probe.close()
     report.rows.append(ParityRow("load", "build", None, None, True, detail="the backend built the model"))
 
-    runners: dict[str, Callable[["_Context", int], list[ParityRow]]] = {
+    runners: dict[str, Callable[[_Context, int], list[ParityRow]]] = {
         "model": _tier_model,
         "kinematics": _tier_kinematics,
         "jacobian": _tier_jacobian,
@@ -175,8 +204,16 @@ def _tier_model(ctx: _Context, num_envs: int) -> list[ParityRow]:
     with sim, ref:
         rows = [_names_row(q, getattr(sim, q), getattr(ref, q)) for q in _NAME_TABLES]
         bad = [f"{k} {getattr(sim, k)} vs {getattr(ref, k)}" for k in _SIZES if getattr(sim, k) != getattr(ref, k)]
-        rows.append(ParityRow("model", "sizes", float(len(bad)), 0.0, not bad,
-                              detail="; ".join(bad) or ", ".join(f"{k} {getattr(ref, k)}" for k in _SIZES)))
+        rows.append(
+            ParityRow(
+                "model",
+                "sizes",
+                float(len(bad)),
+                0.0,
+                not bad,
+                detail="; ".join(bad) or ", ".join(f"{k} {getattr(ref, k)}" for k in _SIZES),
+            )
+        )
         try:
             mine = sim.model_fields()
         except Exception as e:
@@ -189,16 +226,22 @@ def _tier_model(ctx: _Context, num_envs: int) -> list[ParityRow]:
 
 def _names_row(quantity: str, mine: Sequence[str], theirs: Sequence[str]) -> ParityRow:
     mine, theirs = tuple(mine), tuple(theirs)
-    diffs = [i for i in range(max(len(mine), len(theirs)))
-             if i >= len(mine) or i >= len(theirs) or mine[i] != theirs[i]]
+    diffs = [
+        i for i in range(max(len(mine), len(theirs))) if i >= len(mine) or i >= len(theirs) or mine[i] != theirs[i]
+    ]
     if not diffs:
         return ParityRow("model", quantity, 0.0, 0.0, True, detail=f"{len(theirs)} names, same order")
     i = diffs[0]
     a = repr(mine[i]) if i < len(mine) else "(none)"
     b = repr(theirs[i]) if i < len(theirs) else "(none)"
-    return ParityRow("model", quantity, float(len(diffs)), 0.0, False,
-                     detail=f"{len(diffs)} ids differ; first id {i}: {a} vs reference {b}"
-                     f" ({len(mine)} vs {len(theirs)} names)")
+    return ParityRow(
+        "model",
+        quantity,
+        float(len(diffs)),
+        0.0,
+        False,
+        detail=f"{len(diffs)} ids differ; first id {i}: {a} vs reference {b} ({len(mine)} vs {len(theirs)} names)",
+    )
 
 
 def _field_rows(mine: dict, theirs: dict, names: dict[str, Sequence[str]]) -> list[ParityRow]:
@@ -257,8 +300,9 @@ def _random_state_pair(ctx: _Context, tier: str, n: int) -> tuple[Any, Any]:
     try:
         if (sim.nq, sim.nv) != (ref.nq, ref.nv):
             raise InvalidArgumentError(f"nq, nv {sim.nq}, {sim.nv} vs reference {ref.nq}, {ref.nv}: cannot compare")
-        qpos = random_configurations(ref.info, n, ctx.rng(tier), unlimited_hinge=KIN_UNLIMITED_HINGE,
-                                     unlimited_slide=KIN_UNLIMITED_SLIDE)
+        qpos = random_configurations(
+            ref.info, n, ctx.rng(tier), unlimited_hinge=KIN_UNLIMITED_HINGE, unlimited_slide=KIN_UNLIMITED_SLIDE
+        )
         ref.set_state(None, qpos)
         sim.set_state(None, qpos)
     except BaseException:
@@ -277,8 +321,17 @@ def _tier_kinematics(ctx: _Context, num_envs: int) -> list[ParityRow]:
             ("site", ref.site_names, "get_site_pos_w", "get_site_quat_w"),
         ):
             if not names:
-                rows.append(ParityRow("kinematics", f"{what}_pos", None, KIN_POS_TOL, True, skipped=True,
-                                      detail=f"the model has no {what}s"))
+                rows.append(
+                    ParityRow(
+                        "kinematics",
+                        f"{what}_pos",
+                        None,
+                        KIN_POS_TOL,
+                        True,
+                        skipped=True,
+                        detail=f"the model has no {what}s",
+                    )
+                )
                 continue
             a, b = _np(getattr(sim, pos)()), _np(getattr(ref, pos)())
             qa, qb = _np(getattr(sim, quat)()), _np(getattr(ref, quat)())
@@ -289,9 +342,12 @@ def _tier_kinematics(ctx: _Context, num_envs: int) -> list[ParityRow]:
             def where(idx: tuple[int, ...], names=names, what=what) -> str:
                 return f"{what} {names[idx[1]]!r} in env {idx[0]}"
 
-            rows.append(_row_from_errors("kinematics", f"{what}_pos", np.linalg.norm(a - b, axis=-1),
-                                         KIN_POS_TOL, where))
-            rows.append(_row_from_errors("kinematics", f"{what}_quat", quat_angle_between(qa, qb), KIN_ANGLE_TOL, where))
+            rows.append(
+                _row_from_errors("kinematics", f"{what}_pos", np.linalg.norm(a - b, axis=-1), KIN_POS_TOL, where)
+            )
+            rows.append(
+                _row_from_errors("kinematics", f"{what}_quat", quat_angle_between(qa, qb), KIN_ANGLE_TOL, where)
+            )
     return rows
 
 
@@ -300,8 +356,10 @@ def _tier_jacobian(ctx: _Context, num_envs: int) -> list[ParityRow]:
     with sim, ref:
         names = ref.site_names
         if not names:
-            return [ParityRow("jacobian", q, None, JAC_TOL, True, skipped=True, detail="the model has no sites")
-                    for q in ("site_jacp", "site_jacr")]
+            return [
+                ParityRow("jacobian", q, None, JAC_TOL, True, skipped=True, detail="the model has no sites")
+                for q in ("site_jacp", "site_jacr")
+            ]
         errs = {"site_jacp": [], "site_jacr": []}
         for s in range(len(names)):
             pa, ra = sim.get_site_jacobian_w(s)
@@ -357,8 +415,17 @@ def _tier_dynamics(ctx: _Context, num_envs: int) -> list[ParityRow]:
     with sim, ref:
         info, rng = ref.info, ctx.rng("dynamics")
         if ref.num_dof == 0:
-            return [ParityRow("dynamics", "dof_pos", None, DYN_POS_TOL, True, skipped=True,
-                              detail="the model has no hinge or slide joints")]
+            return [
+                ParityRow(
+                    "dynamics",
+                    "dof_pos",
+                    None,
+                    DYN_POS_TOL,
+                    True,
+                    skipped=True,
+                    detail="the model has no hinge or slide joints",
+                )
+            ]
         dt = ref.physics_dt
         nsteps = int(round(DYN_DURATION / dt))
         qpos = np.tile(np.asarray(info.qpos0, dtype=np.float64), (n, 1))
@@ -373,7 +440,7 @@ def _tier_dynamics(ctx: _Context, num_envs: int) -> list[ParityRow]:
         controls = dynamics_controls(lo_u, hi_u, dt, nsteps, rng)
         traj_sim = np.empty((nsteps, n, ref.num_dof))
         traj_ref = np.empty_like(traj_sim)
-        diverged_at: dict[str, Optional[int]] = {"sim": None, "reference": None}
+        diverged_at: dict[str, int | None] = {"sim": None, "reference": None}
         for k in range(nsteps):
             ctrl = controls[k] if ref.num_actuators else None
             for who, backend, traj in (("sim", sim, traj_sim), ("reference", ref, traj_ref)):
@@ -391,8 +458,10 @@ def _tier_dynamics(ctx: _Context, num_envs: int) -> list[ParityRow]:
             if over.size:
                 k0 = int(over[0])
                 env0 = int(np.argmax(e[k0]))
-                detail = (f"first out at t = {(k0 + 1) * dt:.4g} s in env {env0} ({_DYN_ENV_NAMES[env0]}):"
-                          f" {traj_sim[k0, env0, d]:.6g} vs reference {traj_ref[k0, env0, d]:.6g}")
+                detail = (
+                    f"first out at t = {(k0 + 1) * dt:.4g} s in env {env0} ({_DYN_ENV_NAMES[env0]}):"
+                    f" {traj_sim[k0, env0, d]:.6g} vs reference {traj_ref[k0, env0, d]:.6g}"
+                )
                 first = k0 + 1
             elif e[k, env] == 0:
                 detail = f"identical over {DYN_DURATION:g} s ({nsteps} substeps, {n} envs)"
@@ -401,12 +470,24 @@ def _tier_dynamics(ctx: _Context, num_envs: int) -> list[ParityRow]:
                 detail = f"worst at t = {(k + 1) * dt:.4g} s in env {env} ({_DYN_ENV_NAMES[env]})"
                 first = None
             worst = float(e[k, env])
-            rows.append(ParityRow("dynamics", f"dof_pos[{joint}]", worst, DYN_POS_TOL, first is None,
-                                  first_step=first, detail=detail))
+            rows.append(
+                ParityRow(
+                    "dynamics", f"dof_pos[{joint}]", worst, DYN_POS_TOL, first is None, first_step=first, detail=detail
+                )
+            )
         for who, k in diverged_at.items():
             if k is not None:
-                rows.append(ParityRow("dynamics", f"diverged[{who}]", math.inf, 0.0, False, first_step=k,
-                                      detail=f"the {who} backend reported divergence at t = {k * dt:.4g} s"))
+                rows.append(
+                    ParityRow(
+                        "dynamics",
+                        f"diverged[{who}]",
+                        math.inf,
+                        0.0,
+                        False,
+                        first_step=k,
+                        detail=f"the {who} backend reported divergence at t = {k * dt:.4g} s",
+                    )
+                )
     return rows
 
 
@@ -428,10 +509,21 @@ def _tier_servo(ctx: _Context, num_envs: int) -> list[ParityRow]:
     sim, ref = ctx.pair(1)
     with sim, ref:
         info = ref.info
-        position = [a for a, kind in enumerate(info.actuator_kind) if kind == "position" and info.actuator_joint[a] >= 0]
+        position = [
+            a for a, kind in enumerate(info.actuator_kind) if kind == "position" and info.actuator_joint[a] >= 0
+        ]
         if not position:
-            return [ParityRow("servo", "final_dof_pos", None, SERVO_TOL, True, skipped=True,
-                              detail="the model has no position actuators on joints")]
+            return [
+                ParityRow(
+                    "servo",
+                    "final_dof_pos",
+                    None,
+                    SERVO_TOL,
+                    True,
+                    skipped=True,
+                    detail="the model has no position actuators on joints",
+                )
+            ]
         qpos, label = _start_qpos(ref)
         lo, hi = _ctrl_bounds(ref)
         ctrl = np.clip(np.zeros(ref.num_actuators), lo, hi)
@@ -448,14 +540,30 @@ def _tier_servo(ctx: _Context, num_envs: int) -> list[ParityRow]:
         rows = []
         for d, joint in enumerate(ref.dof_names):
             err = abs(a[d] - b[d])
-            rows.append(ParityRow("servo", f"final_dof_pos[{joint}]", float(err), SERVO_TOL, bool(err <= SERVO_TOL),
-                                  detail=f"{a[d]:.6g} vs reference {b[d]:.6g} after {SERVO_DURATION:g} s from {label}"))
+            rows.append(
+                ParityRow(
+                    "servo",
+                    f"final_dof_pos[{joint}]",
+                    float(err),
+                    SERVO_TOL,
+                    bool(err <= SERVO_TOL),
+                    detail=f"{a[d]:.6g} vs reference {b[d]:.6g} after {SERVO_DURATION:g} s from {label}",
+                )
+            )
         if any(diverged):
             who = "backend" if diverged[0] else "reference"
             rows.append(ParityRow("servo", "diverged", math.inf, 0.0, False, detail=f"the {who} diverged"))
         if speed > 1e-2:  # the comparison assumes a steady reference; say so when it is not
-            rows.append(ParityRow("servo", "reference_steady", speed, 1e-2, False,
-                                  detail="reference dof speeds (rad/s) still above 1e-2 at the end"))
+            rows.append(
+                ParityRow(
+                    "servo",
+                    "reference_steady",
+                    speed,
+                    1e-2,
+                    False,
+                    detail="reference dof speeds (rad/s) still above 1e-2 at the end",
+                )
+            )
     return rows
 
 
@@ -468,8 +576,17 @@ def _tier_contact(ctx: _Context, num_envs: int) -> list[ParityRow]:
         info = ref.info
         free = [j for j, t in enumerate(info.joint_type) if t == JOINT_FREE]
         if not free:
-            return [ParityRow("contact", "rest_height", None, CONTACT_HEIGHT_TOL, True, skipped=True,
-                              detail="the model has no free bodies")]
+            return [
+                ParityRow(
+                    "contact",
+                    "rest_height",
+                    None,
+                    CONTACT_HEIGHT_TOL,
+                    True,
+                    skipped=True,
+                    detail="the model has no free bodies",
+                )
+            ]
         qpos, label = _start_qpos(ref)
         for backend in (ref, sim):
             backend.set_state(None, qpos[None])
@@ -487,11 +604,17 @@ def _tier_contact(ctx: _Context, num_envs: int) -> list[ParityRow]:
             body = info.body_names[int(info.joint_body[j])]
             err = abs(pa[adr + 2] - pb[adr + 2])
             speed = float(np.linalg.norm(va[vadr : vadr + 3]))
-            rows.append(ParityRow(
-                "contact", f"rest_height[{body}]", float(err), CONTACT_HEIGHT_TOL, bool(err <= CONTACT_HEIGHT_TOL),
-                detail=f"z {pa[adr + 2]:.6g} vs reference {pb[adr + 2]:.6g} m after {CONTACT_DURATION:g} s"
-                       f" from {label} (backend speed {speed:.2g} m/s)",
-            ))
+            rows.append(
+                ParityRow(
+                    "contact",
+                    f"rest_height[{body}]",
+                    float(err),
+                    CONTACT_HEIGHT_TOL,
+                    bool(err <= CONTACT_HEIGHT_TOL),
+                    detail=f"z {pa[adr + 2]:.6g} vs reference {pb[adr + 2]:.6g} m after {CONTACT_DURATION:g} s"
+                    f" from {label} (backend speed {speed:.2g} m/s)",
+                )
+            )
         if any(diverged):
             who = "backend" if diverged[0] else "reference"
             rows.append(ParityRow("contact", "diverged", math.inf, 0.0, False, detail=f"the {who} diverged"))
@@ -506,8 +629,17 @@ def _tier_randomized(ctx: _Context, num_envs: int) -> list[ParityRow]:
     with sim, ref:
         info = ref.info
         if ref.num_dof == 0:
-            return [ParityRow("randomized", "dof_pos", None, DYN_POS_TOL, True, skipped=True,
-                              detail="the model has no hinge or slide joints")]
+            return [
+                ParityRow(
+                    "randomized",
+                    "dof_pos",
+                    None,
+                    DYN_POS_TOL,
+                    True,
+                    skipped=True,
+                    detail="the model has no hinge or slide joints",
+                )
+            ]
         scale = Distribution.uniform(1.0 - DR_SCALE, 1.0 + DR_SCALE)
         terms = [Term("body_mass", scale, scale_inertia=True)]
         position = [a for a, k in enumerate(info.actuator_kind) if k == "position" and info.actuator_joint[a] >= 0]
@@ -518,18 +650,30 @@ def _tier_randomized(ctx: _Context, num_envs: int) -> list[ParityRow]:
         ref.apply_init_randomization(plan)
         rows = []
         if dropped:
-            rows.append(ParityRow("randomized", "terms", math.inf, 0.0, False,
-                                  detail=f"the backend does not apply {dropped}"))
-        pairs = [("body_mass", sim.get_env_body_mass, ref.get_env_body_mass, MODEL_SCALE_FLOOR["body_mass"]),
-                 ("body_inertia", sim.get_env_body_inertia, ref.get_env_body_inertia, MODEL_SCALE_FLOOR["body_inertia"])]
+            rows.append(
+                ParityRow("randomized", "terms", math.inf, 0.0, False, detail=f"the backend does not apply {dropped}")
+            )
+        pairs = [
+            ("body_mass", sim.get_env_body_mass, ref.get_env_body_mass, MODEL_SCALE_FLOOR["body_mass"]),
+            ("body_inertia", sim.get_env_body_inertia, ref.get_env_body_inertia, MODEL_SCALE_FLOOR["body_inertia"]),
+        ]
         if position:
-            pairs += [("actuator_kp", lambda: sim.get_env_actuator_gains().kp, lambda: ref.get_env_actuator_gains().kp, 1.0),
-                      ("actuator_kv", lambda: sim.get_env_actuator_gains().kv, lambda: ref.get_env_actuator_gains().kv, 1.0)]
+            pairs += [
+                ("actuator_kp", lambda: sim.get_env_actuator_gains().kp, lambda: ref.get_env_actuator_gains().kp, 1.0),
+                ("actuator_kv", lambda: sim.get_env_actuator_gains().kv, lambda: ref.get_env_actuator_gains().kv, 1.0),
+            ]
         for name, mine, theirs, floor in pairs:
             a, b = _np(mine()), _np(theirs())
             err = _abs_diff(a, b) / np.maximum(np.abs(b), floor)
-            rows.append(_row_from_errors("randomized", f"env_{name}", err, MODEL_RTOL,
-                                         lambda idx: f"env {idx[0]}, element {idx[1:]} (seed {DR_SEED})"))
+            rows.append(
+                _row_from_errors(
+                    "randomized",
+                    f"env_{name}",
+                    err,
+                    MODEL_RTOL,
+                    lambda idx: f"env {idx[0]}, element {idx[1:]} (seed {DR_SEED})",
+                )
+            )
         qpos, label = _start_qpos(ref)
         qpos = np.tile(qpos, (n, 1))
         lo, hi = _ctrl_bounds(ref)
@@ -553,8 +697,9 @@ def _tier_randomized(ctx: _Context, num_envs: int) -> list[ParityRow]:
         worst = np.zeros((n, ref.num_dof))
         chunk = nsteps if position else 1  # the passive rollout is compared at every substep
         for _ in range(0, nsteps, chunk):
-            diverged = [bool(b.step(ctrl if ref.num_actuators else None, nsteps=chunk)["diverged"].any())
-                        for b in (sim, ref)]
+            diverged = [
+                bool(b.step(ctrl if ref.num_actuators else None, nsteps=chunk)["diverged"].any()) for b in (sim, ref)
+            ]
             if any(diverged):
                 who = "backend" if diverged[0] else "reference"
                 rows.append(ParityRow("randomized", "diverged", math.inf, 0.0, False, detail=f"the {who} diverged"))
@@ -562,7 +707,14 @@ def _tier_randomized(ctx: _Context, num_envs: int) -> list[ParityRow]:
             worst = np.maximum(worst, np.abs(_np(sim.get_dof_pos()) - _np(ref.get_dof_pos())))
         for d, joint in enumerate(ref.dof_names):
             e = worst[:, d]
-            rows.append(ParityRow("randomized", f"{what}[{joint}]", float(e.max()), tol, bool(e.max() <= tol),
-                                  detail=f"worst of {n} randomized envs (env {int(np.argmax(e))}) over"
-                                         f" {duration:g} s from {label}"))
+            rows.append(
+                ParityRow(
+                    "randomized",
+                    f"{what}[{joint}]",
+                    float(e.max()),
+                    tol,
+                    bool(e.max() <= tol),
+                    detail=f"worst of {n} randomized envs (env {int(np.argmax(e))}) over {duration:g} s from {label}",
+                )
+            )
     return rows

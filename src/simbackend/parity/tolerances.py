@@ -5,17 +5,39 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 __all__ = [
-    "TIERS", "STATIC_TIERS", "ROLLOUT_TIERS", "MODEL_DEFAULT_TIERS", "default_tiers",
-    "MODEL_RTOL", "MODEL_SCALE_FLOOR", "MODEL_LENGTH_ATOL", "MODEL_GRAVITY_ATOL",
-    "KIN_NUM_ENVS", "KIN_POS_TOL", "KIN_ANGLE_TOL", "KIN_UNLIMITED_HINGE", "KIN_UNLIMITED_SLIDE", "JAC_TOL",
-    "DYN_DURATION", "DYN_POS_TOL", "DYN_NUM_ENVS", "DYN_INITIAL_OFFSET", "DYN_SINE_HZ", "DYN_SINE_AMPLITUDE",
+    "TIERS",
+    "STATIC_TIERS",
+    "ROLLOUT_TIERS",
+    "MODEL_DEFAULT_TIERS",
+    "default_tiers",
+    "MODEL_RTOL",
+    "MODEL_SCALE_FLOOR",
+    "MODEL_LENGTH_ATOL",
+    "MODEL_GRAVITY_ATOL",
+    "KIN_NUM_ENVS",
+    "KIN_POS_TOL",
+    "KIN_ANGLE_TOL",
+    "KIN_UNLIMITED_HINGE",
+    "KIN_UNLIMITED_SLIDE",
+    "JAC_TOL",
+    "DYN_DURATION",
+    "DYN_POS_TOL",
+    "DYN_NUM_ENVS",
+    "DYN_INITIAL_OFFSET",
+    "DYN_SINE_HZ",
+    "DYN_SINE_AMPLITUDE",
     "DYN_RANDOM_HOLD",
-    "SERVO_DURATION", "SERVO_TOL", "SERVO_OFFSET",
-    "CONTACT_DURATION", "CONTACT_HEIGHT_TOL",
-    "DR_NUM_ENVS", "DR_SCALE", "DR_SEED",
+    "SERVO_DURATION",
+    "SERVO_TOL",
+    "SERVO_OFFSET",
+    "CONTACT_DURATION",
+    "CONTACT_HEIGHT_TOL",
+    "DR_NUM_ENVS",
+    "DR_SCALE",
+    "DR_SEED",
 ]
 #: every tier, in the order they run and are reported (``load`` always runs first)
 TIERS = ("model", "kinematics", "jacobian", "dynamics", "servo", "contact", "randomized")
@@ -44,8 +66,13 @@ MODEL_DEFAULT_TIERS = {
 #: rotating an inertia tensor back in float32 costs a few times that.
 MODEL_RTOL = 1e-6
 #: model tier: scale below which :data:`MODEL_RTOL` becomes absolute (kg, kg m^2, ctrl and force units, s)
-MODEL_SCALE_FLOOR = {"body_mass": 1e-3, "body_inertia": 1e-6, "actuator_ctrl_range": 1.0,
-                     "actuator_force_range": 1.0, "timestep": 1e-3}
+MODEL_SCALE_FLOOR = {
+    "body_mass": 1e-3,
+    "body_inertia": 1e-6,
+    "actuator_ctrl_range": 1.0,
+    "actuator_force_range": 1.0,
+    "timestep": 1e-3,
+}
 #: model tier: absolute tolerance of centres of mass (m) and joint ranges (rad or m)
 MODEL_LENGTH_ATOL = 1e-6
 #: model tier: absolute tolerance of gravity (m/s^2; 9.81 in float32 is off by 4e-7)
@@ -104,7 +131,7 @@ def _model_label(model: Any) -> str:
     return type(model).__name__
 
 
-def _model_key(model: Any) -> Optional[str]:
+def _model_key(model: Any) -> str | None:
     """Built-in name or file stem of a model source (selects its default tiers)."""
     if isinstance(model, (str, os.PathLike)):
         return Path(os.fspath(model)).stem

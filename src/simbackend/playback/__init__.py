@@ -10,5 +10,5 @@
   backend built from the same model.
 
 Nothing here imports an engine to simulate; the renderer uses MuJoCo's
-renderer only, on the compiled model (``docs/ARCHITECTURE.md``, "The dependency rule").
+renderer only, on the compiled model (``docs/architecture.md``, "The dependency rule").
 """

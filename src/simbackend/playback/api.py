@@ -29,8 +29,9 @@ from __future__ import annotations
 import importlib.util
 import numbers
 from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -94,7 +95,7 @@ class Playback:
     def __init__(self, sim: Any, host_ids: V.HostIds):
         self.sim = sim
         self.host_ids = host_ids
-        self.renderers: "OrderedDict[tuple[int, int], Renderer]" = OrderedDict()
+        self.renderers: OrderedDict[tuple[int, int], Renderer] = OrderedDict()
 
     # ------------------------------------------------------------------
     # capabilities
@@ -113,11 +114,16 @@ class Playback:
         else:
             absent["mujoco"] = reason
         absent.update(dict(self.sim.capabilities.renderers_absent))
-        return PlayCapabilities(renderers=renderers, camera_modes=CAMERA_MODES if renderers else (),
-                                cameras=cameras, tiled=bool(renderers), video=_video_available(),
-                                absent=dict(absent))
+        return PlayCapabilities(
+            renderers=renderers,
+            camera_modes=CAMERA_MODES if renderers else (),
+            cameras=cameras,
+            tiled=bool(renderers),
+            video=_video_available(),
+            absent=dict(absent),
+        )
 
-    def _mujoco_renderer_absent(self) -> Optional[str]:
+    def _mujoco_renderer_absent(self) -> str | None:
         if getattr(self.sim.info, "compiled", None) is None:
             return "the backend's model info carries no compiled MuJoCo model (info.compiled is None)"
         from simbackend.playback import render as R  # noqa: PLC0415 - imports mujoco
@@ -148,8 +154,9 @@ class Playback:
             return renderer.render_tiled(qpos, camera, modes=("rgb",), spacing=spacing, device=device)["rgb"]
         return renderer.render(qpos, camera, modes=("rgb",), device=device)["rgb"]
 
-    def camera_images(self, cameras: Any, env_ids: Any, modes: Any, width: int, height: int,
-                      segmentation: str) -> dict[str, dict[str, torch.Tensor]]:
+    def camera_images(
+        self, cameras: Any, env_ids: Any, modes: Any, width: int, height: int, segmentation: str
+    ) -> dict[str, dict[str, torch.Tensor]]:
         """See ``SimBackend.get_camera_images``."""
         R = self._render_module()
         cams = self._cameras(cameras)
@@ -157,11 +164,14 @@ class Playback:
             raise InvalidArgumentError("modes: 'point_cloud' is not an image; call get_point_cloud(cameras, ...)")
         modes = R.check_modes(modes)
         renderer, qpos, kind = self._camera_call(R, env_ids, width, height, segmentation)
-        return {key: renderer.render(qpos, cam, modes=modes, segmentation=kind, device=self.sim.device)
-                for key, cam in cams.items()}
+        return {
+            key: renderer.render(qpos, cam, modes=modes, segmentation=kind, device=self.sim.device)
+            for key, cam in cams.items()
+        }
 
-    def point_cloud(self, cameras: Any, env_ids: Any, width: int, height: int,
-                    segmentation: str) -> dict[str, torch.Tensor]:
+    def point_cloud(
+        self, cameras: Any, env_ids: Any, width: int, height: int, segmentation: str
+    ) -> dict[str, torch.Tensor]:
         """See ``SimBackend.get_point_cloud``."""
         R = self._render_module()
         cams = self._cameras(cameras)
@@ -182,13 +192,14 @@ class Playback:
     def _render_module(self) -> Any:
         """The renderer module, once the backend is known to carry its compiled model."""
         if getattr(self.sim.info, "compiled", None) is None:
-            raise UnsupportedFeatureError(self.sim.name, "rendering",
-                                          "the backend's model info carries no compiled MuJoCo model")
+            raise UnsupportedFeatureError(
+                self.sim.name, "rendering", "the backend's model info carries no compiled MuJoCo model"
+            )
         from simbackend.playback import render as R  # noqa: PLC0415 - imports mujoco
 
         return R
 
-    def _cameras(self, cameras: Any) -> "OrderedDict[str, Any]":
+    def _cameras(self, cameras: Any) -> OrderedDict[str, Any]:
         """``{key: camera}`` after checking every camera (names resolved, keys distinct)."""
         from simbackend.playback import render as R  # noqa: PLC0415
 
@@ -206,14 +217,17 @@ class Playback:
         if isinstance(cameras, (str, R.FreeCamera, numbers.Integral)) and not isinstance(cameras, bool):
             cameras = [cameras]
         if not isinstance(cameras, (list, tuple)) or not cameras:
-            raise ArgumentTypeError(f"cameras: expected a camera, a non-empty sequence of cameras or a mapping"
-                                    f" {{key: camera}}, got {type(cameras).__name__} {cameras!r}")
+            raise ArgumentTypeError(
+                f"cameras: expected a camera, a non-empty sequence of cameras or a mapping"
+                f" {{key: camera}}, got {type(cameras).__name__} {cameras!r}"
+            )
         out = OrderedDict()
         for i, cam in enumerate(cameras):
             key = R.resolve_camera(model, cam, f"cameras[{i}]").key
             if key in out:
-                raise InvalidArgumentError(f"cameras: camera {key!r} named twice; pass a mapping {{key: camera}}"
-                                           " to name several free cameras")
+                raise InvalidArgumentError(
+                    f"cameras: camera {key!r} named twice; pass a mapping {{key: camera}} to name several free cameras"
+                )
             out[key] = cam
         return out
 
@@ -224,7 +238,7 @@ class Playback:
             return qpos
         return qpos[torch.as_tensor(ids, device=qpos.device)]
 
-    def renderer(self, width: int, height: int) -> "Renderer":
+    def renderer(self, width: int, height: int) -> Renderer:
         """The renderer of this size (created on first use; at most ``MAX_CACHED_RENDERERS`` kept)."""
         cache = self.renderers
         key = (int(width), int(height))

@@ -52,8 +52,9 @@ from __future__ import annotations
 
 import datetime
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -66,8 +67,15 @@ from simbackend.state import BODY_FIELDS, NamedState
 FORMAT = "simbackend-recording"
 VERSION = 1
 #: the writes a recording notes, in the order of the codes of ``events/kind``
-WRITE_KINDS = ("start", "set_state", "set_physics_state", "set_named_state", "apply_init_randomization",
-               "apply_interval_randomization", "apply_body_velocity_delta")
+WRITE_KINDS = (
+    "start",
+    "set_state",
+    "set_physics_state",
+    "set_named_state",
+    "apply_init_randomization",
+    "apply_interval_randomization",
+    "apply_body_velocity_delta",
+)
 SUFFIXES = (".h5", ".hdf5")
 
 
@@ -98,8 +106,10 @@ def check_output_path(path: Any, argument: str, suffixes: Sequence[str], overwri
 
 def _joint_widths(joint_type: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     t = np.asarray(joint_type)
-    return (np.where(t == JOINT_FREE, 7, np.where(t == JOINT_BALL, 4, 1)),
-            np.where(t == JOINT_FREE, 6, np.where(t == JOINT_BALL, 3, 1)))
+    return (
+        np.where(t == JOINT_FREE, 7, np.where(t == JOINT_BALL, 4, 1)),
+        np.where(t == JOINT_FREE, 6, np.where(t == JOINT_BALL, 3, 1)),
+    )
 
 
 class Recorder:
@@ -125,8 +135,18 @@ class Recorder:
         overwrite: replace an existing file.
     """
 
-    def __init__(self, sim: Any, path: Any, env_ids: Any = None, *, chunk_rows: int = 256, plan: Any = None,
-                 metadata: Optional[dict] = None, compression: Optional[str] = "lzf", overwrite: bool = True):
+    def __init__(
+        self,
+        sim: Any,
+        path: Any,
+        env_ids: Any = None,
+        *,
+        chunk_rows: int = 256,
+        plan: Any = None,
+        metadata: dict | None = None,
+        compression: str | None = "lzf",
+        overwrite: bool = True,
+    ):
         from simbackend.contract import SimBackend
         from simbackend.models import model_to_bytes
         from simbackend.randomization import FIELDS, RandomizationPlan
@@ -162,40 +182,74 @@ class Recorder:
         # no chunk cache: rows arrive a whole chunk at a time, so a cache would only hold memory (1 MB per dataset)
         self._file = f = h5.File(self.path, "w", rdcc_nbytes=0)
         try:
-            f.attrs.update({
-                "format": FORMAT, "version": VERSION, "backend": sim.name, "fingerprint": info.fingerprint,
-                "num_envs": sim.num_envs, "physics_dt": sim.physics_dt, "nq": nq, "nv": nv, "nu": nu,
-                "snapshot_width": S, "plan": "" if plan is None else plan.to_json(), "metadata": meta,
-                "simbackend": _version(), "created": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-                "write_kinds": json.dumps(WRITE_KINDS),
-                "delegated": json.dumps(sorted(sim.capabilities.delegated)),
-            })
+            f.attrs.update(
+                {
+                    "format": FORMAT,
+                    "version": VERSION,
+                    "backend": sim.name,
+                    "fingerprint": info.fingerprint,
+                    "num_envs": sim.num_envs,
+                    "physics_dt": sim.physics_dt,
+                    "nq": nq,
+                    "nv": nv,
+                    "nu": nu,
+                    "snapshot_width": S,
+                    "plan": "" if plan is None else plan.to_json(),
+                    "metadata": meta,
+                    "simbackend": _version(),
+                    "created": datetime.datetime.now(datetime.UTC).isoformat(),
+                    "write_kinds": json.dumps(WRITE_KINDS),
+                    "delegated": json.dumps(sorted(sim.capabilities.delegated)),
+                }
+            )
             f.create_dataset("model", data=np.frombuffer(model_to_bytes(info.compiled), np.uint8))
             strings = h5.string_dtype()
-            for kind, names in (("body", info.body_names[1:]), ("joint", info.joint_names),
-                                ("actuator", info.actuator_names)):
+            for kind, names in (
+                ("body", info.body_names[1:]),
+                ("joint", info.joint_names),
+                ("actuator", info.actuator_names),
+            ):
                 f.create_dataset(f"names/{kind}", data=np.array(names, dtype=object), dtype=strings)
             for name in ("joint_type", "joint_qposadr", "joint_dofadr"):
                 f.create_dataset(f"layout/{name}", data=np.asarray(getattr(info, name), np.int64))
             f.create_dataset("layout/params", data=np.array(self._fields, dtype=object), dtype=strings)
             f["layout/params"].attrs["shapes"] = json.dumps(
-                [list(np.asarray(getattr(info, FIELDS[n][0])).shape) for n in self._fields])
+                [list(np.asarray(getattr(info, FIELDS[n][0])).shape) for n in self._fields]
+            )
             f.create_dataset("env_ids", data=ids)
             opts = {"compression": compression} if compression else {}
             c = self.chunk_rows
 
             def table(name: str, shape: tuple, dtype: Any) -> Any:
-                return f.create_dataset(name, shape=(0,) + shape, maxshape=(None,) + shape, dtype=dtype,
-                                        chunks=(c,) + shape if all(shape) else None, **opts)
+                return f.create_dataset(
+                    name,
+                    shape=(0,) + shape,
+                    maxshape=(None,) + shape,
+                    dtype=dtype,
+                    chunks=(c,) + shape if all(shape) else None,
+                    **opts,
+                )
 
-            self._row_spec = {"nsteps": ((), np.int32), "time": ((k,), np.float64), "qpos": ((k, nq), np.float32),
-                              "qvel": ((k, nv), np.float32), "ctrl": ((k, nu), np.float32),
-                              "diverged": ((k,), np.bool_)}
-            self._event_spec = {"row": ((), np.int64), "env": ((), np.int64), "kind": ((), np.int8),
-                                "time": ((), np.float64), "qpos": ((nq,), np.float32), "qvel": ((nv,), np.float32),
-                                "ctrl": ((nu,), np.float32), "params": ((P,), np.float64),
-                                **{f"body_{b}": ((nb, w), np.float32) for b, w in BODY_FIELDS.items()},
-                                **({"snapshot": ((S,), np.float64)} if S else {})}
+            self._row_spec = {
+                "nsteps": ((), np.int32),
+                "time": ((k,), np.float64),
+                "qpos": ((k, nq), np.float32),
+                "qvel": ((k, nv), np.float32),
+                "ctrl": ((k, nu), np.float32),
+                "diverged": ((k,), np.bool_),
+            }
+            self._event_spec = {
+                "row": ((), np.int64),
+                "env": ((), np.int64),
+                "kind": ((), np.int8),
+                "time": ((), np.float64),
+                "qpos": ((nq,), np.float32),
+                "qvel": ((nv,), np.float32),
+                "ctrl": ((nu,), np.float32),
+                "params": ((P,), np.float64),
+                **{f"body_{b}": ((nb, w), np.float32) for b, w in BODY_FIELDS.items()},
+                **({"snapshot": ((S,), np.float64)} if S else {}),
+            }
             self._row_sets = {n: table(f"rows/{n}", shape, dt) for n, (shape, dt) in self._row_spec.items()}
             self._event_sets = {n: table(f"events/{n}", shape, dt) for n, (shape, dt) in self._event_spec.items()}
         except BaseException:
@@ -232,9 +286,17 @@ class Recorder:
         params = np.concatenate([state.params[n].cpu().numpy().reshape(len(ids), -1) for n in self._fields], 1)
         kind = WRITE_KINDS.index(what) if what in WRITE_KINDS else -1
         for i, pos in enumerate(touched):
-            entry = {"row": row, "env": pos, "kind": kind, "time": state.time[i].item(), "qpos": qpos[i],
-                     "qvel": qvel[i], "ctrl": ctrl[i], "params": params[i],
-                     **{f"body_{b}": getattr(state, f"body_{b}")[i].cpu().numpy() for b in BODY_FIELDS}}
+            entry = {
+                "row": row,
+                "env": pos,
+                "kind": kind,
+                "time": state.time[i].item(),
+                "qpos": qpos[i],
+                "qvel": qvel[i],
+                "ctrl": ctrl[i],
+                "params": params[i],
+                **{f"body_{b}": getattr(state, f"body_{b}")[i].cpu().numpy() for b in BODY_FIELDS},
+            }
             if snap is not None:
                 entry["snapshot"] = snap[i]
             if self._nevent_buf == self.chunk_rows:
@@ -302,7 +364,7 @@ class Recorder:
                 self.sim.remove_observer(self)
             self._file.close()
 
-    def __enter__(self) -> "Recorder":
+    def __enter__(self) -> Recorder:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -336,10 +398,13 @@ class Recording:
         try:
             a = f.attrs
             if a.get("format") != FORMAT:
-                raise SnapshotMismatchError(f"path: {str(p)!r} is not a simbackend recording (format {a.get('format')!r})")
+                raise SnapshotMismatchError(
+                    f"path: {str(p)!r} is not a simbackend recording (format {a.get('format')!r})"
+                )
             if int(a.get("version", -1)) != VERSION:
-                raise SnapshotMismatchError(f"path: recording format version {a.get('version')!r}; this simbackend"
-                                            f" reads version {VERSION}")
+                raise SnapshotMismatchError(
+                    f"path: recording format version {a.get('version')!r}; this simbackend reads version {VERSION}"
+                )
             self.path = p
             self.backend = str(a["backend"])
             self.fingerprint = str(a["fingerprint"])
@@ -429,17 +494,24 @@ class Recording:
         flat = read("params")
         for name, shape in zip(self.param_fields, self.param_shapes):
             size = int(np.prod(shape))
-            params[name] = torch.as_tensor(flat[:, col:col + size].reshape((idx.size,) + tuple(shape)))
+            params[name] = torch.as_tensor(flat[:, col : col + size].reshape((idx.size,) + tuple(shape)))
             col += size
         return NamedState(
-            time=torch.as_tensor(read("time")), body_names=self.body_names,
+            time=torch.as_tensor(read("time")),
+            body_names=self.body_names,
             **{f"body_{b}": torch.as_tensor(read(f"body_{b}")) for b in BODY_FIELDS},
-            joint_pos={j: torch.as_tensor(qpos[:, a:a + w]) for j, a, w in zip(self.joint_names, self.joint_qposadr, wq)},
-            joint_vel={j: torch.as_tensor(qvel[:, a:a + w]) for j, a, w in zip(self.joint_names, self.joint_dofadr, wv)},
+            joint_pos={
+                j: torch.as_tensor(qpos[:, a : a + w]) for j, a, w in zip(self.joint_names, self.joint_qposadr, wq)
+            },
+            joint_vel={
+                j: torch.as_tensor(qvel[:, a : a + w]) for j, a, w in zip(self.joint_names, self.joint_dofadr, wv)
+            },
             actuator_ctrl={u: torch.as_tensor(read("ctrl")[:, k]) for k, u in enumerate(self.actuator_names)},
-            params=params, fingerprint=self.fingerprint)
+            params=params,
+            fingerprint=self.fingerprint,
+        )
 
-    def event_snapshot(self, index: Any) -> Optional[torch.Tensor]:
+    def event_snapshot(self, index: Any) -> torch.Tensor | None:
         """``(n, S)`` snapshots after events ``index``, or ``None`` if the backend had none."""
         if not self.snapshot_width:
             return None
@@ -453,23 +525,23 @@ class Recording:
 
         return model_from_bytes(np.asarray(self._file["model"][()], np.uint8).tobytes())
 
-    def make_backend(self, sim: Optional[str] = None, num_envs: Optional[int] = None, **kwargs: Any) -> Any:
+    def make_backend(self, sim: str | None = None, num_envs: int | None = None, **kwargs: Any) -> Any:
         """A backend (``sim``, default the recording's) of the recorded model with ``num_envs``
         (default: the envs recorded), for replays and pictures."""
         from simbackend.registry import make_backend
 
-        return make_backend(sim or self.backend, self.model(), self.num_recorded if num_envs is None else num_envs,
-                            **kwargs)
+        return make_backend(
+            sim or self.backend, self.model(), self.num_recorded if num_envs is None else num_envs, **kwargs
+        )
 
     def close(self) -> None:
         self._file.close()
 
-    def __enter__(self) -> "Recording":
+    def __enter__(self) -> Recording:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
     def __repr__(self) -> str:
-        return (f"<Recording {str(self.path)!r} backend={self.backend!r} rows={len(self)}"
-                f" envs={self.env_ids.tolist()}>")
+        return f"<Recording {str(self.path)!r} backend={self.backend!r} rows={len(self)} envs={self.env_ids.tolist()}>"

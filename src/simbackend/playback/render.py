@@ -3,7 +3,7 @@
 Every backend is built from one compiled MuJoCo model (``backend.info.compiled``),
 so MuJoCo's renderer can draw the state ``qpos`` of any backend (MuJoCo, PhysX,
 ...) on a machine without a GPU. This module is the one place outside
-``backends/`` and ``models/`` that imports mujoco (``docs/ARCHITECTURE.md``, "The
+``backends/`` and ``models/`` that imports mujoco (``docs/architecture.md``, "The
 dependency rule"); it imports no backend. :class:`~simbackend.playback.api.PlaybackMixin`
 puts it behind the contract (``backend.render()``, ``get_camera_images``,
 ``get_point_cloud``).
@@ -84,8 +84,9 @@ import math
 import numbers
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any
 
 
 def _prefer_headless_gl() -> None:
@@ -205,13 +206,18 @@ def gl_context_class() -> Any:
             _GL_CLASS = egl_context
             return egl_context
     shown = f"MUJOCO_GL={chosen!r}" if chosen else "MUJOCO_GL unset"
-    why = "which needs a display (DISPLAY and WAYLAND_DISPLAY are unset)" if cls is not None else \
-        "which gives no OpenGL context"
-    raise RenderingError(f"rendering: mujoco was imported with {shown}, {why}; set MUJOCO_GL=egl in the"
-                         " environment before importing mujoco or simbackend")
+    why = (
+        "which needs a display (DISPLAY and WAYLAND_DISPLAY are unset)"
+        if cls is not None
+        else "which gives no OpenGL context"
+    )
+    raise RenderingError(
+        f"rendering: mujoco was imported with {shown}, {why}; set MUJOCO_GL=egl in the"
+        " environment before importing mujoco or simbackend"
+    )
 
 
-def gl_unavailable_reason() -> Optional[str]:
+def gl_unavailable_reason() -> str | None:
     """``None`` where a GL context class is available, else the one-line reason (no context is created)."""
     try:
         gl_context_class()
@@ -258,14 +264,16 @@ def _int_in(value: Any, argument: str, low: int, high: int) -> int:
 def check_image_size(value: Any, argument: str) -> int:
     """An image width or height: an int in ``[1, MAX_IMAGE_SIDE]`` (``InvalidArgumentError`` naming ``argument``)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise ArgumentTypeError(f"{argument}: expected an integer number of pixels, got {type(value).__name__}"
-                                f" {value!r}")
+        raise ArgumentTypeError(
+            f"{argument}: expected an integer number of pixels, got {type(value).__name__} {value!r}"
+        )
     v = int(value)
     if v < 1:
         raise InvalidArgumentError(f"{argument}: expected a number of pixels >= 1, got {v}")
     if v > MAX_IMAGE_SIDE:
-        raise InvalidArgumentError(f"{argument}: {v} pixels is above the largest image side the renderer"
-                                   f" accepts ({MAX_IMAGE_SIDE})")
+        raise InvalidArgumentError(
+            f"{argument}: {v} pixels is above the largest image side the renderer accepts ({MAX_IMAGE_SIDE})"
+        )
     return v
 
 
@@ -274,8 +282,9 @@ def check_modes(modes: Any, argument: str = "modes") -> tuple[str, ...]:
     if isinstance(modes, str):
         modes = (modes,)
     if not isinstance(modes, (list, tuple)):
-        raise ArgumentTypeError(f"{argument}: expected a mode name or a sequence of names from {list(MODES)},"
-                                f" got {type(modes).__name__}")
+        raise ArgumentTypeError(
+            f"{argument}: expected a mode name or a sequence of names from {list(MODES)}, got {type(modes).__name__}"
+        )
     if not modes:
         raise InvalidArgumentError(f"{argument}: expected at least one of {list(MODES)}, got none")
     out: list[str] = []
@@ -297,7 +306,7 @@ def check_segmentation(kind: Any, argument: str = "segmentation") -> str:
     return kind
 
 
-def check_spacing(spacing: Any, argument: str = "spacing") -> Optional[float]:
+def check_spacing(spacing: Any, argument: str = "spacing") -> float | None:
     """``None`` or a finite distance > 0, metres."""
     if spacing is None:
         return None
@@ -309,8 +318,9 @@ def check_spacing(spacing: Any, argument: str = "spacing") -> Optional[float]:
 
 def _check_model(model: Any) -> Any:
     if not isinstance(model, mujoco.MjModel):
-        raise ArgumentTypeError(f"model: expected a compiled mujoco.MjModel (backend.info.compiled), got"
-                                f" {type(model).__name__}")
+        raise ArgumentTypeError(
+            f"model: expected a compiled mujoco.MjModel (backend.info.compiled), got {type(model).__name__}"
+        )
     return model
 
 
@@ -336,7 +346,7 @@ class FreeCamera:
     distance: float = 2.0
     azimuth: float = 90.0
     elevation: float = -45.0
-    track_body: Optional[str] = None
+    track_body: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "lookat", _vec3(self.lookat, "FreeCamera.lookat"))
@@ -350,11 +360,13 @@ class FreeCamera:
             raise InvalidArgumentError(f"FreeCamera.elevation: expected degrees in [-90, 90], got {elevation}")
         object.__setattr__(self, "elevation", elevation)
         if self.track_body is not None and not isinstance(self.track_body, str):
-            raise ArgumentTypeError(f"FreeCamera.track_body: expected a body name or None, got"
-                                    f" {type(self.track_body).__name__} {self.track_body!r}")
+            raise ArgumentTypeError(
+                f"FreeCamera.track_body: expected a body name or None, got"
+                f" {type(self.track_body).__name__} {self.track_body!r}"
+            )
 
     @classmethod
-    def framing(cls, model: Any, spacing: Optional[float] = None, num_envs: int = 1) -> "FreeCamera":
+    def framing(cls, model: Any, spacing: float | None = None, num_envs: int = 1) -> FreeCamera:
         """The camera framing the whole model (MuJoCo's default free camera): looking at
         ``model.stat.center`` from ``1.5 * model.stat.extent``, at the model's
         ``<visual><global azimuth elevation>``. With ``num_envs > 1``, it frames the grid
@@ -378,10 +390,10 @@ class FreeCamera:
 class _Camera:
     """A validated camera argument."""
 
-    key: str                          # the name results are keyed by
-    fixed_id: int                     # model camera id, or -1 for a free camera
-    free: Optional[FreeCamera]        # the free camera (None: the model's default framing)
-    track: int                        # body id the free camera follows, or -1
+    key: str  # the name results are keyed by
+    fixed_id: int  # model camera id, or -1 for a free camera
+    free: FreeCamera | None  # the free camera (None: the model's default framing)
+    track: int  # body id the free camera follows, or -1
 
 
 def camera_names(model: Any) -> tuple[str, ...]:
@@ -425,8 +437,10 @@ def resolve_camera(model: Any, camera: Any, argument: str = "camera") -> _Camera
         if not 0 <= int(camera) < model.ncam:
             raise IndexRangeError(f"{argument}: camera ids must be in [0, {model.ncam}), got {int(camera)}")
         return _Camera(camera_names(model)[int(camera)], int(camera), None, -1)
-    raise ArgumentTypeError(f"{argument}: expected a camera name, a camera id, 'free' or a FreeCamera, got"
-                            f" {type(camera).__name__} {camera!r}")
+    raise ArgumentTypeError(
+        f"{argument}: expected a camera name, a camera id, 'free' or a FreeCamera, got"
+        f" {type(camera).__name__} {camera!r}"
+    )
 
 
 # ----------------------------------------------------------------------
@@ -487,8 +501,16 @@ class Renderer:
         RenderingError: no OpenGL context can be created here (the message says why).
     """
 
-    def __init__(self, model: Any, width: int = 320, height: int = 240, *, shadow_size: Optional[int] = 1024,
-                 samples: Optional[int] = None, max_geom: int = 2000):
+    def __init__(
+        self,
+        model: Any,
+        width: int = 320,
+        height: int = 240,
+        *,
+        shadow_size: int | None = 1024,
+        samples: int | None = None,
+        max_geom: int = 2000,
+    ):
         self._gl: Any = None
         self._con: Any = None
         self._model = _check_model(model)
@@ -515,8 +537,9 @@ class Renderer:
             finally:
                 quality.shadowsize, quality.offsamples = saved
             if self._con.offWidth < self._width or self._con.offHeight < self._height:
-                mujoco.mjr_resizeOffscreen(max(self._width, self._con.offWidth),
-                                           max(self._height, self._con.offHeight), self._con)
+                mujoco.mjr_resizeOffscreen(
+                    max(self._width, self._con.offWidth), max(self._height, self._con.offHeight), self._con
+                )
             mujoco.mjr_setBuffer(int(mujoco.mjtFramebuffer.mjFB_OFFSCREEN), self._con)
             self._con.readDepthMap = mujoco.mjtDepthMap.mjDEPTH_ZERONEAR
         except Exception as e:  # noqa: BLE001 - a GL failure of any kind: say what to do
@@ -525,14 +548,18 @@ class Renderer:
                 hint = "EGL is not usable here: install an EGL driver (Mesa's libegl1, or the GPU's)"
             else:
                 hint = "on a machine without a display set MUJOCO_GL=egl before importing mujoco or simbackend"
-            raise RenderingError(f"rendering: could not create an OpenGL context ({type(e).__name__}:"
-                                 f" {' '.join(str(e).split())}); {hint}") from e
+            raise RenderingError(
+                f"rendering: could not create an OpenGL context ({type(e).__name__}:"
+                f" {' '.join(str(e).split())}); {hint}"
+            ) from e
         if self._con.offWidth < self._width or self._con.offHeight < self._height:
             got = (self._con.offWidth, self._con.offHeight)
             self.close()
-            raise RenderingError(f"rendering: the OpenGL framebuffer could not be enlarged to"
-                                 f" {self._width}x{self._height} (got {got[0]}x{got[1]}); ask for a smaller width"
-                                 " or height")
+            raise RenderingError(
+                f"rendering: the OpenGL framebuffer could not be enlarged to"
+                f" {self._width}x{self._height} (got {got[0]}x{got[1]}); ask for a smaller width"
+                " or height"
+            )
         self._data = mujoco.MjData(m)
         self._option = mujoco.MjvOption()
         self._option.sitegroup[:] = 0  # sites are markers, not objects
@@ -582,7 +609,7 @@ class Renderer:
             if gl is not None:
                 gl.free()
 
-    def __enter__(self) -> "Renderer":
+    def __enter__(self) -> Renderer:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -600,8 +627,9 @@ class Renderer:
     # ------------------------------------------------------------------
     # public calls
     # ------------------------------------------------------------------
-    def render(self, qpos: Any, camera: Any = FREE, *, modes: Any = ("rgb",), segmentation: str = "geom",
-               device: Any = None) -> dict[str, torch.Tensor]:
+    def render(
+        self, qpos: Any, camera: Any = FREE, *, modes: Any = ("rgb",), segmentation: str = "geom", device: Any = None
+    ) -> dict[str, torch.Tensor]:
         """Images of each state of ``qpos`` through one camera.
 
         Args:
@@ -621,8 +649,16 @@ class Renderer:
         out = self._render_batch(q, cam, modes, kind)
         return {k: torch.from_numpy(v).to(dev) for k, v in out.items() if k in modes}
 
-    def render_tiled(self, qpos: Any, camera: Any = FREE, *, modes: Any = ("rgb",), spacing: Optional[float] = None,
-                     segmentation: str = "geom", device: Any = None) -> dict[str, torch.Tensor]:
+    def render_tiled(
+        self,
+        qpos: Any,
+        camera: Any = FREE,
+        *,
+        modes: Any = ("rgb",),
+        spacing: float | None = None,
+        segmentation: str = "geom",
+        device: Any = None,
+    ) -> dict[str, torch.Tensor]:
         """One picture of several states side by side in one scene (the envs of ``qpos`` on a grid).
 
         Env ``k`` (row ``k`` of ``qpos``) is shifted by ``tile_offsets(n, spacing)[k]``;
@@ -676,11 +712,15 @@ class Renderer:
             self._update_scene(cam, catmask=0)
             k, c2w, ortho = self._camera_matrices()
             intr[i], pose[i] = k, c2w
-        return {"intrinsic_cv": torch.from_numpy(intr).to(dev), "cam2world_gl": torch.from_numpy(pose).to(dev),
-                "orthographic": bool(ortho)}
+        return {
+            "intrinsic_cv": torch.from_numpy(intr).to(dev),
+            "cam2world_gl": torch.from_numpy(pose).to(dev),
+            "orthographic": bool(ortho),
+        }
 
-    def point_cloud(self, qpos: Any, cameras: Any, *, segmentation: str = "geom",
-                    device: Any = None) -> dict[str, torch.Tensor]:
+    def point_cloud(
+        self, qpos: Any, cameras: Any, *, segmentation: str = "geom", device: Any = None
+    ) -> dict[str, torch.Tensor]:
         """Points seen by one or several cameras, fused, in the world frame.
 
         Args:
@@ -716,14 +756,19 @@ class Renderer:
             rgb[:, sl] = out["rgb"].reshape(n, hw, 3)
             seg[:, sl] = out["segmentation"].reshape(n, hw)
             valid[:, sl] = ok
-        return {"xyz": torch.from_numpy(xyz).to(dev), "rgb": torch.from_numpy(rgb).to(dev),
-                "segmentation": torch.from_numpy(seg).to(dev), "valid": torch.from_numpy(valid).to(dev)}
+        return {
+            "xyz": torch.from_numpy(xyz).to(dev),
+            "rgb": torch.from_numpy(rgb).to(dev),
+            "segmentation": torch.from_numpy(seg).to(dev),
+            "valid": torch.from_numpy(valid).to(dev),
+        }
 
     # ------------------------------------------------------------------
     # checks
     # ------------------------------------------------------------------
-    def _check_call(self, camera: Any, modes: Any, segmentation: Any, device: Any
-                    ) -> tuple[_Camera, tuple[str, ...], str, torch.device]:
+    def _check_call(
+        self, camera: Any, modes: Any, segmentation: Any, device: Any
+    ) -> tuple[_Camera, tuple[str, ...], str, torch.device]:
         self._check_open()
         cam = resolve_camera(self._model, camera)
         modes = check_modes(modes)
@@ -736,8 +781,10 @@ class Renderer:
         if isinstance(cameras, (str, FreeCamera, numbers.Integral)):
             cameras = [cameras]
         if not isinstance(cameras, (list, tuple)) or not cameras:
-            raise ArgumentTypeError(f"cameras: expected a camera or a non-empty sequence of cameras, got"
-                                    f" {type(cameras).__name__} {cameras!r}")
+            raise ArgumentTypeError(
+                f"cameras: expected a camera or a non-empty sequence of cameras, got"
+                f" {type(cameras).__name__} {cameras!r}"
+            )
         return [resolve_camera(self._model, c, f"cameras[{i}]") for i, c in enumerate(cameras)]
 
     def _check_open(self) -> None:
@@ -798,8 +845,9 @@ class Renderer:
             cam = self._framing_cache = FreeCamera.framing(self._model)
         return cam
 
-    def _render_batch(self, q: np.ndarray, cam: _Camera, modes: Sequence[str], kind: str,
-                      rays: bool = False) -> dict[str, np.ndarray]:
+    def _render_batch(
+        self, q: np.ndarray, cam: _Camera, modes: Sequence[str], kind: str, rays: bool = False
+    ) -> dict[str, np.ndarray]:
         n, h, w = q.shape[0], self._height, self._width
         out: dict[str, np.ndarray] = {}
         if "rgb" in modes:
@@ -879,11 +927,15 @@ class Renderer:
         """(intrinsic_cv (3, 3), cam2world_gl (4, 4), orthographic) of the scene's camera."""
         cam = self._glcamera()
         h, w = self._height, self._width
-        near, top, bottom, center = (float(cam.frustum_near), float(cam.frustum_top), float(cam.frustum_bottom),
-                                     float(cam.frustum_center))
+        near, top, bottom, center = (
+            float(cam.frustum_near),
+            float(cam.frustum_top),
+            float(cam.frustum_bottom),
+            float(cam.frustum_center),
+        )
         ortho = bool(cam.orthographic)
-        scale = 1.0 if ortho else near   # frustum sizes: on the near plane (perspective), metres (orthographic)
-        f = h * scale / (top - bottom)   # square pixels: the width follows the aspect ratio
+        scale = 1.0 if ortho else near  # frustum sizes: on the near plane (perspective), metres (orthographic)
+        f = h * scale / (top - bottom)  # square pixels: the width follows the aspect ratio
         cx = w / 2 - center * f / scale
         cy = h * top / (top - bottom)
         k = np.array([[f, 0, cx - 0.5], [0, f, cy - 0.5], [0, 0, 1]], np.float64)
@@ -904,8 +956,8 @@ class Renderer:
         h, w = self._height, self._width
         f, cx, cy = k[0, 0], k[0, 2], k[1, 2]
         v, u = np.mgrid[0:h, 0:w]
-        x = ((u - cx) / f).reshape(-1)       # camera x (right), per unit depth (perspective) or metres (ortho)
-        y = (-(v - cy) / f).reshape(-1)      # camera y (up)
+        x = ((u - cx) / f).reshape(-1)  # camera x (right), per unit depth (perspective) or metres (ortho)
+        y = (-(v - cy) / f).reshape(-1)  # camera y (up)
         right, up, back, pos = c2w[:3, 0], c2w[:3, 1], c2w[:3, 2], c2w[:3, 3]
         lateral = x[:, None] * right + y[:, None] * up
         if ortho:
@@ -931,7 +983,7 @@ class Renderer:
                 self._set_state(q[k])
                 mujoco.mjv_addGeoms(m, self._data, self._option, self._perturb, _CAT_ALL, scn)
                 shift = offsets[k]
-                for g in scn.geoms[start: scn.ngeom]:
+                for g in scn.geoms[start : scn.ngeom]:
                     if self._is_floor(g):
                         g.type = _GEOM_NONE  # the floor is drawn once, from the first env (tiled below)
                     else:
@@ -976,7 +1028,7 @@ class Renderer:
         return [pos + 2 * hx * i * ax + 2 * hy * j * ay for i in i_range for j in j_range if (i, j) != (0, 0)]
 
 
-_GEOM_FIELDS: Optional[tuple[str, ...]] = None
+_GEOM_FIELDS: tuple[str, ...] | None = None
 
 
 def _copy_geom(dst: Any, src: Any) -> None:

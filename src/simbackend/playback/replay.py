@@ -18,8 +18,9 @@ recording holds the last substep's).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional
+from typing import Any
 
 import numpy as np
 import torch
@@ -33,8 +34,9 @@ from .recording import Recording
 def _open(recording: Any) -> Recording:
     if isinstance(recording, Recording):
         return recording
-    raise ArgumentTypeError(f"recording: expected a Recording (Recording(path) opens a file), got"
-                            f" {type(recording).__name__}")
+    raise ArgumentTypeError(
+        f"recording: expected a Recording (Recording(path) opens a file), got {type(recording).__name__}"
+    )
 
 
 def _check(rec: Recording, sim: Any, envs: Any) -> np.ndarray:
@@ -44,16 +46,19 @@ def _check(rec: Recording, sim: Any, envs: Any) -> np.ndarray:
     if not isinstance(sim, SimBackend):
         raise ArgumentTypeError(f"sim: expected a SimBackend, got {type(sim).__name__}")
     if sim.info.fingerprint != rec.fingerprint:
-        raise SnapshotMismatchError(f"sim: its model (fingerprint {sim.info.fingerprint}) is not the recorded one"
-                                    f" ({rec.fingerprint}); build it with Recording.make_backend")
+        raise SnapshotMismatchError(
+            f"sim: its model (fingerprint {sim.info.fingerprint}) is not the recorded one"
+            f" ({rec.fingerprint}); build it with Recording.make_backend"
+        )
     pos = rec.env_positions(envs)
     if pos.size > sim.num_envs:
         raise InvalidArgumentError(f"sim: {pos.size} envs to replay need num_envs >= {pos.size}, got {sim.num_envs}")
     return pos
 
 
-def kinematic_replay(recording: Recording, sim: Any, envs: Any = None, *, rows: Any = None,
-                     every: int = 1) -> Iterator[int]:
+def kinematic_replay(
+    recording: Recording, sim: Any, envs: Any = None, *, rows: Any = None, every: int = 1
+) -> Iterator[int]:
     """Set env ``i`` of ``sim`` to the recorded state of the ``i``-th replayed env, row by row.
 
     Args:
@@ -73,7 +78,7 @@ def kinematic_replay(recording: Recording, sim: Any, envs: Any = None, *, rows: 
     ids = np.arange(pos.size)
     block = 256
     for start in range(0, len(span), block):
-        chunk = list(span[start:start + block])
+        chunk = list(span[start : start + block])
         qpos = rec.rows("qpos", chunk, pos)
         qvel = rec.rows("qvel", chunk, pos)
         for t, r in enumerate(chunk):
@@ -116,9 +121,11 @@ class ReplayReport:
 
     def summary(self) -> str:
         """A few lines for people: per env, the first row and time of parting and the largest errors."""
-        lines = [f"dynamic replay of a {self.recorded_backend} recording on {self.replay_backend}"
-                 f" ({'exact snapshots' if self.exact_start else 'named states'} at resets), {self.rows.size} stepped"
-                 f" rows; tolerance qpos {self.qpos_tolerance:g}, qvel {self.qvel_tolerance:g}"]
+        lines = [
+            f"dynamic replay of a {self.recorded_backend} recording on {self.replay_backend}"
+            f" ({'exact snapshots' if self.exact_start else 'named states'} at resets), {self.rows.size} stepped"
+            f" rows; tolerance qpos {self.qpos_tolerance:g}, qvel {self.qvel_tolerance:g}"
+        ]
         for i, env in enumerate(self.envs):
             r = int(self.first_parting_row[i])
             if r < 0:
@@ -141,14 +148,21 @@ def _qpos_error(rec: Recording, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``(e,)`` largest |a - b| per row, quaternions compared up to sign."""
     diff = np.abs(a - b)
     for q in _quat_columns(rec):
-        same = np.abs(a[:, q:q + 4] - b[:, q:q + 4]).max(1)
-        flipped = np.abs(a[:, q:q + 4] + b[:, q:q + 4]).max(1)
-        diff[:, q:q + 4] = np.minimum(same, flipped)[:, None]
+        same = np.abs(a[:, q : q + 4] - b[:, q : q + 4]).max(1)
+        flipped = np.abs(a[:, q : q + 4] + b[:, q : q + 4]).max(1)
+        diff[:, q : q + 4] = np.minimum(same, flipped)[:, None]
     return diff.max(1, initial=0.0)
 
 
-def dynamic_replay(recording: Recording, sim: Any, envs: Any = None, *, qpos_tolerance: float = 1e-3,
-                   qvel_tolerance: Optional[float] = None, progress: Any = None) -> ReplayReport:
+def dynamic_replay(
+    recording: Recording,
+    sim: Any,
+    envs: Any = None,
+    *,
+    qpos_tolerance: float = 1e-3,
+    qvel_tolerance: float | None = None,
+    progress: Any = None,
+) -> ReplayReport:
     """Replay the recorded controls on ``sim`` and measure where it parts from the recording.
 
     Env ``i`` of ``sim`` replays the ``i``-th env of ``envs``. At every write
@@ -223,8 +237,19 @@ def dynamic_replay(recording: Recording, sim: Any, envs: Any = None, *, qpos_tol
                 progress(t_index, T)
     if progress is not None:
         progress(T, T)
-    return ReplayReport(rec.backend, sim.name, exact, rec.env_ids[pos], stepped, times, qpos_err, qvel_err, first,
-                        float(qpos_tolerance), qvel_tol)
+    return ReplayReport(
+        rec.backend,
+        sim.name,
+        exact,
+        rec.env_ids[pos],
+        stepped,
+        times,
+        qpos_err,
+        qvel_err,
+        first,
+        float(qpos_tolerance),
+        qvel_tol,
+    )
 
 
 __all__ = ["ReplayReport", "dynamic_replay", "kinematic_replay"]

@@ -13,8 +13,9 @@ Imports no engine.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any
 
 import numpy as np
 
@@ -53,8 +54,9 @@ def _frame(frame: Any, argument: str, channels: tuple[int, ...] = (3,)) -> np.nd
             raise InputDTypeError(f"{argument}: expected uint8 values, got {frame.dtype}")
         a = frame
     else:
-        raise ArgumentTypeError(f"{argument}: expected an (H, W, 3) uint8 numpy array or torch tensor, got"
-                                f" {type(frame).__name__}")
+        raise ArgumentTypeError(
+            f"{argument}: expected an (H, W, 3) uint8 numpy array or torch tensor, got {type(frame).__name__}"
+        )
     want = "(H, W, 3)" if channels == (3,) else "(H, W), (H, W, 1) or (H, W, 3)"
     if a.ndim == 2 and 1 in channels:
         a = a[..., None]
@@ -86,13 +88,13 @@ class VideoWriter:
     frame, the partly written file is removed; closing a writer that got no frame writes nothing.
     """
 
-    def __init__(self, path: Any, fps: float = 30.0, progress: bool = True, total: Optional[int] = None):
+    def __init__(self, path: Any, fps: float = 30.0, progress: bool = True, total: int | None = None):
         self.path = _check_path(path, ".mp4")
         fps = checks.real(fps, "fps", minimum=0.0, above=True)
         total = checks.integer(total, "total", minimum=0, allow_none=True)
         self.fps, self.count = fps, 0
         self._writer: Any = None
-        self._shape: Optional[tuple[int, ...]] = None
+        self._shape: tuple[int, ...] | None = None
         self._bar = _progress(self.path, total) if progress else None
         if self._bar is not None:
             self._bar[0].start()
@@ -108,9 +110,16 @@ class VideoWriter:
                 import imageio  # noqa: PLC0415 - only when writing
 
                 self._shape = a.shape
-                self._writer = imageio.get_writer(str(self.path), format="FFMPEG", mode="I", fps=self.fps,
-                                                  codec="libx264", pixelformat="yuv420p", macro_block_size=1,
-                                                  ffmpeg_log_level="error")
+                self._writer = imageio.get_writer(
+                    str(self.path),
+                    format="FFMPEG",
+                    mode="I",
+                    fps=self.fps,
+                    codec="libx264",
+                    pixelformat="yuv420p",
+                    macro_block_size=1,
+                    ffmpeg_log_level="error",
+                )
             elif a.shape != self._shape:
                 raise InputShapeError(f"frames[{self.count}]", self._shape, a.shape)
             self._writer.append_data(_even(a))
@@ -144,7 +153,7 @@ class VideoWriter:
                 self._bar[0].stop()
                 self._bar = None
 
-    def __enter__(self) -> "VideoWriter":
+    def __enter__(self) -> VideoWriter:
         return self
 
     def __exit__(self, exc_type: Any, *exc: Any) -> None:
@@ -154,8 +163,9 @@ class VideoWriter:
             self.close()
 
 
-def write_video(path: Any, frames: Iterable[Any], fps: float = 30.0, progress: bool = True,
-                total: Optional[int] = None) -> int:
+def write_video(
+    path: Any, frames: Iterable[Any], fps: float = 30.0, progress: bool = True, total: int | None = None
+) -> int:
     """Encode ``frames`` as an H.264 mp4 at ``path``; returns the number of frames written.
 
     Args:
@@ -178,7 +188,7 @@ def write_video(path: Any, frames: Iterable[Any], fps: float = 30.0, progress: b
         raise ArgumentTypeError(f"frames: expected an iterable of (H, W, 3) uint8 frames, got {type(frames).__name__}")
     if total is None and hasattr(frames, "__len__"):
         total = len(frames)  # type: ignore[arg-type]
-    if hasattr(frames, "shape") and len(getattr(frames, "shape")) != 4:  # one array/tensor of frames
+    if hasattr(frames, "shape") and len(frames.shape) != 4:  # one array/tensor of frames
         raise InputShapeError("frames", "(T, H, W, 3) or an iterable of (H, W, 3) frames", tuple(frames.shape))
     with VideoWriter(path, fps, progress, total) as writer:
         for frame in frames:
@@ -188,12 +198,18 @@ def write_video(path: Any, frames: Iterable[Any], fps: float = 30.0, progress: b
     return writer.count
 
 
-def _progress(path: Path, total: Optional[int]) -> tuple[Any, Any]:
+def _progress(path: Path, total: int | None) -> tuple[Any, Any]:
     from rich.console import Console  # noqa: PLC0415
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: PLC0415
 
-    bar = Progress(TextColumn("[bold]writing[/bold] {task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TimeElapsedColumn(), console=Console(stderr=True), transient=False)
+    bar = Progress(
+        TextColumn("[bold]writing[/bold] {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=False,
+    )
     task = bar.add_task(path.name, total=total)
     return bar, task
 

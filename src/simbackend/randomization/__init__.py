@@ -18,5 +18,19 @@ from .plan import FRICTION_COMPONENTS, OPERATIONS, PHASES, TERM_KINDS, Distribut
 from .sampling import draw, uniforms
 from .schedule import IntervalScheduler
 
-__all__ = ["CORE_TERMS", "FIELDS", "FRICTION_COMPONENTS", "OPERATIONS", "PHASES", "TERM_KINDS", "Distribution",
-           "IntervalScheduler", "RandomizationPlan", "Term", "TermKind", "core_dr_support", "draw", "uniforms"]
+__all__ = [
+    "CORE_TERMS",
+    "FIELDS",
+    "FRICTION_COMPONENTS",
+    "OPERATIONS",
+    "PHASES",
+    "TERM_KINDS",
+    "Distribution",
+    "IntervalScheduler",
+    "RandomizationPlan",
+    "Term",
+    "TermKind",
+    "core_dr_support",
+    "draw",
+    "uniforms",
+]

@@ -26,8 +26,9 @@ the fields of the terms it declares in ``capabilities.domain_randomization``
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, NamedTuple, Optional, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -51,7 +52,7 @@ from .plan import FRICTION_COMPONENTS, PHASES, TERM_KINDS, RandomizationPlan, Te
 from .sampling import draw, uniforms
 
 #: per-env model fields: name -> (ModelInfo attribute holding the model's values, lower bound, what)
-FIELDS: Mapping[str, tuple[str, Optional[float], str]] = {
+FIELDS: Mapping[str, tuple[str, float | None, str]] = {
     "body_mass": ("body_mass", 0.0, "mass"),
     "body_com": ("body_com", None, "centre of mass"),
     "body_inertia": ("body_inertia", 0.0, "principal inertia"),
@@ -102,13 +103,13 @@ class ActuatorGains(NamedTuple):
 class Prepared:
     """Everything one application writes, computed and validated before any write."""
 
-    ids: np.ndarray                                    # (n,) sorted env ids
-    fields: dict[str, np.ndarray] = field(default_factory=dict)     # field -> (n, ...) new rows
-    default_qpos: Optional[np.ndarray] = None          # (n, nq)
-    qvel_delta: Optional[np.ndarray] = None            # (n, nv), world/local per the contract
+    ids: np.ndarray  # (n,) sorted env ids
+    fields: dict[str, np.ndarray] = field(default_factory=dict)  # field -> (n, ...) new rows
+    default_qpos: np.ndarray | None = None  # (n, nq)
+    qvel_delta: np.ndarray | None = None  # (n, nv), world/local per the contract
     lin_ang_delta: list = field(default_factory=list)  # (free joint dofadr, (n, 3) lin world, (n, 3) ang world)
-    forces: list = field(default_factory=list)         # (body ids (T,), (n, T, 6), duration or None)
-    counted: list = field(default_factory=list)        # stream keys drawn
+    forces: list = field(default_factory=list)  # (body ids (T,), (n, T, 6), duration or None)
+    counted: list = field(default_factory=list)  # stream keys drawn
     dropped: list = field(default_factory=list)
 
 
@@ -129,9 +130,9 @@ class Randomizer:
         self.counts: dict[int, np.ndarray] = {}
         self._resolved: dict[tuple, np.ndarray] = {}
         self.values: dict[str, np.ndarray] = {}
-        self.default_qpos: Optional[np.ndarray] = None
-        self.held_force: Optional[np.ndarray] = None
-        self.held_left: Optional[np.ndarray] = None
+        self.default_qpos: np.ndarray | None = None
+        self.held_force: np.ndarray | None = None
+        self.held_left: np.ndarray | None = None
 
     # ------------------------------------------------------------------
     # what the engine supports, and the values it holds
@@ -139,8 +140,9 @@ class Randomizer:
     def support(self) -> frozenset[str]:
         """Every ``"<term>:<phase>"`` entry the backend applies: the engine's and the contract's own."""
         caps = self.engine.capabilities  # capabilities objects from before these fields declare no engine terms
-        return (frozenset(getattr(caps, "domain_randomization", frozenset()))
-                | core_dr_support(bool(getattr(caps, "body_forces", False))))
+        return frozenset(getattr(caps, "domain_randomization", frozenset())) | core_dr_support(
+            bool(getattr(caps, "body_forces", False))
+        )
 
     def capabilities(self) -> dict[str, frozenset[str]]:
         """``{term kind: phases}`` (see ``SimBackend.get_dr_capabilities``)."""
@@ -182,14 +184,20 @@ class Randomizer:
         for j in np.flatnonzero(info.joint_body == body):
             if info.joint_type[j] == JOINT_FREE:
                 return int(info.joint_dofadr[j])
-        raise IndexRangeError(f"{argument}: body {info.body_names[body]!r} is not attached by a free joint;"
-                              " a velocity change needs a free body")
+        raise IndexRangeError(
+            f"{argument}: body {info.body_names[body]!r} is not attached by a free joint;"
+            " a velocity change needs a free body"
+        )
 
     # resolution -------------------------------------------------------------
     def _names(self, element: str) -> tuple[str, ...]:
         info = self.info
-        return {"body": info.body_names, "geom": info.geom_names, "joint": info.joint_names,
-                "actuator": info.actuator_names}[element]
+        return {
+            "body": info.body_names,
+            "geom": info.geom_names,
+            "joint": info.joint_names,
+            "actuator": info.actuator_names,
+        }[element]
 
     def _targets(self, term: Term, where: str) -> np.ndarray:
         """Element ids of ``term``'s targets, sorted, checked for the term kind (cached)."""
@@ -216,8 +224,10 @@ class Randomizer:
                     try:
                         pattern = re.compile(entry)
                     except re.error as e:
-                        raise InvalidArgumentError(f"{where}: target {entry!r} is neither a {spec.element} name"
-                                                   f" nor a valid regular expression ({e})") from None
+                        raise InvalidArgumentError(
+                            f"{where}: target {entry!r} is neither a {spec.element} name"
+                            f" nor a valid regular expression ({e})"
+                        ) from None
                     hits = [i for i, n in enumerate(names) if pattern.fullmatch(n)]
                     if not hits:
                         err = UnknownNameError(spec.element, entry, names)
@@ -264,11 +274,14 @@ class Randomizer:
         return ids[ok]
 
     # prepare ------------------------------------------------------------------
-    def prepare(self, plan: Any, phase: str, ids: np.ndarray, strict: Any,
-                    only: Optional[Sequence[str]] = None) -> Prepared:
+    def prepare(
+        self, plan: Any, phase: str, ids: np.ndarray, strict: Any, only: Sequence[str] | None = None
+    ) -> Prepared:
         if not isinstance(plan, RandomizationPlan):
-            raise ArgumentTypeError(f"plan: expected a RandomizationPlan, got {type(plan).__name__}"
-                                    " (RandomizationPlan.from_dict reads a dict)")
+            raise ArgumentTypeError(
+                f"plan: expected a RandomizationPlan, got {type(plan).__name__}"
+                " (RandomizationPlan.from_dict reads a dict)"
+            )
         if not isinstance(strict, bool):
             raise ArgumentTypeError(f"strict: expected a bool, got {type(strict).__name__}")
         selected = plan.phase_terms(phase)
@@ -287,9 +300,12 @@ class Randomizer:
             name = plan.term_name(index)
             if f"{term.kind}:{phase}" not in support:
                 if strict:
-                    raise UnsupportedFeatureError(self.engine.name, f"domain randomization term {term.kind!r} in phase {phase!r}",
-                                                  f"plan term {name!r} (get_dr_capabilities() lists what this backend"
-                                                  " applies; strict=False skips such terms)")
+                    raise UnsupportedFeatureError(
+                        self.engine.name,
+                        f"domain randomization term {term.kind!r} in phase {phase!r}",
+                        f"plan term {name!r} (get_dr_capabilities() lists what this backend"
+                        " applies; strict=False skips such terms)",
+                    )
                 p.dropped.append(name)
                 continue
             where = f"plan term {name!r} ({term.kind})"
@@ -333,8 +349,11 @@ class Randomizer:
         if kind == "joint_default_pos":
             if p.default_qpos is None:
                 base = self.default_qpos
-                p.default_qpos = (np.broadcast_to(info.qpos0, (p.ids.size, self.info.nq)).copy() if base is None
-                                  else base[p.ids].copy())
+                p.default_qpos = (
+                    np.broadcast_to(info.qpos0, (p.ids.size, self.info.nq)).copy()
+                    if base is None
+                    else base[p.ids].copy()
+                )
             cols = info.joint_qposadr[targets]
             p.default_qpos[:, cols] = combine(info.qpos0[cols], values[..., 0])
             return
@@ -386,11 +405,19 @@ class Randomizer:
             if bad.any():
                 env_rows = bad.reshape(bad.shape[0], -1).any(1)
                 rule = "> 0" if bound == 0.0 else ">= 0" if bound is not None else "finite"
-                raise ValueRangeError(f"randomized {what}", p.ids[env_rows], limit,
-                                      problem=f"sampled values that are not {rule} (or beyond float32)")
+                raise ValueRangeError(
+                    f"randomized {what}",
+                    p.ids[env_rows],
+                    limit,
+                    problem=f"sampled values that are not {rule} (or beyond float32)",
+                )
         if p.default_qpos is not None and not np.isfinite(p.default_qpos).all():
-            raise ValueRangeError("randomized default qpos", p.ids[~np.isfinite(p.default_qpos).all(1)], limit,
-                                  problem="non-finite sampled values")
+            raise ValueRangeError(
+                "randomized default qpos",
+                p.ids[~np.isfinite(p.default_qpos).all(1)],
+                limit,
+                problem="non-finite sampled values",
+            )
         for _, lin, ang in p.lin_ang_delta:
             if (np.abs(lin) > MAX_QVEL).any() or (np.abs(ang) > MAX_QVEL).any():
                 bad = (np.abs(lin) > MAX_QVEL).any(1) | (np.abs(ang) > MAX_QVEL).any(1)
@@ -400,8 +427,9 @@ class Randomizer:
                 raise ValueRangeError("body force", p.ids[(np.abs(v) > limit).reshape(v.shape[0], -1).any(1)], limit)
 
     # commit -------------------------------------------------------------------
-    def commit(self, p: Prepared, qpos: Optional[torch.Tensor] = None,
-                   qvel: Optional[torch.Tensor] = None) -> Optional[tuple[torch.Tensor, torch.Tensor]]:
+    def commit(
+        self, p: Prepared, qpos: torch.Tensor | None = None, qvel: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor] | None:
         """Write ``p``. With ``qpos``/``qvel`` (a reset's new state rows), pushes are added to ``qvel``
         and the pair is returned for the caller to write; otherwise pushes write the current state."""
         ids = p.ids
@@ -447,15 +475,19 @@ class Randomizer:
         for adr, lin, ang in deltas:
             j = next(j for j in np.flatnonzero(info.joint_type == JOINT_FREE) if info.joint_dofadr[j] == adr)
             q = int(info.joint_qposadr[j])
-            quat = qpos[:, q + 3:q + 7]
+            quat = qpos[:, q + 3 : q + 7]
             lin_t = torch.as_tensor(lin, dtype=qvel.dtype, device=qvel.device)
             ang_t = torch.as_tensor(ang, dtype=qvel.dtype, device=qvel.device)
-            qvel[:, adr:adr + 3] += lin_t
-            qvel[:, adr + 3:adr + 6] += quat_apply_inverse(quat / quat.norm(dim=-1, keepdim=True), ang_t)
+            qvel[:, adr : adr + 3] += lin_t
+            qvel[:, adr + 3 : adr + 6] += quat_apply_inverse(quat / quat.norm(dim=-1, keepdim=True), ang_t)
         bad = (qvel.abs() > MAX_QVEL).any(1)
         if bool(bad.any()):
-            raise ValueRangeError("qvel after the velocity change", ids[bad.cpu().numpy()], MAX_QVEL,
-                                  "values the divergence rule would flag")
+            raise ValueRangeError(
+                "qvel after the velocity change",
+                ids[bad.cpu().numpy()],
+                MAX_QVEL,
+                "values the divergence rule would flag",
+            )
         return qvel
 
     # held forces ---------------------------------------------------------------
@@ -463,11 +495,13 @@ class Randomizer:
         """The engine's current ``(qpos (n, nq), qvel (n, nv))`` of host ``ids``, in its dtype on the device."""
         qpos, qvel = self.engine.read_state()
         rows = torch.as_tensor(ids, device=self.device)
-        return (torch.as_tensor(qpos, device=self.device)[rows].to(self.dtype),
-                torch.as_tensor(qvel, device=self.device)[rows].to(self.dtype))
+        return (
+            torch.as_tensor(qpos, device=self.device)[rows].to(self.dtype),
+            torch.as_tensor(qvel, device=self.device)[rows].to(self.dtype),
+        )
 
     # held forces ---------------------------------------------------------------
-    def held_forces(self) -> Optional[tuple[np.ndarray, torch.Tensor, torch.Tensor]]:
+    def held_forces(self) -> tuple[np.ndarray, torch.Tensor, torch.Tensor] | None:
         """The held ``body_force`` terms acting in the next step: ``(bodies (B,), force (N, B, 3),
         torque (N, B, 3))`` world frame, or ``None``."""
         if self.held_force is None:
@@ -504,8 +538,11 @@ class Randomizer:
                 continue
             terms = [k for k, spec in TERM_KINDS.items() if spec.field == name]
             if not any(f"{k}:{phase}" in support for k in terms for phase in PHASES):
-                raise UnsupportedFeatureError(self.engine.name, f"per-env {name}",
-                                              f"{argument} holds per-env values of {name} this backend cannot apply")
+                raise UnsupportedFeatureError(
+                    self.engine.name,
+                    f"per-env {name}",
+                    f"{argument} holds per-env values of {name} this backend cannot apply",
+                )
             p.fields[name] = rows.copy()
         self.validate(p)
         return p

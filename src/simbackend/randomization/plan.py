@@ -19,8 +19,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import Any
 
 from simbackend.errors import ArgumentTypeError, InvalidArgumentError
 
@@ -44,42 +45,52 @@ class TermKind:
         doc: one line for tables.
     """
 
-    element: Optional[str]
+    element: str | None
     width: int
     operations: tuple[str, ...]
-    field: Optional[str]
+    field: str | None
     doc: str
 
 
 #: every term kind the contract defines
 TERM_KINDS: Mapping[str, TermKind] = {
-    "body_mass": TermKind("body", 1, ("scale", "add", "set"), "body_mass",
-                          "body mass, kg (scale_inertia=True scales the inertia with it)"),
-    "body_com": TermKind("body", 3, ("add", "set"), "body_com",
-                         "centre of mass in the body frame, m (add: an offset)"),
-    "body_inertia": TermKind("body", 1, ("scale",), "body_inertia",
-                             "principal moments of inertia, scaled together"),
-    "geom_friction": TermKind("geom", 1, ("scale", "add", "set"), "geom_friction",
-                              "geom friction coefficients (components: sliding, torsional, rolling)"),
-    "actuator_kp": TermKind("actuator", 1, ("scale", "add", "set"), "actuator_kp",
-                            "position gain of position actuators"),
-    "actuator_kv": TermKind("actuator", 1, ("scale", "add", "set"), "actuator_kv",
-                            "velocity gain of position and velocity actuators"),
+    "body_mass": TermKind(
+        "body", 1, ("scale", "add", "set"), "body_mass", "body mass, kg (scale_inertia=True scales the inertia with it)"
+    ),
+    "body_com": TermKind("body", 3, ("add", "set"), "body_com", "centre of mass in the body frame, m (add: an offset)"),
+    "body_inertia": TermKind("body", 1, ("scale",), "body_inertia", "principal moments of inertia, scaled together"),
+    "geom_friction": TermKind(
+        "geom",
+        1,
+        ("scale", "add", "set"),
+        "geom_friction",
+        "geom friction coefficients (components: sliding, torsional, rolling)",
+    ),
+    "actuator_kp": TermKind(
+        "actuator", 1, ("scale", "add", "set"), "actuator_kp", "position gain of position actuators"
+    ),
+    "actuator_kv": TermKind(
+        "actuator", 1, ("scale", "add", "set"), "actuator_kv", "velocity gain of position and velocity actuators"
+    ),
     "joint_damping": TermKind("joint", 1, ("scale", "add", "set"), "dof_damping", "joint damping"),
     "joint_armature": TermKind("joint", 1, ("scale", "add", "set"), "dof_armature", "joint armature"),
-    "joint_frictionloss": TermKind("joint", 1, ("scale", "add", "set"), "dof_frictionloss",
-                                   "joint dry friction (frictionloss)"),
-    "joint_default_pos": TermKind("joint", 1, ("add", "set"), None,
-                                  "per-env default position of hinge/slide joints (get_env_default_qpos)"),
+    "joint_frictionloss": TermKind(
+        "joint", 1, ("scale", "add", "set"), "dof_frictionloss", "joint dry friction (frictionloss)"
+    ),
+    "joint_default_pos": TermKind(
+        "joint", 1, ("add", "set"), None, "per-env default position of hinge/slide joints (get_env_default_qpos)"
+    ),
     "gravity": TermKind(None, 3, ("add", "scale", "set"), "gravity", "gravity vector, world frame, m/s^2"),
-    "body_velocity_delta": TermKind("body", 6, ("add",), None,
-                                    "push: a change of a free body's linear (3) and angular (3) velocity, world"),
-    "body_force": TermKind("body", 6, ("set",), None,
-                           "external force (3) and torque (3), world, at the body origin, held for `duration`"),
+    "body_velocity_delta": TermKind(
+        "body", 6, ("add",), None, "push: a change of a free body's linear (3) and angular (3) velocity, world"
+    ),
+    "body_force": TermKind(
+        "body", 6, ("set",), None, "external force (3) and torque (3), world, at the body origin, held for `duration`"
+    ),
 }
 
-Number = Union[float, int]
-Bounds = Union[Number, Sequence[Number]]
+Number = float | int
+Bounds = Number | Sequence[Number]
 
 
 def _vector(value: Any, argument: str) -> tuple[float, ...]:
@@ -88,8 +99,11 @@ def _vector(value: Any, argument: str) -> tuple[float, ...]:
         raise ArgumentTypeError(f"{argument}: expected a number or a list of numbers, got bool")
     if isinstance(value, (int, float)):
         values: tuple = (float(value),)
-    elif isinstance(value, (list, tuple)) and value and all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+    elif (
+        isinstance(value, (list, tuple))
+        and value
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+    ):
         values = tuple(float(v) for v in value)
     else:
         raise ArgumentTypeError(f"{argument}: expected a number or a non-empty list of numbers, got {value!r}")
@@ -116,35 +130,42 @@ class Distribution:
     """
 
     kind: str
-    low: Optional[tuple[float, ...]] = None
-    high: Optional[tuple[float, ...]] = None
-    mean: Optional[tuple[float, ...]] = None
-    std: Optional[tuple[float, ...]] = None
-    value: Optional[tuple[float, ...]] = None
+    low: tuple[float, ...] | None = None
+    high: tuple[float, ...] | None = None
+    mean: tuple[float, ...] | None = None
+    std: tuple[float, ...] | None = None
+    value: tuple[float, ...] | None = None
 
     @classmethod
-    def uniform(cls, low: Bounds, high: Bounds) -> "Distribution":
+    def uniform(cls, low: Bounds, high: Bounds) -> Distribution:
         return cls("uniform", low=_vector(low, "uniform.low"), high=_vector(high, "uniform.high"))
 
     @classmethod
-    def log_uniform(cls, low: Bounds, high: Bounds) -> "Distribution":
+    def log_uniform(cls, low: Bounds, high: Bounds) -> Distribution:
         return cls("log_uniform", low=_vector(low, "log_uniform.low"), high=_vector(high, "log_uniform.high"))
 
     @classmethod
-    def gaussian(cls, mean: Bounds, std: Bounds, low: Optional[Bounds] = None,
-                 high: Optional[Bounds] = None) -> "Distribution":
-        return cls("gaussian", mean=_vector(mean, "gaussian.mean"), std=_vector(std, "gaussian.std"),
-                   low=None if low is None else _vector(low, "gaussian.low"),
-                   high=None if high is None else _vector(high, "gaussian.high"))
+    def gaussian(cls, mean: Bounds, std: Bounds, low: Bounds | None = None, high: Bounds | None = None) -> Distribution:
+        return cls(
+            "gaussian",
+            mean=_vector(mean, "gaussian.mean"),
+            std=_vector(std, "gaussian.std"),
+            low=None if low is None else _vector(low, "gaussian.low"),
+            high=None if high is None else _vector(high, "gaussian.high"),
+        )
 
     @classmethod
-    def fixed(cls, value: Bounds) -> "Distribution":
+    def fixed(cls, value: Bounds) -> Distribution:
         return cls("fixed", value=_vector(value, "fixed.value"))
 
     def __post_init__(self) -> None:
         k = self.kind
-        need = {"uniform": ("low", "high"), "log_uniform": ("low", "high"), "gaussian": ("mean", "std"),
-                "fixed": ("value",)}
+        need = {
+            "uniform": ("low", "high"),
+            "log_uniform": ("low", "high"),
+            "gaussian": ("mean", "std"),
+            "fixed": ("value",),
+        }
         if k not in need:
             raise InvalidArgumentError(f"distribution.kind: expected one of {sorted(need)}, got {k!r}")
         for name in ("low", "high", "mean", "std", "value"):
@@ -155,7 +176,9 @@ class Distribution:
             if getattr(self, name) is None:
                 raise InvalidArgumentError(f"{k}: {name!r} is required")
         allowed = set(need[k]) | ({"low", "high"} if k == "gaussian" else set())
-        extra = [n for n in ("low", "high", "mean", "std", "value") if getattr(self, n) is not None and n not in allowed]
+        extra = [
+            n for n in ("low", "high", "mean", "std", "value") if getattr(self, n) is not None and n not in allowed
+        ]
         if extra:
             raise InvalidArgumentError(f"{k}: does not take {extra}")
         widths = {len(getattr(self, n)) for n in allowed if getattr(self, n) is not None}
@@ -184,7 +207,7 @@ class Distribution:
         return d
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Distribution":
+    def from_dict(cls, d: Mapping[str, Any]) -> Distribution:
         if not isinstance(d, Mapping):
             raise ArgumentTypeError(f"distribution: expected a mapping, got {type(d).__name__}")
         unknown = set(d) - {"kind", "low", "high", "mean", "std", "value"}
@@ -236,30 +259,36 @@ class Term:
     kind: str
     distribution: Distribution
     phase: str = "init"
-    targets: Optional[tuple[str, ...]] = None
-    operation: Optional[str] = None
+    targets: tuple[str, ...] | None = None
+    operation: str | None = None
     shared: bool = False
     scale_inertia: bool = False
-    components: Optional[tuple[str, ...]] = None
-    duration: Optional[float] = None
-    interval_s: Optional[tuple[float, float]] = None
-    name: Optional[str] = None
+    components: tuple[str, ...] | None = None
+    duration: float | None = None
+    interval_s: tuple[float, float] | None = None
+    name: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in TERM_KINDS:
             from simbackend.errors import closest_names_hint
 
-            raise InvalidArgumentError(f"term.kind: unknown kind {self.kind!r}{closest_names_hint(str(self.kind), TERM_KINDS)}")
+            raise InvalidArgumentError(
+                f"term.kind: unknown kind {self.kind!r}{closest_names_hint(str(self.kind), TERM_KINDS)}"
+            )
         spec = TERM_KINDS[self.kind]
         where = f"term {self.kind!r}"
         if not isinstance(self.distribution, Distribution):
-            raise ArgumentTypeError(f"{where}: distribution must be a Distribution, got {type(self.distribution).__name__}")
+            raise ArgumentTypeError(
+                f"{where}: distribution must be a Distribution, got {type(self.distribution).__name__}"
+            )
         if self.phase not in PHASES:
             raise InvalidArgumentError(f"{where}: phase must be one of {list(PHASES)}, got {self.phase!r}")
         if self.operation is None:
             object.__setattr__(self, "operation", spec.operations[0])
         if self.operation not in spec.operations:
-            raise InvalidArgumentError(f"{where}: operation must be one of {list(spec.operations)}, got {self.operation!r}")
+            raise InvalidArgumentError(
+                f"{where}: operation must be one of {list(spec.operations)}, got {self.operation!r}"
+            )
         if self.targets is not None:
             targets = (self.targets,) if isinstance(self.targets, str) else self.targets
             if not isinstance(targets, (list, tuple)) or not targets or not all(isinstance(t, str) for t in targets):
@@ -277,27 +306,34 @@ class Term:
             comps = (self.components,) if isinstance(self.components, str) else tuple(self.components)
             bad = [c for c in comps if c not in FRICTION_COMPONENTS]
             if bad or not comps or len(set(comps)) != len(comps):
-                raise InvalidArgumentError(f"{where}: components must be distinct entries of {list(FRICTION_COMPONENTS)},"
-                                           f" got {list(comps)}")
+                raise InvalidArgumentError(
+                    f"{where}: components must be distinct entries of {list(FRICTION_COMPONENTS)}, got {list(comps)}"
+                )
             object.__setattr__(self, "components", comps)
         if self.duration is not None:
             if self.kind != "body_force":
                 raise InvalidArgumentError(f"{where}: duration applies to body_force only")
             if not isinstance(self.duration, (int, float)) or isinstance(self.duration, bool) or not self.duration > 0:
-                raise InvalidArgumentError(f"{where}: duration must be a positive number of seconds, got {self.duration!r}")
+                raise InvalidArgumentError(
+                    f"{where}: duration must be a positive number of seconds, got {self.duration!r}"
+                )
         if self.interval_s is not None:
             if self.phase != "interval":
                 raise InvalidArgumentError(f"{where}: interval_s applies to the interval phase only")
-            lo_hi = _vector(list(self.interval_s) if isinstance(self.interval_s, (list, tuple)) else self.interval_s,
-                            f"{where}: interval_s")
+            lo_hi = _vector(
+                list(self.interval_s) if isinstance(self.interval_s, (list, tuple)) else self.interval_s,
+                f"{where}: interval_s",
+            )
             if len(lo_hi) != 2 or not 0 < lo_hi[0] <= lo_hi[1]:
-                raise InvalidArgumentError(f"{where}: interval_s must be (low, high) seconds with 0 < low <= high,"
-                                           f" got {self.interval_s!r}")
+                raise InvalidArgumentError(
+                    f"{where}: interval_s must be (low, high) seconds with 0 < low <= high, got {self.interval_s!r}"
+                )
             object.__setattr__(self, "interval_s", lo_hi)
         w = self.width
         if self.distribution.width not in (1, w):
-            raise InvalidArgumentError(f"{where}: the distribution has {self.distribution.width} values per draw,"
-                                       f" the term takes 1 or {w}")
+            raise InvalidArgumentError(
+                f"{where}: the distribution has {self.distribution.width} values per draw, the term takes 1 or {w}"
+            )
         if self.name is not None and not isinstance(self.name, str):
             raise ArgumentTypeError(f"{where}: name must be a string")
 
@@ -309,8 +345,12 @@ class Term:
         return TERM_KINDS[self.kind].width
 
     def to_dict(self) -> dict:
-        d: dict[str, Any] = {"kind": self.kind, "phase": self.phase, "distribution": self.distribution.to_dict(),
-                             "operation": self.operation}
+        d: dict[str, Any] = {
+            "kind": self.kind,
+            "phase": self.phase,
+            "distribution": self.distribution.to_dict(),
+            "operation": self.operation,
+        }
         for name in ("targets", "components", "interval_s"):
             v = getattr(self, name)
             if v is not None:
@@ -322,11 +362,22 @@ class Term:
         return d
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Term":
+    def from_dict(cls, d: Mapping[str, Any]) -> Term:
         if not isinstance(d, Mapping):
             raise ArgumentTypeError(f"term: expected a mapping, got {type(d).__name__}")
-        known = {"kind", "phase", "distribution", "targets", "operation", "shared", "scale_inertia", "components",
-                 "duration", "interval_s", "name"}
+        known = {
+            "kind",
+            "phase",
+            "distribution",
+            "targets",
+            "operation",
+            "shared",
+            "scale_inertia",
+            "components",
+            "duration",
+            "interval_s",
+            "name",
+        }
         unknown = set(d) - known
         if unknown:
             raise InvalidArgumentError(f"term: unknown keys {sorted(unknown)}")
@@ -363,7 +414,9 @@ class RandomizationPlan:
             raise InvalidArgumentError(f"plan.seed: expected an int in [0, 2**63), got {self.seed!r}")
         names = [t.name for t in self.terms if t.name is not None]
         if len(names) != len(set(names)):
-            raise InvalidArgumentError(f"plan.terms: duplicate term names {sorted({n for n in names if names.count(n) > 1})}")
+            raise InvalidArgumentError(
+                f"plan.terms: duplicate term names {sorted({n for n in names if names.count(n) > 1})}"
+            )
 
     def phase_terms(self, phase: str) -> tuple[tuple[int, Term], ...]:
         """(position, term) of the terms of ``phase``."""
@@ -384,7 +437,7 @@ class RandomizationPlan:
         return {"version": 1, "seed": self.seed, "terms": [t.to_dict() for t in self.terms]}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "RandomizationPlan":
+    def from_dict(cls, d: Mapping[str, Any]) -> RandomizationPlan:
         if not isinstance(d, Mapping):
             raise ArgumentTypeError(f"plan: expected a mapping, got {type(d).__name__}")
         unknown = set(d) - {"version", "seed", "terms"}
@@ -407,7 +460,7 @@ class RandomizationPlan:
         return json.dumps(self.to_dict(), **kwargs)
 
     @classmethod
-    def from_json(cls, text: str) -> "RandomizationPlan":
+    def from_json(cls, text: str) -> RandomizationPlan:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as e:
@@ -415,7 +468,7 @@ class RandomizationPlan:
         return cls.from_dict(data)
 
     @classmethod
-    def load(cls, path: Any) -> "RandomizationPlan":
+    def load(cls, path: Any) -> RandomizationPlan:
         """Read a plan from a JSON file."""
         from pathlib import Path
 

@@ -53,6 +53,7 @@ def uniforms(seed: int, key: int, env_ids: np.ndarray, counts: np.ndarray, size:
 
 def draw(dist: Distribution, u: np.ndarray) -> np.ndarray:
     """Values of ``dist`` from uniforms ``u`` ``(n, k, width)``; bounds broadcast over the last axis."""
+
     def b(v: tuple) -> np.ndarray:
         return np.asarray(v, np.float64)
 
@@ -69,10 +70,16 @@ def draw(dist: Distribution, u: np.ndarray) -> np.ndarray:
     t = torch.from_numpy(np.ascontiguousarray(u))
     if dist.low is not None or dist.high is not None:
         std_safe = np.where(std > 0, std, 1.0)
-        a = torch.special.ndtr(torch.from_numpy(np.broadcast_to((b(dist.low) - mean) / std_safe, u.shape[-1:]).copy())) \
-            if dist.low is not None else torch.zeros(u.shape[-1:], dtype=torch.float64)
-        c = torch.special.ndtr(torch.from_numpy(np.broadcast_to((b(dist.high) - mean) / std_safe, u.shape[-1:]).copy())) \
-            if dist.high is not None else torch.ones(u.shape[-1:], dtype=torch.float64)
+        a = (
+            torch.special.ndtr(torch.from_numpy(np.broadcast_to((b(dist.low) - mean) / std_safe, u.shape[-1:]).copy()))
+            if dist.low is not None
+            else torch.zeros(u.shape[-1:], dtype=torch.float64)
+        )
+        c = (
+            torch.special.ndtr(torch.from_numpy(np.broadcast_to((b(dist.high) - mean) / std_safe, u.shape[-1:]).copy()))
+            if dist.high is not None
+            else torch.ones(u.shape[-1:], dtype=torch.float64)
+        )
         t = a + t * (c - a)
     z = torch.special.ndtri(t.clamp(1e-300, 1 - 1e-16)).numpy()
     out = mean + std * z

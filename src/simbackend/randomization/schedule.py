@@ -10,7 +10,7 @@ and of the engine), then draws the next interval. The caller owns the clock:
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -67,8 +67,10 @@ class IntervalScheduler:
         if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not seconds >= 0:
             raise InvalidArgumentError(f"seconds: expected a non-negative number, got {seconds!r}")
         if getattr(sim, "num_envs", None) != self.num_envs:
-            raise InvalidArgumentError(f"sim: the scheduler was made for {self.num_envs} envs,"
-                                       f" the backend has {getattr(sim, 'num_envs', None)}")
+            raise InvalidArgumentError(
+                f"sim: the scheduler was made for {self.num_envs} envs,"
+                f" the backend has {getattr(sim, 'num_envs', None)}"
+            )
         self.time_left -= seconds
         fired: dict[str, np.ndarray] = {}
         for k, (i, _) in enumerate(self.terms):
@@ -80,7 +82,7 @@ class IntervalScheduler:
                 fired[name] = due
         return fired
 
-    def due_in(self, term: Optional[str] = None) -> np.ndarray:
+    def due_in(self, term: str | None = None) -> np.ndarray:
         """``(N,)`` seconds until the term (default: the first interval term) fires next, per env."""
         names = [self.plan.term_name(i) for i, _ in self.terms]
         k = 0 if term is None else names.index(term)

@@ -20,8 +20,16 @@ from simbackend.errors import ArgumentTypeError, InvalidArgumentError, UnknownNa
 
 from .base import Task, TaskConfig, TaskStep, load_plan
 
-__all__ = ["Task", "TaskConfig", "TaskStep", "available_tasks", "get_task_class", "load_plan", "make_task",
-           "register_task"]
+__all__ = [
+    "Task",
+    "TaskConfig",
+    "TaskStep",
+    "available_tasks",
+    "get_task_class",
+    "load_plan",
+    "make_task",
+    "register_task",
+]
 
 #: built-in task modules, imported on first lookup
 _BUILTIN = ("cartpole", "reach", "quadruped")
@@ -70,8 +78,16 @@ def get_task_class(name: str) -> type[Task]:
     return _TASKS[name]
 
 
-def make_task(name: str, sim: str = "mujoco", num_envs: int = 1, *, config: Any = None, seed: int = 0,
-              device: Any = None, **backend_options: Any) -> Task:
+def make_task(
+    name: str,
+    sim: str = "mujoco",
+    num_envs: int = 1,
+    *,
+    config: Any = None,
+    seed: int = 0,
+    device: Any = None,
+    **backend_options: Any,
+) -> Task:
     """Build backend ``sim`` on the task's model and the task over it; swapping the engine is ``sim``.
 
     Args:

@@ -22,15 +22,16 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Mapping, NamedTuple, Optional
+from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 import torch
 
-from simbackend import checks
 from simbackend import _validate as V
+from simbackend import checks
 from simbackend.errors import ArgumentTypeError, InvalidArgumentError, NonFiniteError
 from simbackend.randomization import IntervalScheduler, RandomizationPlan, uniforms
 
@@ -43,7 +44,7 @@ def check_non_negative(config: Any, *names: str) -> None:
         checks.real(getattr(config, name), f"config.{name}", minimum=0.0)
 
 
-def load_plan(plan: Any) -> Optional[RandomizationPlan]:
+def load_plan(plan: Any) -> RandomizationPlan | None:
     """A :class:`RandomizationPlan` from a plan, a mapping, a JSON file path, or ``None``."""
     if plan is None or isinstance(plan, RandomizationPlan):
         return plan
@@ -51,8 +52,9 @@ def load_plan(plan: Any) -> Optional[RandomizationPlan]:
         return RandomizationPlan.from_dict(plan)
     if isinstance(plan, (str, Path)):
         return RandomizationPlan.load(plan)
-    raise ArgumentTypeError(f"randomization: expected a RandomizationPlan, a mapping or a JSON file path,"
-                            f" got {type(plan).__name__}")
+    raise ArgumentTypeError(
+        f"randomization: expected a RandomizationPlan, a mapping or a JSON file path, got {type(plan).__name__}"
+    )
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,7 @@ class TaskConfig:
     episode_length: int = 500
     decimation: int = 4
     randomization: Any = None
-    camera: Optional[str] = None
+    camera: str | None = None
     image_size: tuple[int, int] = (64, 64)
 
     def __post_init__(self) -> None:
@@ -85,8 +87,11 @@ class TaskConfig:
             object.__setattr__(self, name, checks.integer(getattr(self, name), f"config.{name}", minimum=1))
         object.__setattr__(self, "randomization", load_plan(self.randomization))
         size = self.image_size
-        if (not isinstance(size, (tuple, list)) or len(size) != 2
-                or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 1 for s in size)):
+        if (
+            not isinstance(size, (tuple, list))
+            or len(size) != 2
+            or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 1 for s in size)
+        ):
             raise InvalidArgumentError(f"config.image_size: expected (width, height) positive ints, got {size!r}")
         object.__setattr__(self, "image_size", tuple(size))
         if self.camera is not None and not isinstance(self.camera, str):
@@ -101,7 +106,7 @@ class TaskConfig:
         return out
 
     @classmethod
-    def from_dict(cls, d: Optional[Mapping[str, Any]]) -> "TaskConfig":
+    def from_dict(cls, d: Mapping[str, Any] | None) -> TaskConfig:
         """A config from :meth:`to_dict`'s output or a partial mapping (missing keys keep defaults)."""
         if d is None:
             return cls()
@@ -159,8 +164,9 @@ class Task:
         if config is None or isinstance(config, Mapping):
             config = self.config_class.from_dict(config)
         if not isinstance(config, self.config_class):
-            raise ArgumentTypeError(f"config: expected {self.config_class.__name__} or a mapping,"
-                                    f" got {type(config).__name__}")
+            raise ArgumentTypeError(
+                f"config: expected {self.config_class.__name__} or a mapping, got {type(config).__name__}"
+            )
         self.backend = backend
         self.config = config
         self.seed = V.seed_value(seed)
@@ -179,8 +185,9 @@ class Task:
             self.action_dim = int(self._action_dim())
         else:
             self.action_dim = backend.num_actuators
-            lo, hi = (torch.as_tensor(c, dtype=torch.float32, device=self.device)
-                      for c in backend.get_actuator_ctrl_range().T)
+            lo, hi = (
+                torch.as_tensor(c, dtype=torch.float32, device=self.device) for c in backend.get_actuator_ctrl_range().T
+            )
             if not (torch.isfinite(lo).all() and torch.isfinite(hi).all()):
                 raise InvalidArgumentError(f"task {self.name!r}: direct actuator control needs finite ctrl ranges")
             self._ctrl_mid, self._ctrl_half = (hi + lo) / 2, (hi - lo) / 2
@@ -190,7 +197,7 @@ class Task:
         self._scheduler = IntervalScheduler(plan, n) if plan is not None and plan.phase_terms("interval") else None
         if plan is not None and plan.phase_terms("init"):
             backend.apply_init_randomization(plan)
-        self._obs: Optional[dict] = None
+        self._obs: dict | None = None
         self.reset()
         self.observation_dims = {k: tuple(v.shape[1:]) for k, v in self._obs.items()}
 
@@ -272,8 +279,10 @@ class Task:
         """
         ids = np.unique(V.env_ids(env_ids, self.num_envs))
         if ids.size:
-            u = torch.as_tensor(uniforms(self.seed, self.reset_key, ids, self.episode_count[ids],
-                                         max(self.reset_draws, 1)), device=self.device)
+            u = torch.as_tensor(
+                uniforms(self.seed, self.reset_key, ids, self.episode_count[ids], max(self.reset_draws, 1)),
+                device=self.device,
+            )
             tids = torch.as_tensor(ids, device=self.device)
             qpos, qvel = self._initial_state(tids, u)
             self.backend.set_state(ids, qpos, qvel, randomization=self._reset_plan)
@@ -305,8 +314,9 @@ class Task:
         Raises:
             InputShapeError: wrong shape. NonFiniteError: NaN or inf (naming the envs); nothing is stepped.
         """
-        action = V.real_tensor(action, "action", (self.num_envs, self.action_dim), device=self.device,
-                               dtype=torch.float32)
+        action = V.real_tensor(
+            action, "action", (self.num_envs, self.action_dim), device=self.device, dtype=torch.float32
+        )
         bad = V.nonfinite_rows(action)
         if bool(bad.any()):
             raise NonFiniteError("action", torch.nonzero(bad).flatten().tolist())
@@ -356,6 +366,7 @@ class Task:
         }
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}(name={self.name!r}, sim={getattr(self.backend, 'name', '?')!r},"
-                f" num_envs={self.num_envs})")
-
+        return (
+            f"{type(self).__name__}(name={self.name!r}, sim={getattr(self.backend, 'name', '?')!r},"
+            f" num_envs={self.num_envs})"
+        )

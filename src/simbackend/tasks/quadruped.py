@@ -75,8 +75,9 @@ class QuadrupedConfig(TaskConfig):
         if len(rng) != 3 or any(not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi) for lo, hi in rng):
             raise InvalidArgumentError(f"config.command_range: expected three finite (low <= high) pairs, got {rng!r}")
         object.__setattr__(self, "command_range", rng)
-        check_non_negative(self, "action_scale", "kp", "kd", "joint_noise", "min_height", "max_tilt",
-                           "tracking_sigma", "success_error")
+        check_non_negative(
+            self, "action_scale", "kp", "kd", "joint_noise", "min_height", "max_tilt", "tracking_sigma", "success_error"
+        )
         if self.tracking_sigma == 0:
             raise InvalidArgumentError("config.tracking_sigma: expected a number > 0, got 0")
 
@@ -127,9 +128,11 @@ class QuadrupedTask(Task):
 
     def _base_frame(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         q = self.backend.get_base_quat()
-        return (quat_apply_inverse(q, self.backend.get_base_lin_vel()),
-                quat_apply_inverse(q, self.backend.get_base_ang_vel()),
-                quat_apply_inverse(q, self._gravity_w.expand(self.num_envs, 3)))
+        return (
+            quat_apply_inverse(q, self.backend.get_base_lin_vel()),
+            quat_apply_inverse(q, self.backend.get_base_ang_vel()),
+            quat_apply_inverse(q, self._gravity_w.expand(self.num_envs, 3)),
+        )
 
     def _observations(self) -> dict[str, torch.Tensor]:
         lin, ang, grav = self._base_frame()

@@ -65,8 +65,9 @@ class ReachConfig(TaskConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.controller not in CONTROLLERS:
-            raise InvalidArgumentError(f"config.controller: expected one of {list(CONTROLLERS)},"
-                                       f" got {self.controller!r}")
+            raise InvalidArgumentError(
+                f"config.controller: expected one of {list(CONTROLLERS)}, got {self.controller!r}"
+            )
         for name in ("target_low", "target_high"):
             v = getattr(self, name)
             try:
@@ -77,8 +78,9 @@ class ReachConfig(TaskConfig):
                 raise InvalidArgumentError(f"config.{name}: expected 3 finite numbers, got {v!r}")
             object.__setattr__(self, name, v)
         if any(lo > hi for lo, hi in zip(self.target_low, self.target_high)):
-            raise InvalidArgumentError(f"config.target_low: must be <= target_high, got {self.target_low}"
-                                       f" and {self.target_high}")
+            raise InvalidArgumentError(
+                f"config.target_low: must be <= target_high, got {self.target_low} and {self.target_high}"
+            )
         check_non_negative(self, "max_delta", "max_joint_delta", "joint_noise", "success_radius")
 
 
@@ -102,12 +104,23 @@ class ReachTask(Task):
         self._high = torch.tensor(c.target_high, dtype=torch.float32, device=self.device)
         if c.controller == "ee_delta_pos":
             d = c.max_delta
-            return make_controller(b, EEPoseConfig(joints=ARM_JOINTS, site="ee_site", pos_low=-d, pos_high=d,
-                                                   rot_bound=0.1, frame="root_translation:root_aligned_rotation",
-                                                   use_delta=True, root_body="base"))
+            return make_controller(
+                b,
+                EEPoseConfig(
+                    joints=ARM_JOINTS,
+                    site="ee_site",
+                    pos_low=-d,
+                    pos_high=d,
+                    rot_bound=0.1,
+                    frame="root_translation:root_aligned_rotation",
+                    use_delta=True,
+                    root_body="base",
+                ),
+            )
         d = c.max_joint_delta
-        return make_controller(b, JointPositionConfig(joints=ARM_JOINTS, low=-d, high=d, use_delta=True,
-                                                      use_target=True))
+        return make_controller(
+            b, JointPositionConfig(joints=ARM_JOINTS, low=-d, high=d, use_delta=True, use_target=True)
+        )
 
     def _action_dim(self) -> int:
         return 3 if self.config.controller == "ee_delta_pos" else len(ARM_JOINTS)
@@ -151,8 +164,7 @@ class ReachTask(Task):
 
     def _reward(self, action: torch.Tensor) -> dict[str, torch.Tensor]:
         d = self.distance()
-        return {"reach": 1.0 - torch.tanh(5.0 * d),
-                "reached": (d <= self.config.success_radius).to(torch.float32)}
+        return {"reach": 1.0 - torch.tanh(5.0 * d), "reached": (d <= self.config.success_radius).to(torch.float32)}
 
     def _success(self) -> torch.Tensor:
         return self.distance() <= self.config.success_radius
@@ -167,7 +179,8 @@ def scripted_action(task: ReachTask, gain: float = 1.0) -> torch.Tensor:
     Needs the ``"ee_delta_pos"`` controller.
     """
     if task.config.controller != "ee_delta_pos":
-        raise InvalidArgumentError(f"task: the scripted reach baseline needs controller='ee_delta_pos',"
-                                   f" got {task.config.controller!r}")
+        raise InvalidArgumentError(
+            f"task: the scripted reach baseline needs controller='ee_delta_pos', got {task.config.controller!r}"
+        )
     error = task.to_base(task.targets) - task.to_base(task.ee_pos_w())
     return (gain * error / task.config.max_delta).clamp(-1.0, 1.0)

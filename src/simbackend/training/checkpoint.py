@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
 from simbackend._extras import require_extra
 
 require_extra("rsl_rl", "tensordict", "matplotlib", "tqdm", purpose="training (simbackend.training)")
@@ -36,8 +37,16 @@ __all__ = ["FORMAT", "Checkpoint", "Policy", "load_checkpoint", "save_checkpoint
 
 FORMAT = "simbackend.training/1"
 
-_REQUIRED = ("task", "task_config", "sim", "train_config", "rsl_rl_cfg", "observation_size", "action_dim",
-             "actor_state_dict")
+_REQUIRED = (
+    "task",
+    "task_config",
+    "sim",
+    "train_config",
+    "rsl_rl_cfg",
+    "observation_size",
+    "action_dim",
+    "actor_state_dict",
+)
 
 
 class Policy:
@@ -133,11 +142,13 @@ def load_checkpoint(path: Any, map_location: Any | None = "cpu") -> Checkpoint:
     try:
         data = torch.load(p, map_location=map_location, weights_only=True)
     except Exception as e:
-        raise InvalidArgumentError(f"checkpoint: {str(p)!r} is not a readable checkpoint (torch.load failed with"
-                                   f" {type(e).__name__})") from e
+        raise InvalidArgumentError(
+            f"checkpoint: {str(p)!r} is not a readable checkpoint (torch.load failed with {type(e).__name__})"
+        ) from e
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise InvalidArgumentError(f"checkpoint: {str(p)!r} is not a simbackend training checkpoint"
-                                   f" (format {FORMAT!r})")
+        raise InvalidArgumentError(
+            f"checkpoint: {str(p)!r} is not a simbackend training checkpoint (format {FORMAT!r})"
+        )
     missing = [k for k in _REQUIRED if k not in data]
     if missing:
         raise InvalidArgumentError(f"checkpoint: {str(p)!r} lacks {missing}")

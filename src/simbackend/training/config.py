@@ -80,13 +80,30 @@ class TrainConfig:
         def integer(name: str, lo: int) -> None:
             object.__setattr__(self, name, checks.integer(getattr(self, name), f"train_config.{name}", minimum=lo))
 
-        def number(name: str, lo: float, hi: float | None = None, optional: bool = False,
-                   open_lo: bool = False) -> None:
-            object.__setattr__(self, name, checks.real(getattr(self, name), f"train_config.{name}", minimum=lo,
-                                                       maximum=hi, above=open_lo, allow_none=optional))
+        def number(
+            name: str, lo: float, hi: float | None = None, optional: bool = False, open_lo: bool = False
+        ) -> None:
+            object.__setattr__(
+                self,
+                name,
+                checks.real(
+                    getattr(self, name),
+                    f"train_config.{name}",
+                    minimum=lo,
+                    maximum=hi,
+                    above=open_lo,
+                    allow_none=optional,
+                ),
+            )
 
-        for name in ("num_envs", "max_iterations", "num_steps_per_env", "num_learning_epochs", "num_mini_batches",
-                     "eval_episodes"):
+        for name in (
+            "num_envs",
+            "max_iterations",
+            "num_steps_per_env",
+            "num_learning_epochs",
+            "num_mini_batches",
+            "eval_episodes",
+        ):
             integer(name, 1)
         for name in ("eval_interval", "save_interval", "seed", "eval_seed", "torch_threads"):
             integer(name, 0)
@@ -104,10 +121,14 @@ class TrainConfig:
             raise InvalidArgumentError(f"train_config.schedule: expected 'adaptive' or 'fixed', got {self.schedule!r}")
         for name in ("actor_hidden_dims", "critic_hidden_dims"):
             dims = getattr(self, name)
-            if (not isinstance(dims, (tuple, list)) or not dims
-                    or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in dims)):
-                raise InvalidArgumentError(f"train_config.{name}: expected a non-empty list of positive ints,"
-                                           f" got {dims!r}")
+            if (
+                not isinstance(dims, (tuple, list))
+                or not dims
+                or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 1 for d in dims)
+            ):
+                raise InvalidArgumentError(
+                    f"train_config.{name}: expected a non-empty list of positive ints, got {dims!r}"
+                )
             object.__setattr__(self, name, tuple(dims))
         if not isinstance(self.activation, str):
             raise ArgumentTypeError(f"train_config.activation: expected a name, got {type(self.activation).__name__}")
@@ -130,8 +151,11 @@ class TrainConfig:
 
     def to_dict(self) -> dict:
         """JSON-ready values (tuples become lists)."""
-        return {f.name: (list(v) if isinstance(v, tuple) else v)
-                for f in dataclasses.fields(self) for v in (getattr(self, f.name),)}
+        return {
+            f.name: (list(v) if isinstance(v, tuple) else v)
+            for f in dataclasses.fields(self)
+            for v in (getattr(self, f.name),)
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> TrainConfig:

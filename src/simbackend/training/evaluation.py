@@ -43,8 +43,9 @@ def torch_threads(n: int) -> Iterator[None]:
 _threads = torch_threads
 
 
-def run_episodes(task: Any, policy: Callable[[torch.Tensor], torch.Tensor], episodes: int,
-                 on_step: Callable[[], None] | None = None) -> dict[str, torch.Tensor]:
+def run_episodes(
+    task: Any, policy: Callable[[torch.Tensor], torch.Tensor], episodes: int, on_step: Callable[[], None] | None = None
+) -> dict[str, torch.Tensor]:
     """Play ``episodes`` complete episodes of ``policy`` on ``task`` (see the module docstring).
 
     The task should be fresh (every env at the start of its first episode); if some env is not, every
@@ -124,13 +125,24 @@ class EvalResult:
     def to_dict(self) -> dict:
         """JSON-ready figures."""
         return {
-            "task": self.task, "sim": self.sim, "trained_on": self.trained_on, "checkpoint": self.checkpoint,
-            "delegated": list(self.delegated), "trained_delegated": list(self.trained_delegated),
-            "iteration": self.iteration, "env_steps": self.env_steps, "seeds": list(self.seeds),
-            "episodes_per_seed": self.episodes_per_seed, "num_envs": self.num_envs, "per_seed": self.per_seed,
-            "mean_return": self.mean_return.to_dict(), "success_rate": self.success_rate.to_dict(),
-            "mean_length": self.mean_length.to_dict(), "ci": "95% two-sided, Student's t over seeds (n-1 dof)",
-            "wall_s": self.wall_s, "video": self.video,
+            "task": self.task,
+            "sim": self.sim,
+            "trained_on": self.trained_on,
+            "checkpoint": self.checkpoint,
+            "delegated": list(self.delegated),
+            "trained_delegated": list(self.trained_delegated),
+            "iteration": self.iteration,
+            "env_steps": self.env_steps,
+            "seeds": list(self.seeds),
+            "episodes_per_seed": self.episodes_per_seed,
+            "num_envs": self.num_envs,
+            "per_seed": self.per_seed,
+            "mean_return": self.mean_return.to_dict(),
+            "success_rate": self.success_rate.to_dict(),
+            "mean_length": self.mean_length.to_dict(),
+            "ci": "95% two-sided, Student's t over seeds (n-1 dof)",
+            "wall_s": self.wall_s,
+            "video": self.video,
         }
 
 
@@ -163,11 +175,20 @@ def _merged_config(checkpoint: Checkpoint, override: Mapping[str, Any] | None) -
     return config
 
 
-def evaluate(checkpoint: Any, sim: str | None = None, *, num_envs: int | None = None,
-             seeds: Sequence[int] = (100, 101, 102), episodes_per_seed: int | None = None,
-             video: Any | None = None, task_config_override: Mapping[str, Any] | None = None,
-             device: Any = None, backend_options: Mapping[str, Any] | None = None,
-             video_size: tuple[int, int] = (320, 240), torch_threads: int = 1) -> EvalResult:
+def evaluate(
+    checkpoint: Any,
+    sim: str | None = None,
+    *,
+    num_envs: int | None = None,
+    seeds: Sequence[int] = (100, 101, 102),
+    episodes_per_seed: int | None = None,
+    video: Any | None = None,
+    task_config_override: Mapping[str, Any] | None = None,
+    device: Any = None,
+    backend_options: Mapping[str, Any] | None = None,
+    video_size: tuple[int, int] = (320, 240),
+    torch_threads: int = 1,
+) -> EvalResult:
     """Run a checkpoint's deterministic policy (the actor's mean) for complete episodes on engine ``sim``.
 
     Args:
@@ -186,14 +207,33 @@ def evaluate(checkpoint: Any, sim: str | None = None, *, num_envs: int | None = 
         torch_threads: torch's intra-op threads meanwhile (restored after; 0: unchanged).
     """
     with _threads(torch_threads):
-        return _evaluate(checkpoint, sim, num_envs=num_envs, seeds=seeds, episodes_per_seed=episodes_per_seed,
-                         video=video, task_config_override=task_config_override, device=device,
-                         backend_options=backend_options, video_size=video_size)
+        return _evaluate(
+            checkpoint,
+            sim,
+            num_envs=num_envs,
+            seeds=seeds,
+            episodes_per_seed=episodes_per_seed,
+            video=video,
+            task_config_override=task_config_override,
+            device=device,
+            backend_options=backend_options,
+            video_size=video_size,
+        )
 
 
-def _evaluate(checkpoint: Any, sim: str | None, *, num_envs: int | None, seeds: Sequence[int],
-              episodes_per_seed: int | None, video: Any | None, task_config_override: Mapping[str, Any] | None,
-              device: Any, backend_options: Mapping[str, Any] | None, video_size: tuple[int, int]) -> EvalResult:
+def _evaluate(
+    checkpoint: Any,
+    sim: str | None,
+    *,
+    num_envs: int | None,
+    seeds: Sequence[int],
+    episodes_per_seed: int | None,
+    video: Any | None,
+    task_config_override: Mapping[str, Any] | None,
+    device: Any,
+    backend_options: Mapping[str, Any] | None,
+    video_size: tuple[int, int],
+) -> EvalResult:
     from simbackend.tasks import make_task
 
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else load_checkpoint(checkpoint)
@@ -231,15 +271,31 @@ def _evaluate(checkpoint: Any, sim: str | None, *, num_envs: int | None, seeds: 
             raise
         finally:
             task.close()
-        per_seed.append({"seed": seed, "mean_return": float(r["return"].mean()),
-                         "success_rate": float(r["success"].mean()), "mean_length": float(r["length"].mean()),
-                         "wall_s": time.perf_counter() - t_seed})
+        per_seed.append(
+            {
+                "seed": seed,
+                "mean_return": float(r["return"].mean()),
+                "success_rate": float(r["success"].mean()),
+                "mean_length": float(r["length"].mean()),
+                "wall_s": time.perf_counter() - t_seed,
+            }
+        )
     return EvalResult(
-        task=ckpt.task, sim=sim, trained_on=ckpt.sim, checkpoint=str(ckpt.path), iteration=ckpt.iteration,
-        env_steps=ckpt.env_steps, seeds=seeds, episodes_per_seed=episodes, num_envs=n, per_seed=per_seed,
+        task=ckpt.task,
+        sim=sim,
+        trained_on=ckpt.sim,
+        checkpoint=str(ckpt.path),
+        iteration=ckpt.iteration,
+        env_steps=ckpt.env_steps,
+        seeds=seeds,
+        episodes_per_seed=episodes,
+        num_envs=n,
+        per_seed=per_seed,
         mean_return=estimate(s["mean_return"] for s in per_seed),
         success_rate=estimate(s["success_rate"] for s in per_seed),
         mean_length=estimate(s["mean_length"] for s in per_seed),
-        wall_s=time.perf_counter() - t0, video=None if video is None else str(Path(video)),
-        delegated=delegated, trained_delegated=ckpt.delegated,
+        wall_s=time.perf_counter() - t0,
+        video=None if video is None else str(Path(video)),
+        delegated=delegated,
+        trained_delegated=ckpt.delegated,
     )

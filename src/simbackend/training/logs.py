@@ -13,24 +13,24 @@ __all__ = ["COLUMNS", "TrainingLog", "plot_learning_curve"]
 
 #: columns of ``log.csv`` (and keys of every row of ``log.json``); empty / ``null`` where not measured
 COLUMNS = (
-    "iteration",       # PPO updates done (1-based)
-    "env_steps",       # training env steps so far
-    "wall_s",          # seconds since training started (evaluations included)
-    "mean_return",     # training episodes: mean return of the last 100 finished (rsl-rl's window)
-    "mean_length",     # ... their mean length (policy steps)
-    "success_rate",    # ... the fraction that met the task's success criterion
-    "episodes",        # training episodes finished in this iteration
-    "eval_return",     # evaluation of this iteration (deterministic policy, fixed seed): mean return
-    "eval_length",     # ... mean episode length
-    "eval_success",    # ... success rate
-    "fps",             # env steps per second of this iteration (rollout and update)
-    "collect_s",       # rollout time of this iteration
-    "learn_s",         # update time of this iteration
-    "loss_value",      # rsl-rl's mean value loss
+    "iteration",  # PPO updates done (1-based)
+    "env_steps",  # training env steps so far
+    "wall_s",  # seconds since training started (evaluations included)
+    "mean_return",  # training episodes: mean return of the last 100 finished (rsl-rl's window)
+    "mean_length",  # ... their mean length (policy steps)
+    "success_rate",  # ... the fraction that met the task's success criterion
+    "episodes",  # training episodes finished in this iteration
+    "eval_return",  # evaluation of this iteration (deterministic policy, fixed seed): mean return
+    "eval_length",  # ... mean episode length
+    "eval_success",  # ... success rate
+    "fps",  # env steps per second of this iteration (rollout and update)
+    "collect_s",  # rollout time of this iteration
+    "learn_s",  # update time of this iteration
+    "loss_value",  # rsl-rl's mean value loss
     "loss_surrogate",  # ... surrogate loss
-    "loss_entropy",    # ... entropy
-    "learning_rate",   # after the adaptive schedule
-    "action_std",      # mean std of the Gaussian action noise
+    "loss_entropy",  # ... entropy
+    "learning_rate",  # after the adaptive schedule
+    "action_std",  # mean std of the Gaussian action noise
 )
 
 
@@ -95,8 +95,10 @@ def plot_learning_curve(rows: list[dict], path: Any, title: str | None = None) -
         pts = [(r["env_steps"], r[key]) for r in rows if r.get(key) is not None]
         return [p[0] for p in pts], [p[1] for p in pts]
 
-    for ax, train_key, eval_key, label in ((ax_r, "mean_return", "eval_return", "return"),
-                                           (ax_s, "success_rate", "eval_success", "success rate")):
+    for ax, train_key, eval_key, label in (
+        (ax_r, "mean_return", "eval_return", "return"),
+        (ax_s, "success_rate", "eval_success", "success rate"),
+    ):
         x, y = series(train_key)
         ax.plot(x, y, color="tab:blue", lw=1.2, label="training (last 100 episodes)")
         x, y = series(eval_key)

@@ -84,12 +84,19 @@ class Estimate:
 
     def to_dict(self) -> dict:
         """JSON-ready (``NaN`` becomes ``None``)."""
+
         def clean(v: float) -> float | None:
             return None if math.isnan(v) else float(v)
 
-        return {"mean": clean(self.mean), "ci_low": clean(self.low), "ci_high": clean(self.high),
-                "half_width": clean(self.half_width), "std": clean(self.std), "n": self.n,
-                "confidence": self.confidence}
+        return {
+            "mean": clean(self.mean),
+            "ci_low": clean(self.low),
+            "ci_high": clean(self.high),
+            "half_width": clean(self.half_width),
+            "std": clean(self.std),
+            "n": self.n,
+            "confidence": self.confidence,
+        }
 
     def __str__(self) -> str:
         if math.isnan(self.half_width):

@@ -75,11 +75,21 @@ class TrainResult:
         return self.env_steps / self.wall_s if self.wall_s > 0 else math.nan
 
     def to_dict(self) -> dict:
-        return {"out_dir": str(self.out_dir), "checkpoint": str(self.checkpoint), "task": self.task, "sim": self.sim,
-                "iterations": self.iterations, "env_steps": self.env_steps, "wall_s": self.wall_s,
-                "env_steps_per_s": self.env_steps_per_s, "stop_reason": self.stop_reason,
-                "final_eval": self.final_eval, "log_csv": str(self.log_csv), "log_json": str(self.log_json),
-                "curve_png": str(self.curve_png)}
+        return {
+            "out_dir": str(self.out_dir),
+            "checkpoint": str(self.checkpoint),
+            "task": self.task,
+            "sim": self.sim,
+            "iterations": self.iterations,
+            "env_steps": self.env_steps,
+            "wall_s": self.wall_s,
+            "env_steps_per_s": self.env_steps_per_s,
+            "stop_reason": self.stop_reason,
+            "final_eval": self.final_eval,
+            "log_csv": str(self.log_csv),
+            "log_json": str(self.log_json),
+            "curve_png": str(self.curve_png),
+        }
 
 
 def _train_config(task_name: str, train_config: Any, num_envs: int | None, seed: int | None) -> TrainConfig:
@@ -90,8 +100,9 @@ def _train_config(task_name: str, train_config: Any, num_envs: int | None, seed:
     elif isinstance(train_config, Mapping):
         tc = TrainConfig.for_task(task_name, **train_config)
     else:
-        raise ArgumentTypeError(f"train_config: expected a TrainConfig, a mapping or None,"
-                                f" got {type(train_config).__name__}")
+        raise ArgumentTypeError(
+            f"train_config: expected a TrainConfig, a mapping or None, got {type(train_config).__name__}"
+        )
     changes = {k: v for k, v in (("num_envs", num_envs), ("seed", seed)) if v is not None}
     return dataclasses.replace(tc, **changes) if changes else tc
 
@@ -105,17 +116,28 @@ def _task_config(task_name: str, task_config: Any, randomization: Any) -> Any:
     elif isinstance(task_config, cls):
         config = task_config
     else:
-        raise ArgumentTypeError(f"task_config: expected {cls.__name__}, a mapping or None,"
-                                f" got {type(task_config).__name__}")
+        raise ArgumentTypeError(
+            f"task_config: expected {cls.__name__}, a mapping or None, got {type(task_config).__name__}"
+        )
     if randomization is not None:
         config = dataclasses.replace(config, randomization=randomization)  # __post_init__ loads a path or dict
     return config
 
 
-def train(task_name: str, sim: str = "mujoco", *, num_envs: int | None = None, seed: int | None = None,
-          randomization: Any = None, task_config: Any = None, train_config: Any = None, out_dir: Any,
-          progress: bool = True, device: Any = None, backend_options: Mapping[str, Any] | None = None,
-          ) -> TrainResult:
+def train(
+    task_name: str,
+    sim: str = "mujoco",
+    *,
+    num_envs: int | None = None,
+    seed: int | None = None,
+    randomization: Any = None,
+    task_config: Any = None,
+    train_config: Any = None,
+    out_dir: Any,
+    progress: bool = True,
+    device: Any = None,
+    backend_options: Mapping[str, Any] | None = None,
+) -> TrainResult:
     """Train PPO (rsl-rl) on task ``task_name`` simulated by engine ``sim``.
 
     Args:
@@ -136,12 +158,31 @@ def train(task_name: str, sim: str = "mujoco", *, num_envs: int | None = None, s
     """
     tc = _train_config(task_name, train_config, num_envs, seed)
     with torch_threads(tc.torch_threads):
-        return _train(task_name, sim, tc, randomization=randomization, task_config=task_config, out_dir=out_dir,
-                      progress=progress, device=device, backend_options=backend_options)
+        return _train(
+            task_name,
+            sim,
+            tc,
+            randomization=randomization,
+            task_config=task_config,
+            out_dir=out_dir,
+            progress=progress,
+            device=device,
+            backend_options=backend_options,
+        )
 
 
-def _train(task_name: str, sim: str, tc: TrainConfig, *, randomization: Any, task_config: Any, out_dir: Any,
-           progress: bool, device: Any, backend_options: Mapping[str, Any] | None) -> TrainResult:
+def _train(
+    task_name: str,
+    sim: str,
+    tc: TrainConfig,
+    *,
+    randomization: Any,
+    task_config: Any,
+    out_dir: Any,
+    progress: bool,
+    device: Any,
+    backend_options: Mapping[str, Any] | None,
+) -> TrainResult:
     from rsl_rl.runners import OnPolicyRunner
     from rsl_rl.utils import check_nan
     from tensordict import TensorDict
@@ -172,43 +213,69 @@ def _train(task_name: str, sim: str, tc: TrainConfig, *, randomization: Any, tas
         describe = task.describe()
         task_config_dict = task.config.to_dict()
         delegated = sorted(task.backend.capabilities.delegated)  # physics the engine took from MuJoCo
-        (out / "config.json").write_text(json.dumps({
-            "task": task_name, "sim": sim, "delegated": delegated, "task_config": task_config_dict,
-            "train_config": tc.to_dict(),
-            "rsl_rl_cfg": rsl_cfg, "describe": describe, "backend_options": options,
-            "networks": printed.getvalue(),
-        }, indent=1, default=str) + "\n", encoding="utf-8")
-        log = TrainingLog(out, {"task": task_name, "sim": sim, "num_envs": tc.num_envs, "seed": tc.seed,
-                                "train_config": tc.to_dict()})
+        (out / "config.json").write_text(
+            json.dumps(
+                {
+                    "task": task_name,
+                    "sim": sim,
+                    "delegated": delegated,
+                    "task_config": task_config_dict,
+                    "train_config": tc.to_dict(),
+                    "rsl_rl_cfg": rsl_cfg,
+                    "describe": describe,
+                    "backend_options": options,
+                    "networks": printed.getvalue(),
+                },
+                indent=1,
+                default=str,
+            )
+            + "\n",
+            encoding="utf-8",
+        )
+        log = TrainingLog(
+            out, {"task": task_name, "sim": sim, "num_envs": tc.num_envs, "seed": tc.seed, "train_config": tc.to_dict()}
+        )
 
         def policy(obs: torch.Tensor) -> torch.Tensor:
             with torch.inference_mode():
                 return alg.get_policy()(TensorDict({"policy": obs}, batch_size=[obs.shape[0]]))
 
         def evaluate_now(iteration: int) -> dict:
-            eval_task = make_task(task_name, sim, tc.eval_episodes, config=task.config, seed=tc.eval_seed,
-                                  device=device, **options)
+            eval_task = make_task(
+                task_name, sim, tc.eval_episodes, config=task.config, seed=tc.eval_seed, device=device, **options
+            )
             alg.eval_mode()
             try:
                 r = run_episodes(eval_task, policy, tc.eval_episodes)
             finally:
                 alg.train_mode()
                 eval_task.close()
-            return {"iteration": iteration, "return": float(r["return"].mean()), "length": float(r["length"].mean()),
-                    "success": float(r["success"].mean()), "episodes": tc.eval_episodes}
+            return {
+                "iteration": iteration,
+                "return": float(r["return"].mean()),
+                "length": float(r["length"].mean()),
+                "success": float(r["success"].mean()),
+                "episodes": tc.eval_episodes,
+            }
 
         def checkpoint_data(iteration: int, env_steps: int, last_eval: dict | None) -> dict:
             actor = alg.get_policy()
             norm = actor.obs_normalizer
             return {
                 **alg.save(),
-                "task": task_name, "task_config": task_config_dict, "sim": sim, "delegated": delegated,
+                "task": task_name,
+                "task_config": task_config_dict,
+                "sim": sim,
+                "delegated": delegated,
                 "describe": describe,
-                "train_config": tc.to_dict(), "rsl_rl_cfg": rsl_cfg,
-                "observation_size": task.observation_size, "action_dim": task.action_dim,
-                "iteration": iteration, "env_steps": env_steps, "eval": last_eval,
-                "obs_normalizer": ({"mean": norm.mean.cpu(), "std": norm.std.cpu()}
-                                   if tc.obs_normalization else None),
+                "train_config": tc.to_dict(),
+                "rsl_rl_cfg": rsl_cfg,
+                "observation_size": task.observation_size,
+                "action_dim": task.action_dim,
+                "iteration": iteration,
+                "env_steps": env_steps,
+                "eval": last_eval,
+                "obs_normalizer": ({"mean": norm.mean.cpu(), "std": norm.std.cpu()} if tc.obs_normalization else None),
             }
 
         if tc.init_at_random_ep_len:
@@ -217,8 +284,15 @@ def _train(task_name: str, sim: str, tc: TrainConfig, *, randomization: Any, tas
         alg.train_mode()
         steps_per_iteration = tc.num_envs * tc.num_steps_per_env
         window: deque = deque(maxlen=100)  # (return, length, success) of finished training episodes
-        bar = tqdm(total=tc.max_iterations, unit="it", desc=f"{task_name}@{sim}", disable=not progress,
-                   file=sys.stderr, dynamic_ncols=True, leave=True)
+        bar = tqdm(
+            total=tc.max_iterations,
+            unit="it",
+            desc=f"{task_name}@{sim}",
+            disable=not progress,
+            file=sys.stderr,
+            dynamic_ncols=True,
+            leave=True,
+        )
         last_eval: dict | None = None
         stop_reason = "max_iterations"
         iteration = 0
@@ -242,9 +316,13 @@ def _train(task_name: str, sim: str, tc: TrainConfig, *, randomization: Any, tas
                         final = extras["final"]
                         if "log" in extras:
                             ids = final["done"]
-                            window.extend(zip(final["episode_return"][ids].tolist(),
-                                              final["episode_length"][ids].tolist(),
-                                              final["success"][ids].float().tolist()))
+                            window.extend(
+                                zip(
+                                    final["episode_return"][ids].tolist(),
+                                    final["episode_length"][ids].tolist(),
+                                    final["success"][ids].float().tolist(),
+                                )
+                            )
                             finished += int(ids.sum())
                     collect_s = time.perf_counter() - t_iter
                     alg.compute_returns(obs)
@@ -264,32 +342,49 @@ def _train(task_name: str, sim: str, tc: TrainConfig, *, randomization: Any, tas
                     mean_return, mean_length, success_rate = (sum(v) / len(v) for v in (rets, lens, succ))
                 else:
                     mean_return = mean_length = success_rate = None
-                log.append({
-                    "iteration": iteration, "env_steps": env_steps, "wall_s": time.perf_counter() - t_start,
-                    "mean_return": mean_return, "mean_length": mean_length, "success_rate": success_rate,
-                    "episodes": finished,
-                    "eval_return": evaluation and evaluation["return"],
-                    "eval_length": evaluation and evaluation["length"],
-                    "eval_success": evaluation and evaluation["success"],
-                    "fps": fps, "collect_s": collect_s, "learn_s": learn_s,
-                    "loss_value": losses.get("value"), "loss_surrogate": losses.get("surrogate"),
-                    "loss_entropy": losses.get("entropy"), "learning_rate": alg.learning_rate,
-                    "action_std": float(alg.get_policy().output_std.detach().mean()),
-                })
+                log.append(
+                    {
+                        "iteration": iteration,
+                        "env_steps": env_steps,
+                        "wall_s": time.perf_counter() - t_start,
+                        "mean_return": mean_return,
+                        "mean_length": mean_length,
+                        "success_rate": success_rate,
+                        "episodes": finished,
+                        "eval_return": evaluation and evaluation["return"],
+                        "eval_length": evaluation and evaluation["length"],
+                        "eval_success": evaluation and evaluation["success"],
+                        "fps": fps,
+                        "collect_s": collect_s,
+                        "learn_s": learn_s,
+                        "loss_value": losses.get("value"),
+                        "loss_surrogate": losses.get("surrogate"),
+                        "loss_entropy": losses.get("entropy"),
+                        "learning_rate": alg.learning_rate,
+                        "action_std": float(alg.get_policy().output_std.detach().mean()),
+                    }
+                )
                 if tc.save_interval and iteration % tc.save_interval == 0:
-                    save_checkpoint(out / f"checkpoint_{iteration}.pt", checkpoint_data(iteration, env_steps, last_eval))
+                    save_checkpoint(
+                        out / f"checkpoint_{iteration}.pt", checkpoint_data(iteration, env_steps, last_eval)
+                    )
                 if evaluation is not None or (tc.save_interval and iteration % tc.save_interval == 0):
                     log.write_json()
-                postfix = {"ret": f"{mean_return:.1f}" if mean_return is not None else "-",
-                           "succ": f"{success_rate:.2f}" if success_rate is not None else "-",
-                           "fps": f"{fps:,.0f}"}
+                postfix = {
+                    "ret": f"{mean_return:.1f}" if mean_return is not None else "-",
+                    "succ": f"{success_rate:.2f}" if success_rate is not None else "-",
+                    "fps": f"{fps:,.0f}",
+                }
                 if last_eval is not None:
                     postfix["eval"] = f"{last_eval['success']:.2f}"
                 bar.set_postfix(postfix, refresh=False)
                 bar.update(1)
                 last_iteration_s = time.perf_counter() - t_iter
-                if (evaluation is not None and tc.stop_at_success is not None
-                        and evaluation["success"] >= tc.stop_at_success):
+                if (
+                    evaluation is not None
+                    and tc.stop_at_success is not None
+                    and evaluation["success"] >= tc.stop_at_success
+                ):
                     stop_reason = "success"
                     break
         except KeyboardInterrupt:
@@ -299,12 +394,25 @@ def _train(task_name: str, sim: str, tc: TrainConfig, *, randomization: Any, tas
             last_eval = evaluate_now(iteration)
         wall_s = time.perf_counter() - t_start
         checkpoint = save_checkpoint(out / "checkpoint_final.pt", checkpoint_data(iteration, env_steps, last_eval))
-        log.write_json(iterations=iteration, env_steps=env_steps, wall_s=wall_s, stop_reason=stop_reason,
-                       final_eval=last_eval)
+        log.write_json(
+            iterations=iteration, env_steps=env_steps, wall_s=wall_s, stop_reason=stop_reason, final_eval=last_eval
+        )
         curve = log.plot(title=f"{task_name} on {sim}: {tc.num_envs} envs, seed {tc.seed}")
-        return TrainResult(out_dir=out, checkpoint=checkpoint, task=task_name, sim=sim, iterations=iteration,
-                           env_steps=env_steps, wall_s=wall_s, stop_reason=stop_reason, final_eval=last_eval,
-                           log_csv=log.csv_path, log_json=log.json_path, curve_png=curve, rows=list(log.rows))
+        return TrainResult(
+            out_dir=out,
+            checkpoint=checkpoint,
+            task=task_name,
+            sim=sim,
+            iterations=iteration,
+            env_steps=env_steps,
+            wall_s=wall_s,
+            stop_reason=stop_reason,
+            final_eval=last_eval,
+            log_csv=log.csv_path,
+            log_json=log.json_path,
+            curve_png=curve,
+            rows=list(log.rows),
+        )
     finally:
         if bar is not None:
             bar.close()

@@ -26,7 +26,7 @@ Everything is float32 (Motrix's real type), so the engine takes float32.
 from __future__ import annotations
 
 import copy
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import torch
@@ -42,8 +42,17 @@ from .loading import load
 from .mapping import WXYZ_FROM_XYZW, Mapping
 
 #: domain-randomization terms applied through Motrix's per-instance overrides
-DR_TERMS = ("body_mass", "body_com", "body_inertia", "geom_friction", "actuator_kp", "actuator_kv",
-            "joint_armature", "joint_frictionloss", "gravity")
+DR_TERMS = (
+    "body_mass",
+    "body_com",
+    "body_inertia",
+    "geom_friction",
+    "actuator_kp",
+    "actuator_kv",
+    "joint_armature",
+    "joint_frictionloss",
+    "gravity",
+)
 #: Motrix's solver tolerance unless ``motrix={"solver_tolerance": ...}`` says otherwise. Motrix's own
 #: default, 1e-4, leaves results depending on the solver's warm start by ~2e-6 (a restored state then
 #: drifts from its twin beyond float32 precision); 1e-6 measured within one run's noise at N = 1024
@@ -52,7 +61,7 @@ DEFAULT_TOLERANCE = 1e-6
 #: substeps per engine call when nothing must happen between substeps (a long call stays interruptible)
 CHUNK = 32
 
-_pool_threads: Optional[int] = None
+_pool_threads: int | None = None
 
 
 def _thread_pool(nthread: int) -> int:
@@ -114,24 +123,30 @@ class MotrixEngine(Engine):
         o.solver_tolerance = DEFAULT_TOLERANCE if tol is None else tol
         info = self.info
         if model_info(m).fingerprint != info.fingerprint:  # the source compiled again must be the same model
-            raise ModelLoadError(f"{describe_source(build.source)}: compiling it again for Motrix gave another model"
-                                 " (a source that changed since the backend compiled it?)")
+            raise ModelLoadError(
+                f"{describe_source(build.source)}: compiling it again for Motrix gave another model"
+                " (a source that changed since the backend compiled it?)"
+            )
         mapping = Mapping(info, mm, describe_source(build.source))
         self._mx = mx
         self.model, self.mx_model, self.map = m, mm, mapping
         self.data = mx.SceneData(mm, batch=[self.num_envs])
-        self._notes = tuple(notes) + (f"thread pool: {threads} threads (one pool per process)",
-                                      f"solver: Motrix, at most {o.max_iterations} iterations,"
-                                      f" tolerance {o.solver_tolerance:g}")
+        self._notes = tuple(notes) + (
+            f"thread pool: {threads} threads (one pool per process)",
+            f"solver: Motrix, at most {o.max_iterations} iterations, tolerance {o.solver_tolerance:g}",
+        )
         self._reads: dict[tuple, np.ndarray] = {}
-        self._state: Optional[tuple[np.ndarray, np.ndarray]] = None
-        self._before: Optional[tuple[np.ndarray, np.ndarray]] = None  # the pre-call state of the last step
+        self._state: tuple[np.ndarray, np.ndarray] | None = None
+        self._before: tuple[np.ndarray, np.ndarray] | None = None  # the pre-call state of the last step
         self._sites = [mm.sites[int(k)] for k in mapping.site_index]
         self._ctrl = np.zeros((self.num_envs, mm.num_actuators), np.float32)
         self._dr_written: set[str] = set()
         #: bodies Motrix folds into its static world (welded to it: Motrix holds no mass for them)
-        self._static = frozenset(b for b in range(1, info.nbody)
-                                 if float(mm.links[int(mapping.body_link[b])].mass) == 0.0 and info.body_mass[b] > 0)
+        self._static = frozenset(
+            b
+            for b in range(1, info.nbody)
+            if float(mm.links[int(mapping.body_link[b])].mass) == 0.0 and info.body_mass[b] > 0
+        )
         every = np.arange(self.num_envs)
         q0 = torch.as_tensor(np.tile(info.qpos0.astype(np.float32), (self.num_envs, 1)))
         self.write_state(every, q0, torch.zeros((self.num_envs, info.nv)))
@@ -147,8 +162,13 @@ class MotrixEngine(Engine):
             snapshot_restore=True,
             snapshot_exact=False,
             domain_randomization=frozenset(f"{t}:{p}" for t in DR_TERMS for p in ("init", "reset", "interval")),
-            renderers_absent=(("motrix", "Motrix's renderer needs a GPU window and is not wired to this backend;"
-                                         " MuJoCo's renderer draws its state on any machine"),),
+            renderers_absent=(
+                (
+                    "motrix",
+                    "Motrix's renderer needs a GPU window and is not wired to this backend;"
+                    " MuJoCo's renderer draws its state on any machine",
+                ),
+            ),
         )
 
     @property
@@ -216,7 +236,7 @@ class MotrixEngine(Engine):
 
     def site_jacobian(self, site_id: int, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         site = self._sites[site_id]
-        compact = site.get_jacobian(self.data)                       # (N, 6, k): angular rows, then linear
+        compact = site.get_jacobian(self.data)  # (N, 6, k): angular rows, then linear
         full = np.zeros((self.num_envs, 6, self.info.nv), np.float32)
         full[:, :, self.map.qvel_of_dof[np.asarray(site.dof_vel_indices, np.int64)]] = compact
         full = full[:, :, cols]
@@ -231,8 +251,14 @@ class MotrixEngine(Engine):
             return self.data
         return self.data[self._mx.DisjointIndices(np.asarray(env_ids, np.int64))]
 
-    def _write_dofs(self, env_ids: np.ndarray, dof_pos: np.ndarray, dof_vel: np.ndarray, exact: bool = False,
-                    keep_caches: bool = False) -> None:
+    def _write_dofs(
+        self,
+        env_ids: np.ndarray,
+        dof_pos: np.ndarray,
+        dof_vel: np.ndarray,
+        exact: bool = False,
+        keep_caches: bool = False,
+    ) -> None:
         """Write Motrix-order rows of sorted envs: Motrix's reset of those envs (model overrides kept),
         then forward kinematics. ``exact``: the positions bit for bit (Motrix's reset normalises
         quaternions again, which moves their last bits; a restored state must not move).
@@ -241,8 +267,13 @@ class MotrixEngine(Engine):
             self._fresh_data()
         view = self._view(env_ids)
         dof_pos = np.ascontiguousarray(dof_pos, np.float32)
-        view.reset(self.mx_model, dof_pos=dof_pos, dof_vel=np.ascontiguousarray(dof_vel, np.float32),
-                   forward_kinematic=not exact, reset_overrides=False)
+        view.reset(
+            self.mx_model,
+            dof_pos=dof_pos,
+            dof_vel=np.ascontiguousarray(dof_vel, np.float32),
+            forward_kinematic=not exact,
+            reset_overrides=False,
+        )
         if exact:  # the whole batch's positions, unchanged but for these rows (views take no raw writes)
             full = self.data.dof_pos
             full[env_ids] = dof_pos
@@ -266,7 +297,7 @@ class MotrixEngine(Engine):
         dof_vel[:, self.map.qvel_src] = qvel.numpy()
         self._write_dofs(env_ids, dof_pos, dof_vel)
 
-    def step(self, ctrl: torch.Tensor, nsteps: int, forces: Optional[BodyForces]) -> None:
+    def step(self, ctrl: torch.Tensor, nsteps: int, forces: BodyForces | None) -> None:
         mm, data = self.mx_model, self.data
         self._before = None
         self._ctrl[:, self.map.actuator_src] = ctrl.numpy()  # Motrix clamps to the ctrl ranges itself
@@ -303,14 +334,19 @@ class MotrixEngine(Engine):
             ids = np.flatnonzero(mask)
             self._write_dofs(ids, pos[ids], vel[ids], exact=True, keep_caches=True)
 
-    def _pending_forces(self, forces: Optional[BodyForces]) -> list:
+    def _pending_forces(self, forces: BodyForces | None) -> list:
         if forces is None:
             return []
         out = []
         for k, b in enumerate(forces.bodies):
             link = self.mx_model.links[int(self.map.body_link[b])]
-            out.append((link, np.ascontiguousarray(forces.force[:, k].numpy()),
-                        np.ascontiguousarray(forces.torque[:, k].numpy())))
+            out.append(
+                (
+                    link,
+                    np.ascontiguousarray(forces.force[:, k].numpy()),
+                    np.ascontiguousarray(forces.torque[:, k].numpy()),
+                )
+            )
         return out
 
     # ------------------------------------------------------------------
@@ -338,10 +374,16 @@ class MotrixEngine(Engine):
         acts = [mm.actuators[int(k)] for k in self.map.actuator_src]
         ctrl = np.array([_range(a.ctrl_range) for a in acts]).reshape(info.nu, 2)
         force = np.array([_range(a.force_range) for a in acts]).reshape(info.nu, 2)
-        return {"body_mass": mass, "body_com": com, "body_inertia": inertia, "joint_range": joint_range,
-                "actuator_ctrl_range": ctrl, "actuator_force_range": force,
-                "timestep": np.asarray(float(mm.options.timestep)),
-                "gravity": np.asarray(mm.options.gravity, np.float64).reshape(-1)[:3]}
+        return {
+            "body_mass": mass,
+            "body_com": com,
+            "body_inertia": inertia,
+            "joint_range": joint_range,
+            "actuator_ctrl_range": ctrl,
+            "actuator_force_range": force,
+            "timestep": np.asarray(float(mm.options.timestep)),
+            "gravity": np.asarray(mm.options.gravity, np.float64).reshape(-1)[:3],
+        }
 
     def _principal_to_tensor(self, b: int) -> np.ndarray:
         from simbackend.math import quat_to_matrix
@@ -369,14 +411,17 @@ class MotrixEngine(Engine):
         if "geom_friction" in values:
             for g, name in enumerate(info.geom_names):
                 mm.get_geom(name).set_friction_override(view, f32(values["geom_friction"][:, g]))
-        for field, setter in (("dof_armature", "set_armature_override"), ("dof_frictionloss", "set_frictionloss_override")):
+        for field, setter in (
+            ("dof_armature", "set_armature_override"),
+            ("dof_frictionloss", "set_frictionloss_override"),
+        ):
             if field in values:
                 for j, k in enumerate(self.map.joint_index):
                     if k < 0:
                         continue
                     adr = int(info.joint_dofadr[j])
                     width = 3 if info.joint_type[j] == JOINT_BALL else 1
-                    rows = values[field][:, adr:adr + width]
+                    rows = values[field][:, adr : adr + width]
                     getattr(mm.joints[int(k)], setter)(view, f32(rows[:, 0] if width == 1 else rows))
         if "gravity" in values:
             mm.set_gravity_override(view, f32(values["gravity"]))
@@ -384,7 +429,7 @@ class MotrixEngine(Engine):
             self._write_gains(view, values.get("actuator_kp"), values.get("actuator_kv"))
         self._invalidate()
 
-    def _write_gains(self, view: Any, kp: Optional[np.ndarray], kv: Optional[np.ndarray]) -> None:
+    def _write_gains(self, view: Any, kp: np.ndarray | None, kv: np.ndarray | None) -> None:
         """Servo gains through the override each Motrix actuator class has. A general actuator's force
         is ``gain ctrl + bias - stiffness q - damping qdot``: a position servo's kp is its gain and its
         stiffness, kv its damping; a velocity servo's kv is its gain and its damping."""
@@ -409,7 +454,7 @@ class MotrixEngine(Engine):
                     act.set_gain_override(view, d)
                     act.set_damping_override(view, d)
 
-    def read_params(self, field: str) -> Optional[np.ndarray]:
+    def read_params(self, field: str) -> np.ndarray | None:
         name = field
         mm, info, data = self.mx_model, self.info, self.data
         n = self.num_envs
@@ -425,8 +470,9 @@ class MotrixEngine(Engine):
                 out[:, b] = mm.links[int(self.map.body_link[b])].get_center_of_mass_override(data)
             return out
         if name == "geom_friction":
-            return np.stack([np.asarray(mm.get_geom(g).get_friction_override(data), np.float64)
-                             for g in info.geom_names], axis=1).reshape(n, info.ngeom, 3)
+            return np.stack(
+                [np.asarray(mm.get_geom(g).get_friction_override(data), np.float64) for g in info.geom_names], axis=1
+            ).reshape(n, info.ngeom, 3)
         if name == "gravity":
             return np.asarray(mm.get_gravity_override(data), np.float64).reshape(n, 3)
         if name == "body_inertia":  # the full tensors, seen in each body's principal axes
@@ -443,9 +489,11 @@ class MotrixEngine(Engine):
             for a, kind in enumerate(info.actuator_kind):
                 act = mm.actuators[int(self.map.actuator_src[a])]
                 if kind == "position":
-                    getter = ("get_kp_override" if hasattr(act, "get_kp_override") else "get_gain_override") \
-                        if name == "actuator_kp" else ("get_kd_override" if hasattr(act, "get_kd_override")
-                                                       else "get_damping_override")
+                    getter = (
+                        ("get_kp_override" if hasattr(act, "get_kp_override") else "get_gain_override")
+                        if name == "actuator_kp"
+                        else ("get_kd_override" if hasattr(act, "get_kd_override") else "get_damping_override")
+                    )
                 elif kind == "velocity" and name == "actuator_kv":
                     getter = "get_kv_override" if hasattr(act, "get_kv_override") else "get_damping_override"
                 else:
@@ -459,8 +507,9 @@ class MotrixEngine(Engine):
                 if k >= 0:
                     adr = int(info.joint_dofadr[j])
                     width = 3 if info.joint_type[j] == JOINT_BALL else 1
-                    out[:, adr:adr + width] = np.asarray(getattr(mm.joints[int(k)], getter)(data),
-                                                         np.float64).reshape(n, width)
+                    out[:, adr : adr + width] = np.asarray(
+                        getattr(mm.joints[int(k)], getter)(data), np.float64
+                    ).reshape(n, width)
             return out
         return None
 

@@ -25,15 +25,33 @@ from typing import Any
 from simbackend.errors import ModelLoadError
 
 #: elements whose ignored attributes do not touch the simulated dynamics
-_HARMLESS_ELEMENTS = frozenset({"compiler", "size", "visual", "statistic", "texture", "material", "light",
-                                "camera", "skin", "custom", "numeric", "text", "tuple", "key"})
+_HARMLESS_ELEMENTS = frozenset(
+    {
+        "compiler",
+        "size",
+        "visual",
+        "statistic",
+        "texture",
+        "material",
+        "light",
+        "camera",
+        "skin",
+        "custom",
+        "numeric",
+        "text",
+        "tuple",
+        "key",
+    }
+)
 #: single attributes Motrix ignores that are notes, not errors, and why
 _SOLVER_NOTE = "Motrix solves constraints with its own solver (MuJoCo's solver settings are ignored)"
 _NOTED = {
     "option@integrator": "Motrix integrates with its own scheme (MuJoCo's integrator option is ignored)",
     "general@input": "the actuator input kind is implied by gain and bias in Motrix",
-    **{f"option@{a}": _SOLVER_NOTE for a in ("solver", "iterations", "tolerance", "ls_iterations", "ls_tolerance",
-                                              "jacobian")},
+    **{
+        f"option@{a}": _SOLVER_NOTE
+        for a in ("solver", "iterations", "tolerance", "ls_iterations", "ls_tolerance", "jacobian")
+    },
 }
 #: attributes that hold no physics on any element (user data)
 _HARMLESS_ATTRIBUTES = frozenset({"user"})
@@ -66,12 +84,13 @@ def load(source: Any, model_options: dict) -> tuple[Any, Any, list[str]]:
         elif element in _HARMLESS_ELEMENTS or attribute in _HARMLESS_ATTRIBUTES or key in _HARMLESS:
             continue
         else:
-            rejected.append(f"<{element}{' ' + attribute if attribute else ''}> (line {line} of the MJCF written"
-                            " from the compiled model)")
+            rejected.append(
+                f"<{element}{' ' + attribute if attribute else ''}> (line {line} of the MJCF written"
+                " from the compiled model)"
+            )
     if rejected:
         shown = ", ".join(dict.fromkeys(rejected))
-        raise ModelLoadError(f"{_label(source)}: Motrix cannot represent {shown}; it would simulate"
-                             " another model")
+        raise ModelLoadError(f"{_label(source)}: Motrix cannot represent {shown}; it would simulate another model")
     return m, mm, notes
 
 

@@ -56,18 +56,23 @@ class Mapping:
             self.body_link[b] = self._index(mm.get_link_index(info.body_names[b]), "body", info.body_names[b])
         self._joints(info, mm)
         self._actuators(info, mm)
-        self.site_index = np.array([self._index(mm.get_site_index(n), "site", n) for n in info.site_names],
-                                   dtype=np.int64)
+        self.site_index = np.array(
+            [self._index(mm.get_site_index(n), "site", n) for n in info.site_names], dtype=np.int64
+        )
         if mm.num_dof_pos != info.nq or mm.num_dof_vel != info.nv:
-            raise ModelLoadError(f"{label}: Motrix holds {mm.num_dof_pos} positions and {mm.num_dof_vel} velocities"
-                                 f" where the compiled model has nq={info.nq}, nv={info.nv}")
+            raise ModelLoadError(
+                f"{label}: Motrix holds {mm.num_dof_pos} positions and {mm.num_dof_vel} velocities"
+                f" where the compiled model has nq={info.nq}, nv={info.nv}"
+            )
         self.qvel_of_dof = np.empty(info.nv, np.int64)
         self.qvel_of_dof[self.qvel_src] = np.arange(info.nv)
 
     def _index(self, found: Any, kind: str, name: str) -> int:
         if found is None:
-            raise ModelLoadError(f"{self.label}: {kind} {name!r} is not in the model Motrix compiled"
-                                 " (Motrix's MJCF compiler dropped or renamed it)")
+            raise ModelLoadError(
+                f"{self.label}: {kind} {name!r} is not in the model Motrix compiled"
+                " (Motrix's MJCF compiler dropped or renamed it)"
+            )
         return int(found)
 
     def _joints(self, info: ModelInfo, mm: Any) -> None:
@@ -87,12 +92,14 @@ class Mapping:
             if t == JOINT_FREE:
                 fb = bases.get(name)
                 if fb is None or base_link.get(fb.index) != self.body_link[body]:
-                    raise ModelLoadError(f"{self.label}: free joint {name!r} is not a Motrix floating base of body"
-                                         f" {info.body_names[body]!r}")
+                    raise ModelLoadError(
+                        f"{self.label}: free joint {name!r} is not a Motrix floating base of body"
+                        f" {info.body_names[body]!r}"
+                    )
                 self.free_base[j] = fb.index
                 p, v = list(fb.dof_pos_indices), list(fb.dof_vel_indices)
-                self.qpos_src[qa:qa + 7] = [p[0], p[1], p[2]] + [p[3 + k] for k in WXYZ_FROM_XYZW]
-                self.qvel_src[va:va + 6] = v
+                self.qpos_src[qa : qa + 7] = [p[0], p[1], p[2]] + [p[3 + k] for k in WXYZ_FROM_XYZW]
+                self.qvel_src[va : va + 6] = v
                 continue
             k = mm.get_joint_index(name)
             if k is None:
@@ -101,17 +108,21 @@ class Mapping:
             self.joint_index[j] = int(k)
             npos, nvel = (4, 3) if t == JOINT_BALL else (1, 1)
             if t not in (JOINT_BALL, JOINT_HINGE, JOINT_SLIDE) or jt.num_dof_pos != npos or jt.num_dof_vel != nvel:
-                raise ModelLoadError(f"{self.label}: joint {name!r} has {jt.num_dof_pos} positions and"
-                                     f" {jt.num_dof_vel} velocities in Motrix, {npos} and {nvel} in MuJoCo")
+                raise ModelLoadError(
+                    f"{self.label}: joint {name!r} has {jt.num_dof_pos} positions and"
+                    f" {jt.num_dof_vel} velocities in Motrix, {npos} and {nvel} in MuJoCo"
+                )
             p0, v0 = int(jt.dof_pos_index), int(jt.dof_vel_index)
             if t == JOINT_BALL:
-                self.qpos_src[qa:qa + 4] = p0 + WXYZ_FROM_XYZW
+                self.qpos_src[qa : qa + 4] = p0 + WXYZ_FROM_XYZW
             else:
                 self.qpos_src[qa] = p0
-            self.qvel_src[va:va + nvel] = np.arange(v0, v0 + nvel)
+            self.qvel_src[va : va + nvel] = np.arange(v0, v0 + nvel)
         if (np.sort(self.qpos_src) != np.arange(info.nq)).any() or (np.sort(self.qvel_src) != np.arange(info.nv)).any():
-            raise ModelLoadError(f"{self.label}: Motrix's positions and velocities do not map one to one onto"
-                                 " the compiled model's qpos and qvel")
+            raise ModelLoadError(
+                f"{self.label}: Motrix's positions and velocities do not map one to one onto"
+                " the compiled model's qpos and qvel"
+            )
 
     def _actuators(self, info: ModelInfo, mm: Any) -> None:
         self.actuator_src = np.zeros(info.nu, np.int64)
@@ -122,9 +133,12 @@ class Mapping:
             act = mm.actuators[int(k)]
             j = int(info.actuator_joint[a])
             if j < 0:
-                raise ModelLoadError(f"{self.label}: actuator {name!r} drives no joint; the Motrix backend maps"
-                                     " joint transmissions only")
+                raise ModelLoadError(
+                    f"{self.label}: actuator {name!r} drives no joint; the Motrix backend maps joint transmissions only"
+                )
             if act.target_name != info.joint_names[j]:
-                raise ModelLoadError(f"{self.label}: actuator {name!r} drives {act.target_name!r} in Motrix,"
-                                     f" {info.joint_names[j]!r} in MuJoCo")
+                raise ModelLoadError(
+                    f"{self.label}: actuator {name!r} drives {act.target_name!r} in Motrix,"
+                    f" {info.joint_names[j]!r} in MuJoCo"
+                )
             self.actuator_src[a] = int(k)

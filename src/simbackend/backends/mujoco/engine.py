@@ -1,7 +1,7 @@
 """The MuJoCo reference engine, on ``mujoco.batch.Batch`` (mujoco >= 4.0).
 
 Every env is one row of the batch's integration state; ``step`` runs them on the
-batch's thread pool. Design points (see docs/ARCHITECTURE.md):
+batch's thread pool. Design points (see docs/architecture.md):
 
 * State arrays (qpos, qvel, ctrl, xfrc_applied) are live views of the rows;
   derived arrays (xpos, xquat, cvel, site_xpos, sensordata, ...) are bound
@@ -29,7 +29,7 @@ batch's thread pool. Design points (see docs/ARCHITECTURE.md):
 from __future__ import annotations
 
 import copy
-from typing import Any, Optional
+from typing import Any
 
 import mujoco
 import numpy as np
@@ -46,26 +46,51 @@ from simbackend.options import EngineOption, check_choice, check_positive_float
 _VEL = int(mujoco.mjtStage.mjSTAGE_VEL)
 _ACC = int(mujoco.mjtStage.mjSTAGE_ACC)
 #: MuJoCo's reports of a failed state: bad qacc/qpos/qvel, and a ctrl too large to apply (which it zeroes)
-_BAD_WARNINGS = np.array([int(getattr(mujoco.mjtWarning, w)) for w in
-                          ("mjWARN_BADQACC", "mjWARN_BADQPOS", "mjWARN_BADQVEL", "mjWARN_BADCTRL")])
+_BAD_WARNINGS = np.array(
+    [
+        int(getattr(mujoco.mjtWarning, w))
+        for w in ("mjWARN_BADQACC", "mjWARN_BADQPOS", "mjWARN_BADQVEL", "mjWARN_BADCTRL")
+    ]
+)
 _ALL_SENSOR_TYPES = frozenset(
-    name[len("mjSENS_"):].lower()
+    name[len("mjSENS_") :].lower()
     for name in mujoco.mjtSensor.__members__
     if name.startswith("mjSENS_") and name not in ("mjSENS_USER", "mjSENS_PLUGIN")
 )
 #: substeps per call into the batch: a long ``step`` checks for Ctrl-C between chunks
 STEP_CHUNK = 64
-_INTEGRATORS = {"euler": "mjINT_EULER", "rk4": "mjINT_RK4", "implicit": "mjINT_IMPLICIT",
-                "implicitfast": "mjINT_IMPLICITFAST"}
+_INTEGRATORS = {
+    "euler": "mjINT_EULER",
+    "rk4": "mjINT_RK4",
+    "implicit": "mjINT_IMPLICIT",
+    "implicitfast": "mjINT_IMPLICITFAST",
+}
 _SOLVERS = {"pgs": "mjSOL_PGS", "cg": "mjSOL_CG", "newton": "mjSOL_NEWTON"}
 #: the contract's per-env model fields -> MuJoCo's model fields (actuator gains: gainprm/biasprm)
-_DR_FIELDS = {"body_mass": "body_mass", "body_com": "body_ipos", "body_inertia": "body_inertia",
-              "geom_friction": "geom_friction", "dof_damping": "dof_damping", "dof_armature": "dof_armature",
-              "dof_frictionloss": "dof_frictionloss", "gravity": "opt.gravity"}
+_DR_FIELDS = {
+    "body_mass": "body_mass",
+    "body_com": "body_ipos",
+    "body_inertia": "body_inertia",
+    "geom_friction": "geom_friction",
+    "dof_damping": "dof_damping",
+    "dof_armature": "dof_armature",
+    "dof_frictionloss": "dof_frictionloss",
+    "gravity": "opt.gravity",
+}
 #: fields whose derived constants mj_setConst computes
 _SETCONST_FIELDS = frozenset({"body_mass", "body_com", "body_inertia", "dof_armature"})
-_DR_TERMS = ("body_mass", "body_com", "body_inertia", "geom_friction", "actuator_kp", "actuator_kv",
-             "joint_damping", "joint_armature", "joint_frictionloss", "gravity")
+_DR_TERMS = (
+    "body_mass",
+    "body_com",
+    "body_inertia",
+    "geom_friction",
+    "actuator_kp",
+    "actuator_kv",
+    "joint_damping",
+    "joint_armature",
+    "joint_frictionloss",
+    "gravity",
+)
 _CAPABILITIES = Capabilities(
     gpu=False,
     domain_randomization=frozenset(f"{t}:{p}" for t in _DR_TERMS for p in ("init", "reset", "interval")),
@@ -191,7 +216,7 @@ class MuJoCoEngine(Engine):
     # joint's qpos/qvel (MuJoCo's kinematics copies them). While the derived fields are stale (after a
     # step), such bodies are read from the state rows, with no forward pass: a task reading only a
     # floating base's pose and velocity pays nothing for the kinematics of the rest.
-    def _free_rows(self, ids: np.ndarray) -> Optional[tuple[np.ndarray, np.ndarray]]:
+    def _free_rows(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
         """qpos and qvel columns of the free joints of bodies ``ids`` if every one is a free root body
         and the derived fields are stale, else ``None``."""
         if not self._stale or not ids.size:
@@ -304,8 +329,12 @@ class MuJoCoEngine(Engine):
 
         if self._ray_geoms is None:
             self._ray_geoms = RayGeoms(self.model, self.batch)
-        return self._ray_geoms.cast(self.batch, origins.cpu().numpy().astype(np.float64),
-                                    directions.cpu().numpy().astype(np.float64), exclude_body)
+        return self._ray_geoms.cast(
+            self.batch,
+            origins.cpu().numpy().astype(np.float64),
+            directions.cpu().numpy().astype(np.float64),
+            exclude_body,
+        )
 
     # -- snapshots: the batch's integration state rows ---------------------------
     @property
@@ -339,7 +368,7 @@ class MuJoCoEngine(Engine):
         self._xfrc[:, bodies, :3] = force
         self._xfrc[:, bodies, 3:] = torque + cross(lever, force)
 
-    def step(self, ctrl: torch.Tensor, nsteps: int, forces: Optional[BodyForces]) -> np.ndarray:
+    def step(self, ctrl: torch.Tensor, nsteps: int, forces: BodyForces | None) -> np.ndarray:
         self._saved = False  # a step interrupted before the copy below changed no state: nothing to revert
         # clamped here as the contract says, so MuJoCo's own check sees only unlimited controls
         np.clip(ctrl.cpu().numpy(), self._ctrl_lo, self._ctrl_hi, out=self._ctrl)
@@ -390,6 +419,17 @@ class MuJoCoEngine(Engine):
         self._stale = True
 
     def close(self) -> None:
-        for k in ("batch", "_state", "_qpos", "_qvel", "_ctrl", "_xfrc", "_warmstart", "_prev_state", "_warn",
-                  "_derived", "_ray_geoms"):
+        for k in (
+            "batch",
+            "_state",
+            "_qpos",
+            "_qvel",
+            "_ctrl",
+            "_xfrc",
+            "_warmstart",
+            "_prev_state",
+            "_warn",
+            "_derived",
+            "_ray_geoms",
+        ):
             self.__dict__.pop(k, None)

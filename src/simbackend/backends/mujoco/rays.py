@@ -57,7 +57,7 @@ class RayGeoms:
         d = mujoco.MjData(m)
         mujoco.mj_kinematics(m, d)  # planes live on static bodies: their frames do not depend on the state
         self.plane_body = np.asarray(m.geom_bodyid[planes], np.int64)
-        self.plane_pos = np.array(d.geom_xpos[planes], np.float64)                      # (P, 3)
+        self.plane_pos = np.array(d.geom_xpos[planes], np.float64)  # (P, 3)
         self.plane_normal = np.array(d.geom_xmat[planes], np.float64).reshape(-1, 3, 3)[:, :, 2]  # local z
 
     def cast(self, batch: Any, pnt: np.ndarray, vec: np.ndarray, exclude_body: int) -> np.ndarray:

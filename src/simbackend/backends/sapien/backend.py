@@ -39,7 +39,7 @@ without a PhysX drive), MuJoCo computes the force each CPU substep
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 import torch
@@ -59,8 +59,13 @@ _SENSOR_TYPES = frozenset(CORE_SENSOR_TYPES)
 DEFAULT_POSITION_ITERATIONS = 32
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 #: renderers the engine has but does not offer here (``get_play_capabilities().absent``)
-_RENDERERS_ABSENT = (("sapien", "SAPIEN's renderer needs a Vulkan GPU and is not wired to this backend;"
-                                " MuJoCo's renderer draws its state on any machine"),)
+_RENDERERS_ABSENT = (
+    (
+        "sapien",
+        "SAPIEN's renderer needs a Vulkan GPU and is not wired to this backend;"
+        " MuJoCo's renderer draws its state on any machine",
+    ),
+)
 
 
 def _capabilities(gpu: bool, delegated: tuple[str, ...]) -> Capabilities:
@@ -76,8 +81,9 @@ def _capabilities(gpu: bool, delegated: tuple[str, ...]) -> Capabilities:
         ray_casting=not gpu,  # CPU: rays against the plan's shapes at the links' current poses (.raycast)
         # CPU: every env its own scene, so every per-env value its own PhysX object (.randomize);
         # GPU: SAPIEN fixes masses, materials and drives at gpu_init (declared absent, never ignored)
-        domain_randomization=frozenset() if gpu else frozenset(
-            f"{t}:{p}" for t in CPU_TERMS for p in ("init", "reset", "interval")),
+        domain_randomization=frozenset()
+        if gpu
+        else frozenset(f"{t}:{p}" for t in CPU_TERMS for p in ("init", "reset", "interval")),
         rendering=True,  # MuJoCo's renderer draws the compiled model (simbackend.playback); SAPIEN's is not used
         # CPU: PhysX's own serialisation of each env's scene, restored into a fresh scene (.cpu); PhysX
         # does not serialise its contact caches, so the continuation agrees to float32 rounding, not bit for bit
@@ -118,8 +124,11 @@ class SapienEngine(Engine):
     options = {
         "solver": EngineOption("pgs", check_choice("pgs", "tgs"), "PhysX solver"),
         "solver_velocity_iterations": EngineOption(
-            4, lambda v, a: check_int(v, a, minimum=1, maximum=255), "PhysX velocity iterations"),
-        "spacing": EngineOption(None, optional(check_positive_float), "GPU sub-scene spacing, m (from the model if unset)"),
+            4, lambda v, a: check_int(v, a, minimum=1, maximum=255), "PhysX velocity iterations"
+        ),
+        "spacing": EngineOption(
+            None, optional(check_positive_float), "GPU sub-scene spacing, m (from the model if unset)"
+        ),
         "delegate": EngineOption(True, check_bool, "let MuJoCo compute what PhysX lacks (False: refuse such models)"),
     }
 
@@ -129,14 +138,18 @@ class SapienEngine(Engine):
         e = opts.engine
         position_iters = DEFAULT_POSITION_ITERATIONS if opts.solver_iterations is None else opts.solver_iterations
         if position_iters > 255:
-            raise InvalidArgumentError(f"solver_iterations: PhysX takes at most 255 position iterations, got {position_iters}")
+            raise InvalidArgumentError(
+                f"solver_iterations: PhysX takes at most 255 position iterations, got {position_iters}"
+            )
         iters = (position_iters, e["solver_velocity_iterations"])
         m = build.info.compiled
         plan = build_plan(m, build.info)
         if not e["delegate"] and plan.delegated:
             more = f" (and {len(plan.delegated) - 1} more)" if len(plan.delegated) > 1 else ""
-            raise ModelLoadError(f"sapien.delegate=False: {plan.delegated[0]}{more}; PhysX has no counterpart and"
-                                 " this backend would take the force from MuJoCo each substep")
+            raise ModelLoadError(
+                f"sapien.delegate=False: {plan.delegated[0]}{more}; PhysX has no counterpart and"
+                " this backend would take the force from MuJoCo each substep"
+            )
         self.model, self.plan = m, plan
         self.solver = e["solver"]
         self._gpu = self.device.type == "cuda"
@@ -151,7 +164,7 @@ class SapienEngine(Engine):
         #: MuJoCo's forces for what PhysX lacks (delegated physics); holds nothing where nothing is delegated
         self.mujoco_forces = MujocoForces(m, plan, self.num_envs)
         #: (qpos, qvel) float64 numpy decoded from the CPU states the last step serialised; None when stale
-        self._decoded: Optional[tuple[np.ndarray, np.ndarray]] = None
+        self._decoded: tuple[np.ndarray, np.ndarray] | None = None
         p = self.physx
         site_pose = np.concatenate([np.asarray(m.site_pos, np.float64), np.asarray(m.site_quat, np.float64)], 1)
         self.layout = Layout(plan, p.rows, p.cols, p.origins, site_pose, self.device)
@@ -159,10 +172,12 @@ class SapienEngine(Engine):
         self._ray_caster: Any = None
         if self._gpu:  # place every env at qpos0 through the CUDA buffers (links start at their entity poses)
             ids = np.arange(self.num_envs)
-            q0 = torch.as_tensor(np.tile(np.asarray(build.info.qpos0, np.float64), (self.num_envs, 1)),
-                                 device=self.device)
-            self.write_state(ids, q0, torch.zeros((self.num_envs, build.info.nv), dtype=torch.float64,
-                                                  device=self.device))
+            q0 = torch.as_tensor(
+                np.tile(np.asarray(build.info.qpos0, np.float64), (self.num_envs, 1)), device=self.device
+            )
+            self.write_state(
+                ids, q0, torch.zeros((self.num_envs, build.info.nv), dtype=torch.float64, device=self.device)
+            )
 
     @property
     def capabilities(self) -> Capabilities:
@@ -177,7 +192,7 @@ class SapienEngine(Engine):
     # ------------------------------------------------------------------
     # model fields
     # ------------------------------------------------------------------
-    def read_params(self, field: str) -> Optional[np.ndarray]:
+    def read_params(self, field: str) -> np.ndarray | None:
         """What PhysX holds: the first env's objects until a field is randomized, then every env's."""
         read = None if self._params is None else self._params.read(field)
         if read is not None:
@@ -256,7 +271,7 @@ class SapienEngine(Engine):
     # ------------------------------------------------------------------
     # stepping
     # ------------------------------------------------------------------
-    def step(self, ctrl: torch.Tensor, nsteps: int, forces: Optional[BodyForces]) -> Any:
+    def step(self, ctrl: torch.Tensor, nsteps: int, forces: BodyForces | None) -> Any:
         drive = self.layout.pack_ctrl(ctrl)
         forces_tuple = None if forces is None else (forces.bodies, forces.force, forces.torque)
         delegated = self.mujoco_forces
@@ -287,8 +302,9 @@ class SapienEngine(Engine):
         return int(self.physx.cols.pack_size) + self.mujoco_forces.memory_width
 
     def save_state(self, env_ids: np.ndarray) -> np.ndarray:
-        return np.concatenate([self.physx.serialised(env_ids).astype(np.float64),
-                               self.mujoco_forces.memory(env_ids)], axis=1)
+        return np.concatenate(
+            [self.physx.serialised(env_ids).astype(np.float64), self.mujoco_forces.memory(env_ids)], axis=1
+        )
 
     def check_saved(self, env_ids: np.ndarray, rows: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
         packed = rows.cpu().numpy()[:, : self.physx.cols.pack_size]

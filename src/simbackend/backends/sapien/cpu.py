@@ -26,7 +26,6 @@ scene cap").
 from __future__ import annotations
 
 import weakref
-from typing import Optional
 
 import numpy as np
 import sapien
@@ -37,11 +36,10 @@ from simbackend.errors import InvalidArgumentError, SimBackendError
 from simbackend.math import quat_apply
 from simbackend.model_info import JOINT_FREE, JOINT_HINGE, JOINT_SLIDE
 
-from .paths import JointForces, PhysxPath, scene_config
 from .layout import Columns
+from .paths import JointForces, PhysxPath, scene_config
 from .plan import Plan
 from .scene import MaterialCache, build_scene, pose
-
 
 #: SAPIEN 3.0.3 aborts the interpreter ("Couldn't create autoTSSkey mapping") when more
 #: than about 1000 CPU PhysX systems alive in one process are destroyed
@@ -76,7 +74,7 @@ class CpuPhysx(PhysxPath):
         self._materials = MaterialCache()
         self._iterations, self._tgs = iterations, tgs
         #: (N, 3) per-env gravity once randomized; ``on_rebuild(env_ids)`` re-applies randomized parameters
-        self.env_gravity: Optional[np.ndarray] = None
+        self.env_gravity: np.ndarray | None = None
         self.on_rebuild = None
         self.systems, self.scenes, self.arts, self.comps = [], [], [], []
         with scene_config(plan.gravity, tgs):
@@ -87,8 +85,11 @@ class CpuPhysx(PhysxPath):
                 self.arts.append(arts)
                 self.comps.append(comps)
         #: (articulation, link, gravcomp) of the bodies MuJoCo compensates gravity on (moving links only)
-        self._gravcomp = [(int(plan.body_link[b, 0]), int(plan.body_link[b, 1]), float(plan.gravcomp[b]))
-                          for b in np.flatnonzero(plan.gravcomp) if plan.body_link[b, 0] >= 0]
+        self._gravcomp = [
+            (int(plan.body_link[b, 0]), int(plan.body_link[b, 1]), float(plan.gravcomp[b]))
+            for b in np.flatnonzero(plan.gravcomp)
+            if plan.body_link[b, 0] >= 0
+        ]
         self.cols = cols = Columns.read(plan, self.arts[0], self.comps[0])
         got = len(self.systems[0].pack()) // 4
         if got != cols.pack_size:
@@ -114,12 +115,13 @@ class CpuPhysx(PhysxPath):
         motor = np.flatnonzero(p.motor_gear.any(0))
         motor_art = p.joint_link[motor, 0]
         #: per articulation with motor joints: (its motor joints, their PhysX dof indices)
-        self._motors = {int(a): (motor[motor_art == a], cols.joint_dof[motor[motor_art == a]])
-                        for a in np.unique(motor_art)}
+        self._motors = {
+            int(a): (motor[motor_art == a], cols.joint_dof[motor[motor_art == a]]) for a in np.unique(motor_art)
+        }
         self._joint_objs: list = [None] * num_envs
-        self._packed: list = [None] * num_envs   # each env's serialised state as of the end of the last call
-        self._before: list = []                  # the pre-call states of the running step
-        self._after: list = []                   # the states it reached
+        self._packed: list = [None] * num_envs  # each env's serialised state as of the end of the last call
+        self._before: list = []  # the pre-call states of the running step
+        self._after: list = []  # the states it reached
         self._dof_arts = [a for a in range(A) if cols.art_dofs[a]]
         kinds = np.asarray(p.info.joint_type)
         self._scalar = np.flatnonzero(np.isin(kinds, (JOINT_HINGE, JOINT_SLIDE)))
@@ -142,8 +144,10 @@ class CpuPhysx(PhysxPath):
         """Env ``n``'s PhysX joint objects of position- and velocity-driven joints, looked up once."""
         jl = self.plan.joint_link
         comps = self.comps[n]
-        self._joint_objs[n] = ([comps[jl[j, 0]][jl[j, 1]].joint for j in self._pos_j],
-                               [comps[jl[j, 0]][jl[j, 1]].joint for j in self._vel_j])
+        self._joint_objs[n] = (
+            [comps[jl[j, 0]][jl[j, 1]].joint for j in self._pos_j],
+            [comps[jl[j, 0]][jl[j, 1]].joint for j in self._vel_j],
+        )
 
     def _rebuild(self, env_ids: np.ndarray) -> None:
         """Fresh scenes for ``env_ids`` (see the module docstring), with each env's gravity and
@@ -201,8 +205,9 @@ class CpuPhysx(PhysxPath):
         self._fresh_vel[:] = False
         self._fresh_q = self._fresh_v = False
 
-    def link_data(self, body_ids: Optional[np.ndarray], arts: Optional[np.ndarray] = None,
-                  velocities: bool = False) -> torch.Tensor:
+    def link_data(
+        self, body_ids: np.ndarray | None, arts: np.ndarray | None = None, velocities: bool = False
+    ) -> torch.Tensor:
         """The ``(R, L, 13)`` buffer with the poses (and, if asked, velocities) of the
         requested bodies' links, or of every link of ``arts``, current."""
         need = np.zeros_like(self._fresh_pose)
@@ -212,7 +217,7 @@ class CpuPhysx(PhysxPath):
             need[bl[:, 0], bl[:, 1]] = True
         if arts is not None:
             for a in arts:
-                need[a, :len(self.plan.articulations[a].links)] = True
+                need[a, : len(self.plan.articulations[a].links)] = True
         need_pose = need & ~self._fresh_pose
         need_vel = need & ~self._fresh_vel if velocities else np.zeros_like(need)
         buf = self._links
@@ -312,7 +317,7 @@ class CpuPhysx(PhysxPath):
         # the state each env had at the end of the last call is its pre-call state now
         self._before = [b if b is not None else s.pack() for b, s in zip(self._packed, self.systems)]
 
-    def _substep(self, forces: Optional[tuple], joint_forces: Optional[JointForces]) -> None:
+    def _substep(self, forces: tuple | None, joint_forces: JointForces | None) -> None:
         if forces is not None:
             self._apply_forces(forces)
         if self._gravcomp:
@@ -339,7 +344,7 @@ class CpuPhysx(PhysxPath):
                 env[a].set_qf(row)
         for j in self._free:
             dof = int(info.joint_dofadr[j])
-            wrench = qfrc[:, dof:dof + 6]
+            wrench = qfrc[:, dof : dof + 6]
             if not wrench.any():  # e.g. a free body no constraint touches
                 continue
             a, l = plan.joint_link[j]
@@ -370,8 +375,8 @@ class CpuPhysx(PhysxPath):
 
     def _qacc(self) -> np.ndarray:
         buf, A = self._qacc_buf, self.num_arts
-        for a in self._dof_arts:   # rows n * A + a
-            buf[a::A, :self.cols.art_dofs[a]] = np.stack([env[a].get_qacc() for env in self.arts])
+        for a in self._dof_arts:  # rows n * A + a
+            buf[a::A, : self.cols.art_dofs[a]] = np.stack([env[a].get_qacc() for env in self.arts])
         return buf
 
     def _restore(self, envs: np.ndarray) -> None:
@@ -390,6 +395,14 @@ class CpuPhysx(PhysxPath):
 
     def close(self) -> None:
         self._finalizer()  # the scenes no longer count against MAX_CPU_SCENES
-        for held in (self._joint_objs, self._packed, self._before, self._after, self.systems, self.scenes,
-                     self.arts, self.comps):
+        for held in (
+            self._joint_objs,
+            self._packed,
+            self._before,
+            self._after,
+            self.systems,
+            self.scenes,
+            self.arts,
+            self.comps,
+        ):
             held.clear()

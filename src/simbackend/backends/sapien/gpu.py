@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import math
 import platform
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import numpy as np
 import sapien
@@ -29,8 +30,8 @@ from sapien import physx
 
 from simbackend.errors import SimBackendError
 
-from .paths import PhysxPath, scene_config
 from .layout import Columns
+from .paths import PhysxPath, scene_config
 from .plan import Plan
 from .scene import MaterialCache, build_scene
 
@@ -83,7 +84,7 @@ def restore_index(envs: torch.Tensor, env_rows: torch.Tensor, spare_rows: torch.
         env_rows: ``(N, A)`` buffer rows of each env's articulations.
         spare_rows: ``(A,)`` buffer rows of the spare sub-scene's articulations.
     """
-    picked = torch.where(envs[:, None], env_rows, spare_rows[None])      # (N, A)
+    picked = torch.where(envs[:, None], env_rows, spare_rows[None])  # (N, A)
     return torch.cat([picked.reshape(-1), spare_rows]).to(torch.int32)
 
 
@@ -123,7 +124,7 @@ class RowRestorer:
         """Write the pre-call state into the rows of ``envs`` ``(N,)`` bool and the spare's; return
         :attr:`index`, the rows for ``gpu_apply_*``. Rows of other envs keep the buffers' values."""
         self.restored[:-1].copy_(envs)
-        rows = self.restored[self.env_of_row]                                 # (R,)
+        rows = self.restored[self.env_of_row]  # (R,)
         for buf, pre in zip(self.buffers, self.pre):
             buf.copy_(torch.where(rows.view(-1, *([1] * (buf.dim() - 1))), pre, buf))
         self.index.copy_(restore_index(envs, self.rows, self.spare_rows))
@@ -142,15 +143,24 @@ class GpuPhysx(PhysxPath):
         spacing: distance between sub-scene origins, m (None: :func:`default_spacing`).
     """
 
-    def __init__(self, plan: Plan, num_envs: int, iterations: tuple[int, int], tgs: bool,
-                 device: torch.device, spacing: Optional[float]):
+    def __init__(
+        self,
+        plan: Plan,
+        num_envs: int,
+        iterations: tuple[int, int],
+        tgs: bool,
+        device: torch.device,
+        spacing: float | None,
+    ):
         super().__init__(plan, num_envs)
         per_substep = plan.per_substep
         if per_substep:  # MuJoCo's forces and gravity compensation are applied per substep on the CPU path
             from simbackend.errors import ModelLoadError
 
-            raise ModelLoadError(f"the sapien backend cannot build this model on the GPU: {per_substep[0]} is applied"
-                                 " as a per-substep force, which the GPU path has not")
+            raise ModelLoadError(
+                f"the sapien backend cannot build this model on the GPU: {per_substep[0]} is applied"
+                " as a per-substep force, which the GPU path has not"
+            )
         require_gpu_library()
         physx.enable_gpu()
         self.device = device
@@ -158,7 +168,7 @@ class GpuPhysx(PhysxPath):
             self.system = physx.PhysxGpuSystem(f"cuda:{device.index or 0}")
         self.systems = [self.system]
         self.system.timestep = plan.timestep
-        grid = grid_origins(num_envs + 1, spacing or default_spacing(plan))   # slot N: the spare
+        grid = grid_origins(num_envs + 1, spacing or default_spacing(plan))  # slot N: the spare
         self.origins = grid[:num_envs]
         materials = MaterialCache()
         self.scenes, self.arts, self.comps = [], [], []
@@ -176,18 +186,18 @@ class GpuPhysx(PhysxPath):
         self.system.gpu_init()
         self.rows = np.array([[a.gpu_index for a in arts] for arts in self.arts], np.int64).reshape(num_envs, -1)
         s = self.system
-        self._links = s.cuda_articulation_link_data.torch()          # (R, L, 13)
-        self._qpos = s.cuda_articulation_qpos.torch()                 # (R, D)
+        self._links = s.cuda_articulation_link_data.torch()  # (R, L, 13)
+        self._qpos = s.cuda_articulation_qpos.torch()  # (R, D)
         self._qvel = s.cuda_articulation_qvel.torch()
         self._target_q = s.cuda_articulation_target_qpos.torch()
         self._target_v = s.cuda_articulation_target_qvel.torch()
         self._qf = s.cuda_articulation_qf.torch()
         self._qacc_buf = s.cuda_articulation_qacc.torch()
         dev = self._qpos.device
-        self._rows_t = torch.as_tensor(self.rows, device=dev)                                          # (N, A)
+        self._rows_t = torch.as_tensor(self.rows, device=dev)  # (N, A)
         spare_rows = torch.as_tensor([a.gpu_index for a in self._spare[1]], dtype=torch.long, device=dev)
         self._restorer = RowRestorer((self._qpos, self._qvel, self._links[:, 0]), self._rows_t, spare_rows)
-        self._index_array = sapien.pysapien.CudaArray(self._restorer.index)   # wrapped once, refilled in place
+        self._index_array = sapien.pysapien.CudaArray(self._restorer.index)  # wrapped once, refilled in place
         self._keep: list = []  # index buffers PhysX may still be reading (freed two calls later)
         # hinge/slide joints: their rows (N, nsj) and dof columns (nsj,), for the drive buffers
         sj = np.flatnonzero(plan.joint_link[:, 0] >= 0)
@@ -273,7 +283,7 @@ class GpuPhysx(PhysxPath):
         s.gpu_apply_articulation_target_velocity()
         s.gpu_apply_articulation_qf()
 
-    def _substep(self, forces: Optional[tuple], joint_forces: Any = None) -> None:
+    def _substep(self, forces: tuple | None, joint_forces: Any = None) -> None:
         if forces is not None or joint_forces is not None:
             raise SimBackendError("body forces and per-substep joint forces are not available on the GPU path")
         self.system.step()
@@ -286,7 +296,7 @@ class GpuPhysx(PhysxPath):
     def _restore(self, envs: torch.Tensor) -> None:
         """Masked device writes of the pre-call state into the rows of ``envs`` ``(N,)`` (and the
         spare's), then ``gpu_apply_*`` with :func:`restore_index`: no host synchronisation."""
-        self.art_qpos(), self.art_qvel()                  # the other rows' joint coordinates: current
+        self.art_qpos(), self.art_qvel()  # the other rows' joint coordinates: current
         self._restorer.restore(envs)
         s, index = self.system, self._index_array
         s.gpu_apply_articulation_root_pose(index)
@@ -295,7 +305,7 @@ class GpuPhysx(PhysxPath):
             s.gpu_apply_articulation_qpos(index)
             s.gpu_apply_articulation_qvel(index)
         s.gpu_update_articulation_kinematics()
-        self._fresh["pose"] = self._fresh["vel"] = False   # non-root links moved; qpos/qvel buffers are current
+        self._fresh["pose"] = self._fresh["vel"] = False  # non-root links moved; qpos/qvel buffers are current
 
     def close(self) -> None:
         self._keep.clear()

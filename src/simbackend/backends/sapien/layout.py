@@ -24,7 +24,8 @@ Imports neither ``sapien`` nor ``mujoco``.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -77,7 +78,7 @@ class Columns:
         self.pack_starts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
 
     @classmethod
-    def read(cls, plan: Plan, arts: Sequence[Any], comps: Sequence[Sequence[Any]]) -> "Columns":
+    def read(cls, plan: Plan, arts: Sequence[Any], comps: Sequence[Sequence[Any]]) -> Columns:
         """From one env's built articulations: ``arts[a]`` (SAPIEN articulations) and
         ``comps[a][l]`` (their link components in plan order; PhysX renumbers links)."""
         A = len(plan.articulations)
@@ -107,8 +108,15 @@ class Layout:
         device: where the buffers and the tables live.
     """
 
-    def __init__(self, plan: Plan, rows: np.ndarray, cols: Columns, origins: np.ndarray,
-                 site_local: np.ndarray, device: torch.device):
+    def __init__(
+        self,
+        plan: Plan,
+        rows: np.ndarray,
+        cols: Columns,
+        origins: np.ndarray,
+        site_local: np.ndarray,
+        device: torch.device,
+    ):
         info = plan.info
         self.plan, self.info, self.cols, self.device = plan, info, cols, torch.device(device)
         self.num_envs, self.num_arts = rows.shape
@@ -125,10 +133,10 @@ class Layout:
         self.body_row = idx(np.where(world[None], 0, rows_p[:, np.maximum(ba, 0)]))
         self.body_col = idx(np.where(world, 0, link_col_p[np.maximum(ba, 0), np.maximum(bl, 0)]))
         self.world_host = world
-        self.body_com = to_tensor(np.stack([_body_com(plan, b) for b in range(nbody)]), device)   # (nbody, 3)
-        self.origins = to_tensor(origins, device)                                                 # (N, 3)
-        self._offset = bool(np.any(origins))   # positions are read relative to non-zero origins
-        self.rows_t = idx(self.rows)                                                              # (N, A)
+        self.body_com = to_tensor(np.stack([_body_com(plan, b) for b in range(nbody)]), device)  # (nbody, 3)
+        self.origins = to_tensor(origins, device)  # (N, 3)
+        self._offset = bool(np.any(origins))  # positions are read relative to non-zero origins
+        self.rows_t = idx(self.rows)  # (N, A)
 
         # hinge and slide joints: (N, nsj) row, (nsj,) dof index, qpos/qvel columns, articulation
         jt = info.joint_type
@@ -146,17 +154,17 @@ class Layout:
         self.free_joints = np.flatnonzero(jt == JOINT_FREE)
         self.free_body = info.joint_body[self.free_joints]
         self.free_art = plan.joint_link[self.free_joints, 0]
-        self.free_qpos = idx(info.joint_qposadr[self.free_joints][:, None] + np.arange(7))       # (F, 7)
-        self.free_qvel = idx(info.joint_dofadr[self.free_joints][:, None] + np.arange(6))        # (F, 6)
+        self.free_qpos = idx(info.joint_qposadr[self.free_joints][:, None] + np.arange(7))  # (F, 7)
+        self.free_qvel = idx(info.joint_dofadr[self.free_joints][:, None] + np.arange(6))  # (F, 6)
         self.fixed_root_pose = to_tensor(np.array([a.root_pose for a in plan.articulations]).reshape(-1, 7), device)
 
         # sites: body and local pose
         self.site_body = np.asarray(info.site_body, np.int64)
-        self.site_local = to_tensor(np.asarray(site_local).reshape(-1, 7), device)   # (nsite, 7) pos + wxyz on the body
+        self.site_local = to_tensor(np.asarray(site_local).reshape(-1, 7), device)  # (nsite, 7) pos + wxyz on the body
 
         self._jac_tables(plan)
         self._ctrl_tables = None  # ctrl -> drive tables on a GPU ctrl's device, made on first use
-        self._ctrl_numpy = None   # the same tables in numpy, for CPU ctrl
+        self._ctrl_numpy = None  # the same tables in numpy, for CPU ctrl
 
     # ------------------------------------------------------------------
     # host ids -> device indices
@@ -192,11 +200,11 @@ class Layout:
         ``data``: the ``(R, L, 13)`` link buffer.
         """
         b = self.ids(body_ids)
-        if not self.num_arts:   # no link at all: only the world body
+        if not self.num_arts:  # no link at all: only the world body
             out = torch.zeros((self.num_envs, b.numel(), 13), dtype=torch.float64, device=self.device)
             out[..., 3] = 1.0
             return out
-        rows = self.body_row[:, b]                                        # (N, B)
+        rows = self.body_row[:, b]  # (N, B)
         out = data[rows, self.body_col[b][None].expand_as(rows)].to(torch.float64)
         if self._offset:
             out[..., :3] -= self.origins[:, None]
@@ -252,12 +260,12 @@ class Layout:
         com = self.body_com.cpu().numpy()
         for j, b, a in zip(self.free_joints, self.free_body, self.free_art):
             st, qa, dv = int(starts[a]), int(info.joint_qposadr[j]), int(info.joint_dofadr[j])
-            quat, w = s[:, st:st + 4], s[:, st + 10:st + 13]
-            qpos[:, qa:qa + 3], qpos[:, qa + 3:qa + 7] = s[:, st + 4:st + 7], quat
-            qvel[:, dv:dv + 3] = s[:, st + 7:st + 10]
-            if com[b].any():   # the frame origin's velocity: v_com - w x (R c)
-                qvel[:, dv:dv + 3] -= cross(w, quat_apply(quat, np.broadcast_to(com[b], w.shape)))
-            qvel[:, dv + 3:dv + 6] = quat_apply_inverse(quat, w)
+            quat, w = s[:, st : st + 4], s[:, st + 10 : st + 13]
+            qpos[:, qa : qa + 3], qpos[:, qa + 3 : qa + 7] = s[:, st + 4 : st + 7], quat
+            qvel[:, dv : dv + 3] = s[:, st + 7 : st + 10]
+            if com[b].any():  # the frame origin's velocity: v_com - w x (R c)
+                qvel[:, dv : dv + 3] -= cross(w, quat_apply(quat, np.broadcast_to(com[b], w.shape)))
+            qvel[:, dv + 3 : dv + 6] = quat_apply_inverse(quat, w)
         return qpos, qvel
 
     # ------------------------------------------------------------------
@@ -291,8 +299,13 @@ class Layout:
             root_pose[:, a] = pq
             root_vel[:, a] = torch.cat([vw[:, :3] + cross(w, com), w], 1)
         root_pose[..., :3] += self.origins[envs][:, None]
-        return {"rows": self.rows_t[envs].reshape(-1), "qpos": aq.reshape(n * A, D), "qvel": av.reshape(n * A, D),
-                "root_pose": root_pose.reshape(n * A, 7), "root_vel": root_vel.reshape(n * A, 6)}
+        return {
+            "rows": self.rows_t[envs].reshape(-1),
+            "qpos": aq.reshape(n * A, D),
+            "qvel": av.reshape(n * A, D),
+            "root_pose": root_pose.reshape(n * A, 7),
+            "root_vel": root_vel.reshape(n * A, 6),
+        }
 
     def pack_ctrl(self, ctrl: torch.Tensor) -> dict:
         """Per-joint drive targets and joint forces ``(N, njnt)`` from validated ``ctrl (N, nu)``.
@@ -334,10 +347,18 @@ class Layout:
         if self._ctrl_numpy is None:
             p = self.plan
             self._ctrl_numpy = {
-                "lo": p.ctrl_range[:, 0], "hi": p.ctrl_range[:, 1], "stiffness": p.stiffness, "damping": p.damping,
-                "pos_bias": p.pos_bias, "pos_gain": p.pos_gain, "vel_gain": p.vel_gain, "motor_gain": p.motor_gain,
-                "force_lo": p.motor_force_range[:, 0], "force_hi": p.motor_force_range[:, 1],
-                "motor_gear": p.motor_gear}
+                "lo": p.ctrl_range[:, 0],
+                "hi": p.ctrl_range[:, 1],
+                "stiffness": p.stiffness,
+                "damping": p.damping,
+                "pos_bias": p.pos_bias,
+                "pos_gain": p.pos_gain,
+                "vel_gain": p.vel_gain,
+                "motor_gain": p.motor_gain,
+                "force_lo": p.motor_force_range[:, 0],
+                "force_hi": p.motor_force_range[:, 1],
+                "motor_gear": p.motor_gear,
+            }
         return self._ctrl_numpy
 
     # ------------------------------------------------------------------
@@ -359,12 +380,12 @@ class Layout:
         axis = np.zeros((nv, 3))
         anchor = np.zeros((nv, 3))
         rot = np.zeros(nv, bool)
-        world_axis = np.zeros(nv, bool)   # free-joint translation columns have world axes
+        world_axis = np.zeros(nv, bool)  # free-joint translation columns have world axes
         for j in range(len(info.joint_names)):
             a, l = plan.joint_link[j]
             adr = info.joint_dofadr[j]
             lk = plan.articulations[a].links[l]
-            if info.joint_type[j] == JOINT_FREE:   # the root link's frame
+            if info.joint_type[j] == JOINT_FREE:  # the root link's frame
                 for k in range(6):
                     art[adr + k], lnk[adr + k] = a, l
                     axis[adr + k, k % 3] = 1.0
@@ -375,8 +396,8 @@ class Layout:
                 axis[adr] = quat_apply(lk.pose_in_child[3:], np.array([1.0, 0.0, 0.0]))
                 anchor[adr] = lk.pose_in_child[:3]
                 rot[adr] = info.joint_type[j] == JOINT_HINGE
-        self.qvel_row = self._table(self.rows[:, art])                     # (N, nv)
-        self.qvel_col = self._table(self.cols.link_col[art, lnk])          # (nv,)
+        self.qvel_row = self._table(self.rows[:, art])  # (N, nv)
+        self.qvel_col = self._table(self.cols.link_col[art, lnk])  # (nv,)
         self.dof_axis = to_tensor(axis, self.device)
         self.dof_anchor = to_tensor(anchor, self.device)
         self.dof_rot = to_tensor(rot, self.device, torch.bool)
@@ -390,21 +411,22 @@ class Layout:
             while x > 0:
                 anc[b] |= dof_body == x
                 x = info.body_parent[x]
-        self.site_dof_mask = to_tensor(anc[self.site_body], self.device, torch.bool)   # (nsite, nv)
-        self.body_dof_mask = to_tensor(anc, self.device)                               # (nbody, nv) float
+        self.site_dof_mask = to_tensor(anc[self.site_body], self.device, torch.bool)  # (nsite, nv)
+        self.body_dof_mask = to_tensor(anc, self.device)  # (nbody, nv) float
 
     def dof_frames(self, data: torch.Tensor, cols: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         """World axis and anchor ``(N, k, 3)`` of qvel columns ``cols`` (env-relative) from the link buffer."""
         c = self.ids(cols)
-        jl = data[self.qvel_row[:, c], self.qvel_col[c][None]].to(torch.float64)   # (N, k, 13)
+        jl = data[self.qvel_row[:, c], self.qvel_col[c][None]].to(torch.float64)  # (N, k, 13)
         q = jl[..., 3:7]
         axis_local = self.dof_axis[c][None].expand(q.shape[0], -1, -1)
         axis = torch.where(self.dof_world_axis[c][None, :, None], axis_local, quat_apply(q, axis_local))
         anchor = jl[..., :3] - self.origins[:, None] + quat_apply(q, self.dof_anchor[c][None].expand_as(axis_local))
         return axis, anchor
 
-    def point_jacobian(self, axis: torch.Tensor, anchor: torch.Tensor, cols: np.ndarray,
-                       points: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def point_jacobian(
+        self, axis: torch.Tensor, anchor: torch.Tensor, cols: np.ndarray, points: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """``(jacp, jacr)`` ``(N, P, k, 3)`` of world points ``(N, P, 3)`` for every column (unmasked)."""
         rot = self.dof_rot[self.ids(cols)][None, None, :, None]
         ax = axis[:, None].expand(-1, points.shape[1], -1, -1)
@@ -414,15 +436,16 @@ class Layout:
 
     def site_jacobian(self, data: torch.Tensor, site_id: int, cols: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         """``(jacp, jacr)`` ``(N, 3, k)`` of site ``site_id`` for qvel columns ``cols``."""
-        link = self.gather(data, self.site_body[site_id:site_id + 1])
-        p_site, _ = self.frames(link, self.site_local[site_id:site_id + 1])
+        link = self.gather(data, self.site_body[site_id : site_id + 1])
+        p_site, _ = self.frames(link, self.site_local[site_id : site_id + 1])
         axis, anchor = self.dof_frames(data, cols)
         jacp, jacr = self.point_jacobian(axis, anchor, cols, p_site)
         mask = self.site_dof_mask[site_id][self.ids(cols)][None, :, None]
         return (jacp[:, 0] * mask).transpose(1, 2), (jacr[:, 0] * mask).transpose(1, 2)
 
-    def body_velocities(self, data: torch.Tensor, qvel: torch.Tensor, body_ids: np.ndarray
-                        ) -> tuple[torch.Tensor, torch.Tensor]:
+    def body_velocities(
+        self, data: torch.Tensor, qvel: torch.Tensor, body_ids: np.ndarray
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Frame-origin linear and angular velocities ``(N, B, 3)`` of bodies, ``J(body) @ qvel``.
 
         Derived from the joint velocities ``qvel (N, nv)`` and the link frames in
@@ -437,8 +460,8 @@ class Layout:
         cols = np.arange(self.info.nv)
         points = self.gather(data, body_ids)[..., :3]
         axis, anchor = self.dof_frames(data, cols)
-        jacp, jacr = self.point_jacobian(axis, anchor, cols, points)          # (N, B, nv, 3)
-        w = self.body_dof_mask[self.ids(body_ids)][None] * qvel[:, None]       # (N, B, nv)
+        jacp, jacr = self.point_jacobian(axis, anchor, cols, points)  # (N, B, nv, 3)
+        w = self.body_dof_mask[self.ids(body_ids)][None] * qvel[:, None]  # (N, B, nv)
         return (jacp * w[..., None]).sum(2), (jacr * w[..., None]).sum(2)
 
 

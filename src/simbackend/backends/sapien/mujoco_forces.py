@@ -74,18 +74,21 @@ class MujocoForces:
         self.dt = float(m.opt.timestep)
         self.ctrl = np.zeros((num_envs, m.nu))
         #: what the solve remembers of the previous substep, per env (part of the engine's snapshots)
-        self.last = {"qvel": np.zeros((num_envs, m.nv)), "qfrc": np.zeros((num_envs, m.nv)),
-                     "seen": np.zeros(num_envs, bool)}
+        self.last = {
+            "qvel": np.zeros((num_envs, m.nv)),
+            "qfrc": np.zeros((num_envs, m.nv)),
+            "seen": np.zeros(num_envs, bool),
+        }
         self._saved = {k: v.copy() for k, v in self.last.items()}
         if not self.active:
             return
         mm = copy.deepcopy(m)
         mm.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONTACT)
-        mm.jnt_limited[:] = 0          # PhysX keeps joint limits; tendon limits stay MuJoCo's
+        mm.jnt_limited[:] = 0  # PhysX keeps joint limits; tendon limits stay MuJoCo's
         keep = np.zeros(mm.nv, bool)
         keep[np.asarray(mm.jnt_dofadr)[np.asarray(plan.forced_friction, np.int64)]] = True
         mm.dof_frictionloss[~keep] = 0.0
-        mm.jnt_stiffness[:] = 0.0      # joint springs, dampers and gravity compensation are PhysX's
+        mm.jnt_stiffness[:] = 0.0  # joint springs, dampers and gravity compensation are PhysX's
         mm.dof_damping[:] = 0.0
         mm.body_gravcomp[:] = 0.0
         others = np.setdiff1d(np.arange(mm.nu), plan.mujoco_actuators)
@@ -121,16 +124,21 @@ class MujocoForces:
             mm.actuator_biasprm[ids, 2] = -v
 
     #: randomizable model fields that change MuJoCo's mass matrix: (contract field, MjModel field)
-    INERTIA_FIELDS = (("body_mass", "body_mass"), ("body_com", "body_ipos"), ("body_inertia", "body_inertia"),
-                      ("dof_armature", "dof_armature"))
+    INERTIA_FIELDS = (
+        ("body_mass", "body_mass"),
+        ("body_com", "body_ipos"),
+        ("body_inertia", "body_inertia"),
+        ("dof_armature", "dof_armature"),
+    )
 
     def set_inertia(self, values: dict) -> None:
         """Per-env randomized masses, centres of mass, inertias and armature (``values``: field ->
         ``(N, ...)`` table, :class:`.randomize.EnvParams`' ``values``) in each env's private model,
         with MuJoCo's derived constants recomputed (``mj_setConst``), as the MuJoCo backend does:
         MuJoCo's mass matrix is then the one PhysX holds for that env."""
-        fields = [(mine, np.asarray(values[field], np.float64)) for field, mine in self.INERTIA_FIELDS
-                  if field in values]
+        fields = [
+            (mine, np.asarray(values[field], np.float64)) for field, mine in self.INERTIA_FIELDS if field in values
+        ]
         if not fields or not self.active:
             return
         for n, d in enumerate(self.datas):
@@ -205,12 +213,13 @@ class MujocoForces:
     def memory(self, env_ids: np.ndarray) -> np.ndarray:
         """``(n, memory_width)`` float64 memory of envs ``env_ids`` (exact: float64 values)."""
         last = self.last
-        return np.concatenate([last["qvel"][env_ids], last["qfrc"][env_ids],
-                               last["seen"][env_ids, None].astype(np.float64)], axis=1)
+        return np.concatenate(
+            [last["qvel"][env_ids], last["qfrc"][env_ids], last["seen"][env_ids, None].astype(np.float64)], axis=1
+        )
 
     def load_memory(self, env_ids: np.ndarray, rows: np.ndarray) -> None:
         """Restore :meth:`memory` rows ``(n, memory_width)`` into envs ``env_ids``."""
         nv = self.nv
         self.last["qvel"][env_ids] = rows[:, :nv]
-        self.last["qfrc"][env_ids] = rows[:, nv:2 * nv]
+        self.last["qfrc"][env_ids] = rows[:, nv : 2 * nv]
         self.last["seen"][env_ids] = rows[:, 2 * nv] != 0

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import abc
 import contextlib
-from typing import Any, Callable, Iterator, Optional
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 from sapien import physx
@@ -70,7 +71,7 @@ def physx_failures(qacc: Any, rows: Any, timestep: float) -> Any:
     Returns:
         numpy for numpy input, a tensor on ``qacc``'s device for torch (no host read).
     """
-    bad_row = (~(abs(qacc) * timestep <= MAX_QVEL)).any(1)     # NaN compares false: caught
+    bad_row = (~(abs(qacc) * timestep <= MAX_QVEL)).any(1)  # NaN compares false: caught
     return bad_row[rows].any(1)
 
 
@@ -106,8 +107,7 @@ class PhysxPath(abc.ABC):
     # reads
     # ------------------------------------------------------------------
     @abc.abstractmethod
-    def link_data(self, body_ids: Optional[np.ndarray], arts: Optional[np.ndarray] = None,
-                  velocities: bool = False) -> Any:
+    def link_data(self, body_ids: np.ndarray | None, arts: np.ndarray | None = None, velocities: bool = False) -> Any:
         """The ``(R, L, 13)`` link buffer (torch), current for the links of ``body_ids`` (host ids,
         or None) and every link of articulations ``arts``: pose (pos 3 in the scene frame, wxyz 4)
         and, if ``velocities``, centre-of-mass linear and angular velocity (world). A path may
@@ -138,8 +138,7 @@ class PhysxPath(abc.ABC):
     # ------------------------------------------------------------------
     # the step, the same sequence on both paths
     # ------------------------------------------------------------------
-    def step(self, drive: dict, nsteps: int, forces: Optional[tuple],
-             joint_forces: Optional[JointForces] = None) -> Any:
+    def step(self, drive: dict, nsteps: int, forces: tuple | None, joint_forces: JointForces | None = None) -> Any:
         """Advance every env ``nsteps`` substeps; return the ``(N,)`` envs PhysX failed (:func:`physx_failures`).
 
         Args:
@@ -170,7 +169,7 @@ class PhysxPath(abc.ABC):
             self._restore(envs)
 
     #: the ``(N, pack_size)`` serialised states the last step reached (CPU path), else ``None``
-    reached: Optional[np.ndarray] = None
+    reached: np.ndarray | None = None
     #: whether the pre-call state of the last step is kept (a revert has something to restore)
     _saved = False
 
@@ -188,10 +187,10 @@ class PhysxPath(abc.ABC):
         """Set drive targets and joint forces from ``drive`` (see :meth:`step`)."""
 
     @abc.abstractmethod
-    def _substep(self, forces: Optional[tuple], joint_forces: Optional[JointForces]) -> None:
+    def _substep(self, forces: tuple | None, joint_forces: JointForces | None) -> None:
         """Apply ``forces`` and ``joint_forces`` (see :meth:`step`) and advance every env one substep."""
 
-    def _serialised(self) -> Optional[np.ndarray]:
+    def _serialised(self) -> np.ndarray | None:
         """The ``(N, pack_size)`` serialised states reached, where the path has them (CPU), else None."""
         return None
 
@@ -204,25 +203,33 @@ class PhysxPath(abc.ABC):
         """Put envs ``envs`` ``(N,)`` bool back in their pre-call state (every env after an exception);
         buffers stay consistent."""
 
-
     #: per-env drive tables ``stiffness``/``damping`` ``(N, njnt)`` once gains or damping are randomized
-    env_drives: Optional[dict] = None
+    env_drives: dict | None = None
 
-    def _set_drives(self, env_ids: Optional[Any] = None) -> None:
+    def _set_drives(self, env_ids: Any | None = None) -> None:
         """Drive stiffness, damping and force limit of every driven joint (see :class:`.plan.Plan`;
         per env once randomized) in envs ``env_ids`` (default: every env)."""
         p = self.plan
         per_env = self.env_drives
-        joints = p.drive_joints if per_env is None else np.flatnonzero(
-            (per_env["stiffness"] > 0).any(0) | (per_env["damping"] > 0).any(0) | (p.stiffness > 0) | (p.damping > 0))
+        joints = (
+            p.drive_joints
+            if per_env is None
+            else np.flatnonzero(
+                (per_env["stiffness"] > 0).any(0)
+                | (per_env["damping"] > 0).any(0)
+                | (p.stiffness > 0)
+                | (p.damping > 0)
+            )
+        )
         for n in range(self.num_envs) if env_ids is None else env_ids:
             comps = self.comps[n]
             k = p.stiffness if per_env is None else per_env["stiffness"][n]
             d = p.damping if per_env is None else per_env["damping"][n]
             for j in joints:
                 a, l = p.joint_link[j]
-                comps[a][l].joint.set_drive_properties(float(k[j]), float(d[j]),
-                                                       float(min(p.force_limit[j], NO_FORCE_LIMIT)), "force")
+                comps[a][l].joint.set_drive_properties(
+                    float(k[j]), float(d[j]), float(min(p.force_limit[j], NO_FORCE_LIMIT)), "force"
+                )
 
     def set_drives_of(self, env_ids: Any) -> None:
         """Apply the (per-env) drive tables to envs ``env_ids`` (domain randomization)."""
@@ -284,7 +291,10 @@ class PhysxPath(abc.ABC):
             if fl < NO_FORCE_LIMIT * 0.99:
                 force[u] = (-fl / gear, fl / gear)
         return {
-            "body_mass": mass, "body_com": com, "body_inertia": inertia, "joint_range": jrange,
+            "body_mass": mass,
+            "body_com": com,
+            "body_inertia": inertia,
+            "joint_range": jrange,
             "actuator_ctrl_range": np.array(plan.ctrl_range, np.float64),
             "actuator_force_range": force,
             "timestep": np.array(float(self.systems[0].timestep)),

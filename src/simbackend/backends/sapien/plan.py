@@ -43,7 +43,6 @@ solver differences) is listed in :attr:`Plan.notes`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 import mujoco
 import numpy as np
@@ -100,9 +99,9 @@ class Shape:
     size: np.ndarray
     friction: float
     groups: list[int]
-    vertices: Optional[np.ndarray] = None
+    vertices: np.ndarray | None = None
     #: ``(T, 3)`` vertex indices of a triangle mesh (``kind == "mesh"``: a height field's surface)
-    triangles: Optional[np.ndarray] = None
+    triangles: np.ndarray | None = None
 
 
 @dataclass
@@ -137,7 +136,7 @@ class Articulation:
     name: str
     root_body: int
     fixed_root: bool
-    root_pose: np.ndarray               # (7,) world pose of the root link at qpos0
+    root_pose: np.ndarray  # (7,) world pose of the root link at qpos0
     links: list[Link] = field(default_factory=list)
 
 
@@ -157,20 +156,20 @@ class Plan:
     static_shapes: list[Shape]
     timestep: float
     gravity: np.ndarray
-    joint_offset: np.ndarray             # (njnt,) qpos0 of hinge/slide joints, else 0
-    body_link: np.ndarray                # (nbody, 2) (articulation, link), (-1, -1) for the world
-    joint_link: np.ndarray               # (njnt, 2) (articulation, link) whose incoming joint it is
-    stiffness: np.ndarray                # (njnt,)
-    damping: np.ndarray                  # (njnt,)
-    force_limit: np.ndarray              # (njnt,) drive force limit, inf if none
-    pos_bias: np.ndarray                 # (njnt,)
-    pos_gain: np.ndarray                 # (nu, njnt)
-    vel_gain: np.ndarray                 # (nu, njnt)
-    motor_gain: np.ndarray               # (nu,)
-    motor_gear: np.ndarray               # (nu, njnt)
-    motor_force_range: np.ndarray        # (nu, 2)
-    ctrl_range: np.ndarray               # (nu, 2)
-    extent: float = 1.0                  # MuJoCo's model extent (m): sizes the GPU sub-scene spacing
+    joint_offset: np.ndarray  # (njnt,) qpos0 of hinge/slide joints, else 0
+    body_link: np.ndarray  # (nbody, 2) (articulation, link), (-1, -1) for the world
+    joint_link: np.ndarray  # (njnt, 2) (articulation, link) whose incoming joint it is
+    stiffness: np.ndarray  # (njnt,)
+    damping: np.ndarray  # (njnt,)
+    force_limit: np.ndarray  # (njnt,) drive force limit, inf if none
+    pos_bias: np.ndarray  # (njnt,)
+    pos_gain: np.ndarray  # (nu, njnt)
+    vel_gain: np.ndarray  # (nu, njnt)
+    motor_gain: np.ndarray  # (nu,)
+    motor_gear: np.ndarray  # (nu, njnt)
+    motor_force_range: np.ndarray  # (nu, 2)
+    ctrl_range: np.ndarray  # (nu, 2)
+    extent: float = 1.0  # MuJoCo's model extent (m): sizes the GPU sub-scene spacing
     #: (nbody,) MuJoCo's gravity compensation: each substep a body gets ``-gravcomp * mass * gravity``
     #: at its centre of mass (the CPU engine applies it; the GPU path refuses models that have it)
     gravcomp: np.ndarray = field(default_factory=lambda: np.zeros(0))
@@ -194,13 +193,17 @@ class Plan:
         if np.any(self.gravcomp[1:] != 0):
             out.append(f"body {info.body_names[int(np.flatnonzero(self.gravcomp)[0])]!r}: gravity compensation")
         if self.forced_friction.size:
-            out.append(f"joint {info.joint_names[int(self.forced_friction[0])]!r}: frictionloss on a joint whose"
-                       " drive is taken")
+            out.append(
+                f"joint {info.joint_names[int(self.forced_friction[0])]!r}: frictionloss on a joint whose"
+                " drive is taken"
+            )
         if self.equalities:
             out.append(f"equality {self.equalities[0]!r}: an equality constraint")
         if self.mujoco_actuators.size:
-            out.append(f"actuator {info.actuator_names[int(self.mujoco_actuators[0])]!r}: an actuator whose force"
-                       " MuJoCo computes")
+            out.append(
+                f"actuator {info.actuator_names[int(self.mujoco_actuators[0])]!r}: an actuator whose force"
+                " MuJoCo computes"
+            )
         out.extend(self.mujoco_passive)
         return out
 
@@ -209,8 +212,10 @@ class Plan:
         """Every element whose physics MuJoCo computes each substep (:mod:`.mujoco_forces`), one line
         each: the engine's ``capabilities.delegated``, and what ``sapien={"delegate": False}`` refuses."""
         info = self.info
-        out = [f"joint {info.joint_names[int(j)]!r}: frictionloss (its PhysX drive is taken), MuJoCo's constraint"
-               " force" for j in self.forced_friction]
+        out = [
+            f"joint {info.joint_names[int(j)]!r}: frictionloss (its PhysX drive is taken), MuJoCo's constraint force"
+            for j in self.forced_friction
+        ]
         out += [f"equality {name!r}: MuJoCo's constraint force" for name in self.equalities]
         out += [f"actuator {info.actuator_names[int(a)]!r}: MuJoCo's actuator force" for a in self.mujoco_actuators]
         out += [f"{line}: MuJoCo's forces" for line in self.mujoco_passive]
@@ -225,6 +230,7 @@ class Plan:
 # ----------------------------------------------------------------------------
 # small pose helpers (numpy, wxyz)
 # ----------------------------------------------------------------------------
+
 
 def _pose(pos: np.ndarray, quat: np.ndarray) -> np.ndarray:
     return np.concatenate([np.asarray(pos, np.float64), np.asarray(quat, np.float64)])
@@ -260,6 +266,7 @@ def _ellipsoid_vertices(radii: np.ndarray, n_lat: int = 8, n_lon: int = 16) -> n
 # the conversion
 # ----------------------------------------------------------------------------
 
+
 def _reject_unsupported(m: mujoco.MjModel, info: ModelInfo) -> None:
     def name(obj: mujoco.mjtObj, i: int, kind: str) -> str:
         return mujoco.mj_id2name(m, obj, i) or f"{kind}{i}"
@@ -277,33 +284,42 @@ def _reject_unsupported(m: mujoco.MjModel, info: ModelInfo) -> None:
         problems.append("flex: deformable (flex) elements are not supported")
     for j in range(m.njnt):
         if getattr(m, "jnt_actgravcomp", np.zeros(m.njnt))[j]:
-            problems.append(f"joint {info.joint_names[j]!r}: gravity compensation routed through actuators"
-                            " (actuatorgravcomp) is not supported; body gravcomp as a passive force is")
+            problems.append(
+                f"joint {info.joint_names[j]!r}: gravity compensation routed through actuators"
+                " (actuatorgravcomp) is not supported; body gravcomp as a passive force is"
+            )
         if m.jnt_type[j] == JOINT_BALL:
-            problems.append(f"joint {info.joint_names[j]!r}: ball joints are not supported (SAPIEN {_SAPIEN_VERSION} does"
-                            " not expose PhysX's spherical articulation joint: 'spherical joint is not supported yet';"
-                            " three hinges in a chain would add a gimbal singularity a ball joint does not have)")
+            problems.append(
+                f"joint {info.joint_names[j]!r}: ball joints are not supported (SAPIEN {_SAPIEN_VERSION} does"
+                " not expose PhysX's spherical articulation joint: 'spherical joint is not supported yet';"
+                " three hinges in a chain would add a gimbal singularity a ball joint does not have)"
+            )
     for g in range(m.ngeom):
         t = int(m.geom_type[g])
         if t == int(_GEOM.mjGEOM_HFIELD) and (m.geom_contype[g] or m.geom_conaffinity[g]) and m.geom_bodyid[g] != 0:
             gname = name(mujoco.mjtObj.mjOBJ_GEOM, g, "geom")
-            problems.append(f"geom {gname!r}: a height field on a moving body is not supported (PhysX collides"
-                            " triangle meshes only on static actors); height fields in the world body are")
+            problems.append(
+                f"geom {gname!r}: a height field on a moving body is not supported (PhysX collides"
+                " triangle meshes only on static actors); height fields in the world body are"
+            )
         elif t not in _PRIMITIVE and t != int(_GEOM.mjGEOM_HFIELD) and (m.geom_contype[g] or m.geom_conaffinity[g]):
             gname = name(mujoco.mjtObj.mjOBJ_GEOM, g, "geom")
-            kind = mujoco.mjtGeom(t).name[len("mjGEOM_"):].lower()
+            kind = mujoco.mjtGeom(t).name[len("mjGEOM_") :].lower()
             problems.append(f"geom {gname!r}: collision geom type {kind!r} is not supported (SDFs)")
     by_mujoco = set(mujoco_actuators(m, info).tolist())
     for a in range(m.nu):
         aname = info.actuator_names[a]
         trn = int(m.actuator_trntype[a])
         if int(m.actuator_dyntype[a]) != int(mujoco.mjtDyn.mjDYN_NONE):
-            dyn = mujoco.mjtDyn(int(m.actuator_dyntype[a])).name[len("mjDYN_"):].lower()
-            problems.append(f"actuator {aname!r}: activation dynamics (dyntype {dyn!r}) keep a state that neither"
-                            " PhysX nor the contract's qpos/qvel carries")
+            dyn = mujoco.mjtDyn(int(m.actuator_dyntype[a])).name[len("mjDYN_") :].lower()
+            problems.append(
+                f"actuator {aname!r}: activation dynamics (dyntype {dyn!r}) keep a state that neither"
+                " PhysX nor the contract's qpos/qvel carries"
+            )
         elif trn == int(mujoco.mjtTrn.mjTRN_BODY):
-            problems.append(f"actuator {aname!r}: a body (adhesion) transmission acts through contacts, which are"
-                            " PhysX's")
+            problems.append(
+                f"actuator {aname!r}: a body (adhesion) transmission acts through contacts, which are PhysX's"
+            )
         elif a in by_mujoco:
             continue  # MuJoCo computes its force each substep (.mujoco_forces)
         elif any(m.actuator_gear[a, 1:] != 0) and trn != int(mujoco.mjtTrn.mjTRN_TENDON):
@@ -326,12 +342,14 @@ def _equality_problem(m: mujoco.MjModel, e: int) -> str:
     kind = int(m.eq_type[e])
     if kind in _BY_FORCES:
         return ""
-    return f"{mujoco.mjtEq(kind).name[len('mjEQ_'):].lower()} equalities have no PhysX counterpart"
+    return f"{mujoco.mjtEq(kind).name[len('mjEQ_') :].lower()} equalities have no PhysX counterpart"
 
 
 #: equality types whose forces MuJoCo's solver gives each substep (:mod:`.mujoco_forces`)
-_BY_FORCES = tuple(int(t) for t in (mujoco.mjtEq.mjEQ_JOINT, mujoco.mjtEq.mjEQ_CONNECT, mujoco.mjtEq.mjEQ_WELD,
-                                    mujoco.mjtEq.mjEQ_TENDON))
+_BY_FORCES = tuple(
+    int(t)
+    for t in (mujoco.mjtEq.mjEQ_JOINT, mujoco.mjtEq.mjEQ_CONNECT, mujoco.mjtEq.mjEQ_WELD, mujoco.mjtEq.mjEQ_TENDON)
+)
 
 
 def fixed_tendon_joints(m: mujoco.MjModel, t: int) -> list[tuple[int, float]]:
@@ -368,10 +386,17 @@ def mujoco_actuators(m: mujoco.MjModel, info: ModelInfo) -> np.ndarray:
     out = []
     for a in range(m.nu):
         trn, kind = int(m.actuator_trntype[a]), info.actuator_kind[a]
-        if kind != "other" and info.actuator_joint[a] >= 0 and m.jnt_type[info.actuator_joint[a]] in (JOINT_HINGE,
-                                                                                                      JOINT_SLIDE):
+        if (
+            kind != "other"
+            and info.actuator_joint[a] >= 0
+            and m.jnt_type[info.actuator_joint[a]] in (JOINT_HINGE, JOINT_SLIDE)
+        ):
             continue
-        if kind == "motor" and trn == int(mujoco.mjtTrn.mjTRN_TENDON) and is_fixed_tendon(m, int(m.actuator_trnid[a, 0])):
+        if (
+            kind == "motor"
+            and trn == int(mujoco.mjtTrn.mjTRN_TENDON)
+            and is_fixed_tendon(m, int(m.actuator_trnid[a, 0]))
+        ):
             continue
         out.append(a)
     return np.array(out, np.int64)
@@ -388,7 +413,7 @@ def hfield_mesh(m: mujoco.MjModel, h: int) -> tuple[np.ndarray, np.ndarray]:
     nrow, ncol = int(m.hfield_nrow[h]), int(m.hfield_ncol[h])
     sx, sy, sz = (float(v) for v in m.hfield_size[h][:3])
     adr = int(m.hfield_adr[h])
-    data = np.array(m.hfield_data[adr:adr + nrow * ncol], np.float64).reshape(nrow, ncol)
+    data = np.array(m.hfield_data[adr : adr + nrow * ncol], np.float64).reshape(nrow, ncol)
     y, x = np.meshgrid(np.linspace(-sy, sy, nrow), np.linspace(-sx, sx, ncol), indexing="ij")
     verts = np.stack([x, y, data * sz], axis=-1).reshape(-1, 3)
     r, c = np.meshgrid(np.arange(nrow - 1), np.arange(ncol - 1), indexing="ij")
@@ -410,8 +435,9 @@ def _shapes_of_body(m: mujoco.MjModel, b: int) -> list[Shape]:
             verts, tris = hfield_mesh(m, int(m.geom_dataid[g]))
             friction = 0.0 if m.geom_condim[g] == 1 else float(m.geom_friction[g, 0])
             groups = [int(m.geom_contype[g]), int(m.geom_conaffinity[g]), 0, 0]
-            shapes.append(Shape(g, "mesh", _pose(m.geom_pos[g], m.geom_quat[g]), np.zeros(0), friction, groups,
-                                verts, tris))
+            shapes.append(
+                Shape(g, "mesh", _pose(m.geom_pos[g], m.geom_quat[g]), np.zeros(0), friction, groups, verts, tris)
+            )
             continue
         kind = _PRIMITIVE[t]
         pose = _pose(m.geom_pos[g], m.geom_quat[g])
@@ -427,7 +453,7 @@ def _shapes_of_body(m: mujoco.MjModel, b: int) -> list[Shape]:
         elif kind == "mesh":
             mid = int(m.geom_dataid[g])
             adr, num = int(m.mesh_vertadr[mid]), int(m.mesh_vertnum[mid])
-            kind, verts = "convex", np.array(m.mesh_vert[adr:adr + num], dtype=np.float64)
+            kind, verts = "convex", np.array(m.mesh_vert[adr : adr + num], dtype=np.float64)
         friction = 0.0 if m.geom_condim[g] == 1 else float(m.geom_friction[g, 0])
         groups = [int(m.geom_contype[g]), int(m.geom_conaffinity[g]), 0, 0]
         shapes.append(Shape(g, kind, pose, size, friction, groups, verts))
@@ -441,8 +467,19 @@ def _inertial(m: mujoco.MjModel, b: int) -> tuple[float, np.ndarray, np.ndarray]
 
 
 def _massless(name: str, parent: int, jtype: str, pip: np.ndarray, pic: np.ndarray) -> Link:
-    return Link(name, parent, -1, -1, jtype, pip, pic, np.array([-np.inf, np.inf]), MIN_MASS,
-                IDENTITY.copy(), np.full(3, MIN_INERTIA))
+    return Link(
+        name,
+        parent,
+        -1,
+        -1,
+        jtype,
+        pip,
+        pic,
+        np.array([-np.inf, np.inf]),
+        MIN_MASS,
+        IDENTITY.copy(),
+        np.full(3, MIN_INERTIA),
+    )
 
 
 def _joint_frame(m: mujoco.MjModel, j: int) -> np.ndarray:
@@ -483,8 +520,20 @@ def build_plan(m: mujoco.MjModel, info: ModelInfo) -> Plan:
             shapes = _shapes_of_body(m, b)
             bname = info.body_names[b]
             if b == root and (free or not joints):
-                link = Link(bname, -1, b, -1, "undefined" if free else "fixed", IDENTITY.copy(), IDENTITY.copy(),
-                            np.array([-np.inf, np.inf]), mass, com, inertia, shapes=shapes)
+                link = Link(
+                    bname,
+                    -1,
+                    b,
+                    -1,
+                    "undefined" if free else "fixed",
+                    IDENTITY.copy(),
+                    IDENTITY.copy(),
+                    np.array([-np.inf, np.inf]),
+                    mass,
+                    com,
+                    inertia,
+                    shapes=shapes,
+                )
                 if free:
                     joint_link[joints[0]] = (a, 0)
                 body_link[b] = (a, 0)
@@ -497,8 +546,20 @@ def build_plan(m: mujoco.MjModel, info: ModelInfo) -> Plan:
                 parent_link = int(body_link[m.body_parentid[b], 1])
                 offset = _pose(m.body_pos[b], m.body_quat[b])
             if not joints:
-                link = Link(bname, parent_link, b, -1, "fixed", offset, IDENTITY.copy(), np.array([-np.inf, np.inf]),
-                            mass, com, inertia, shapes=shapes)
+                link = Link(
+                    bname,
+                    parent_link,
+                    b,
+                    -1,
+                    "fixed",
+                    offset,
+                    IDENTITY.copy(),
+                    np.array([-np.inf, np.inf]),
+                    mass,
+                    com,
+                    inertia,
+                    shapes=shapes,
+                )
                 body_link[b] = (a, len(art.links))
                 art.links.append(link)
                 continue
@@ -510,8 +571,20 @@ def build_plan(m: mujoco.MjModel, info: ModelInfo) -> Plan:
                 if m.jnt_limited[j]:
                     limit = np.array(m.jnt_range[j], dtype=np.float64) - joint_offset[j]
                 if last:
-                    link = Link(bname, parent_link, b, j, _joint_kind(m, j), pip, frame, limit, mass, com, inertia,
-                                shapes=shapes)
+                    link = Link(
+                        bname,
+                        parent_link,
+                        b,
+                        j,
+                        _joint_kind(m, j),
+                        pip,
+                        frame,
+                        limit,
+                        mass,
+                        com,
+                        inertia,
+                        shapes=shapes,
+                    )
                     body_link[b] = (a, len(art.links))
                 else:
                     link = _massless(f"{bname}/{info.joint_names[j]}", parent_link, _joint_kind(m, j), pip, frame)
@@ -525,11 +598,19 @@ def build_plan(m: mujoco.MjModel, info: ModelInfo) -> Plan:
 
     static = _shapes_of_body(m, 0)
     plan = Plan(
-        info=info, articulations=arts, static_shapes=static, timestep=float(m.opt.timestep),
-        gravity=np.array(m.opt.gravity, np.float64), joint_offset=joint_offset, body_link=body_link,
-        joint_link=joint_link, extent=float(m.stat.extent), gravcomp=np.array(m.body_gravcomp, np.float64),
+        info=info,
+        articulations=arts,
+        static_shapes=static,
+        timestep=float(m.opt.timestep),
+        gravity=np.array(m.opt.gravity, np.float64),
+        joint_offset=joint_offset,
+        body_link=body_link,
+        joint_link=joint_link,
+        extent=float(m.stat.extent),
+        gravcomp=np.array(m.body_gravcomp, np.float64),
         **_drives(m, info, joint_offset),
     )
+
     def eq_name(e: int) -> str:
         return mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_EQUALITY, e) or f"equality{e}"
 
@@ -546,9 +627,16 @@ def _mujoco_passive(m: mujoco.MjModel) -> list[str]:
     """One line per tendon with springs, dampers, friction or limits, and one for fluid forces."""
     out = []
     for t in range(m.ntendon):
-        what = [w for w, on in (("stiffness", m.tendon_stiffness[t] != 0), ("damping", m.tendon_damping[t] != 0),
-                                ("frictionloss", m.tendon_frictionloss[t] != 0), ("a range", m.tendon_limited[t]))
-                if on]
+        what = [
+            w
+            for w, on in (
+                ("stiffness", m.tendon_stiffness[t] != 0),
+                ("damping", m.tendon_damping[t] != 0),
+                ("frictionloss", m.tendon_frictionloss[t] != 0),
+                ("a range", m.tendon_limited[t]),
+            )
+            if on
+        ]
         if what:
             tname = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_TENDON, t) or f"tendon{t}"
             out.append(f"tendon {tname!r}: {', '.join(what)}")
@@ -623,10 +711,19 @@ def _drives(m: mujoco.MjModel, info: ModelInfo, q0: np.ndarray) -> dict:
         damping[j] = FRICTIONLOSS_DAMPING
         force_limit[j] = fl
     ctrl_range = np.array(info.actuator_ctrl_range, dtype=np.float64).reshape(nu, 2)
-    return dict(stiffness=stiffness, damping=damping, force_limit=force_limit, pos_bias=pos_bias,
-                pos_gain=pos_gain, vel_gain=vel_gain, motor_gain=motor_gain, motor_gear=motor_gear,
-                motor_force_range=motor_range, ctrl_range=ctrl_range,
-                forced_friction=np.array(sorted(rubbing), np.int64))
+    return dict(
+        stiffness=stiffness,
+        damping=damping,
+        force_limit=force_limit,
+        pos_bias=pos_bias,
+        pos_gain=pos_gain,
+        vel_gain=vel_gain,
+        motor_gain=motor_gain,
+        motor_gear=motor_gear,
+        motor_force_range=motor_range,
+        ctrl_range=ctrl_range,
+        forced_friction=np.array(sorted(rubbing), np.int64),
+    )
 
 
 def _filter_pairs(m: mujoco.MjModel, plan: Plan) -> None:
@@ -667,8 +764,9 @@ def _filter_pairs(m: mujoco.MjModel, plan: Plan) -> None:
             for y in range(x + 1, len(bodies)):
                 b1, b2 = bodies[x], bodies[y]
                 w1, w2 = int(weld[b1]), int(weld[b2])
-                if w1 == w2 or (filterparent and ((weld_parent(w1) == w2 and w2 != 0)
-                                                  or (weld_parent(w2) == w1 and w1 != 0))):
+                if w1 == w2 or (
+                    filterparent and ((weld_parent(w1) == w2 and w2 != 0) or (weld_parent(w2) == w1 and w1 != 0))
+                ):
                     pairs.append((b1, b2, f"tree {art.name!r}"))
     for k in range(m.nexclude):
         sig = int(m.exclude_signature[k])
@@ -695,8 +793,10 @@ def _filter_pairs(m: mujoco.MjModel, plan: Plan) -> None:
         group = find(unit(b1))
         k = nbits.get(group, 0)
         if k == 32:
-            raise ModelLoadError(f"the sapien backend cannot build this model: more than 32 body pairs to keep"
-                                 f" apart in one group of trees (PhysX's 32 ignore bits), at {why}")
+            raise ModelLoadError(
+                f"the sapien backend cannot build this model: more than 32 body pairs to keep"
+                f" apart in one group of trees (PhysX's 32 ignore bits), at {why}"
+            )
         nbits[group] = k + 1
         bits[b1] = bits.get(b1, 0) | (1 << k)
         bits[b2] = bits.get(b2, 0) | (1 << k)
@@ -744,22 +844,30 @@ def _explicit_pairs(m: mujoco.MjModel, plan: Plan) -> None:
             links = plan.articulations[a1].links
             l1, l2 = int(plan.body_link[b1, 1]), int(plan.body_link[b2, 1])
             if links[l1].parent == l2 or links[l2].parent == l1 or l1 == l2:
-                raise ModelLoadError(f"the sapien backend cannot build this model: contact pair {label!r}: PhysX never"
-                                     " collides a link with itself or with the link it is jointed to")
+                raise ModelLoadError(
+                    f"the sapien backend cannot build this model: contact pair {label!r}: PhysX never"
+                    " collides a link with itself or with the link it is jointed to"
+                )
         if (s1.groups[2] & s2.groups[2]) and s1.groups[3] == s2.groups[3]:
-            raise ModelLoadError(f"the sapien backend cannot build this model: contact pair {label!r} joins bodies"
-                                 f" {info.body_names[b1]!r} and {info.body_names[b2]!r}, which PhysX must otherwise"
-                                 " keep apart (MuJoCo's parent/child filter or an exclude)")
+            raise ModelLoadError(
+                f"the sapien backend cannot build this model: contact pair {label!r} joins bodies"
+                f" {info.body_names[b1]!r} and {info.body_names[b2]!r}, which PhysX must otherwise"
+                " keep apart (MuJoCo's parent/child filter or an exclude)"
+            )
         if not free:
-            raise ModelLoadError(f"the sapien backend cannot build this model: contact pair {label!r}: no collision"
-                                 " group bit is left (the model's contype/conaffinity and its pairs use all 32)")
+            raise ModelLoadError(
+                f"the sapien backend cannot build this model: contact pair {label!r}: no collision"
+                " group bit is left (the model's contype/conaffinity and its pairs use all 32)"
+            )
         bit = free.pop(0)
         s1.groups[0] |= bit
         s2.groups[1] |= bit
         friction = float(m.pair_friction[p, 0])
         if abs(friction - 0.5 * (s1.friction + s2.friction)) > 1e-12:
-            plan.notes.append(f"contact pair {label!r}: PhysX averages the two geoms' friction"
-                              f" ({0.5 * (s1.friction + s2.friction):g}), not the pair's {friction:g}")
+            plan.notes.append(
+                f"contact pair {label!r}: PhysX averages the two geoms' friction"
+                f" ({0.5 * (s1.friction + s2.friction):g}), not the pair's {friction:g}"
+            )
 
 
 def _approximations(m: mujoco.MjModel, plan: Plan) -> list[str]:
@@ -767,12 +875,18 @@ def _approximations(m: mujoco.MjModel, plan: Plan) -> list[str]:
     has_contacts = bool(plan.static_shapes) or any(lk.shapes for art in plan.articulations for lk in art.links)
     if has_contacts:
         notes.append("contacts: MuJoCo's soft contacts (solref/solimp) become PhysX rigid contacts (rest offset 0)")
-        notes.append("friction: sliding friction only (torsional/rolling dropped); PhysX averages two materials'"
-                     " friction where MuJoCo takes the maximum")
+        notes.append(
+            "friction: sliding friction only (torsional/rolling dropped); PhysX averages two materials'"
+            " friction where MuJoCo takes the maximum"
+        )
         if np.any(np.asarray(m.geom_margin) > 0):
             notes.append("geom margin > 0: PhysX contact offset stays at its default")
-    if any(s.kind == "convex" and s.vertices is not None and s.vertices.shape[0] == 8 * 16 + 2
-           for art in plan.articulations for lk in art.links for s in lk.shapes):
+    if any(
+        s.kind == "convex" and s.vertices is not None and s.vertices.shape[0] == 8 * 16 + 2
+        for art in plan.articulations
+        for lk in art.links
+        for s in lk.shapes
+    ):
         notes.append("ellipsoids: convex hulls of 130 surface points")
     massless = [plan.info.body_names[b] for b in range(1, m.nbody) if m.body_mass[b] < MIN_MASS]
     if massless:
@@ -783,11 +897,15 @@ def _approximations(m: mujoco.MjModel, plan: Plan) -> list[str]:
         notes.append("actuator force ranges clamp the whole joint drive (passive stiffness/damping included)")
     if plan.forced_friction.size:
         rubbing = [plan.info.joint_names[j] for j in plan.forced_friction]
-        notes.append(f"frictionloss of joints {rubbing[:4]} (their PhysX drive is taken): MuJoCo's solver gives the"
-                     " force each substep, for the unconstrained acceleration of the previous substep (CPU only)")
+        notes.append(
+            f"frictionloss of joints {rubbing[:4]} (their PhysX drive is taken): MuJoCo's solver gives the"
+            " force each substep, for the unconstrained acceleration of the previous substep (CPU only)"
+        )
     if plan.equalities:
-        notes.append(f"equalities {plan.equalities[:4]}: MuJoCo's solver gives their forces each substep, for the"
-                     " unconstrained acceleration of the previous substep (CPU only)")
+        notes.append(
+            f"equalities {plan.equalities[:4]}: MuJoCo's solver gives their forces each substep, for the"
+            " unconstrained acceleration of the previous substep (CPU only)"
+        )
     if plan.mujoco_actuators.size:
         names = [plan.info.actuator_names[a] for a in plan.mujoco_actuators]
         notes.append(f"actuators {names[:4]}: MuJoCo computes their force each substep (CPU only)")
@@ -795,12 +913,18 @@ def _approximations(m: mujoco.MjModel, plan: Plan) -> list[str]:
         notes.append(f"MuJoCo computes each substep (CPU only): {'; '.join(plan.mujoco_passive[:4])}")
     mocap = [plan.info.body_names[b] for b in range(1, m.nbody) if m.body_mocapid[b] >= 0]
     if mocap:
-        notes.append(f"mocap bodies {mocap[:4]}: fixed at their model pose, as in MuJoCo while nothing moves them"
-                     " (the contract has no call that does)")
+        notes.append(
+            f"mocap bodies {mocap[:4]}: fixed at their model pose, as in MuJoCo while nothing moves them"
+            " (the contract has no call that does)"
+        )
     if any(sh.kind == "mesh" for sh in plan.static_shapes):
-        notes.append("height fields: PhysX collides their top surface (a triangle mesh of MuJoCo's grid and"
-                     " diagonals), not the solid below it that MuJoCo has")
+        notes.append(
+            "height fields: PhysX collides their top surface (a triangle mesh of MuJoCo's grid and"
+            " diagonals), not the solid below it that MuJoCo has"
+        )
     if int(m.opt.integrator) != int(mujoco.mjtIntegrator.mjINT_EULER):
-        notes.append(f"integrator {mujoco.mjtIntegrator(int(m.opt.integrator)).name}: PhysX integrates with its own"
-                     " solver (named in backend.notes)")
+        notes.append(
+            f"integrator {mujoco.mjtIntegrator(int(m.opt.integrator)).name}: PhysX integrates with its own"
+            " solver (named in backend.notes)"
+        )
     return notes

@@ -26,7 +26,7 @@ fresh scenes ``set_state`` builds. The GPU path declares none of these.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 from sapien import physx
@@ -35,12 +35,22 @@ from simbackend.errors import UnsupportedFeatureError
 from simbackend.model_info import JOINT_HINGE, JOINT_SLIDE
 
 #: the terms CPU PhysX applies, in every phase
-CPU_TERMS = ("body_mass", "body_com", "body_inertia", "geom_friction", "actuator_kp", "actuator_kv",
-             "joint_damping", "joint_armature", "gravity")
+CPU_TERMS = (
+    "body_mass",
+    "body_com",
+    "body_inertia",
+    "geom_friction",
+    "actuator_kp",
+    "actuator_kv",
+    "joint_damping",
+    "joint_armature",
+    "gravity",
+)
 
 
-def drive_rows(plan: Any, info: Any, gear: np.ndarray, kp: np.ndarray, kv: np.ndarray,
-               damping: np.ndarray) -> dict[str, np.ndarray]:
+def drive_rows(
+    plan: Any, info: Any, gear: np.ndarray, kp: np.ndarray, kv: np.ndarray, damping: np.ndarray
+) -> dict[str, np.ndarray]:
     """Per-env drive tables ``(n, ...)`` for gains ``kp``/``kv`` ``(n, nu)`` and dof damping ``(n, nv)``.
 
     The model's tables (:class:`.plan.Plan`) plus what the changes add: a
@@ -49,7 +59,7 @@ def drive_rows(plan: Any, info: Any, gear: np.ndarray, kp: np.ndarray, kv: np.nd
     velocity gain for velocity actuators); joint damping adds itself.
     """
     n, nu, njnt = kp.shape[0], info.nu, len(info.joint_names)
-    inc = np.zeros((nu, njnt))                   # gear of each non-motor actuator on its joint
+    inc = np.zeros((nu, njnt))  # gear of each non-motor actuator on its joint
     is_vel = np.array([k == "velocity" for k in info.actuator_kind])
     for a in range(nu):
         j = int(info.actuator_joint[a])
@@ -84,7 +94,7 @@ class EnvParams:
         self.forces = engine.mujoco_forces
         self.plan, self.info, self.model = engine.plan, engine.info, engine.model
         self.values: dict[str, np.ndarray] = {}
-        self.drives: Optional[dict[str, np.ndarray]] = None
+        self.drives: dict[str, np.ndarray] | None = None
         self._materials: dict[float, physx.PhysxMaterial] = {}
         # geom -> where its collision shape lives: (articulation, link, shape index) or (-1, -1, static index)
         self.geom_shape: dict[int, tuple[int, int, int]] = {}
@@ -110,14 +120,18 @@ class EnvParams:
             static = [b for b in range(1, info.nbody) if body_link[b, 0] < 0]
             for b in static:
                 if not np.array_equal(rows[:, b], np.broadcast_to(model[b], rows[:, b].shape)):
-                    raise UnsupportedFeatureError(name, f"domain randomization of {field}",
-                                                  f"body {info.body_names[b]!r} is welded to the world (a static"
-                                                  " PhysX shape, no mass)")
+                    raise UnsupportedFeatureError(
+                        name,
+                        f"domain randomization of {field}",
+                        f"body {info.body_names[b]!r} is welded to the world (a static PhysX shape, no mass)",
+                    )
         rows = values.get("geom_friction")
-        if rows is not None and not np.array_equal(rows[..., 1:], np.broadcast_to(info.geom_friction[:, 1:],
-                                                                                  rows[..., 1:].shape)):
-            raise UnsupportedFeatureError(name, "domain randomization of torsional or rolling friction",
-                                          "PhysX has sliding friction only")
+        if rows is not None and not np.array_equal(
+            rows[..., 1:], np.broadcast_to(info.geom_friction[:, 1:], rows[..., 1:].shape)
+        ):
+            raise UnsupportedFeatureError(
+                name, "domain randomization of torsional or rolling friction", "PhysX has sliding friction only"
+            )
         rows = values.get("dof_damping")
         if rows is not None:
             changed = np.flatnonzero((rows != info.dof_damping).any(0))
@@ -125,23 +139,35 @@ class EnvParams:
             # frictionloss modelled as a saturating drive (not the joints whose force the engine applies)
             forced = np.zeros(len(info.joint_names), bool)
             forced[self.plan.forced_friction] = True
-            fl_joints = np.flatnonzero(~forced & (info.dof_frictionloss[info.joint_dofadr] > 0)
-                                       & np.isin(info.joint_type, (JOINT_HINGE, JOINT_SLIDE)))
+            fl_joints = np.flatnonzero(
+                ~forced
+                & (info.dof_frictionloss[info.joint_dofadr] > 0)
+                & np.isin(info.joint_type, (JOINT_HINGE, JOINT_SLIDE))
+            )
             fl_dofs = set(info.joint_dofadr[fl_joints].tolist())
             for d in changed:
                 if int(d) not in scalar:
-                    raise UnsupportedFeatureError(name, "domain randomization of free or ball joint damping",
-                                                  "PhysX's articulation root has no joint damping")
+                    raise UnsupportedFeatureError(
+                        name,
+                        "domain randomization of free or ball joint damping",
+                        "PhysX's articulation root has no joint damping",
+                    )
                 if int(d) in fl_dofs:
-                    raise UnsupportedFeatureError(name, "domain randomization of joint damping",
-                                                  "the joint has frictionloss, which takes its PhysX drive")
+                    raise UnsupportedFeatureError(
+                        name,
+                        "domain randomization of joint damping",
+                        "the joint has frictionloss, which takes its PhysX drive",
+                    )
         rows = values.get("dof_armature")
         if rows is not None:
             scalar = info.joint_dofadr[np.isin(info.joint_type, (JOINT_HINGE, JOINT_SLIDE))]
             other = np.setdiff1d(np.arange(info.nv), scalar)
             if other.size and (rows[:, other] != info.dof_armature[other]).any():
-                raise UnsupportedFeatureError(name, "domain randomization of free or ball joint armature",
-                                              "PhysX's articulation root has no armature")
+                raise UnsupportedFeatureError(
+                    name,
+                    "domain randomization of free or ball joint armature",
+                    "PhysX's articulation root has no armature",
+                )
 
     # writes -------------------------------------------------------------------
     def write(self, env_ids: np.ndarray, values: dict[str, np.ndarray]) -> None:
@@ -172,13 +198,19 @@ class EnvParams:
             v = self.values.get(name)
             return np.broadcast_to(model, (n,) + model.shape) if v is None else v
 
-        self.drives = drive_rows(self.plan, info, self.gear, field("actuator_kp", info.actuator_kp),
-                                 field("actuator_kv", info.actuator_kv), field("dof_damping", info.dof_damping))
+        self.drives = drive_rows(
+            self.plan,
+            info,
+            self.gear,
+            field("actuator_kp", info.actuator_kp),
+            field("actuator_kv", info.actuator_kv),
+            field("dof_damping", info.dof_damping),
+        )
         self.owner.layout.set_env_drives(self.drives)
         self.physx.env_drives = self.drives
         self.forces.set_gains(field("actuator_kp", info.actuator_kp), field("actuator_kv", info.actuator_kv))
 
-    def apply(self, env_ids: Any, fields: Optional[tuple] = None) -> None:
+    def apply(self, env_ids: Any, fields: tuple | None = None) -> None:
         """Write the stored per-env values of ``fields`` (default: all) into envs ``env_ids``' PhysX objects."""
         fields = tuple(self.values) if fields is None else fields
         if not fields:
@@ -223,7 +255,7 @@ class EnvParams:
         return mat
 
     # reads ----------------------------------------------------------------------
-    def read(self, field: str) -> Optional[np.ndarray]:
+    def read(self, field: str) -> np.ndarray | None:
         """``(N, ...)`` read back from the PhysX objects; None for the model's values (nothing written)."""
         if field not in self.values:
             return None
@@ -236,8 +268,9 @@ class EnvParams:
                     continue
                 for n in range(n_all):
                     c = eng.comps[n][a][l]
-                    out[n, b] = (c.mass if field == "body_mass" else
-                                 c.cmass_local_pose.p if field == "body_com" else c.inertia)
+                    out[n, b] = (
+                        c.mass if field == "body_mass" else c.cmass_local_pose.p if field == "body_com" else c.inertia
+                    )
         elif field == "geom_friction":
             for n in range(n_all):
                 static = eng.static_shapes(n)

@@ -53,13 +53,17 @@ class RayCaster:
             for k, s in enumerate(shapes):
                 if not (info.geom_contype[s.geom] or info.geom_conaffinity[s.geom]):
                     continue  # built only for an explicit contact pair: not a collision geom for rays
-                entry = {"body": body, "kind": s.kind, "pose": np.asarray(s.pose, np.float64),
-                         "size": np.asarray(s.size, np.float64)}
+                entry = {
+                    "body": body,
+                    "kind": s.kind,
+                    "pose": np.asarray(s.pose, np.float64),
+                    "size": np.asarray(s.size, np.float64),
+                }
                 if s.kind == "convex":
                     entry["faces"], entry["radius"] = _hull_planes(physx_shapes[k])
                 elif s.kind == "mesh":  # a height field's surface: its triangles, as PhysX holds them
                     verts = np.asarray(s.vertices, np.float64)
-                    entry["triangles"] = verts[np.asarray(s.triangles, np.int64)]          # (T, 3, 3)
+                    entry["triangles"] = verts[np.asarray(s.triangles, np.int64)]  # (T, 3, 3)
                     entry["radius"] = float(np.linalg.norm(verts, axis=1).max()) * (1 + 1e-9)
                 else:
                     entry["radius"] = _bounding_radius(s.kind, entry["size"])
@@ -73,12 +77,21 @@ class RayCaster:
         key = (i, str(device))
         if key not in self._tensors:
             e = self.shapes[i]
-            self._tensors[key] = {k: torch.as_tensor(v, dtype=torch.float64, device=device)
-                                  for k, v in e.items() if isinstance(v, np.ndarray)}
+            self._tensors[key] = {
+                k: torch.as_tensor(v, dtype=torch.float64, device=device)
+                for k, v in e.items()
+                if isinstance(v, np.ndarray)
+            }
         return self._tensors[key]
 
-    def cast(self, origins: torch.Tensor, directions: torch.Tensor, exclude_body: int,
-             body_pos: torch.Tensor, body_quat: torch.Tensor) -> torch.Tensor:
+    def cast(
+        self,
+        origins: torch.Tensor,
+        directions: torch.Tensor,
+        exclude_body: int,
+        body_pos: torch.Tensor,
+        body_quat: torch.Tensor,
+    ) -> torch.Tensor:
         """``(N, R)`` distance to the first shape along each unit ray; -1 for a miss.
 
         Args:
@@ -101,9 +114,9 @@ class RayCaster:
                 wp, wq = sp.expand(n, 1, 3), sq.expand(n, 1, 4)
             else:
                 c = self._column[e["body"]]
-                p, q = bp[:, c : c + 1], bq[:, c : c + 1]                       # (N, 1, 3/4)
+                p, q = bp[:, c : c + 1], bq[:, c : c + 1]  # (N, 1, 3/4)
                 wp, wq = p + quat_apply(q, sp.expand(n, 1, 3)), quat_mul(q, sq.expand(n, 1, 4))
-            lo = quat_apply_inverse(wq.expand(n, r, 4), o - wp)                # rays in the shape's frame
+            lo = quat_apply_inverse(wq.expand(n, r, 4), o - wp)  # rays in the shape's frame
             lv = quat_apply_inverse(wq.expand(n, r, 4), v)
             lo, lv = lo.reshape(-1, 3), lv.reshape(-1, 3)
             dist = torch.full((n * r,), torch.inf, dtype=torch.float64, device=dev)
@@ -213,8 +226,9 @@ def _convex(o: torch.Tensor, v: torch.Tensor, t: dict) -> torch.Tensor:
 
 def _side(o: torch.Tensor, v: torch.Tensor, r: torch.Tensor, half: torch.Tensor) -> torch.Tensor:
     """Crossings of the cylinder of radius ``r`` about x, within ``|x| <= half``."""
-    t1, t2, ok = _quadratic(v[:, 1] ** 2 + v[:, 2] ** 2, o[:, 1] * v[:, 1] + o[:, 2] * v[:, 2],
-                            o[:, 1] ** 2 + o[:, 2] ** 2 - r * r)
+    t1, t2, ok = _quadratic(
+        v[:, 1] ** 2 + v[:, 2] ** 2, o[:, 1] * v[:, 1] + o[:, 2] * v[:, 2], o[:, 1] ** 2 + o[:, 2] ** 2 - r * r
+    )
     return _first(*(_valid(s, ok & ((o[:, 0] + s * v[:, 0]).abs() <= half)) for s in (t1, t2)))
 
 
@@ -248,12 +262,12 @@ _MESH_CHUNK = 1 << 22
 
 def _mesh(o: torch.Tensor, v: torch.Tensor, t: dict) -> torch.Tensor:
     """Triangles, two-sided (Moller-Trumbore), in chunks of rays x triangles."""
-    tri = t["triangles"]                                                  # (T, 3, 3)
+    tri = t["triangles"]  # (T, 3, 3)
     a, e1, e2 = tri[:, 0], tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]
     out = torch.full((o.shape[0],), torch.inf, dtype=o.dtype, device=o.device)
     step = max(1, _MESH_CHUNK // max(1, tri.shape[0]))
     for i in range(0, o.shape[0], step):
-        oo, vv = o[i:i + step, None], v[i:i + step, None]                 # (K, 1, 3)
+        oo, vv = o[i : i + step, None], v[i : i + step, None]  # (K, 1, 3)
         p = torch.cross(vv.expand(-1, e2.shape[0], -1), e2.expand(oo.shape[0], -1, -1), dim=-1)
         det = (e1 * p).sum(-1)
         ok = det.abs() > _PARALLEL
@@ -264,9 +278,16 @@ def _mesh(o: torch.Tensor, v: torch.Tensor, t: dict) -> torch.Tensor:
         w = (vv * q).sum(-1) * inv
         hit = (e2 * q).sum(-1) * inv
         ok &= (u >= 0) & (w >= 0) & (u + w <= 1)
-        out[i:i + step] = _valid(hit, ok).amin(-1)
+        out[i : i + step] = _valid(hit, ok).amin(-1)
     return out
 
 
-_KIND = {"plane": _plane, "sphere": _sphere, "box": _box, "convex": _convex, "capsule": _capsule,
-         "cylinder": _cylinder, "mesh": _mesh}
+_KIND = {
+    "plane": _plane,
+    "sphere": _sphere,
+    "box": _box,
+    "convex": _convex,
+    "capsule": _capsule,
+    "cylinder": _cylinder,
+    "mesh": _mesh,
+}

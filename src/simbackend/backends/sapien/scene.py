@@ -47,8 +47,9 @@ def _collision_shape(s: Shape, materials: MaterialCache) -> physx.PhysxCollision
     elif s.kind == "cylinder":
         shape = physx.PhysxCollisionShapeCylinder(float(s.size[0]), float(s.size[1]), mat)
     elif s.kind == "mesh":  # a height field's surface, on the static actor
-        shape = physx.PhysxCollisionShapeTriangleMesh(np.asarray(s.vertices, np.float32),
-                                                      np.asarray(s.triangles, np.uint32), np.ones(3, np.float32), mat)
+        shape = physx.PhysxCollisionShapeTriangleMesh(
+            np.asarray(s.vertices, np.float32), np.asarray(s.triangles, np.uint32), np.ones(3, np.float32), mat
+        )
     else:  # convex hull of compiled vertices
         shape = physx.PhysxCollisionShapeConvexMesh(np.asarray(s.vertices, np.float32), np.ones(3, np.float32), mat)
     shape.local_pose = pose(s.pose)
@@ -108,8 +109,9 @@ def build_articulation(art: Articulation, scene: sapien.Scene, materials: Materi
     return a, comps
 
 
-def build_scene(plan: Plan, scene: sapien.Scene, materials: MaterialCache, solver_iterations: tuple[int, int],
-                place: bool = True):
+def build_scene(
+    plan: Plan, scene: sapien.Scene, materials: MaterialCache, solver_iterations: tuple[int, int], place: bool = True
+):
     """Add the plan's articulations and static shapes to ``scene``; return (articulations, link components).
 
     ``place``: set every link's pose from the zero configuration now (CPU); the GPU
