@@ -50,6 +50,8 @@ lint: $(STAMP)
 test: lint
 	MUJOCO_GL=egl $(BIN)/python -m pytest tests plugins/motrix/tests
 	for sim in $(SIMS); do MUJOCO_GL=egl $(BIN)/python -m pytest src/simbackend/contract_tests --sim $$sim || exit 1; done
+# a minimal pure-torch engine written from docs/writing-a-backend.md passes the same suite
+	MUJOCO_GL=egl PYTHONPATH=tests $(BIN)/python -m pytest src/simbackend/contract_tests -p torch_engine --sim torch
 
 contract: $(STAMP)
 	$(BIN)/simbackend contract --sim $(SIM)

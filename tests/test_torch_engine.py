@@ -3,11 +3,9 @@
 The conformance suite runs against it in ``make test``
 (``PYTHONPATH=tests pytest src/simbackend/contract_tests -p torch_engine --sim torch``). Here it is
 compared with MuJoCo where both compute the same thing: MuJoCo's copy of the model has contacts and
-joint limits switched off (the torch engine has no contacts and treats limits its own way; the
-states below stay inside the limits), and the model's integrator is Euler or implicitfast, which
-for these models is what the torch engine does (semi-implicit Euler, joint damping and servo
-velocity gains implicit). Measured differences are ~1e-14 (float64 rounding); the tolerances
-leave room for other BLAS/LAPACK builds.
+joint limits switched off (the torch engine has no contacts, treats limits its own way and honours the
+disable flag), and an RK4 model is switched to Euler (the torch engine integrates it with Euler).
+Measured differences are ~1e-13 (float64 rounding); the tolerances leave room for other builds.
 """
 
 from __future__ import annotations
@@ -63,25 +61,41 @@ def test_pendulum_free_swing_matches_mujoco() -> None:
     assert worst < TOL, f"the torch pendulum left MuJoCo's by {worst:.2e} rad"
 
 
-def _models(tmp_path: Path) -> list[Any]:
-    ball = tmp_path / "ball_chain.xml"
-    ball.write_text(BALL_MJCF)
-    out = ["pendulum", "double_pendulum", "cartpole", "arm7", "quadruped", str(ball)]
-    assets = gymnasium_assets()
-    return out + ([str(assets / "ant.xml")] if assets is not None else [])
+#: springs, a general affine actuator (other) and a velocity servo, on a hinge and a slide
+SPRINGS_MJCF = """<mujoco><worldbody><body pos="0 0 1">
+  <joint name="h" axis="0 1 0" stiffness="3" springref="0.4" damping="0.2"/>
+  <inertial pos="0.1 0 -0.3" mass="1" diaginertia="0.01 0.02 0.03"/>
+  <body pos="0 0 -0.5"><joint name="s" type="slide" axis="1 0 1" stiffness="10" springref="-0.1"/>
+    <inertial pos="0 0.1 0" mass="0.5" diaginertia="0.01 0.01 0.01"/></body></body></worldbody>
+  <actuator><general joint="s" gainprm="2" biasprm="0.5 -3 -0.7" biastype="affine" gear="1.5" ctrlrange="-1 1"/>
+    <velocity joint="h" kv="0.8"/></actuator></mujoco>"""
+MODELS = {
+    "pendulum": "pendulum",
+    "double_pendulum": "double_pendulum",
+    "cartpole": "cartpole",
+    "arm7": "arm7",
+    "quadruped": "quadruped",
+    "ball_chain": BALL_MJCF,
+    "springs": SPRINGS_MJCF,
+    "gym-ant": None,
+}
 
 
-@pytest.mark.parametrize(
-    "index", range(7), ids=["pendulum", "double_pendulum", "cartpole", "arm7", "quadruped", "ball_chain", "gym-ant"]
-)
-def test_dynamics_match_mujoco_without_constraints(tmp_path: Path, index: int) -> None:
+@pytest.mark.parametrize("model", MODELS)
+def test_dynamics_match_mujoco_without_constraints(tmp_path: Path, model: str) -> None:
     """From random states inside the joint ranges, with random controls, 10 substeps agree with MuJoCo's
-    (contacts and limits off) within 1e-9: mass matrix, Coriolis and gravity, armature, damping, motors and
-    position servos (arm7, implicitfast), ball and free joints."""
-    models = _models(tmp_path)
-    if index >= len(models):
-        pytest.skip("gymnasium is not installed: its ant.xml is absent")
-    m = _unconstrained(models[index])
+    (contacts and limits off) within 1e-9: mass matrix, Coriolis and gravity, armature, damping, springs,
+    motors, servos and general affine actuators (Euler and implicitfast), ball and free joints."""
+    source = MODELS[model]
+    if source is None:
+        assets = gymnasium_assets()
+        if assets is None:
+            pytest.skip("gymnasium is not installed: its ant.xml is absent")
+        source = str(assets / "ant.xml")
+    elif "<mujoco" in source:
+        (tmp_path / "m.xml").write_text(source)
+        source = str(tmp_path / "m.xml")
+    m = _unconstrained(source)
     a, b = SimBackend(TorchEngine, m, 4), SimBackend(MuJoCoEngine, m, 4)
     rng = np.random.default_rng(3)
     qpos, qvel = random_qpos(a, rng, margin=0.3), rng.normal(scale=0.5, size=(4, a.nv))

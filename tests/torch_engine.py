@@ -5,7 +5,7 @@ the conformance suite. Loaded as a pytest plugin it registers itself as backend 
 
     MUJOCO_GL=egl PYTHONPATH=tests python -m pytest src/simbackend/contract_tests -p torch_engine --sim torch
 
-The physics, batched over the envs, float64, on the engine's device (CPU or CUDA):
+The physics, batched over the envs, float64, on the engine's device:
 
 * **Kinematics** of the model's tree, body by body in the compiled order (parents first), joint by
   joint as MuJoCo composes them: a body sits at its ``body_pos``/``body_quat`` in its parent's frame,
@@ -24,7 +24,8 @@ The physics, batched over the envs, float64, on the engine's device (CPU or CUDA
   one-sided spring-damper.
 * **Integration**: semi-implicit Euler at the model timestep (velocity first, then positions with
   the new velocity; free and ball quaternions by the exponential map on the local angular velocity),
-  joint damping and the servos' velocity gains implicit as in MuJoCo's Euler/implicitfast.
+  joint damping implicit as in MuJoCo's Euler, and the actuators' velocity terms too where the model
+  asks for implicit(fast) integration. RK4 models are integrated with Euler (a note says so).
 
 What it does not do is declared: no contacts (``capabilities.contacts``), no ray casting, core
 sensor types only. Models with elements it has no counterpart for (equalities, tendons, friction
@@ -47,7 +48,7 @@ from simbackend.model_info import JOINT_BALL, JOINT_FREE, JOINT_HINGE, JOINT_SLI
 from simbackend.plugins import register_backend
 
 _PHASES = ("init", "reset", "interval")
-#: domain-randomization terms -> the per-env fields they write (geom friction and friction loss have no use here)
+#: the domain-randomization terms it applies (geom friction and friction loss would change nothing here)
 _DR_TERMS = (
     "body_mass",
     "body_com",
@@ -101,10 +102,6 @@ def _inertia_times(mass: torch.Tensor, com: torch.Tensor, icom: torch.Tensor, s:
     return _motion((icom * w[..., None, :]).sum(-1) + cross(com, p), p)
 
 
-def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return (a * b).sum(-1)
-
-
 def _axis_angle(axis: torch.Tensor, angle: torch.Tensor) -> torch.Tensor:
     """``(N, 4)`` quaternions turning by ``angle (N,)`` about the unit ``axis (3,)``."""
     half = 0.5 * angle[:, None]
@@ -156,7 +153,8 @@ class TorchEngine(Engine):
     """Articulated rigid bodies in pure torch, no contacts (see the module docstring)."""
 
     name = "torch"
-    devices = ("cpu", "cuda")
+    # the code is device-neutral (no host reads in the hot path), but only the CPU has been tested
+    devices = ("cpu",)
 
     def __init__(self, build: EngineBuild):
         super().__init__(build)
@@ -172,7 +170,27 @@ class TorchEngine(Engine):
             return t.expand(n, *t.shape).clone()
 
         self._dt = float(info.timestep)
-        self._nbody, self._nv = info.nbody, info.nv
+        self._nv = info.nv
+        # MuJoCo's Euler takes joint damping implicitly, implicit(fast) the actuators' velocity terms as well
+        integrator = int(m.opt.integrator)
+        self._implicit_servo = integrator in (
+            mujoco.mjtIntegrator.mjINT_IMPLICIT,
+            mujoco.mjtIntegrator.mjINT_IMPLICITFAST,
+        )
+        self._implicit_damping = float(
+            self._implicit_servo or not m.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_EULERDAMP)
+        )
+        self._notes = (
+            "no contacts: geoms never collide (capabilities.contacts is False)",
+            "joint limits: a soft one-sided spring-damper (the joint's solref time constant and damping ratio,"
+            " scaled by the joint's diagonal inertia), not MuJoCo's constraint solver",
+        ) + (
+            ("integrator: semi-implicit Euler for the model's RK4",)
+            if integrator == mujoco.mjtIntegrator.mjINT_RK4
+            else ("integrator: implicitfast for the model's implicit (no Coriolis derivatives)",)
+            if integrator == mujoco.mjtIntegrator.mjINT_IMPLICIT
+            else ()
+        )
         # the tree: per body (parent, pos and quat in the parent, joints (type, qposadr, dofadr, pos, axis, qpos0))
         self._bodies = []
         for b in range(1, info.nbody):
@@ -193,6 +211,7 @@ class TorchEngine(Engine):
             anc[b] = anc[info.body_parent[b]] | (dof_body == b)
         self._anc = torch.as_tensor(anc, dtype=f64, device=dev)
         self._iquat = const(info.body_iquat)
+        self._eye = torch.eye(3, dtype=f64, device=dev)
         self._site_body = np.asarray(info.site_body, np.int64)
         self._site_pos, self._site_quat = const(m.site_pos), const(m.site_quat)
         # scalar joints: integration, springs, limits
@@ -201,7 +220,8 @@ class TorchEngine(Engine):
         self._stiff = const(m.jnt_stiffness[scalar])
         self._spring_ref = const(m.qpos_spring[info.dof_qpos_index])
         rng = info.joint_range[scalar]
-        limited = np.isfinite(rng).any(axis=1)
+        off = int(mujoco.mjtDisableBit.mjDSBL_LIMIT) | int(mujoco.mjtDisableBit.mjDSBL_CONSTRAINT)
+        limited = np.isfinite(rng).any(axis=1) & (not m.opt.disableflags & off)
         self._lim = torch.as_tensor(np.flatnonzero(limited), device=dev)
         self._lim_lo, self._lim_hi = const(rng[limited, 0]), const(rng[limited, 1])
         timeconst = np.maximum(m.jnt_solref[scalar][limited, 0], 2 * self._dt)  # MuJoCo's floor: two substeps
@@ -269,6 +289,10 @@ class TorchEngine(Engine):
             problems.append("option density/viscosity/wind: fluid forces")
         if m.nplugin:
             problems.append("engine plugins")
+        bits = mujoco.mjtDisableBit
+        for flag in ("GRAVITY", "SPRING", "DAMPER", "ACTUATION", "CLAMPCTRL"):
+            if m.opt.disableflags & int(getattr(bits, f"mjDSBL_{flag}")):
+                problems.append(f"option flag {flag.lower()}=disable")
         for j, t in enumerate(info.joint_type):
             jn, body = f"joint {info.joint_names[j]!r}", int(info.joint_body[j])
             da = int(info.joint_dofadr[j])
@@ -316,7 +340,7 @@ class TorchEngine(Engine):
     @property
     def capabilities(self) -> Capabilities:
         return Capabilities(
-            gpu=self.device.type == "cuda",
+            gpu=False,
             actuator_kinds=frozenset({"motor", "position", "velocity", "other"}),
             sensor_types=CORE_SENSOR_TYPES,
             contacts=False,
@@ -329,12 +353,7 @@ class TorchEngine(Engine):
 
     @property
     def notes(self) -> tuple[str, ...]:
-        return (
-            "no contacts: geoms never collide (capabilities.contacts is False)",
-            "semi-implicit Euler with implicit joint damping and servo velocity gains, whatever the model's integrator",
-            "joint limits: a soft one-sided spring-damper (the joint's solref time constant and damping ratio,"
-            " scaled by the joint's diagonal inertia), not MuJoCo's constraint solver",
-        )
+        return self._notes
 
     # ------------------------------------------------------------------
     # kinematics
@@ -360,9 +379,7 @@ class TorchEngine(Engine):
                     x, r = qpos[:, qa : qa + 3], quat_normalize(qpos[:, qa + 3 : qa + 7])
                     rot = quat_to_matrix(r)
                     for k in range(3):
-                        cols[da + k] = _motion(
-                            zero3, torch.eye(3, dtype=qpos.dtype, device=qpos.device)[k].expand(n, 3)
-                        )
+                        cols[da + k] = _motion(zero3, self._eye[k].expand(n, 3))
                         cols[da + 3 + k] = _motion(rot[..., k], cross(x, rot[..., k]))
                     spin = sum(cols[da + 3 + k] * qvel[:, da + 3 + k, None] for k in range(3))
                     v = v + sum(cols[da + k] * qvel[:, da + k, None] for k in range(3)) + spin
@@ -448,10 +465,12 @@ class TorchEngine(Engine):
         raw = self._gain * u + self._bias[..., 0] + self._bias[..., 1] * length + self._bias[..., 2] * speed
         act = torch.minimum(torch.maximum(raw, self._force_lo), self._force_hi)
         tau = tau + ((self._gear * act)[..., None] * self._act_onehot).sum(1)
-        free = (raw == act).to(raw.dtype)  # a saturated actuator does not depend on the velocity
-        kv = (self._gear**2 * (-self._bias[..., 2]).clamp_min(0) * free)[..., None] * self._act_onehot
-        damping = self._damping + kv.sum(1)
         tau = tau - self._damping * qvel
+        damping = self._damping * self._implicit_damping
+        if self._implicit_servo:  # implicitfast: the servos' velocity gains too (not where the force saturates)
+            free = (raw == act).to(raw.dtype)
+            kv = (self._gear**2 * (-self._bias[..., 2]).clamp_min(0) * free)[..., None] * self._act_onehot
+            damping = damping + kv.sum(1)
         q, qd = qpos[:, self._sq], qvel[:, self._sd]
         tau = tau.index_add(1, self._sd, -self._stiff * (q - self._spring_ref))
         mhat = mmat + torch.diag_embed(self._armature + self._dt * damping)
