@@ -135,3 +135,34 @@ def test_make_backend_without_the_engine_names_the_extra() -> None:
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "simbackend[mujoco]" in proc.stdout, proc.stdout
+
+
+def test_the_model_compiler_without_mujoco_names_the_extra() -> None:
+    """simbackend.models imports without MuJoCo (the core imports it); compiling, loading, describing or
+    exporting a model then raises one MissingExtraError naming the mujoco extra."""
+    proc = _python(
+        """
+        from simbackend.errors import MissingExtraError
+        from simbackend import models
+        print(len(models.builtin_models()) > 0)
+        calls = {
+            "compile_model": lambda: models.compile_model("pendulum"),
+            "model_info": lambda: models.model_info(None),
+            "export_mjcf": lambda: models.export_mjcf("pendulum", "."),
+            "describe_source": lambda: models.describe_source("pendulum"),
+            "model_from_bytes": lambda: models.model_from_bytes(b""),
+        }
+        for name, call in calls.items():
+            try:
+                call()
+            except MissingExtraError as e:
+                print(name, "ERR", e.extra, "|", e)
+    """,
+        ("mujoco",),
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0] == "True", proc.stdout
+    assert len(lines) == 6, proc.stdout or proc.stderr[-2000:]
+    for line in lines[1:]:
+        assert " ERR mujoco |" in line and "pip install 'simbackend[mujoco]'" in line, line
