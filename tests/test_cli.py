@@ -510,6 +510,22 @@ def test_contract_runs_from_any_directory(tmp_path: Path) -> None:
     assert " failed" not in proc.stdout
 
 
+def test_contract_accepts_a_backend_registered_by_a_pytest_plugin(tmp_path: Path) -> None:
+    """A backend that only a ``-p`` plugin registers is known once the suite loads that plugin."""
+    (tmp_path / "plugin_sim.py").write_text(
+        "from simbackend.backends.mujoco import MuJoCoEngine\n"
+        "from simbackend.registry import register_backend\n"
+        "register_backend('pluginsim', MuJoCoEngine)\n"
+    )
+    args = ("contract", "--sim", "PluginSim", "-p", "plugin_sim", "-q", "-k", FAST_CONTRACT_SELECTION)
+    proc = _script(*args, cwd=tmp_path, PYTHONPATH=str(tmp_path))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert re.search(r"[1-9]\d* passed", proc.stdout), proc.stdout[-2000:]
+    without = _script(*args[:3], "-q", "-k", FAST_CONTRACT_SELECTION, cwd=tmp_path)
+    assert without.returncode == 2, without.stdout[-2000:] + without.stderr[-2000:]
+    assert "'pluginsim' is not a registered backend" in _flat(without.stdout + without.stderr)
+
+
 def test_contract_passes_arguments_and_exit_code_through(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib.util
 

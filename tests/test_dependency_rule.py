@@ -31,9 +31,9 @@ EXCLUDED = ("simbackend/backends/",)
 
 #: the model compiler may import mujoco (MuJoCo's compiler reads every asset), and the playback
 #: renderer (MuJoCo's renderer draws the compiled model that every backend shares)
-ENGINE_ALLOWED = ("simbackend/models/", "simbackend/playback/render.py")
+ENGINE_ALLOWED = ("simbackend/models/", "simbackend/playback/render/")
 #: of those, the modules that import nothing but mujoco
-MUJOCO_ONLY = ("simbackend/playback/render.py",)
+MUJOCO_ONLY = ("simbackend/playback/render/",)
 
 
 def _module_name(path: Path) -> str:

@@ -116,7 +116,7 @@ def test_a_recording_replays_on_the_other_engine(tmp_path, source: str) -> None:
 
 
 def test_dynamic_replay_reports_where_engines_part(tmp_path) -> None:
-    """arm7's stiff servos are integrated differently by the engines (see the README's parity section):
+    """arm7's stiff servos are integrated differently by the engines (see docs/parity.md):
     a MuJoCo recording parts on PhysX within a few rows, and the report says where; on MuJoCo it does not."""
     _record("mujoco", "arm7", tmp_path / "arm.h5", steps=40, reset_at=100)
     with Recording(tmp_path / "arm.h5") as rec:

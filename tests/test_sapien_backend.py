@@ -1116,8 +1116,7 @@ def test_divergence_judged_on_the_serialised_state_equals_the_getters(model: str
 
 
 def test_randomized_friction_combines_by_average(tmp_path) -> None:
-    """PhysX averages two materials' friction where MuJoCo takes the maximum (README, "Domain
-    randomization"): a box launched on a low-friction floor slides as each engine's rule says."""
+    """PhysX averages two materials' friction where MuJoCo takes the maximum (docs/randomization.md): a box launched on a low-friction floor slides as each engine's rule says."""
     from simbackend.contract_tests.test_randomization import DR_MJCF
     from simbackend.randomization import Distribution, RandomizationPlan, Term
 

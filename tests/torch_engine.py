@@ -290,7 +290,7 @@ class TorchEngine(Engine):
         if m.nplugin:
             problems.append("engine plugins")
         bits = mujoco.mjtDisableBit
-        for flag in ("GRAVITY", "SPRING", "DAMPER", "ACTUATION", "CLAMPCTRL"):
+        for flag in ("SPRING", "DAMPER", "ACTUATION", "CLAMPCTRL"):  # gravity: ModelInfo.gravity is zero
             if m.opt.disableflags & int(getattr(bits, f"mjDSBL_{flag}")):
                 problems.append(f"option flag {flag.lower()}=disable")
         for j, t in enumerate(info.joint_type):

@@ -45,7 +45,10 @@ Conventions at this boundary (the front end guarantees them on the way in and
 relies on them on the way out):
 
 * **Reals** are torch tensors in :attr:`Engine.dtype` on the engine's device,
-  finite and within the divergence rule's bounds, contiguous. Outputs may be
+  finite and contiguous. States written (``qpos``, ``qvel``) are also within
+  the divergence rule's bounds; controls and forces are only finite (the
+  conformance suite sends values as large as ``1e30``, which an engine must
+  integrate or report as diverged, never crash on). Outputs may be
   numpy arrays or tensors of any real dtype on the device; they may be views
   of the engine's memory, valid until its next call: the front end copies
   every output it gives a caller (float32, on the device).

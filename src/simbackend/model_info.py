@@ -43,7 +43,7 @@ class ModelInfo:
     nq: int
     nv: int
     timestep: float
-    gravity: np.ndarray  # (3,)
+    gravity: np.ndarray  # (3,) m/s^2, world frame: the gravity applied (zero where the model disables it)
     body_parent: np.ndarray  # (nbody,) parent body id, world is its own parent
     body_root: np.ndarray  # (nbody,) root body of each body's kinematic tree
     body_mass: np.ndarray  # (nbody,)

@@ -43,7 +43,7 @@ from typing import Any
 from simbackend import checks
 from simbackend.errors import ArgumentTypeError, InvalidArgumentError
 
-#: options every backend accepts (documented in the module docstring and README)
+#: options every backend accepts (documented in the module docstring and docs/usage.md)
 COMMON_OPTIONS = ("nthread", "solver_iterations", "timestep", "package_dirs", "actuators", "fuse_static")
 #: the subset passed to the model compiler
 MODEL_OPTIONS = ("package_dirs", "actuators", "fuse_static")

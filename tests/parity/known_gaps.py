@@ -1,4 +1,4 @@
-"""Where the SAPIEN backend measurably differs from MuJoCo, and why (the README's gap list is made from it).
+"""Where the SAPIEN backend measurably differs from MuJoCo, and why (docs/parity.md lists them with their measured size).
 
 ``KNOWN_GAPS`` maps ``(model, tier, quantity)`` (model: a built-in name or
 ``"gymnasium/<file stem>"``; quantity: a row of :mod:`simbackend.parity`) to

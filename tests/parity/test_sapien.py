@@ -113,7 +113,7 @@ def test_known_gaps_are_current() -> None:
         row = report_for(label).row(tier, quantity)
         if row.passed:
             stale.append(f"{label} {tier}/{quantity} now passes ({row.max_error:.3g} <= {row.tolerance:.3g})")
-    assert not stale, "remove from known_gaps.KNOWN_GAPS (and README's gap list):\n" + "\n".join(stale)
+    assert not stale, "remove from known_gaps.KNOWN_GAPS (and docs/parity.md's gap list):\n" + "\n".join(stale)
 
 
 COUPLED = """<mujoco><worldbody>

@@ -57,12 +57,18 @@ def complete_sim(incomplete: str) -> list[str]:
     return [n for n in available_backends() if n.startswith(incomplete.lower())]
 
 
-def sim_option() -> Any:
+def _normalise_sim(value: str | None) -> str | None:
+    return None if value is None else value.strip().lower()
+
+
+def sim_option(checked: bool = True) -> Any:
+    """The ``--sim`` option; ``checked=False`` leaves the name to be checked later (by the
+    conformance suite, once the pytest plugins named with ``-p``, which may register it, are loaded)."""
     return typer.Option(
         "mujoco",
         "--sim",
         envvar="SIMBACKEND_SIM",
-        callback=check_sim,
+        callback=check_sim if checked else _normalise_sim,
         autocompletion=complete_sim,
         metavar="NAME",
         help=f"Registered backend, case-insensitive ({', '.join(available_backends()) or 'none registered'}).",

@@ -582,7 +582,7 @@ def contract_suite_dir() -> str:
 @with_build_flags
 def contract(
     ctx: typer.Context,
-    sim: str = sim_option(),
+    sim: str = sim_option(checked=False),
     *,
     build: BuildFlags,
 ) -> None:
@@ -592,6 +592,10 @@ def contract(
     --package-dir) and --device reach every backend the suite builds (they
     become pytest's --sim-option and --device). Example: simbackend contract
     --sim sapien -o sapien.solver=tgs --nthread 2 -q -x -k "names or shapes"
+
+    --sim may name a backend that a pytest plugin given with -p registers (the
+    suite checks the name once its plugins are loaded). Exit status: pytest's,
+    except a usage error (an unknown --sim, a bad pytest argument), which exits 2.
     """
     from simbackend._extras import require_extra
     from simbackend.errors import MissingExtraError
@@ -609,8 +613,8 @@ def contract(
         args += ["--sim-option", text]
     if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
         args += ["-p", "simbackend.contract_tests.plugin"]
-    code = pytest.main([*args, *ctx.args])
-    raise typer.Exit(int(code))
+    code = int(pytest.main([*args, *ctx.args]))
+    raise typer.Exit(2 if code == int(pytest.ExitCode.USAGE_ERROR) else code)
 
 
 from . import play as _play  # noqa: E402,F401 - registers `record` and `play` on the app

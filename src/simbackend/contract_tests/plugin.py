@@ -120,17 +120,33 @@ def pytest_report_header(config: pytest.Config) -> str:
     )
 
 
+def _registered_sim(config: pytest.Config) -> str:
+    """``--sim``, lower case, if it names a registered backend (else ``pytest.UsageError``)."""
+    from simbackend.registry import available_backends
+
+    name = str(config.getoption("--sim")).strip().lower()
+    if name not in available_backends():
+        raise pytest.UsageError(
+            f"--sim: {name!r} is not a registered backend; registered backends:"
+            f" {', '.join(available_backends()) or '(none)'}"
+        )
+    return name
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Refuse an unknown ``--sim`` once, before any test runs, where a collected test builds a backend.
+
+    Checked here rather than at configure time: the plugins named with ``-p`` and the
+    conftest files (which may register the backend) are loaded by then, and a pytest run
+    that collects no suite test is not refused for a backend it never builds."""
+    if any("sim_name" in getattr(item, "fixturenames", ()) for item in session.items):
+        _registered_sim(session.config)
+
+
 @pytest.fixture(scope="session")
 def sim_name(pytestconfig: pytest.Config) -> str:
     """Name of the backend under test (``--sim``), lower case and registered."""
-    from simbackend.registry import available_backends
-
-    name = str(pytestconfig.getoption("--sim")).strip().lower()
-    if name not in available_backends():
-        raise pytest.UsageError(
-            f"--sim {name!r} is not a registered backend; registered: {', '.join(available_backends())}"
-        )
-    return name
+    return _registered_sim(pytestconfig)
 
 
 @pytest.fixture(scope="session")

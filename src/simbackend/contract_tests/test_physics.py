@@ -158,6 +158,21 @@ def test_free_fall_within_1mm_at_fine_timestep(make_sim: Callable[..., Any], tmp
     np.testing.assert_allclose(z, z0 + 0.5 * g * t * t, atol=1e-3, rtol=0, err_msg="free fall after 0.5 s")
 
 
+def test_disabled_gravity_is_not_applied(make_sim: Callable[..., Any], tmp_path: Path) -> None:
+    """Clause: physics — a model that disables gravity (``<flag gravity="disable"/>``) keeps its
+    ``<option gravity>`` out of the dynamics: a free body at rest stays at rest, and
+    ``get_env_gravity`` reads zero."""
+    path = tmp_path / "no_gravity.xml"
+    path.write_text(
+        FINE_FREE_BODY_MJCF.replace('gravity="0 0 -9.81"/>', 'gravity="0 0 -9.81"><flag gravity="disable"/></option>')
+    )
+    sim = make_sim(path, 2)
+    z0 = to_np(sim.get_base_pos())[:, 2]
+    assert not bool(sim.step(None, nsteps=500)["diverged"].any())
+    np.testing.assert_allclose(to_np(sim.get_base_pos())[:, 2], z0, atol=1e-9, err_msg="the body fell without gravity")
+    np.testing.assert_allclose(to_np(sim.get_env_gravity()), 0.0, atol=0, err_msg="gravity read while disabled")
+
+
 # ----------------------------------------------------------------------------
 # oscillation
 # ----------------------------------------------------------------------------

@@ -21,6 +21,7 @@ def model_info(m: mujoco.MjModel) -> ModelInfo:
     world body ``world``, so that every id has a name on every backend.
     """
     mujoco = import_mujoco()
+    gravity_off = int(mujoco.mjtDisableBit.mjDSBL_GRAVITY)
 
     def names(obj: mujoco.mjtObj, n: int) -> tuple[str, ...]:
         out = []
@@ -75,7 +76,8 @@ def model_info(m: mujoco.MjModel) -> ModelInfo:
         nq=int(m.nq),
         nv=int(m.nv),
         timestep=float(m.opt.timestep),
-        gravity=np.array(m.opt.gravity, dtype=np.float64),
+        # the gravity applied: none where the model disables it (<flag gravity="disable"/>)
+        gravity=np.zeros(3) if m.opt.disableflags & gravity_off else np.array(m.opt.gravity, dtype=np.float64),
         body_parent=np.array(m.body_parentid, dtype=np.int64),
         body_root=np.array(m.body_rootid, dtype=np.int64),
         body_mass=np.array(m.body_mass, dtype=np.float64),

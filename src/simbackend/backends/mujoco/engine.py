@@ -132,6 +132,13 @@ class MuJoCoEngine(Engine):
         # MuJoCo would silently reset an env whose state blows up (even inside set_state's
         # forward pass); the contract instead reports it and restores the pre-call state.
         self.model.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_AUTORESET)
+        # a model that disables gravity applies none (ModelInfo.gravity is zero): the gravity
+        # field holds what is applied, so that reading and randomizing it mean the same here as
+        # in every engine (MuJoCo would otherwise report, and ignore writes to, opt.gravity)
+        gravity_off = int(mujoco.mjtDisableBit.mjDSBL_GRAVITY)
+        if self.model.opt.disableflags & gravity_off:
+            self.model.opt.gravity[:] = 0.0
+            self.model.opt.disableflags &= ~gravity_off
         try:
             self.batch = mjbatch.Batch(self.model, self.num_envs, nthread=opts.nthread)  # 0: all CPUs
         except (MemoryError, ValueError, RuntimeError, TypeError, OverflowError) as e:

@@ -19,7 +19,7 @@ process, because several envs in one scene cannot stay independent: envs
 placed apart follow different float32 trajectories, and envs sharing the
 origin (kept apart by collision bits, which does reproduce each env's
 trajectory bit for bit) would need a new scene for all of them whenever one
-is reset, which perturbs the others (measurements in the README, "The CPU
+is reset, which perturbs the others (measurements in docs/engines.md, "The CPU
 scene cap").
 """
 

@@ -602,7 +602,7 @@ def build_plan(m: mujoco.MjModel, info: ModelInfo) -> Plan:
         articulations=arts,
         static_shapes=static,
         timestep=float(m.opt.timestep),
-        gravity=np.array(m.opt.gravity, np.float64),
+        gravity=np.array(info.gravity, np.float64),  # zero where the model disables gravity
         joint_offset=joint_offset,
         body_link=body_link,
         joint_link=joint_link,

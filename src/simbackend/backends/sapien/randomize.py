@@ -10,8 +10,7 @@ Every env has its own scene, so every per-env value has its own PhysX object:
   torsional or rolling friction, and it **averages** two touching materials'
   friction where MuJoCo takes the **maximum**: a randomized friction matches
   MuJoCo's contact exactly only against a surface of equal or lower friction
-  whose value is the same on both sides of the average (README, "Domain
-  randomization").
+  whose value is the same on both sides of the average (docs/randomization.md).
 * ``actuator_kp``/``actuator_kv``/``joint_damping``: the joint drives
   (stiffness, damping) and the per-env ctrl tables of the layout, recomputed
   from the model's tables plus the changes (:func:`drive_rows`).
