@@ -311,24 +311,7 @@ class MuJoCoEngine(Engine):
 
     def model_fields(self) -> dict[str, np.ndarray]:
         """The compiled model's physical fields (see :meth:`simbackend.contract.SimBackend.model_fields`)."""
-        m = self.model
-        nbody = int(m.nbody)
-        # body_inertia holds the principal moments of the inertia frame body_iquat (relative to the body frame)
-        rot = quat_to_matrix(np.array(m.body_iquat, dtype=np.float64).reshape(nbody, 4))
-        principal = np.array(m.body_inertia, dtype=np.float64).reshape(nbody, 3)
-        inertia = rot @ (principal[:, :, None] * np.swapaxes(rot, 1, 2))
-        force_range = np.array(m.actuator_forcerange, dtype=np.float64).reshape(m.nu, 2)
-        force_range[~np.asarray(m.actuator_forcelimited, dtype=bool)] = (-np.inf, np.inf)
-        return {
-            "body_mass": np.array(m.body_mass, dtype=np.float64),
-            "body_com": np.array(m.body_ipos, dtype=np.float64).reshape(nbody, 3),
-            "body_inertia": 0.5 * (inertia + np.swapaxes(inertia, 1, 2)),
-            "joint_range": self.info.joint_range.copy(),
-            "actuator_ctrl_range": self.info.actuator_ctrl_range.copy(),
-            "actuator_force_range": force_range,
-            "timestep": np.array(m.opt.timestep, dtype=np.float64),
-            "gravity": np.array(m.opt.gravity, dtype=np.float64),
-        }
+        return compiled_model_fields(self.model, self.info)
 
     def cast_rays(self, origins: torch.Tensor, directions: torch.Tensor, exclude_body: int) -> np.ndarray:
         """``Batch.ray`` from the state rows, corrected to see exactly the collision geoms (see .rays)."""
@@ -337,7 +320,7 @@ class MuJoCoEngine(Engine):
         if self._ray_geoms is None:
             self._ray_geoms = RayGeoms(self.model, self.batch)
         return self._ray_geoms.cast(
-            self.batch,
+            self.batch.ray,
             origins.cpu().numpy().astype(np.float64),
             directions.cpu().numpy().astype(np.float64),
             exclude_body,
@@ -440,3 +423,25 @@ class MuJoCoEngine(Engine):
             "_ray_geoms",
         ):
             self.__dict__.pop(k, None)
+
+
+def compiled_model_fields(m: Any, info: Any) -> dict[str, np.ndarray]:
+    """The physical fields of compiled model ``m`` in the contract's form
+    (:meth:`simbackend.contract.SimBackend.model_fields`); ``info`` is its ``ModelInfo``."""
+    nbody = int(m.nbody)
+    # body_inertia holds the principal moments of the inertia frame body_iquat (relative to the body frame)
+    rot = quat_to_matrix(np.array(m.body_iquat, dtype=np.float64).reshape(nbody, 4))
+    principal = np.array(m.body_inertia, dtype=np.float64).reshape(nbody, 3)
+    inertia = rot @ (principal[:, :, None] * np.swapaxes(rot, 1, 2))
+    force_range = np.array(m.actuator_forcerange, dtype=np.float64).reshape(m.nu, 2)
+    force_range[~np.asarray(m.actuator_forcelimited, dtype=bool)] = (-np.inf, np.inf)
+    return {
+        "body_mass": np.array(m.body_mass, dtype=np.float64),
+        "body_com": np.array(m.body_ipos, dtype=np.float64).reshape(nbody, 3),
+        "body_inertia": 0.5 * (inertia + np.swapaxes(inertia, 1, 2)),
+        "joint_range": info.joint_range.copy(),
+        "actuator_ctrl_range": info.actuator_ctrl_range.copy(),
+        "actuator_force_range": force_range,
+        "timestep": np.array(m.opt.timestep, dtype=np.float64),
+        "gravity": np.array(m.opt.gravity, dtype=np.float64),
+    }

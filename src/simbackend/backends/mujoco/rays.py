@@ -34,25 +34,45 @@ _NUDGE = 1e-6
 _ALPHA = 1e-30
 
 
+def collision_geoms(m: Any) -> np.ndarray:
+    """``(ngeom,)`` bool: the geoms that collide (``contype`` or ``conaffinity`` nonzero)."""
+    return (np.asarray(m.geom_contype) != 0) | (np.asarray(m.geom_conaffinity) != 0)
+
+
+def transparent_collision(m: Any) -> tuple[np.ndarray, np.ndarray]:
+    """``(geoms, materials)``: collision geoms whose own colour has alpha 0 (bool, ``(ngeom,)``), and
+    the ids of materials of collision geoms with alpha 0; a ray caster skipping alpha-0 geoms must see
+    them (their alpha is raised to :data:`ALPHA`)."""
+    collides = collision_geoms(m)
+    mats = np.asarray(m.geom_matid)
+    own = collides & (mats < 0) & (np.asarray(m.geom_rgba)[:, 3] == 0)
+    used = np.unique(mats[collides & (mats >= 0)])
+    clear = used[np.asarray(m.mat_rgba)[used, 3] == 0] if used.size else used
+    return own, clear
+
+
+#: alpha given to transparent collision geoms so that a ray caster sees them
+ALPHA = _ALPHA
+
+
 class RayGeoms:
-    """The model's collision geoms as ``Batch.ray`` needs them; makes transparent collision geoms visible to it.
+    """The model's collision geoms as ``mj_ray``-like casters need them (see the module docstring).
 
     Args:
-        model: the ``MjModel`` the batch simulates.
-        batch: the ``mujoco.batch.Batch``; its per-env colours are raised where alpha is 0.
+        model: the ``MjModel`` simulated.
+        batch: a ``mujoco.batch.Batch`` whose per-env colours are raised where a collision geom's
+            alpha is 0, or ``None`` where the caller raised them in its own model copy already.
     """
 
-    def __init__(self, model: Any, batch: Any):
+    def __init__(self, model: Any, batch: Any = None):
         m = model
-        self.collides = (np.asarray(m.geom_contype) != 0) | (np.asarray(m.geom_conaffinity) != 0)
-        mats = np.asarray(m.geom_matid)
-        own = self.collides & (mats < 0) & (np.asarray(m.geom_rgba)[:, 3] == 0)
-        if own.any():
-            batch.expand("geom_rgba")[:, own, 3] = _ALPHA
-        used = np.unique(mats[self.collides & (mats >= 0)])
-        clear = used[np.asarray(m.mat_rgba)[used, 3] == 0] if used.size else used
-        if clear.size:
-            batch.expand("mat_rgba")[:, clear, 3] = _ALPHA
+        self.collides = collision_geoms(m)
+        if batch is not None:
+            own, clear = transparent_collision(m)
+            if own.any():
+                batch.expand("geom_rgba")[:, own, 3] = _ALPHA
+            if clear.size:
+                batch.expand("mat_rgba")[:, clear, 3] = _ALPHA
         planes = np.flatnonzero(self.collides & (np.asarray(m.geom_type) == int(mujoco.mjtGeom.mjGEOM_PLANE)))
         d = mujoco.MjData(m)
         mujoco.mj_kinematics(m, d)  # planes live on static bodies: their frames do not depend on the state
@@ -60,14 +80,17 @@ class RayGeoms:
         self.plane_pos = np.array(d.geom_xpos[planes], np.float64)  # (P, 3)
         self.plane_normal = np.array(d.geom_xmat[planes], np.float64).reshape(-1, 3, 3)[:, :, 2]  # local z
 
-    def cast(self, batch: Any, pnt: np.ndarray, vec: np.ndarray, exclude_body: int) -> np.ndarray:
-        """``(N, R)`` distance to the first collision geom along each unit ray; -1 for a miss."""
+    def cast(self, ray: Any, pnt: np.ndarray, vec: np.ndarray, exclude_body: int) -> np.ndarray:
+        """``(N, R)`` distance to the first collision geom along each unit ray; -1 for a miss.
+
+        ``ray(pnt, vec, bodyexclude=...) -> (dist, geom)``: an ``mj_ray`` for every env (``Batch.ray``),
+        numpy ``(N, R)`` each, ``geom`` -1 for a miss."""
         origin = pnt
         total = np.zeros(pnt.shape[:2])
         result = np.full(pnt.shape[:2], np.inf)
         todo = np.ones(pnt.shape[:2], bool)
         for _ in range(PASSES):
-            dist, geom = batch.ray(pnt, vec, bodyexclude=exclude_body)
+            dist, geom = ray(pnt, vec, bodyexclude=exclude_body)
             hit = todo & (geom >= 0)
             solid = hit & self.collides[np.maximum(geom, 0)]
             result[solid] = total[solid] + dist[solid]
