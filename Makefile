@@ -8,9 +8,10 @@ PYTHON     ?= python3
 VENV       ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 SIM        ?= mujoco
-# the backends `make test` runs the conformance suite against (motrix: the plugin in plugins/motrix,
+# the backends `make test` runs the conformance suite against (mjwarp: on warp's CPU device; motrix: the
+# plugin in plugins/motrix,
 # installed as a third party would install it)
-SIMS       ?= mujoco sapien motrix
+SIMS       ?= mujoco sapien mjwarp motrix
 # CPU PhysX holds one scene per env (at most 1000 per process): a smaller demo batch there
 DEMO_ENVS  ?= $(if $(filter sapien,$(SIM)),256,1024)
 # the extra `make demo` installs: the engine's own (motrix is a plugin: the full set-up)

@@ -113,3 +113,17 @@ def test_gymnasium_models_load_and_behave(path: Path):
             assert not info["diverged"].any()
         assert torch.isfinite(sim.get_qpos()).all() and torch.isfinite(sim.get_qvel()).all()
         assert not torch.equal(sim.get_qpos(), q0), "random control should move the model"
+
+
+def test_actuator_with_several_controls_is_refused_by_name(tmp_path: Path) -> None:
+    """MuJoCo 4's pid actuator takes two controls (nu = 2 for one actuator); the contract has one ctrl
+    column per actuator: refused naming the actuator, on every backend (the front end's model info)."""
+    from simbackend import make_backend
+
+    xml = tmp_path / "pid.xml"
+    xml.write_text(
+        """<mujoco><worldbody><body name="b"><joint name="j" type="hinge"/><geom size="0.1"/></body></worldbody>
+        <actuator><pid name="servo" joint="j" kp="1"/></actuator></mujoco>"""
+    )
+    with pytest.raises(ModelLoadError, match=r"actuator 'servo' takes 2 controls"):
+        make_backend("mujoco", xml, 1)

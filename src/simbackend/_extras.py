@@ -16,6 +16,8 @@ from simbackend.errors import MissingExtraError
 EXTRAS = {
     "mujoco": ("mujoco", "mujoco"),
     "sapien": ("sapien", "sapien"),
+    "warp": ("warp-lang", "mjwarp"),
+    "mujoco_warp": ("mujoco-warp", "mjwarp"),
     "h5py": ("h5py", "playback"),
     "imageio": ("imageio", "playback"),
     "imageio_ffmpeg": ("imageio-ffmpeg", "playback"),

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from simbackend.errors import ModelLoadError
 from simbackend.model_info import ModelInfo
 from simbackend.models.mujoco_extra import import_mujoco
 
@@ -38,6 +39,17 @@ def model_info(m: mujoco.MjModel) -> ModelInfo:
     unlimited = ~np.asarray(m.jnt_limited, dtype=bool)
     jnt_range[unlimited] = (-np.inf, np.inf)
 
+    # MuJoCo 4 lets one actuator take several controls (``pid``: ``actuator_ctrlnum``); the contract's
+    # ctrl has one column per actuator
+    nact = int(getattr(m, "nactuator", m.nu))
+    ctrlnum = np.asarray(getattr(m, "actuator_ctrlnum", np.ones(nact)), dtype=np.int64)
+    if nact != m.nu or (ctrlnum != 1).any():
+        a = int(np.flatnonzero(ctrlnum != 1)[0]) if (ctrlnum != 1).any() else 0
+        name = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_ACTUATOR, a) or f"actuator{a}"
+        raise ModelLoadError(
+            f"actuator {name!r} takes {int(ctrlnum[a])} controls; the contract has one ctrl column per actuator,"
+            " so actuators with several controls (e.g. pid) are not supported"
+        )
     ctrl_range = np.array(m.actuator_ctrlrange, dtype=np.float64).reshape(m.nu, 2)
     ctrl_range[~np.asarray(m.actuator_ctrllimited, dtype=bool)] = (-np.inf, np.inf)
 

@@ -1,0 +1,512 @@
+"""The MuJoCo Warp engine: ``mujoco_warp`` ``Model``/``Data`` with one world per env.
+
+MuJoCo Warp compiles the same MJCF with MuJoCo's compiler and runs MuJoCo's
+pipeline as warp kernels, on a CUDA GPU or on warp's CPU device. Design points
+(see docs/engines.md, "The MuJoCo Warp backend"):
+
+* **Zero-copy state.** ``qpos``, ``qvel``, ``ctrl``, ``xfrc_applied`` and every
+  derived array are torch views of the warp arrays (``wp.to_torch``) on the
+  engine's device; ``read_state`` returns the live views (the front end copies).
+  Reals are float32, MuJoCo Warp's precision.
+* **No host synchronisation** in ``step``, ``write_state`` or the getters:
+  clamping, body-force shifts, the pre-call copy for ``revert`` and the masked
+  restore are device-side torch/warp operations. On CUDA, ``step`` replays a
+  CUDA graph of one substep (captured at the first call, recaptured after
+  model fields change); on the CPU it launches the kernels directly.
+* **Derived quantities on demand**, as in the MuJoCo engine: a call that changes
+  the state marks them stale, and the first getter that needs one runs
+  ``mujoco_warp.forward`` for every world (forward writes no state: the warm
+  start is written only by the integrator).
+* **Divergence**: the front end applies the contract's rule on the state rows;
+  MuJoCo Warp raises no per-world failure of its own (a NaN state is caught by
+  the rule). Its contact and constraint buffers (``nconmax``, ``njmax`` per
+  world) are sized from the model; an overflow (more contacts than the buffer)
+  drops contacts, so the buffers can be enlarged with the ``mjwarp`` option block.
+* **Per-env model fields** (domain randomization) are model arrays given a
+  leading world dimension at construction (``put_model(batch_sizes=...)``);
+  derived constants are recomputed by ``mujoco_warp.set_const``, as the MuJoCo
+  engine's ``mj_setConst``.
+* **Snapshots** are MuJoCo's integration state (``mjSTATE_INTEGRATION``),
+  read and written by ``mujoco_warp.get_state``/``set_state``, float32 values
+  stored exactly in the float64 rows.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import mujoco
+import numpy as np
+import torch
+
+from simbackend.backends.mujoco.engine import compiled_model_fields
+from simbackend.backends.mujoco.rays import ALPHA, RayGeoms, transparent_collision
+from simbackend.capabilities import Capabilities
+from simbackend.engine import BodyForces, Engine, EngineBuild
+from simbackend.errors import InvalidArgumentError, ModelLoadError
+from simbackend.math import cross, quat_mul
+from simbackend.options import EngineOption, check_bool, check_choice, check_int, check_positive_float
+
+from .warp_env import import_warp
+
+wp, mjw = import_warp()
+
+_INTEGRATORS = {"euler": "mjINT_EULER", "implicitfast": "mjINT_IMPLICITFAST", "rk4": "mjINT_RK4"}
+_SOLVERS = {"cg": "mjSOL_CG", "newton": "mjSOL_NEWTON"}
+#: the contract's per-env model fields -> MuJoCo Warp model arrays given a world dimension
+_DR_FIELDS = {
+    "body_mass": "body_mass",
+    "body_com": "body_ipos",
+    "body_inertia": "body_inertia",
+    "geom_friction": "geom_friction",
+    "dof_damping": "dof_damping",
+    "dof_armature": "dof_armature",
+    "dof_frictionloss": "dof_frictionloss",
+    "gravity": "opt.gravity",
+}
+#: fields whose derived constants set_const computes
+_SETCONST_FIELDS = frozenset({"body_mass", "body_com", "body_inertia", "dof_armature"})
+#: model arrays set_const writes from the fields above: batched with them, so that each world keeps its own
+_DERIVED = ("body_subtreemass", "body_invweight0", "dof_invweight0", "tendon_invweight0", "actuator_acc0")
+_DR_TERMS = (
+    "body_mass",
+    "body_com",
+    "body_inertia",
+    "geom_friction",
+    "actuator_kp",
+    "actuator_kv",
+    "joint_damping",
+    "joint_armature",
+    "joint_frictionloss",
+    "gravity",
+)
+_ALL_SENSOR_TYPES = frozenset(
+    name[len("mjSENS_") :].lower()
+    for name in mujoco.mjtSensor.__members__
+    if name.startswith("mjSENS_") and name not in ("mjSENS_USER", "mjSENS_PLUGIN")
+)
+_INTEGRATION = int(mujoco.mjtState.mjSTATE_INTEGRATION)
+
+
+def _check_optional_int(value: Any, argument: str) -> int | None:
+    return None if value is None else check_int(value, argument, minimum=1)
+
+
+class MJWarpEngine(Engine):
+    """MuJoCo Warp: every env one world of a ``mujoco_warp`` ``Data``, float32, on CPU or CUDA.
+
+    Options: the common ones (``solver_iterations``, ``timestep``, the model
+    options; ``nthread`` is not used: warp's CPU device runs the kernels) and the
+    block ``mjwarp={...}`` with ``integrator`` (euler, implicitfast, rk4),
+    ``solver`` (cg, newton), ``tolerance``, ``nconmax`` and ``njmax`` (contacts
+    and constraint rows per world; ``None``: MuJoCo Warp's sizing from the
+    model) and ``graph`` (capture ``step`` in a CUDA graph on a GPU).
+    ``device="cpu"`` runs on warp's CPU device, ``"cuda[:i]"`` on that GPU.
+    """
+
+    name = "mjwarp"
+    dtype = torch.float32
+    devices = ("cpu", "cuda")
+    options = {
+        "integrator": EngineOption(None, check_choice(*_INTEGRATORS), "numerical integrator (model's if unset)"),
+        "solver": EngineOption(None, check_choice(*_SOLVERS), "constraint solver (model's if unset)"),
+        "tolerance": EngineOption(None, check_positive_float, "solver tolerance (model's if unset)"),
+        "nconmax": EngineOption(None, _check_optional_int, "contacts per world (MuJoCo Warp's sizing if unset)"),
+        "njmax": EngineOption(None, _check_optional_int, "constraint rows per world (MuJoCo Warp's if unset)"),
+        "graph": EngineOption(True, check_bool, "replay step as a CUDA graph on a GPU"),
+    }
+
+    def __init__(self, build: EngineBuild):
+        super().__init__(build)
+        n = self.num_envs
+        opts = build.options
+        e = opts.engine
+        mjm = self.model = copy.copy(build.info.compiled)
+        self._apply_options(opts)
+        gravity_off = int(mujoco.mjtDisableBit.mjDSBL_GRAVITY)
+        if mjm.opt.disableflags & gravity_off:  # as the MuJoCo engine: the gravity field is what is applied
+            mjm.opt.gravity[:] = 0.0
+            mjm.opt.disableflags &= ~gravity_off
+        own, clear = transparent_collision(mjm)  # rays see transparent collision geoms (see .rays)
+        mjm.geom_rgba[own, 3] = ALPHA
+        mjm.mat_rgba[clear, 3] = ALPHA
+        dev = build.device
+        self.wp_device = wp.get_device("cpu" if dev.type == "cpu" else f"cuda:{dev.index or 0}")
+        # a randomized centre of mass moves a body's inertial frame off its frame: never assume they coincide
+        mjm.body_sameframe[:] = 0
+        batched = {f for f in _DR_FIELDS.values() if not f.startswith("opt.")} | set(_DERIVED)
+        batched |= {"actuator_gainprm", "actuator_biasprm"}
+        announce = not _compiled_before(mjm)
+        t0 = time.perf_counter()
+        if announce:
+            print(
+                f"[simbackend] mjwarp: compiling MuJoCo Warp kernels for this model on {self.wp_device}"
+                f" (once per model; cached in {wp.config.kernel_cache_dir})",
+                file=sys.stderr,
+                flush=True,
+            )
+        problem = _unsupported(mjm)
+        if problem:
+            raise ModelLoadError(
+                f"the mjwarp backend cannot build this model: {problem}; MuJoCo Warp has no support for it"
+            )
+        with wp.ScopedDevice(self.wp_device):
+            try:
+                self.m = mjw.put_model(mjm, batch_sizes={name: n for name in batched})
+            except (NotImplementedError, ValueError) as err:
+                raise ModelLoadError(
+                    f"the mjwarp backend cannot build this model: {' '.join(str(err).split())}"
+                ) from None
+            # per-world gravity: model option arrays are indexed world % length, as batched fields are
+            self.m.opt.gravity = wp.array(np.tile(np.asarray(mjm.opt.gravity, np.float32), (n, 1)), dtype=wp.vec3)
+            try:
+                self.d = mjw.make_data(mjm, nworld=n, nconmax=e["nconmax"], njmax=e["njmax"])
+            except (MemoryError, ValueError, RuntimeError) as err:
+                raise InvalidArgumentError(
+                    f"num_envs: {n} worlds of this model cannot be allocated ({' '.join(str(err).split())})"
+                ) from None
+            mjw.forward(self.m, self.d)  # compiles the kernels (or loads them from the cache)
+        if announce:
+            _mark_compiled(mjm)
+            print(f"[simbackend] mjwarp: kernels ready in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        d = self.d
+        t = wp.to_torch
+        self._qpos, self._qvel, self._ctrl, self._xfrc = t(d.qpos), t(d.qvel), t(d.ctrl), t(d.xfrc_applied)
+        self._warmstart = t(d.qacc_warmstart)
+        self._stale = False
+        self._nstate = int(mujoco.mj_stateSize(mjm, _INTEGRATION))
+        self._saved_wp = wp.zeros((n, self._nstate), dtype=float, device=self.wp_device)
+        self._saved = False
+        lo, hi = np.array(self.info.actuator_ctrl_range, np.float32).T
+        self._ctrl_lo = torch.as_tensor(lo, dtype=torch.float32, device=dev)
+        self._ctrl_hi = torch.as_tensor(hi, dtype=torch.float32, device=dev)
+        self._site_body = np.asarray(mjm.site_bodyid, np.int64)
+        self._site_quat = torch.as_tensor(np.asarray(mjm.site_quat), dtype=torch.float32, device=dev)
+        self._body_root = torch.as_tensor(np.array(self.info.body_root, np.int64), device=dev)
+        self._graph: Any = None
+        self._graph_ok = dev.type == "cuda" and bool(e["graph"])
+        self._ray_geoms: RayGeoms | None = None
+        self._jac: tuple[Any, Any] | None = None
+
+    def _apply_options(self, opts: Any) -> None:
+        o = self.model.opt
+        if opts.solver_iterations is not None:
+            o.iterations = opts.solver_iterations
+        e = opts.engine
+        if e["integrator"] is not None:
+            o.integrator = int(getattr(mujoco.mjtIntegrator, _INTEGRATORS[e["integrator"]]))
+        if e["solver"] is not None:
+            o.solver = int(getattr(mujoco.mjtSolver, _SOLVERS[e["solver"]]))
+        if e["tolerance"] is not None:
+            o.tolerance = e["tolerance"]
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            gpu=self.device.type == "cuda",
+            domain_randomization=frozenset(f"{t}:{p}" for t in _DR_TERMS for p in ("init", "reset", "interval")),
+            actuator_kinds=frozenset({"motor", "position", "velocity", "other"}),
+            sensor_types=_ALL_SENSOR_TYPES,
+            rendering=True,  # MuJoCo's renderer draws the compiled model (simbackend.playback)
+            ray_casting=True,
+            snapshot_restore=True,
+            # warp's CPU kernels run in a fixed order; on a GPU, atomic sums may reorder between runs
+            snapshot_exact=self.device.type == "cpu",
+            deterministic=self.device.type == "cpu",
+        )
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        return ("MuJoCo Warp computes in float32 (C MuJoCo: float64)",)
+
+    # -- derived quantities ------------------------------------------------------
+    def _refresh(self) -> None:
+        if self._stale:
+            with wp.ScopedDevice(self.wp_device):
+                mjw.forward(self.m, self.d)
+            self._stale = False
+
+    def _field(self, name: str) -> torch.Tensor:
+        self._refresh()
+        return wp.to_torch(getattr(self.d, name))
+
+    # -- state -----------------------------------------------------------------
+    def read_state(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._qpos, self._qvel
+
+    def write_state(self, env_ids: np.ndarray, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
+        ids = torch.as_tensor(env_ids, device=self.device)
+        self._qpos[ids] = qpos.to(self._qpos)
+        self._qvel[ids] = qvel.to(self._qvel)
+        self._warmstart[ids] = 0.0
+        self._stale = True
+
+    # -- frames ------------------------------------------------------------------
+    def body_pose(self, ids: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._field("xpos")[:, ids], self._field("xquat")[:, ids]
+
+    def body_velocity(self, ids: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """``cvel`` is ``[ang, lin]`` at the subtree centre of mass of each body's root: shifted to the frame origin."""
+        cvel = self._field("cvel")[:, ids]
+        com = self._field("subtree_com")[:, self._body_root[torch.as_tensor(ids, device=self.device)]]
+        ang = cvel[..., :3]
+        return cvel[..., 3:] + cross(ang, self._field("xpos")[:, ids] - com), ang
+
+    def site_pose(self, ids: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        body_q = self._field("xquat")[:, self._site_body[ids]]
+        local = self._site_quat[torch.as_tensor(ids, device=self.device)].expand(self.num_envs, -1, -1)
+        return self._field("site_xpos")[:, ids], quat_mul(body_q, local)
+
+    def site_jacobian(self, site_id: int, cols: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        self._refresh()
+        n, nv = self.num_envs, int(self.model.nv)
+        if self._jac is None:
+            self._jac = (
+                wp.zeros((n, 3, nv), dtype=float, device=self.wp_device),
+                wp.zeros((n, 3, nv), dtype=float, device=self.wp_device),
+            )
+        jacp, jacr = self._jac
+        point = wp.from_torch(self._field("site_xpos")[:, site_id].contiguous(), dtype=wp.vec3)
+        body = wp.full(n, int(self._site_body[site_id]), dtype=int, device=self.wp_device)
+        with wp.ScopedDevice(self.wp_device):
+            mjw.jac(self.m, self.d, jacp, jacr, point, body)
+        c = torch.as_tensor(cols, device=self.device)
+        return wp.to_torch(jacp)[:, :, c], wp.to_torch(jacr)[:, :, c]
+
+    def sensor(self, sensor_id: int) -> torch.Tensor:
+        adr, dim = int(self.info.sensor_adr[sensor_id]), int(self.info.sensor_dim[sensor_id])
+        return self._field("sensordata")[:, adr : adr + dim]
+
+    # -- per-env model fields -------------------------------------------------------
+    def _model_array(self, name: str) -> torch.Tensor:
+        """``(N, ...)`` torch view of a batched model array (``opt.gravity`` included)."""
+        owner = self.m.opt if name.startswith("opt.") else self.m
+        return wp.to_torch(getattr(owner, name.split(".")[-1]))
+
+    def write_params(self, env_ids: np.ndarray, values: Mapping[str, np.ndarray]) -> None:
+        ids = torch.as_tensor(env_ids, device=self.device)
+        info = self.info
+
+        def rows(v: np.ndarray) -> torch.Tensor:
+            return torch.as_tensor(v, dtype=torch.float32, device=self.device)
+
+        for name, v in values.items():
+            if name in ("actuator_kp", "actuator_kv"):
+                gain, bias = self._model_array("actuator_gainprm"), self._model_array("actuator_biasprm")
+                r = rows(v)
+                for a, kind in enumerate(info.actuator_kind):
+                    if name == "actuator_kp" and kind == "position":
+                        gain[ids, a, 0] = r[:, a]
+                        bias[ids, a, 1] = -r[:, a]
+                    elif name == "actuator_kv" and kind == "position":
+                        bias[ids, a, 2] = -r[:, a]
+                    elif name == "actuator_kv" and kind == "velocity":
+                        gain[ids, a, 0] = r[:, a]
+                        bias[ids, a, 2] = -r[:, a]
+            else:
+                self._model_array(_DR_FIELDS[name])[ids] = rows(v)
+        if _SETCONST_FIELDS.intersection(values):
+            with wp.ScopedDevice(self.wp_device):
+                mjw.set_const(self.m, self.d)
+        self._graph = None  # a captured graph may hold the old arrays' launch parameters
+        self._stale = True
+
+    def read_params(self, field: str) -> np.ndarray:
+        if field in ("actuator_kp", "actuator_kv"):
+            gain = self._model_array("actuator_gainprm").double().cpu().numpy()
+            bias = self._model_array("actuator_biasprm").double().cpu().numpy()
+            out = np.zeros((self.num_envs, self.info.nu))
+            for a, kind in enumerate(self.info.actuator_kind):
+                if field == "actuator_kp" and kind == "position":
+                    out[:, a] = gain[:, a, 0]
+                elif field == "actuator_kv" and kind in ("position", "velocity"):
+                    out[:, a] = -bias[:, a, 2]
+            return out
+        return self._model_array(_DR_FIELDS[field]).double().cpu().numpy()
+
+    def model_fields(self) -> dict[str, np.ndarray]:
+        return compiled_model_fields(self.model, self.info)
+
+    # -- rays --------------------------------------------------------------------
+    def _ray(self, pnt: np.ndarray, vec: np.ndarray, bodyexclude: int) -> tuple[np.ndarray, np.ndarray]:
+        n, r = pnt.shape[:2]
+        with wp.ScopedDevice(self.wp_device):
+            p = wp.array(pnt.astype(np.float32), dtype=wp.vec3)
+            v = wp.array(vec.astype(np.float32), dtype=wp.vec3)
+            dist = wp.empty((n, r), dtype=float)
+            geom = wp.empty((n, r), dtype=int)
+            normal = wp.empty((n, r), dtype=wp.vec3)
+            exclude = wp.full(r, int(bodyexclude), dtype=int)
+            groups = wp.types.vector(6, dtype=int)(*([-1] * 6))  # every geom group
+            mjw.rays(self.m, self.d, p, v, groups, True, exclude, dist, geom, normal)
+        return dist.numpy().astype(np.float64), geom.numpy()
+
+    def cast_rays(self, origins: torch.Tensor, directions: torch.Tensor, exclude_body: int) -> np.ndarray:
+        self._refresh()  # rays read the geoms' current poses
+        if self._ray_geoms is None:
+            self._ray_geoms = RayGeoms(self.model)
+        o = origins.cpu().numpy().astype(np.float64)
+        v = directions.cpu().numpy().astype(np.float64)
+        return self._ray_geoms.cast(self._ray, o, v, exclude_body)
+
+    # -- snapshots: MuJoCo's integration state ---------------------------------------
+    @property
+    def state_width(self) -> int:
+        return self._nstate
+
+    def _state_columns(self, name: str) -> slice:
+        """Columns of ``qpos`` or ``qvel`` in an integration state row (components in mjtState bit order)."""
+        start = 0
+        for bit in range(int(mujoco.mjtState.mjNSTATE)):
+            flag = 1 << bit
+            if not _INTEGRATION & flag:
+                continue
+            size = int(mujoco.mj_stateSize(self.model, flag))
+            if flag == int(getattr(mujoco.mjtState, f"mjSTATE_{name.upper()}")):
+                return slice(start, start + size)
+            start += size
+        raise KeyError(name)
+
+    def _get_state(self, out: Any) -> None:
+        with wp.ScopedDevice(self.wp_device):
+            mjw.get_state(self.m, self.d, out, _INTEGRATION)
+
+    def _set_state(self, rows: Any, active: torch.Tensor | None) -> None:
+        mask = None if active is None else wp.from_torch(active.to(torch.bool).contiguous(), dtype=wp.bool)
+        with wp.ScopedDevice(self.wp_device):
+            mjw.set_state(self.m, self.d, rows, _INTEGRATION, mask)
+        self._stale = True
+
+    def save_state(self, env_ids: np.ndarray) -> torch.Tensor:
+        out = wp.zeros((self.num_envs, self._nstate), dtype=float, device=self.wp_device)
+        self._get_state(out)
+        return wp.to_torch(out)[torch.as_tensor(env_ids, device=self.device)].double()
+
+    def check_saved(self, env_ids: np.ndarray, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        big = rows.abs() > float(np.finfo(np.float32).max)
+        if bool(big.any()):
+            bad = sorted({int(env_ids[i]) for i in torch.nonzero(big.any(dim=1)).flatten().tolist()})
+            raise InvalidArgumentError(f"state: values beyond float32's range in env ids {bad}")
+        return rows[:, self._state_columns("qpos")], rows[:, self._state_columns("qvel")]
+
+    def restore_state(self, env_ids: np.ndarray, rows: torch.Tensor) -> None:
+        full = torch.zeros((self.num_envs, self._nstate), dtype=torch.float32, device=self.device)
+        ids = torch.as_tensor(env_ids, device=self.device)
+        full[ids] = rows.to(full)
+        active = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        active[ids] = True
+        self._set_state(wp.from_torch(full), active)
+
+    # -- stepping -------------------------------------------------------------------
+    def _substep(self) -> None:
+        mjw.step(self.m, self.d)
+
+    def _launch(self, nsteps: int) -> None:
+        with wp.ScopedDevice(self.wp_device):
+            if not self._graph_ok:
+                for _ in range(nsteps):
+                    self._substep()
+                return
+            if self._graph is None:
+                with wp.ScopedCapture() as capture:
+                    self._substep()
+                self._graph = capture.graph
+            for _ in range(nsteps):
+                wp.capture_launch(self._graph)
+
+    def step(self, ctrl: torch.Tensor, nsteps: int, forces: BodyForces | None) -> None:
+        self._saved = False
+        torch.clamp(ctrl.to(self._ctrl), self._ctrl_lo, self._ctrl_hi, out=self._ctrl)
+        self._get_state(self._saved_wp)
+        self._saved = True
+        self._stale = True
+        if forces is None:
+            self._launch(nsteps)
+            return None
+        b = torch.as_tensor(forces.bodies, device=self.device)
+        force, torque = forces.force.to(self._xfrc), forces.torque.to(self._xfrc)
+        try:  # MuJoCo applies xfrc at the centre of mass: shift the torque at every substep's pose
+            for _ in range(nsteps):
+                self._stale = True
+                lever = self._field("xpos")[:, b] - self._field("xipos")[:, b]
+                self._xfrc[:, b, :3] = force
+                self._xfrc[:, b, 3:] = torque + cross(lever, force)
+                self._launch(1)
+                self._stale = True
+        finally:
+            self._xfrc[:, b] = 0.0
+        return None
+
+    def revert(self, envs: torch.Tensor) -> None:
+        if not self._saved:
+            return
+        self._set_state(self._saved_wp, envs.to(self.device))
+
+    def close(self) -> None:
+        for k in ("m", "d", "_qpos", "_qvel", "_ctrl", "_xfrc", "_warmstart", "_saved_wp", "_graph", "_jac"):
+            self.__dict__.pop(k, None)
+
+
+# -- what MuJoCo Warp refuses, named by element ----------------------------------------
+def _unsupported(mjm: Any) -> str | None:
+    """The first element of ``mjm`` that ``mujoco_warp.put_model`` would refuse, named; ``None`` if none.
+
+    The element types MuJoCo Warp declares (its ``types`` enums) are checked per element, so the message
+    names the element (``put_model``'s own names only the type); the rest is left to ``put_model``."""
+    from mujoco_warp._src import types as T
+
+    checks = (
+        ("actuator", mujoco.mjtObj.mjOBJ_ACTUATOR, "transmission", mjm.actuator_trntype, T.TrnType, mujoco.mjtTrn),
+        ("actuator", mujoco.mjtObj.mjOBJ_ACTUATOR, "dynamics", mjm.actuator_dyntype, T.DynType, mujoco.mjtDyn),
+        ("actuator", mujoco.mjtObj.mjOBJ_ACTUATOR, "gain", mjm.actuator_gaintype, T.GainType, mujoco.mjtGain),
+        ("actuator", mujoco.mjtObj.mjOBJ_ACTUATOR, "bias", mjm.actuator_biastype, T.BiasType, mujoco.mjtBias),
+        ("equality", mujoco.mjtObj.mjOBJ_EQUALITY, "type", mjm.eq_type, T.EqType, mujoco.mjtEq),
+        ("geom", mujoco.mjtObj.mjOBJ_GEOM, "type", mjm.geom_type, T.GeomType, mujoco.mjtGeom),
+        ("sensor", mujoco.mjtObj.mjOBJ_SENSOR, "type", mjm.sensor_type, T.SensorType, mujoco.mjtSensor),
+    )
+    for kind, obj, what, values, supported, names in checks:
+        bad = np.flatnonzero(~np.isin(np.asarray(values), [int(v) for v in supported]))
+        if bad.size:
+            i = int(bad[0])
+            name = mujoco.mj_id2name(mjm, obj, i) or f"{kind}{i}"
+            return f"{kind} {name!r}: {what} {names(int(np.asarray(values)[i])).name}"
+    for what, value, supported, names in (
+        ("integrator", mjm.opt.integrator, T.IntegratorType, mujoco.mjtIntegrator),
+        ("cone", mjm.opt.cone, T.ConeType, mujoco.mjtCone),
+        ("solver", mjm.opt.solver, T.SolverType, mujoco.mjtSolver),
+    ):
+        if int(value) not in {int(v) for v in supported}:
+            hint = f" (choose another with mjwarp={{'{what}': ...}})" if what != "cone" else ""
+            return f"option {what} {names(int(value)).name}{hint}"
+    return None
+
+
+# -- the first-compile message ---------------------------------------------------------
+def _marker(mjm: Any) -> str:
+    import hashlib
+
+    from simbackend.models import model_to_bytes
+
+    digest = hashlib.sha1(model_to_bytes(mjm)).hexdigest()[:16]
+    return os.path.join(str(wp.config.kernel_cache_dir), "simbackend", digest)
+
+
+def _compiled_before(mjm: Any) -> bool:
+    try:
+        return os.path.exists(_marker(mjm))
+    except Exception:  # noqa: BLE001 - the message is a courtesy: never fail a build for it
+        return True
+
+
+def _mark_compiled(mjm: Any) -> None:
+    try:
+        path = _marker(mjm)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        open(path, "w").close()
+    except OSError:
+        pass
