@@ -44,7 +44,17 @@ import mujoco
 import numpy as np
 import torch
 
-from simbackend.backends.mujoco.engine import compiled_model_fields
+from simbackend.backends.mujoco.pipeline import (
+    ALL_SENSOR_TYPES,
+    DR_CAPABILITIES,
+    DR_FIELDS,
+    SETCONST_FIELDS,
+    apply_options,
+    compiled_model_fields,
+    fold_disabled_gravity,
+    read_gains,
+    write_gains,
+)
 from simbackend.backends.mujoco.rays import ALPHA, RayGeoms, transparent_collision
 from simbackend.capabilities import Capabilities
 from simbackend.engine import BodyForces, Engine, EngineBuild
@@ -58,38 +68,8 @@ wp, mjw = import_warp()
 
 _INTEGRATORS = {"euler": "mjINT_EULER", "implicitfast": "mjINT_IMPLICITFAST", "rk4": "mjINT_RK4"}
 _SOLVERS = {"cg": "mjSOL_CG", "newton": "mjSOL_NEWTON"}
-#: the contract's per-env model fields -> MuJoCo Warp model arrays given a world dimension
-_DR_FIELDS = {
-    "body_mass": "body_mass",
-    "body_com": "body_ipos",
-    "body_inertia": "body_inertia",
-    "geom_friction": "geom_friction",
-    "dof_damping": "dof_damping",
-    "dof_armature": "dof_armature",
-    "dof_frictionloss": "dof_frictionloss",
-    "gravity": "opt.gravity",
-}
-#: fields whose derived constants set_const computes
-_SETCONST_FIELDS = frozenset({"body_mass", "body_com", "body_inertia", "dof_armature"})
-#: model arrays set_const writes from the fields above: batched with them, so that each world keeps its own
+#: model arrays set_const writes from the randomized fields: batched with them, so that each world keeps its own
 _DERIVED = ("body_subtreemass", "body_invweight0", "dof_invweight0", "tendon_invweight0", "actuator_acc0")
-_DR_TERMS = (
-    "body_mass",
-    "body_com",
-    "body_inertia",
-    "geom_friction",
-    "actuator_kp",
-    "actuator_kv",
-    "joint_damping",
-    "joint_armature",
-    "joint_frictionloss",
-    "gravity",
-)
-_ALL_SENSOR_TYPES = frozenset(
-    name[len("mjSENS_") :].lower()
-    for name in mujoco.mjtSensor.__members__
-    if name.startswith("mjSENS_") and name not in ("mjSENS_USER", "mjSENS_PLUGIN")
-)
 _INTEGRATION = int(mujoco.mjtState.mjSTATE_INTEGRATION)
 
 
@@ -127,11 +107,8 @@ class MJWarpEngine(Engine):
         opts = build.options
         e = opts.engine
         mjm = self.model = copy.copy(build.info.compiled)
-        self._apply_options(opts)
-        gravity_off = int(mujoco.mjtDisableBit.mjDSBL_GRAVITY)
-        if mjm.opt.disableflags & gravity_off:  # as the MuJoCo engine: the gravity field is what is applied
-            mjm.opt.gravity[:] = 0.0
-            mjm.opt.disableflags &= ~gravity_off
+        apply_options(mjm, opts, _INTEGRATORS, _SOLVERS)
+        fold_disabled_gravity(mjm)  # as the MuJoCo engine: the gravity field is what is applied
         own, clear = transparent_collision(mjm)  # rays see transparent collision geoms (see .rays)
         mjm.geom_rgba[own, 3] = ALPHA
         mjm.mat_rgba[clear, 3] = ALPHA
@@ -139,7 +116,7 @@ class MJWarpEngine(Engine):
         self.wp_device = wp.get_device("cpu" if dev.type == "cpu" else f"cuda:{dev.index or 0}")
         # a randomized centre of mass moves a body's inertial frame off its frame: never assume they coincide
         mjm.body_sameframe[:] = 0
-        batched = {f for f in _DR_FIELDS.values() if not f.startswith("opt.")} | set(_DERIVED)
+        batched = {f for f in DR_FIELDS.values() if not f.startswith("opt.")} | set(_DERIVED)
         batched |= {"actuator_gainprm", "actuator_biasprm"}
         announce = not _compiled_before(mjm)
         t0 = time.perf_counter()
@@ -193,25 +170,13 @@ class MJWarpEngine(Engine):
         self._ray_geoms: RayGeoms | None = None
         self._jac: tuple[Any, Any] | None = None
 
-    def _apply_options(self, opts: Any) -> None:
-        o = self.model.opt
-        if opts.solver_iterations is not None:
-            o.iterations = opts.solver_iterations
-        e = opts.engine
-        if e["integrator"] is not None:
-            o.integrator = int(getattr(mujoco.mjtIntegrator, _INTEGRATORS[e["integrator"]]))
-        if e["solver"] is not None:
-            o.solver = int(getattr(mujoco.mjtSolver, _SOLVERS[e["solver"]]))
-        if e["tolerance"] is not None:
-            o.tolerance = e["tolerance"]
-
     @property
     def capabilities(self) -> Capabilities:
         return Capabilities(
             gpu=self.device.type == "cuda",
-            domain_randomization=frozenset(f"{t}:{p}" for t in _DR_TERMS for p in ("init", "reset", "interval")),
+            domain_randomization=DR_CAPABILITIES,
             actuator_kinds=frozenset({"motor", "position", "velocity", "other"}),
-            sensor_types=_ALL_SENSOR_TYPES,
+            sensor_types=ALL_SENSOR_TYPES,
             rendering=True,  # MuJoCo's renderer draws the compiled model (simbackend.playback)
             ray_casting=True,
             snapshot_restore=True,
@@ -298,19 +263,10 @@ class MJWarpEngine(Engine):
         for name, v in values.items():
             if name in ("actuator_kp", "actuator_kv"):
                 gain, bias = self._model_array("actuator_gainprm"), self._model_array("actuator_biasprm")
-                r = rows(v)
-                for a, kind in enumerate(info.actuator_kind):
-                    if name == "actuator_kp" and kind == "position":
-                        gain[ids, a, 0] = r[:, a]
-                        bias[ids, a, 1] = -r[:, a]
-                    elif name == "actuator_kv" and kind == "position":
-                        bias[ids, a, 2] = -r[:, a]
-                    elif name == "actuator_kv" and kind == "velocity":
-                        gain[ids, a, 0] = r[:, a]
-                        bias[ids, a, 2] = -r[:, a]
+                write_gains(gain, bias, ids, name, rows(v), info.actuator_kind)
             else:
-                self._model_array(_DR_FIELDS[name])[ids] = rows(v)
-        if _SETCONST_FIELDS.intersection(values):
+                self._model_array(DR_FIELDS[name])[ids] = rows(v)
+        if SETCONST_FIELDS.intersection(values):
             with wp.ScopedDevice(self.wp_device):
                 mjw.set_const(self.m, self.d)
         self._graph = None  # a captured graph may hold the old arrays' launch parameters
@@ -320,14 +276,8 @@ class MJWarpEngine(Engine):
         if field in ("actuator_kp", "actuator_kv"):
             gain = self._model_array("actuator_gainprm").double().cpu().numpy()
             bias = self._model_array("actuator_biasprm").double().cpu().numpy()
-            out = np.zeros((self.num_envs, self.info.nu))
-            for a, kind in enumerate(self.info.actuator_kind):
-                if field == "actuator_kp" and kind == "position":
-                    out[:, a] = gain[:, a, 0]
-                elif field == "actuator_kv" and kind in ("position", "velocity"):
-                    out[:, a] = -bias[:, a, 2]
-            return out
-        return self._model_array(_DR_FIELDS[field]).double().cpu().numpy()
+            return read_gains(gain, bias, field, self.info.actuator_kind)
+        return self._model_array(DR_FIELDS[field]).double().cpu().numpy()
 
     def model_fields(self) -> dict[str, np.ndarray]:
         return compiled_model_fields(self.model, self.info)

@@ -39,9 +39,21 @@ from mujoco import batch as mjbatch
 from simbackend.capabilities import Capabilities
 from simbackend.engine import BodyForces, Engine, EngineBuild
 from simbackend.errors import InvalidArgumentError
-from simbackend.math import cross, quat_apply, quat_mul, quat_normalize, quat_to_matrix
+from simbackend.math import cross, quat_apply, quat_mul, quat_normalize
 from simbackend.model_info import JOINT_FREE
 from simbackend.options import EngineOption, check_choice, check_positive_float
+
+from .pipeline import (
+    ALL_SENSOR_TYPES,
+    DR_CAPABILITIES,
+    DR_FIELDS,
+    SETCONST_FIELDS,
+    apply_options,
+    compiled_model_fields,
+    fold_disabled_gravity,
+    read_gains,
+    write_gains,
+)
 
 _VEL = int(mujoco.mjtStage.mjSTAGE_VEL)
 _ACC = int(mujoco.mjtStage.mjSTAGE_ACC)
@@ -52,11 +64,6 @@ _BAD_WARNINGS = np.array(
         for w in ("mjWARN_BADQACC", "mjWARN_BADQPOS", "mjWARN_BADQVEL", "mjWARN_BADCTRL")
     ]
 )
-_ALL_SENSOR_TYPES = frozenset(
-    name[len("mjSENS_") :].lower()
-    for name in mujoco.mjtSensor.__members__
-    if name.startswith("mjSENS_") and name not in ("mjSENS_USER", "mjSENS_PLUGIN")
-)
 #: substeps per call into the batch: a long ``step`` checks for Ctrl-C between chunks
 STEP_CHUNK = 64
 _INTEGRATORS = {
@@ -66,36 +73,11 @@ _INTEGRATORS = {
     "implicitfast": "mjINT_IMPLICITFAST",
 }
 _SOLVERS = {"pgs": "mjSOL_PGS", "cg": "mjSOL_CG", "newton": "mjSOL_NEWTON"}
-#: the contract's per-env model fields -> MuJoCo's model fields (actuator gains: gainprm/biasprm)
-_DR_FIELDS = {
-    "body_mass": "body_mass",
-    "body_com": "body_ipos",
-    "body_inertia": "body_inertia",
-    "geom_friction": "geom_friction",
-    "dof_damping": "dof_damping",
-    "dof_armature": "dof_armature",
-    "dof_frictionloss": "dof_frictionloss",
-    "gravity": "opt.gravity",
-}
-#: fields whose derived constants mj_setConst computes
-_SETCONST_FIELDS = frozenset({"body_mass", "body_com", "body_inertia", "dof_armature"})
-_DR_TERMS = (
-    "body_mass",
-    "body_com",
-    "body_inertia",
-    "geom_friction",
-    "actuator_kp",
-    "actuator_kv",
-    "joint_damping",
-    "joint_armature",
-    "joint_frictionloss",
-    "gravity",
-)
 _CAPABILITIES = Capabilities(
     gpu=False,
-    domain_randomization=frozenset(f"{t}:{p}" for t in _DR_TERMS for p in ("init", "reset", "interval")),
+    domain_randomization=DR_CAPABILITIES,
     actuator_kinds=frozenset({"motor", "position", "velocity", "other"}),
-    sensor_types=_ALL_SENSOR_TYPES,
+    sensor_types=ALL_SENSOR_TYPES,
     rendering=True,  # MuJoCo's renderer draws the compiled model (simbackend.playback)
     ray_casting=True,
     snapshot_restore=True,
@@ -128,17 +110,11 @@ class MuJoCoEngine(Engine):
         opts = build.options
         # the batch keeps a pointer to the model: keep our own copy, immune to caller edits
         self.model = copy.copy(build.info.compiled)
-        self._apply_options(opts)
+        apply_options(self.model, opts, _INTEGRATORS, _SOLVERS)
         # MuJoCo would silently reset an env whose state blows up (even inside set_state's
         # forward pass); the contract instead reports it and restores the pre-call state.
         self.model.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_AUTORESET)
-        # a model that disables gravity applies none (ModelInfo.gravity is zero): the gravity
-        # field holds what is applied, so that reading and randomizing it mean the same here as
-        # in every engine (MuJoCo would otherwise report, and ignore writes to, opt.gravity)
-        gravity_off = int(mujoco.mjtDisableBit.mjDSBL_GRAVITY)
-        if self.model.opt.disableflags & gravity_off:
-            self.model.opt.gravity[:] = 0.0
-            self.model.opt.disableflags &= ~gravity_off
+        fold_disabled_gravity(self.model)  # ModelInfo.gravity is zero there: the field holds what is applied
         try:
             self.batch = mjbatch.Batch(self.model, self.num_envs, nthread=opts.nthread)  # 0: all CPUs
         except (MemoryError, ValueError, RuntimeError, TypeError, OverflowError) as e:
@@ -174,19 +150,6 @@ class MuJoCoEngine(Engine):
     @property
     def capabilities(self) -> Capabilities:
         return _CAPABILITIES
-
-    def _apply_options(self, opts: Any) -> None:
-        """Write the common and ``mujoco={...}`` options into the engine's model copy."""
-        o = self.model.opt
-        if opts.solver_iterations is not None:
-            o.iterations = opts.solver_iterations
-        e = opts.engine
-        if e["integrator"] is not None:
-            o.integrator = int(getattr(mujoco.mjtIntegrator, _INTEGRATORS[e["integrator"]]))
-        if e["solver"] is not None:
-            o.solver = int(getattr(mujoco.mjtSolver, _SOLVERS[e["solver"]]))
-        if e["tolerance"] is not None:
-            o.tolerance = e["tolerance"]
 
     # -- derived fields, bound lazily -----------------------------------
     def _field(self, name: str) -> np.ndarray:
@@ -272,24 +235,16 @@ class MuJoCoEngine(Engine):
         for name, rows in values.items():
             if name in ("actuator_kp", "actuator_kv"):
                 gain, bias = b.expand("actuator_gainprm"), b.expand("actuator_biasprm")
-                for a, kind in enumerate(info.actuator_kind):
-                    if name == "actuator_kp" and kind == "position":
-                        gain[env_ids, a, 0] = rows[:, a]
-                        bias[env_ids, a, 1] = -rows[:, a]
-                    elif name == "actuator_kv" and kind == "position":
-                        bias[env_ids, a, 2] = -rows[:, a]
-                    elif name == "actuator_kv" and kind == "velocity":
-                        gain[env_ids, a, 0] = rows[:, a]
-                        bias[env_ids, a, 2] = -rows[:, a]
+                write_gains(gain, bias, env_ids, name, rows, info.actuator_kind)
             else:
-                b.expand(_DR_FIELDS[name])[env_ids] = rows
+                b.expand(DR_FIELDS[name])[env_ids] = rows
         if "body_com" in values:
             # a body compiled as "simple" has its centre of mass at its frame; one that moves off it no longer is
             moved = np.flatnonzero((values["body_com"] != info.body_com).any(axis=(0, 2)))
             if moved.size:
                 b.expand("body_simple")[np.ix_(env_ids, moved)] = 0
                 b.expand("body_sameframe")[np.ix_(env_ids, moved)] = 0
-        if _SETCONST_FIELDS.intersection(values):
+        if SETCONST_FIELDS.intersection(values):
             # derived constants (body_subtreemass, dof_invweight0, ...) follow the new inertias
             b.set_const(env_ids)
         self._stale = True
@@ -300,14 +255,8 @@ class MuJoCoEngine(Engine):
             gain, bias = b.expanded("actuator_gainprm"), b.expanded("actuator_biasprm")
             if gain is None:
                 return None
-            out = np.zeros((self.num_envs, self.info.nu))
-            for a, kind in enumerate(self.info.actuator_kind):
-                if field == "actuator_kp" and kind == "position":
-                    out[:, a] = gain[:, a, 0]
-                elif field == "actuator_kv" and kind in ("position", "velocity"):
-                    out[:, a] = -bias[:, a, 2]
-            return out
-        return b.expanded(_DR_FIELDS[field])
+            return read_gains(gain, bias, field, self.info.actuator_kind)
+        return b.expanded(DR_FIELDS[field])
 
     def model_fields(self) -> dict[str, np.ndarray]:
         """The compiled model's physical fields (see :meth:`simbackend.contract.SimBackend.model_fields`)."""
@@ -423,25 +372,3 @@ class MuJoCoEngine(Engine):
             "_ray_geoms",
         ):
             self.__dict__.pop(k, None)
-
-
-def compiled_model_fields(m: Any, info: Any) -> dict[str, np.ndarray]:
-    """The physical fields of compiled model ``m`` in the contract's form
-    (:meth:`simbackend.contract.SimBackend.model_fields`); ``info`` is its ``ModelInfo``."""
-    nbody = int(m.nbody)
-    # body_inertia holds the principal moments of the inertia frame body_iquat (relative to the body frame)
-    rot = quat_to_matrix(np.array(m.body_iquat, dtype=np.float64).reshape(nbody, 4))
-    principal = np.array(m.body_inertia, dtype=np.float64).reshape(nbody, 3)
-    inertia = rot @ (principal[:, :, None] * np.swapaxes(rot, 1, 2))
-    force_range = np.array(m.actuator_forcerange, dtype=np.float64).reshape(m.nu, 2)
-    force_range[~np.asarray(m.actuator_forcelimited, dtype=bool)] = (-np.inf, np.inf)
-    return {
-        "body_mass": np.array(m.body_mass, dtype=np.float64),
-        "body_com": np.array(m.body_ipos, dtype=np.float64).reshape(nbody, 3),
-        "body_inertia": 0.5 * (inertia + np.swapaxes(inertia, 1, 2)),
-        "joint_range": info.joint_range.copy(),
-        "actuator_ctrl_range": info.actuator_ctrl_range.copy(),
-        "actuator_force_range": force_range,
-        "timestep": np.array(m.opt.timestep, dtype=np.float64),
-        "gravity": np.array(m.opt.gravity, dtype=np.float64),
-    }

@@ -1,0 +1,119 @@
+"""What every engine running MuJoCo's own pipeline shares (the MuJoCo engine, MuJoCo Warp).
+
+Both simulate the compiled ``MjModel`` itself, so they map the contract's
+per-env fields, actuator gains, options and sensors onto MuJoCo's model the
+same way; the functions below take numpy arrays or torch tensors alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import mujoco
+import numpy as np
+
+from simbackend.math import quat_to_matrix
+
+#: the contract's per-env model fields -> MuJoCo's model fields (actuator gains: gainprm/biasprm)
+DR_FIELDS = {
+    "body_mass": "body_mass",
+    "body_com": "body_ipos",
+    "body_inertia": "body_inertia",
+    "geom_friction": "geom_friction",
+    "dof_damping": "dof_damping",
+    "dof_armature": "dof_armature",
+    "dof_frictionloss": "dof_frictionloss",
+    "gravity": "opt.gravity",
+}
+#: fields whose derived constants mj_setConst (or MuJoCo Warp's set_const) computes
+SETCONST_FIELDS = frozenset({"body_mass", "body_com", "body_inertia", "dof_armature"})
+#: the randomization terms such an engine applies, at every phase
+DR_TERMS = (
+    "body_mass",
+    "body_com",
+    "body_inertia",
+    "geom_friction",
+    "actuator_kp",
+    "actuator_kv",
+    "joint_damping",
+    "joint_armature",
+    "joint_frictionloss",
+    "gravity",
+)
+DR_CAPABILITIES = frozenset(f"{t}:{p}" for t in DR_TERMS for p in ("init", "reset", "interval"))
+#: every MuJoCo sensor type but user and plugin ones
+ALL_SENSOR_TYPES = frozenset(
+    name[len("mjSENS_") :].lower()
+    for name in mujoco.mjtSensor.__members__
+    if name.startswith("mjSENS_") and name not in ("mjSENS_USER", "mjSENS_PLUGIN")
+)
+
+
+def apply_options(model: Any, opts: Any, integrators: Mapping[str, str], solvers: Mapping[str, str]) -> None:
+    """Write the common options and the engine block's ``integrator``/``solver``/``tolerance`` into ``model``."""
+    o = model.opt
+    if opts.solver_iterations is not None:
+        o.iterations = opts.solver_iterations
+    e = opts.engine
+    if e["integrator"] is not None:
+        o.integrator = int(getattr(mujoco.mjtIntegrator, integrators[e["integrator"]]))
+    if e["solver"] is not None:
+        o.solver = int(getattr(mujoco.mjtSolver, solvers[e["solver"]]))
+    if e["tolerance"] is not None:
+        o.tolerance = e["tolerance"]
+
+
+def fold_disabled_gravity(model: Any) -> None:
+    """A model that disables gravity applies none: zero ``opt.gravity`` and clear the flag, so that the
+    gravity field holds what is applied and reading or randomizing it means the same on every engine."""
+    off = int(mujoco.mjtDisableBit.mjDSBL_GRAVITY)
+    if model.opt.disableflags & off:
+        model.opt.gravity[:] = 0.0
+        model.opt.disableflags &= ~off
+
+
+def write_gains(gain: Any, bias: Any, env_ids: Any, field: str, rows: Any, kinds: Sequence[str]) -> None:
+    """Write ``actuator_kp``/``actuator_kv`` rows ``(n, nu)`` into per-env ``gainprm``/``biasprm`` ``(N, nu, 10)``."""
+    for a, kind in enumerate(kinds):
+        if field == "actuator_kp" and kind == "position":
+            gain[env_ids, a, 0] = rows[:, a]
+            bias[env_ids, a, 1] = -rows[:, a]
+        elif field == "actuator_kv" and kind == "position":
+            bias[env_ids, a, 2] = -rows[:, a]
+        elif field == "actuator_kv" and kind == "velocity":
+            gain[env_ids, a, 0] = rows[:, a]
+            bias[env_ids, a, 2] = -rows[:, a]
+
+
+def read_gains(gain: np.ndarray, bias: np.ndarray, field: str, kinds: Sequence[str]) -> np.ndarray:
+    """``(N, nu)`` float64 ``actuator_kp``/``actuator_kv`` from per-env ``gainprm``/``biasprm`` (0 where none)."""
+    out = np.zeros((gain.shape[0], len(kinds)))
+    for a, kind in enumerate(kinds):
+        if field == "actuator_kp" and kind == "position":
+            out[:, a] = gain[:, a, 0]
+        elif field == "actuator_kv" and kind in ("position", "velocity"):
+            out[:, a] = -bias[:, a, 2]
+    return out
+
+
+def compiled_model_fields(m: Any, info: Any) -> dict[str, np.ndarray]:
+    """The physical fields of compiled model ``m`` in the contract's form
+    (:meth:`simbackend.contract.SimBackend.model_fields`); ``info`` is its ``ModelInfo``."""
+    nbody = int(m.nbody)
+    # body_inertia holds the principal moments of the inertia frame body_iquat (relative to the body frame)
+    rot = quat_to_matrix(np.array(m.body_iquat, dtype=np.float64).reshape(nbody, 4))
+    principal = np.array(m.body_inertia, dtype=np.float64).reshape(nbody, 3)
+    inertia = rot @ (principal[:, :, None] * np.swapaxes(rot, 1, 2))
+    force_range = np.array(m.actuator_forcerange, dtype=np.float64).reshape(m.nu, 2)
+    force_range[~np.asarray(m.actuator_forcelimited, dtype=bool)] = (-np.inf, np.inf)
+    return {
+        "body_mass": np.array(m.body_mass, dtype=np.float64),
+        "body_com": np.array(m.body_ipos, dtype=np.float64).reshape(nbody, 3),
+        "body_inertia": 0.5 * (inertia + np.swapaxes(inertia, 1, 2)),
+        "joint_range": info.joint_range.copy(),
+        "actuator_ctrl_range": info.actuator_ctrl_range.copy(),
+        "actuator_force_range": force_range,
+        "timestep": np.array(m.opt.timestep, dtype=np.float64),
+        "gravity": np.array(m.opt.gravity, dtype=np.float64),
+    }
