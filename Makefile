@@ -16,6 +16,9 @@ SIMS       ?= mujoco sapien mjwarp motrix
 DEMO_ENVS  ?= $(if $(filter sapien,$(SIM)),256,1024)
 # the extra `make demo` installs: the engine's own (motrix is a plugin: the full set-up)
 DEMO_EXTRA ?= $(if $(filter sapien,$(SIM)),sapien,mujoco)
+# pytest workers (pytest-xdist): every core; a test file stays in one worker (its fixtures are built once)
+JOBS       ?= auto
+PYTEST     := MUJOCO_GL=egl $(VENV)/bin/python -m pytest -n $(JOBS) --dist loadfile
 BIN        := $(VENV)/bin
 STAMP      := $(VENV)/.simbackend-installed
 DEMO_STAMP := $(VENV)/.simbackend-$(DEMO_EXTRA)
@@ -49,10 +52,10 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 test: lint
-	MUJOCO_GL=egl $(BIN)/python -m pytest tests plugins/motrix/tests
-	for sim in $(SIMS); do MUJOCO_GL=egl $(BIN)/python -m pytest src/simbackend/contract_tests --sim $$sim || exit 1; done
+	$(PYTEST) tests plugins/motrix/tests
+	for sim in $(SIMS); do $(PYTEST) src/simbackend/contract_tests --sim $$sim || exit 1; done
 # a minimal pure-torch engine written from docs/writing-a-backend.md passes the same suite
-	MUJOCO_GL=egl PYTHONPATH=tests $(BIN)/python -m pytest src/simbackend/contract_tests -p torch_engine --sim torch
+	PYTHONPATH=tests $(PYTEST) src/simbackend/contract_tests -p torch_engine --sim torch
 
 contract: $(STAMP)
 	$(BIN)/simbackend contract --sim $(SIM)
@@ -60,6 +63,7 @@ contract: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_mujoco.py
 	$(BIN)/python benchmarks/bench_sapien.py
+	$(BIN)/python benchmarks/bench_mjwarp.py
 	MUJOCO_GL=egl $(BIN)/python benchmarks/bench_motrix.py
 	MUJOCO_GL=egl $(BIN)/python benchmarks/bench_playback.py
 	MUJOCO_GL=egl $(BIN)/python benchmarks/bench_tasks.py

@@ -226,3 +226,16 @@ def test_tasks_overhead_section_compares_task_and_vector_env_with_the_bare_backe
         assert 0 < case["rate_ratio_vector_vs_bare"]["median"] < 2
     assert [f["target"] for f in section["figures"]] == [0.8, 0.8]
     assert "vector env vs bare backend" in proc.stdout
+
+
+def test_parity_table_prints_a_row_per_model_and_marks_failures() -> None:
+    """parity_table.py: a row per model, each cell the tier row closest to its tolerance; bad --models exit non-zero."""
+    script = BENCHMARKS / "parity_table.py"
+    proc = _run("--sim", "mujoco", "--models", "pendulum", "--num-envs", "4", script=script, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert lines[2] == "| model | model | kinematics | jacobian | dynamics | randomized |", lines
+    row = next(line for line in lines if line.startswith("| pendulum |"))
+    assert "FAIL" not in row and row.count("|") == 7, row  # MuJoCo against itself: within every tolerance
+    bad = _run("--sim", "mujoco", "--models", "nonexistent", script=script, timeout=60)
+    assert bad.returncode != 0 and "--models: unknown model(s) ['nonexistent']" in bad.stderr

@@ -177,7 +177,7 @@ def train_command(
     ev = result.final_eval
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column("figure", style="bold")
-    table.add_column("value")
+    table.add_column("value", overflow="fold")  # paths wrap, never cut short
     table.add_row("task | sim", f"{task} | {sim} | {config.num_envs} envs | seed {config.seed}")
     table.add_row("iterations", f"{result.iterations} (stopped: {result.stop_reason})")
     table.add_row("env steps", f"{result.env_steps:,}")

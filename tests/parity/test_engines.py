@@ -1,14 +1,15 @@
-"""SAPIEN compared with the MuJoCo reference on every built-in and gymnasium MJCF model.
+"""Every engine compared with the MuJoCo reference on every built-in and gymnasium MJCF model.
 
 Every model gets the tiers :func:`simbackend.parity.default_tiers` names
 (model, kinematics, jacobian everywhere; dynamics on the contact-free
 built-ins, servo on arm7, contact on box_drop) at the tolerances of
-:mod:`simbackend.parity`. Rows listed in ``known_gaps.KNOWN_GAPS`` are held to
-their measured bound instead; models in ``known_gaps.LOAD_REJECTIONS`` must be
-rejected with an error that names the element.
+:mod:`simbackend.parity`, for each engine of :data:`ENGINES`. Rows listed in
+``known_gaps.KNOWN_GAPS[engine]`` are held to their measured bound instead;
+models in ``known_gaps.LOAD_REJECTIONS[engine]`` must be rejected with an
+error that names the element.
 
-Always "sapien" against "mujoco": skipped, with the reason, where the sapien
-backend is not registered or cannot be imported.
+Always against "mujoco": an engine is skipped, with the reason, where it is
+not registered or cannot be imported (its extra is not installed).
 """
 
 from __future__ import annotations
@@ -24,27 +25,32 @@ from simbackend.models import builtin_models
 from simbackend.parity import ParityReport, default_tiers, run_parity
 from simbackend.registry import available_backends, get_backend_factory
 
-SIM = "sapien"
+#: the engines under test (each against the reference)
+ENGINES = ("sapien", "mjwarp")
 REFERENCE = "mujoco"
-#: random configurations per model in the kinematics and jacobian tiers (the whole file runs in ~5 s on 2 cores)
+#: random configurations per model in the kinematics and jacobian tiers
 NUM_ENVS = 64
 
 
-def _skip_reason() -> str | None:
-    if SIM not in available_backends():
+def _skip_reason(sim: str) -> str | None:
+    if sim not in available_backends():
         return (
-            f"backend {SIM!r} is not registered (registered: {', '.join(available_backends())});"
-            " install the package with its sapien entry point to run the parity suite"
+            f"backend {sim!r} is not registered (registered: {', '.join(available_backends())});"
+            f" install the package with its {sim} extra to run its parity suite"
         )
     try:
-        get_backend_factory(SIM)
+        get_backend_factory(sim)
     except SimBackendError as e:
-        return f"backend {SIM!r} is registered but cannot be imported: {e}"
+        return f"backend {sim!r} is registered but cannot be imported: {e}"
     return None
 
 
-SKIP = _skip_reason()
-pytestmark = pytest.mark.skipif(SKIP is not None, reason=SKIP or "")
+SKIPS = {sim: _skip_reason(sim) for sim in ENGINES}
+
+
+def _skip_unavailable(sim: str) -> None:
+    if SKIPS[sim] is not None:
+        pytest.skip(SKIPS[sim] or "")
 
 
 def _cases() -> dict[str, Any]:
@@ -57,42 +63,50 @@ def _cases() -> dict[str, Any]:
 
 
 CASES = _cases()
-_REPORTS: dict[str, ParityReport] = {}
+_REPORTS: dict[tuple[str, str], ParityReport] = {}
 
 
-def report_for(label: str) -> ParityReport:
-    """The parity report of one model (run once per session, all its default tiers)."""
-    if label not in _REPORTS:
-        _REPORTS[label] = run_parity(SIM, CASES[label], reference=REFERENCE, num_envs=NUM_ENVS, seed=0)
-    return _REPORTS[label]
+def report_for(sim: str, label: str) -> ParityReport:
+    """The parity report of one engine on one model (run once per session, all its default tiers)."""
+    _skip_unavailable(sim)
+    if (sim, label) not in _REPORTS:
+        _REPORTS[sim, label] = run_parity(sim, CASES[label], reference=REFERENCE, num_envs=NUM_ENVS, seed=0)
+    return _REPORTS[sim, label]
 
 
-@pytest.mark.parametrize("label", list(CASES))
-def test_load(label: str) -> None:
+LOAD_CASES = [(sim, label) for sim in ENGINES for label in CASES]
+
+
+@pytest.mark.parametrize(("sim", "label"), LOAD_CASES, ids=[f"{s}-{m}" for s, m in LOAD_CASES])
+def test_load(sim: str, label: str) -> None:
     """The backend builds the model, or rejects it naming the element it cannot represent."""
-    row = report_for(label).row("load", "build")
-    if label in LOAD_REJECTIONS:
-        assert not row.passed, f"{label} now loads: remove it from known_gaps.LOAD_REJECTIONS"
+    row = report_for(sim, label).row("load", "build")
+    rejection = LOAD_REJECTIONS[sim].get(label)
+    if rejection is not None:
+        assert not row.passed, f"{sim} now loads {label}: remove it from known_gaps.LOAD_REJECTIONS[{sim!r}]"
         assert row.detail.startswith(("ModelLoadError:", "UnsupportedFeatureError:")), row.detail
-        assert LOAD_REJECTIONS[label] in row.detail, row.detail
+        assert rejection in row.detail, row.detail
     else:
         assert row.passed, row.detail
 
 
-TIER_CASES = [(label, tier) for label, source in CASES.items() for tier in default_tiers(source)]
+TIER_CASES = [
+    (sim, label, tier) for sim in ENGINES for label, source in CASES.items() for tier in default_tiers(source)
+]
 
 
-@pytest.mark.parametrize(("label", "tier"), TIER_CASES, ids=[f"{m}-{t}" for m, t in TIER_CASES])
-def test_tier(label: str, tier: str) -> None:
+@pytest.mark.parametrize(("sim", "label", "tier"), TIER_CASES, ids=[f"{s}-{m}-{t}" for s, m, t in TIER_CASES])
+def test_tier(sim: str, label: str, tier: str) -> None:
     """Every row of the tier within tolerance, or within its measured bound where it is a known gap."""
-    if label in LOAD_REJECTIONS:
-        pytest.skip(f"{label}: rejected at load (test_load checks the message)")
-    report = report_for(label)
+    _skip_unavailable(sim)
+    if label in LOAD_REJECTIONS[sim]:
+        pytest.skip(f"{label}: rejected by {sim} at load (test_load checks the message)")
+    report = report_for(sim, label)
     rows = report.tier_rows(tier)
     assert rows, f"tier {tier} produced no rows"
     problems = []
     for row in rows:
-        gap = KNOWN_GAPS.get((label, tier, row.quantity))
+        gap = KNOWN_GAPS[sim].get((label, tier, row.quantity))
         if gap is not None:
             bound, _reason = gap
             if row.max_error is None or not row.max_error <= bound:
@@ -100,20 +114,23 @@ def test_tier(label: str, tier: str) -> None:
         elif not row.passed:
             step = f", first at step {row.first_step}" if row.first_step is not None else ""
             problems.append(f"{row.quantity}: {row.max_error} > {row.tolerance}{step}; {row.detail}")
-    assert not problems, f"{SIM} vs {REFERENCE} on {label}, tier {tier}:\n" + "\n".join(problems)
+    assert not problems, f"{sim} vs {REFERENCE} on {label}, tier {tier}:\n" + "\n".join(problems)
 
 
-def test_known_gaps_are_current() -> None:
+@pytest.mark.parametrize("sim", ENGINES)
+def test_known_gaps_are_current(sim: str) -> None:
     """Every known gap names a measured row that still fails its tolerance (else it must leave the list)."""
+    assert set(KNOWN_GAPS) == set(LOAD_REJECTIONS) == set(ENGINES)
     stale = []
-    for (label, tier, quantity), (bound, reason) in KNOWN_GAPS.items():
+    for (label, tier, quantity), (bound, reason) in KNOWN_GAPS[sim].items():
         assert label in CASES, f"known gap for unknown model {label!r}"
         assert tier in default_tiers(CASES[label]), f"known gap for {label}: tier {tier!r} does not run there"
         assert reason and bound > 0
-        row = report_for(label).row(tier, quantity)
+        row = report_for(sim, label).row(tier, quantity)
         if row.passed:
             stale.append(f"{label} {tier}/{quantity} now passes ({row.max_error:.3g} <= {row.tolerance:.3g})")
-    assert not stale, "remove from known_gaps.KNOWN_GAPS (and docs/parity.md's gap list):\n" + "\n".join(stale)
+    where = f"known_gaps.KNOWN_GAPS[{sim!r}] (and docs/parity.md's gap list)"
+    assert not stale, f"remove from {where}:\n" + "\n".join(stale)
 
 
 COUPLED = """<mujoco><worldbody>
@@ -132,7 +149,8 @@ def test_rows_that_depend_on_delegated_forces_are_marked(tmp_path: Any) -> None:
     (not the static ones), in its JSON and its summary; MuJoCo against itself marks nothing."""
     path = tmp_path / "coupled.xml"
     path.write_text(COUPLED)
-    report = run_parity(SIM, str(path), reference=REFERENCE, tiers=("kinematics", "dynamics"), num_envs=4)
+    _skip_unavailable("sapien")
+    report = run_parity("sapien", str(path), reference=REFERENCE, tiers=("kinematics", "dynamics"), num_envs=4)
     assert report.delegated == ("equality 'couple': MuJoCo's constraint force",)
     marked = {r.tier for r in report.rows if r.delegated}
     assert marked == {"dynamics"}, marked
