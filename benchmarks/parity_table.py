@@ -51,6 +51,8 @@ def _worst(rows: list[Any]) -> str:
         return math.inf if not math.isfinite(r.max_error) else r.max_error / r.tolerance
 
     row = max(measured, key=ratio)
+    if row.max_error == 0:
+        return "0 (every row)"
     text = f"{row.max_error:.2g} ({row.quantity})"
     return text if row.passed else f"FAIL {text}"
 

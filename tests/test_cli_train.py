@@ -60,6 +60,19 @@ def test_train_then_eval_on_the_other_engine(checkpoint: Path) -> None:
     assert "evaluated on mujoco" in table.output and "95% CI" in table.output and "Student's t" in table.output
 
 
+def test_train_on_mjwarp_then_eval_on_mujoco(tmp_path: Path) -> None:
+    """The GPU engine trains under the same command (here on warp's CPU device); its checkpoint says so."""
+    out = tmp_path / "w"
+    result = _invoke("train", "--task", "cartpole", "--sim", "mjwarp", "--out", out, "--json", *TINY)
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.output[result.output.index("{") :])
+    assert d["iterations"] == 2 and d["env_steps"] > 0 and d["stop_reason"] == "max_iterations"
+    ev = _invoke("eval", "--checkpoint", out / "checkpoint_final.pt", "--sim", "mujoco", "--episodes", 1, "--json")
+    assert ev.exit_code == 0, ev.output
+    e = json.loads(ev.output[ev.output.index("{") :])
+    assert (e["sim"], e["trained_on"]) == ("mujoco", "mjwarp")
+
+
 def test_train_json_reports_the_run(tmp_path: Path) -> None:
     result = _invoke(
         "train",

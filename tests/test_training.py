@@ -184,9 +184,9 @@ def test_checkpoint_holds_what_evaluation_needs(trained: object) -> None:
     assert load_checkpoint(trained.out_dir / "checkpoint_2.pt").iteration == 2
 
 
-def test_evaluate_on_both_engines(trained: object) -> None:
+def test_evaluate_on_every_engine(trained: object) -> None:
     results = {}
-    for sim in ("mujoco", "sapien"):
+    for sim in ("mujoco", "sapien", "mjwarp"):
         res = results[sim] = evaluate(trained.checkpoint, sim, seeds=(0, 1), episodes_per_seed=3, num_envs=2)
         assert (res.sim, res.trained_on, res.task, res.num_envs, res.episodes_per_seed) == (
             sim,
@@ -202,9 +202,10 @@ def test_evaluate_on_both_engines(trained: object) -> None:
         assert set(d["mean_return"]) >= {"mean", "ci_low", "ci_high"} and d["sim"] == sim
         assert d["delegated"] == [] and d["trained_delegated"] == []  # cartpole: every engine computes it all
         json.dumps(d)
-    # the same seeds play the same episodes on both engines: the lengths agree up to the engines' differences
-    for a, b in zip(results["mujoco"].per_seed, results["sapien"].per_seed):
-        assert a["mean_length"] == pytest.approx(b["mean_length"], rel=0.05)
+    # the same seeds play the same episodes on every engine: the lengths agree up to the engines' differences
+    for other in ("sapien", "mjwarp"):
+        for a, b in zip(results["mujoco"].per_seed, results[other].per_seed):
+            assert a["mean_length"] == pytest.approx(b["mean_length"], rel=0.05), other
     again = evaluate(trained.checkpoint, "mujoco", seeds=(0, 1), episodes_per_seed=3, num_envs=2)
     assert again.per_seed[0]["mean_return"] == results["mujoco"].per_seed[0]["mean_return"]  # deterministic
 

@@ -688,10 +688,12 @@ class SimBackend:
 
         Interruption: an exception raised during the call (a ``KeyboardInterrupt``
         from Ctrl-C included; long calls check for it between chunks of
-        substeps) leaves the backend consistent and the getters describing the
-        state it holds: without a pre-step control function every env is back
-        at its state from before the call; with one, the substeps completed
-        before the exception stay taken. Pending forces stay pending.
+        substeps; an error in a pre-step control function or its output at any
+        substep) puts every env back at its state from before the call, time
+        and controls included, and the getters describe it. Pending forces stay
+        pending. (With a pre-step control function, an engine without
+        ``snapshot_restore`` restores qpos and qvel, and clears warm starts as
+        ``set_state`` does.)
         """
         t0 = time.perf_counter()
         self._enter_mutation("step")
@@ -711,15 +713,24 @@ class SimBackend:
                 diverged = torch.zeros(self.num_envs, dtype=torch.bool, device=self._device)
                 physics = 0.0
                 given = ctrl.to(torch.float32)
-                for _ in range(nsteps):
-                    out = fn(self, given.clone())
-                    if self._closed:
-                        raise BackendClosedError(f"backend {self.name!r} was closed by the pre-step control function")
-                    sub, sub_hold = self._check_ctrl(out, "pre-step control output")
-                    ts = time.perf_counter()
-                    both = hold if sub_hold is None else (sub_hold if hold is None else hold | sub_hold)
-                    diverged |= self._advance(sub, 1, both)
-                    physics += time.perf_counter() - ts
+                # the function runs between substeps and cannot be checked in advance: keep what undoes them
+                mark = self._mark() if nsteps > 1 else None
+                try:
+                    for _ in range(nsteps):
+                        out = fn(self, given.clone())
+                        if self._closed:
+                            raise BackendClosedError(
+                                f"backend {self.name!r} was closed by the pre-step control function"
+                            )
+                        sub, sub_hold = self._check_ctrl(out, "pre-step control output")
+                        ts = time.perf_counter()
+                        both = hold if sub_hold is None else (sub_hold if hold is None else hold | sub_hold)
+                        diverged |= self._advance(sub, 1, both)
+                        physics += time.perf_counter() - ts
+                except BaseException:
+                    if mark is not None and not self._closed:  # every env back at its pre-call state
+                        self._rewind(mark)
+                    raise
             completed = True
         finally:
             self._in_step = False
@@ -750,9 +761,8 @@ class SimBackend:
         :class:`~simbackend.errors.ReentrantCallError`. Setting or removing the
         function from inside it takes effect at the next ``step`` call.
 
-        An error in ``fn`` or in its output at the first substep leaves every env
-        as it was; at a later substep, the substeps already taken stay taken
-        (the callback runs between them, so it cannot be validated in advance)
+        An error in ``fn`` or in its output, at any substep, leaves every env as
+        it was before the ``step`` call (the substeps already taken are undone)
         and pending body forces stay pending.
         """
         if fn is not None and not callable(fn):
@@ -1212,6 +1222,26 @@ class SimBackend:
         self._book.advance(nsteps * self.physics_dt, stayed, self._defers_checks)
         self._book.ctrl = ctrl.clone()  # the caller may reuse the tensor it passed
         return diverged if hold is None else diverged & ~hold
+
+    def _mark(self) -> tuple[Any, torch.Tensor, torch.Tensor]:
+        """What undoes several substeps: the engine's snapshot rows of every env (its whole state: warm
+        starts, delegated forces' memory) or, for an engine without snapshots, its qpos and qvel; and the
+        front end's time and controls."""
+        ids = np.arange(self.num_envs)
+        if self.capabilities.snapshot_restore:
+            engine: Any = torch.as_tensor(self._engine.save_state(ids), dtype=torch.float64).clone()
+        else:
+            engine = tuple(torch.as_tensor(x).clone() for x in self._engine.read_state())
+        return engine, self._book.time.clone(), self._book.ctrl.clone()
+
+    def _rewind(self, mark: tuple[Any, torch.Tensor, torch.Tensor]) -> None:
+        """Put every env back where :meth:`_mark` found it."""
+        engine, self._book.time, self._book.ctrl = mark
+        ids = np.arange(self.num_envs)
+        if isinstance(engine, tuple):
+            self._engine.write_state(ids, engine[0].contiguous(), engine[1].contiguous())
+        else:
+            self._engine.restore_state(ids, engine)
 
     def _mask(self, mask: Any) -> torch.Tensor:
         """``(N,)`` bool tensor on the backend's device from an engine's numpy or torch mask."""

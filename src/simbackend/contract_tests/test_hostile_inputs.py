@@ -328,6 +328,64 @@ def test_callback_that_raises(make_sim: Callable[..., Any], require: Callable[..
     _unchanged(sim, before, "raising callback")
 
 
+def _fails_at_substep_3(kind: str, sim: Any) -> Callable[[Any, torch.Tensor], Any]:
+    """A pre-step control function that behaves for two substeps, then fails the way ``kind`` says."""
+    calls = []
+
+    def fn(s: Any, c: torch.Tensor) -> Any:
+        calls.append(1)
+        if len(calls) < 3:
+            return c
+        if kind == "raises":
+            raise RuntimeError("policy crashed")
+        if kind == "interrupted":
+            raise KeyboardInterrupt
+        if kind == "reenters":
+            s.apply_body_force([1], np.zeros((s.num_envs, 1, 3)))
+        if kind == "bad output":
+            return c[:, :-1]
+        return c
+
+    return fn
+
+
+STEP_FAILURES = {
+    "raises": RuntimeError,
+    "interrupted": KeyboardInterrupt,
+    "reenters": ReentrantCallError,
+    "bad output": InputShapeError,
+}
+
+
+@pytest.mark.parametrize("kind", list(STEP_FAILURES))
+def test_step_failing_at_a_later_substep_is_undone(
+    make_sim: Callable[..., Any], require: Callable[..., None], kind: str
+) -> None:
+    """Clause: step — a step whose pre-step control function fails at its third substep (raises, Ctrl-C, re-enters the backend, returns a bad ctrl) leaves every env at its pre-call state, time and controls included; the backend then steps on like a twin that never made the call."""
+    require("pre_step_control")
+    sim, twin = _arm(make_sim), _arm(make_sim)
+    ctrl = _ctrl(sim)
+    for s in (sim, twin):
+        s.step(ctrl)
+    before, time_before, ctrl_before = snapshot(sim), sim.get_time().clone(), sim.get_ctrl().clone()
+    sim.set_pre_step_control(_fails_at_substep_3(kind, sim))
+    with pytest.raises(STEP_FAILURES[kind]):
+        sim.step(ctrl + 0.05, nsteps=5)
+    sim.set_pre_step_control(None)
+    assert torch.equal(sim.get_time(), time_before), f"{kind}: time advanced by a step that raised"
+    assert torch.equal(sim.get_ctrl(), ctrl_before), f"{kind}: the controls of a step that raised were kept"
+    # to float32 rounding: an engine may renormalise a restored free body's quaternion (PhysX: one ulp)
+    after = snapshot(sim)
+    for key, t in before.items():
+        np.testing.assert_allclose(
+            to_np(after[key]), to_np(t), rtol=0, atol=1e-6, err_msg=f"{kind}: {key} kept a substep of a failed step"
+        )
+    for s in (sim, twin):
+        s.step(ctrl, nsteps=3)
+    np.testing.assert_allclose(to_np(sim.get_qpos()), to_np(twin.get_qpos()), rtol=0, atol=1e-6)
+    np.testing.assert_allclose(to_np(sim.get_qvel()), to_np(twin.get_qvel()), rtol=0, atol=1e-5)
+
+
 def test_callback_that_closes_the_backend(make_sim: Callable[..., Any], require: Callable[..., None]) -> None:
     """Clause: pre-step control — a function that closes the backend makes step raise BackendClosedError; the backend is closed."""
     require("pre_step_control")
