@@ -415,9 +415,13 @@ def main(
     quick_help: str,
     machine_info: Callable[[], dict],
     report: Callable[[dict], None],
+    add_arguments: Callable[[argparse.ArgumentParser], None] | None = None,
+    configure: Callable[[argparse.Namespace], None] | None = None,
 ) -> int:
     """Parse ``--quick/--only/--out/--wait-quiet``, run the sections, write the JSON, print the report.
 
+    A script with flags of its own adds them with ``add_arguments(parser)`` and
+    reads them in ``configure(args)``, called before ``settings``.
     A section that raises is recorded as ``{"error": ...}``; the others still run
     and the exit status is 1.
     """
@@ -434,7 +438,11 @@ def main(
         metavar="S",
         help="before each section, wait up to S seconds for other processes to use < 0.15 cores",
     )
+    if add_arguments is not None:
+        add_arguments(p)
     args = p.parse_args(argv)
+    if configure is not None:
+        configure(args)
 
     s = settings(args.quick)
     t0 = time.perf_counter()

@@ -26,6 +26,7 @@ docs/performance.md by ``benchmarks/report.py``.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Callable
@@ -214,19 +215,24 @@ def print_tables(result: dict) -> None:
 BENCHES: dict[str, Callable[[Settings], dict]] = {"step": bench_step}
 
 
+def _positive(text: str) -> int:
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")
+    return n
+
+
+def _arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--n", type=_positive, nargs="+", metavar="N", help="world counts (default: 64 256; quick: 16 64)")
+    p.add_argument("--device", default="cpu", help="warp device of both variants: cpu, cuda or cuda:i")
+
+
+def _configure(args: argparse.Namespace) -> None:
+    _SIZES[:] = args.n or []
+    _DEVICE[0] = args.device
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if "--n" in argv:  # sizes and device are this script's own flags; the rest go to _common.main
-        i = argv.index("--n")
-        j = i + 1
-        while j < len(argv) and argv[j].isdigit():
-            _SIZES.append(int(argv[j]))
-            j += 1
-        del argv[i:j]
-    if "--device" in argv:
-        i = argv.index("--device")
-        _DEVICE[0] = argv[i + 1]
-        del argv[i : i + 2]
     return _common.main(
         argv,
         description=__doc__.split("\n\n")[0],
@@ -236,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
         quick_help="few rounds, short blocks, small N: a smoke check",
         machine_info=machine,
         report=print_tables,
+        add_arguments=_arguments,
+        configure=_configure,
     )
 
 

@@ -1,4 +1,4 @@
-"""Smoke tests of benchmarks/bench_mujoco.py and bench_sapien.py: they run and write well-formed JSON.
+"""Smoke tests of the benchmark scripts (bench_mujoco, bench_sapien, bench_mjwarp, parity_table): they run and write well-formed output.
 
 No speed target is asserted (the machines are shared and noisy): only that each
 script runs small sections end to end and that its JSON has the expected
@@ -239,3 +239,22 @@ def test_parity_table_prints_a_row_per_model_and_marks_failures() -> None:
     assert "FAIL" not in row and row.count("|") == 7, row  # MuJoCo against itself: within every tolerance
     bad = _run("--sim", "mujoco", "--models", "nonexistent", script=script, timeout=60)
     assert bad.returncode != 0 and "--models: unknown model(s) ['nonexistent']" in bad.stderr
+
+
+def test_mjwarp_step_section_compares_backend_and_bare_loop_doing_the_same_work(tmp_path: Path) -> None:
+    """bench_mjwarp.py: its own --n/--device flags reach the settings, each model gets a backend/bare ratio,
+    and the bare loop ends in the backend's state (same work); a bad --n is a usage error."""
+    pytest.importorskip("mujoco_warp")
+    out = tmp_path / "mjwarp.json"
+    script = BENCHMARKS / "bench_mjwarp.py"
+    proc = _run("--quick", "--n", "4", "--device", "cpu", "--out", str(out), script=script)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(out.read_text())
+    assert data["settings"]["n"] == [4] and data["settings"]["device"] == "cpu"
+    step = data["sections"]["step"]
+    assert set(step["cases"]) == {"arm7 N=4", "quadruped N=4", "gym-ant N=4"}
+    for name, check in step["same_work_check"].items():
+        assert check["calls"] >= 1 and check["qpos_max_abs_diff"] == 0.0, name
+    assert all(f["value"] > 0 and f["target"] == 0.9 for f in step["figures"])
+    bad = _run("--n", "0", script=script, timeout=60)
+    assert bad.returncode == 2 and "--n: expected an integer >= 1, got 0" in bad.stderr
