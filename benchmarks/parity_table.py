@@ -26,13 +26,9 @@ if not os.environ.get("MUJOCO_GL"):
 
 
 def _cases(names: list[str] | None) -> dict[str, Any]:
-    from simbackend.contract_tests.helpers import gymnasium_assets
-    from simbackend.models import builtin_models
+    from simbackend.contract_tests.helpers import parity_models
 
-    cases: dict[str, Any] = {name: name for name in builtin_models()}
-    gym = gymnasium_assets()
-    if gym is not None:
-        cases.update({f"gymnasium/{p.stem}": str(p) for p in sorted(gym.glob("*.xml"))})
+    cases: dict[str, Any] = parity_models()
     if names:
         unknown = [n for n in names if n not in cases]
         if unknown:

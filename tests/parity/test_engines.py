@@ -19,9 +19,8 @@ from typing import Any
 import pytest
 
 from parity.known_gaps import KNOWN_GAPS, LOAD_REJECTIONS
-from simbackend.contract_tests.helpers import gymnasium_assets
+from simbackend.contract_tests.helpers import parity_models
 from simbackend.errors import SimBackendError
-from simbackend.models import builtin_models
 from simbackend.parity import ParityReport, default_tiers, run_parity
 from simbackend.registry import available_backends, get_backend_factory
 
@@ -53,16 +52,7 @@ def _skip_unavailable(sim: str) -> None:
         pytest.skip(SKIPS[sim] or "")
 
 
-def _cases() -> dict[str, Any]:
-    """label -> model source: built-in names, then gymnasium's MJCF files as ``gymnasium/<stem>``."""
-    cases: dict[str, Any] = {name: name for name in builtin_models()}
-    gym = gymnasium_assets()
-    if gym is not None:
-        cases.update({f"gymnasium/{p.stem}": str(p) for p in sorted(gym.glob("*.xml"))})
-    return cases
-
-
-CASES = _cases()
+CASES = parity_models()
 _REPORTS: dict[tuple[str, str], ParityReport] = {}
 
 

@@ -58,6 +58,18 @@ def gymnasium_assets() -> Path | None:
     return path if path.is_dir() else None
 
 
+def parity_models() -> dict[str, str]:
+    """label -> model source of the parity suite: the built-in names, then gymnasium's MJCF files as
+    ``gymnasium/<stem>`` (when gymnasium is installed)."""
+    from simbackend.models import builtin_models
+
+    cases = {name: name for name in builtin_models()}
+    gym = gymnasium_assets()
+    if gym is not None:
+        cases.update({f"gymnasium/{p.stem}": str(p) for p in sorted(gym.glob("*.xml"))})
+    return cases
+
+
 def random_qpos(sim: Any, rng: np.random.Generator, n: int | None = None, *, margin: float = 0.05) -> np.ndarray:
     """``(n, nq)`` random configurations of ``sim``'s model (:func:`simbackend.sampling.random_configurations`):
     dofs inside their ranges by ``margin``, unlimited dofs in [-pi, pi], random free/ball

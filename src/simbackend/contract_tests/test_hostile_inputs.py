@@ -328,7 +328,7 @@ def test_callback_that_raises(make_sim: Callable[..., Any], require: Callable[..
     _unchanged(sim, before, "raising callback")
 
 
-def _fails_at_substep_3(kind: str, sim: Any) -> Callable[[Any, torch.Tensor], Any]:
+def _fails_at_substep_3(kind: str) -> Callable[[Any, torch.Tensor], Any]:
     """A pre-step control function that behaves for two substeps, then fails the way ``kind`` says."""
     calls = []
 
@@ -368,7 +368,7 @@ def test_step_failing_at_a_later_substep_is_undone(
     for s in (sim, twin):
         s.step(ctrl)
     before, time_before, ctrl_before = snapshot(sim), sim.get_time().clone(), sim.get_ctrl().clone()
-    sim.set_pre_step_control(_fails_at_substep_3(kind, sim))
+    sim.set_pre_step_control(_fails_at_substep_3(kind))
     with pytest.raises(STEP_FAILURES[kind]):
         sim.step(ctrl + 0.05, nsteps=5)
     sim.set_pre_step_control(None)
