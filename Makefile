@@ -12,6 +12,8 @@ SIM        ?= mujoco
 # plugin in plugins/motrix,
 # installed as a third party would install it)
 SIMS       ?= mujoco sapien mjwarp motrix
+# the backends the suite also runs against sharded: two Ray actors each (simbackend.sharding)
+SHARDED    ?= mujoco sapien
 # CPU PhysX holds one scene per env (at most 1000 per process): a smaller demo batch there
 DEMO_ENVS  ?= $(if $(filter sapien,$(SIM)),256,1024)
 # the extra `make demo` installs: the engine's own (motrix is a plugin: the full set-up)
@@ -54,6 +56,8 @@ lint: $(STAMP)
 test: lint
 	$(PYTEST) tests plugins/motrix/tests
 	for sim in $(SIMS); do $(PYTEST) src/simbackend/contract_tests --sim $$sim || exit 1; done
+	for sim in $(SHARDED); do $(PYTEST) src/simbackend/contract_tests --sim $$sim \
+		--sim-option shards=2 --sim-option sharding.pool=true || exit 1; done
 # a minimal pure-torch engine written from docs/writing-a-backend.md passes the same suite
 	PYTHONPATH=tests $(PYTEST) src/simbackend/contract_tests -p torch_engine --sim torch
 

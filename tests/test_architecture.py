@@ -140,7 +140,12 @@ def _engine_classes() -> list[type]:
     from simbackend.engine import Engine
 
     classes = []
-    for module in ("simbackend.backends.mujoco", "simbackend.backends.sapien", "simbackend_motrix"):
+    for module in (
+        "simbackend.backends.mujoco",
+        "simbackend.backends.sapien",
+        "simbackend_motrix",
+        "simbackend.sharding.engine",
+    ):
         try:
             mod = importlib.import_module(module)
         except ImportError:

@@ -129,3 +129,27 @@ def test_bad_arguments_exit_2_naming_the_flag(
     assert result.exit_code == 2, result.output
     assert message in result.output
     assert not list(tmp_path.glob("**/*.pt")) and not list(tmp_path.glob("**/log.csv"))
+
+
+def test_train_on_sharded_sapien_then_eval_sharded_and_in_process(tmp_path: Path) -> None:
+    """`--shards K` trains on K Ray actors under the unchanged adapters; the policy evaluates on either."""
+    pytest.importorskip("ray")
+    out = tmp_path / "s"
+    result = _invoke(
+        "train", "--task", "reach", "--sim", "sapien", "--shards", 2, "-o", "sharding.pool=true", "--out", out,
+        "--json", *TINY,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    d = json.loads(result.output[result.output.index("{") :])
+    assert d["iterations"] == 2 and d["env_steps"] > 0
+    for extra in ((), ("--shards", 2, "-o", "sharding.pool=true")):
+        ev = _invoke("eval", "--checkpoint", out / "checkpoint_final.pt", "--sim", "mujoco", "--episodes", 1, "--json",
+                     *extra)  # fmt: skip
+        assert ev.exit_code == 0, ev.output
+        e = json.loads(ev.output[ev.output.index("{") :])
+        assert (e["sim"], e["trained_on"], e["task"]) == ("mujoco", "sapien", "reach")
+
+
+def test_a_bad_shard_count_is_refused_by_name() -> None:
+    result = _invoke("run", "--sim", "mujoco", "--model", "pendulum", "--shards", 0, "--steps", 1)
+    assert result.exit_code != 0 and "shards" in result.output

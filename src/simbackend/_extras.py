@@ -26,6 +26,7 @@ EXTRAS = {
     "tensordict": ("tensordict", "train"),
     "matplotlib": ("matplotlib", "train"),
     "tqdm": ("tqdm", "train"),
+    "ray": ("ray", "ray"),
     "pytest": ("pytest", "contract"),
     "hypothesis": ("hypothesis", "contract"),
 }

@@ -115,9 +115,15 @@ class SimBackend:
         info = model_info(m)
         # the front end's per-env tables first: an impossible num_envs fails here, before an engine allocates
         self._book = EnvBook(info, num_envs, dev, engine.dtype)
-        self._engine: Engine = engine(
-            EngineBuild(info=info, source=model, num_envs=num_envs, device=dev, options=opts, seed=seed)
-        )
+        build = EngineBuild(info=info, source=model, num_envs=num_envs, device=dev, options=opts, seed=seed)
+        if opts.shards is None:
+            self._engine: Engine = engine(build)
+        else:  # K Ray actors, each an ordinary engine of about N/K envs (simbackend.sharding)
+            if dev.type != "cpu":
+                raise InvalidArgumentError(f"shards: sharded backends run on CPU, got device {str(dev)!r}")
+            from simbackend.sharding.engine import ShardedEngine
+
+            self._engine = ShardedEngine(build, inner=engine)
         self._info, self._num_envs, self._device, self._seed = info, num_envs, dev, seed
         self._dtype: torch.dtype = engine.dtype
         self._names = NameTable(info)

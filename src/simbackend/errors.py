@@ -25,6 +25,7 @@ __all__ = [
     "ValueRangeError",
     "BackendClosedError",
     "ReentrantCallError",
+    "ShardFailedError",
     "EnvIdError",
     "IndexRangeError",
     "InvalidQuaternionError",
@@ -109,6 +110,17 @@ class ValueRangeError(_RowsError):
 
 class BackendClosedError(SimBackendError, RuntimeError):
     """A method of a backend that was closed (``backend.closed`` is true)."""
+
+
+class ShardFailedError(SimBackendError, RuntimeError):
+    """A shard of a sharded backend (a Ray actor, ``make_backend(..., shards=K)``) died, timed out or
+    could not be reached; the message names the shard and its env ids. Without
+    ``sharding={"restart": True}`` the backend can then only be closed."""
+
+    def __init__(self, message: str, shard: int, env_ids: Sequence[int]):
+        self.shard = shard
+        self.env_ids = list(env_ids)
+        super().__init__(message)
 
 
 class ReentrantCallError(SimBackendError, RuntimeError):

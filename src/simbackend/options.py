@@ -19,6 +19,12 @@ option                    value                        meaning
                                                        compiled (a URDF has none)
 ``fuse_static``           True, False or None (None)   let MuJoCo fuse bodies welded to their parent;
                                                        None follows the file (a URDF's links are kept)
+``shards``                int >= 1 or None (None)      run the envs in this many Ray actors, each an
+                                                       ordinary backend of about N/K envs (None: in
+                                                       this process); see :mod:`simbackend.sharding`
+``sharding``              dict                         the shards' options: ``address``, ``restart``,
+                                                       ``timeout``, ``pool``, ``cpus``
+                                                       (:data:`SHARDING_OPTIONS`)
 ``<engine name>``         dict                         options of that engine only; blocks named
                                                        after other registered engines are ignored
 ========================  ===========================  ===========================================
@@ -44,7 +50,16 @@ from simbackend import checks
 from simbackend.errors import ArgumentTypeError, InvalidArgumentError
 
 #: options every backend accepts (documented in the module docstring and docs/usage.md)
-COMMON_OPTIONS = ("nthread", "solver_iterations", "timestep", "package_dirs", "actuators", "fuse_static")
+COMMON_OPTIONS = (
+    "nthread",
+    "solver_iterations",
+    "timestep",
+    "package_dirs",
+    "actuators",
+    "fuse_static",
+    "shards",
+    "sharding",
+)
 #: the subset passed to the model compiler
 MODEL_OPTIONS = ("package_dirs", "actuators", "fuse_static")
 
@@ -78,6 +93,8 @@ class BackendOptions:
     timestep: float | None = None
     model: Mapping[str, Any] = field(default_factory=dict)
     engine: Mapping[str, Any] = field(default_factory=dict)
+    shards: int | None = None
+    sharding: Mapping[str, Any] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------
@@ -114,6 +131,48 @@ def optional(check: Callable[[Any, str], Any]) -> Callable[[Any, str], Any]:
         return None if value is None else check(value, argument)
 
     return wrapped
+
+
+def _check_address(value: Any, argument: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ArgumentTypeError(f"{argument}: expected 'auto', 'HOST:PORT' or 'ray://HOST:PORT', got {value!r}")
+    return value.strip()
+
+
+def _check_cpus(value: Any, argument: str) -> float:
+    return checks.real(value, argument, minimum=0.0)
+
+
+#: the keys of ``sharding={...}`` (the options of a sharded backend, ``shards=K``)
+SHARDING_OPTIONS: Mapping[str, EngineOption] = {
+    "address": EngineOption(
+        None, optional(_check_address), "Ray cluster to join ('auto', 'HOST:PORT'); None: start Ray in this process"
+    ),
+    "restart": EngineOption(
+        False, check_bool, "restart a shard that dies and restore its envs from the state it last returned"
+    ),
+    "timeout": EngineOption(300.0, check_positive_float, "seconds a shard may take to answer one call"),
+    "pool": EngineOption(False, check_bool, "on close, keep the actors for the next sharded backend of this process"),
+    "cpus": EngineOption(
+        None, optional(_check_cpus), "CPUs each shard reserves in Ray (None: 0 locally, 1 on a cluster)"
+    ),
+}
+
+
+def _parse_sharding(options: Mapping[str, Any]) -> tuple[int | None, dict[str, Any]]:
+    shards = optional(lambda v, a: check_int(v, a, minimum=1, maximum=4096))(options.get("shards"), "shards")
+    block = options.get("sharding") or {}
+    if not isinstance(block, Mapping):
+        raise ArgumentTypeError(f"sharding: expected a dict of the shards' options, got {type(block).__name__}")
+    bad = sorted(str(k) for k in block if k not in SHARDING_OPTIONS)
+    if bad:
+        raise ArgumentTypeError(f"unknown option(s) in sharding={{...}}: {bad}; accepted: {sorted(SHARDING_OPTIONS)}")
+    if block and shards is None:
+        raise InvalidArgumentError("sharding: given without shards=K (the number of shards)")
+    out = {
+        k: spec.check(block[k], f"sharding.{k}") if k in block else spec.default for k, spec in SHARDING_OPTIONS.items()
+    }
+    return shards, out
 
 
 # ----------------------------------------------------------------------
@@ -170,7 +229,16 @@ def parse_options(
     )
     timestep = optional(check_positive_float)(options.get("timestep"), "timestep")
     model = {k: options[k] for k in MODEL_OPTIONS if k in options}
-    return BackendOptions(nthread=nthread, solver_iterations=iters, timestep=timestep, model=model, engine=engine)
+    shards, sharding = _parse_sharding(options)
+    return BackendOptions(
+        nthread=nthread,
+        solver_iterations=iters,
+        timestep=timestep,
+        model=model,
+        engine=engine,
+        shards=shards,
+        sharding=sharding,
+    )
 
 
 def parse_cli_option(text: str, argument: str = "--option") -> tuple[str, Any]:

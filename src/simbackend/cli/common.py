@@ -154,6 +154,28 @@ BUILD_FLAGS: tuple[tuple[str, Any, Any], ...] = (
         ),
     ),
     (
+        "shards",
+        int | None,
+        typer.Option(
+            None,
+            "--shards",
+            metavar="K",
+            help="Run the envs in K Ray actors, each an ordinary backend of about N/K envs (pip install"
+            " 'simbackend[ray]'); with --ray-address on a cluster, across machines.",
+        ),
+    ),
+    (
+        "ray_address",
+        str | None,
+        typer.Option(
+            None,
+            "--ray-address",
+            metavar="ADDRESS",
+            help="Ray cluster the shards join: auto (the one started here with `ray start`) or HOST:PORT"
+            " (default: a Ray started in this process). Needs --shards.",
+        ),
+    ),
+    (
         "device",
         str | None,
         typer.Option(
@@ -207,6 +229,8 @@ def build_flags(
     solver_iterations: int | None,
     timestep: float | None,
     package_dir: list[str] | None,
+    shards: int | None,
+    ray_address: str | None,
     device: str | None,
 ) -> BuildFlags:
     """Check the construction flags; malformed option text or an absent device is a usage error (exit 2)."""
@@ -221,6 +245,8 @@ def build_flags(
         ("solver_iterations", solver_iterations),
         ("timestep", timestep),
         ("package_dirs", list(package_dir) if package_dir else None),
+        ("shards", shards),
+        ("sharding.address", ray_address),
     ):
         if value is not None:
             texts.append(f"{key}={json.dumps(value)}")
