@@ -68,6 +68,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_mujoco.py
 	$(BIN)/python benchmarks/bench_sapien.py
 	$(BIN)/python benchmarks/bench_mjwarp.py
+	$(BIN)/python benchmarks/bench_sharded.py
 	MUJOCO_GL=egl $(BIN)/python benchmarks/bench_motrix.py
 	MUJOCO_GL=egl $(BIN)/python benchmarks/bench_playback.py
 	MUJOCO_GL=egl $(BIN)/python benchmarks/bench_tasks.py

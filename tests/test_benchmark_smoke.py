@@ -1,4 +1,4 @@
-"""Smoke tests of the benchmark scripts (bench_mujoco, bench_sapien, bench_mjwarp, parity_table): they run and write well-formed output.
+"""Smoke tests of the benchmark scripts (bench_mujoco, bench_sapien, bench_mjwarp, bench_sharded, parity_table): they run and write well-formed output.
 
 No speed target is asserted (the machines are shared and noisy): only that each
 script runs small sections end to end and that its JSON has the expected
@@ -279,3 +279,23 @@ def test_mjwarp_step_section_compares_backend_and_bare_loop_doing_the_same_work(
     assert all(f["value"] > 0 and f["target"] == 0.9 for f in step["figures"])
     bad = _run("--n", "0", script=script, timeout=60)
     assert bad.returncode == 2 and "--n: expected an integer >= 1, got 0" in bad.stderr
+
+
+def test_sharded_bench_compares_shard_counts_doing_the_same_work(tmp_path: Path) -> None:
+    """bench_sharded.py: each case pairs two variants that end in the same state (0.0 difference: env i is
+    bit-identical for any K), with a positive ratio against its target; the scaling section skips a K whose
+    shards would exceed CPU PhysX's 1000 envs."""
+    pytest.importorskip("ray")
+    out = tmp_path / "sharded.json"
+    script = BENCHMARKS / "bench_sharded.py"
+    proc = _run("--quick", "--only", "mujoco", "--only", "scaling", "--scale-n", "2500", "--out", str(out),
+                script=script)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(out.read_text())
+    cases = data["sections"]["mujoco"]["cases"]
+    assert set(cases) == {"K=1 vs in process", "K=2 vs in process"}
+    for name, case in cases.items():
+        assert case["same_work_max_abs_diff"] == 0.0, name
+        assert case["figure"]["value"] > 0 and case["figure"]["target"] == 0.8
+    rows = data["sections"]["scaling"]["rows"]
+    assert "1000" in rows["K=1"]["skipped"] and "1000" in rows["K=2"]["skipped"]
