@@ -101,11 +101,13 @@ class BuildFlags:
         device: the ``--device`` text (``None``: each backend's default).
         texts: the same options as ``KEY=VALUE`` texts, in order (for
             ``pytest --sim-option``; a later text overrides an earlier one).
+        ray_address: ``--ray-address`` (also in ``options`` when ``--shards`` is given).
     """
 
     options: dict[str, Any]
     device: str | None
     texts: tuple[str, ...]
+    ray_address: str | None = None
 
 
 #: the construction flags: (parameter, annotation, typer option); see :func:`with_build_flags`
@@ -171,8 +173,8 @@ BUILD_FLAGS: tuple[tuple[str, Any, Any], ...] = (
             None,
             "--ray-address",
             metavar="ADDRESS",
-            help="Ray cluster the shards join: auto (the one started here with `ray start`) or HOST:PORT"
-            " (default: a Ray started in this process). Needs --shards.",
+            help="Ray cluster the shards (--shards) or a sweep's tasks (--ray) run on: auto (the one started here"
+            " with `ray start`) or HOST:PORT (default: a Ray started in this process).",
         ),
     ),
     (
@@ -212,10 +214,19 @@ def with_build_flags(command: Any) -> Any:
         for name, annotation, default in BUILD_FLAGS
     ]
 
+    sweeps = "ray" in inspect.signature(command).parameters
+
     @functools.wraps(command)
     def wrapper(**kwargs: Any) -> Any:
         given = {name: kwargs.pop(name) for name, _, _ in BUILD_FLAGS}
-        return command(**kwargs, build=build_flags(**given))
+        build = build_flags(**given)
+        if build.ray_address is not None and given["shards"] is None and not (sweeps and kwargs.get("ray")):
+            raise fail(
+                "--ray-address: needs --shards K" + (" or --ray" if sweeps else "") + " (it names the Ray cluster"
+                " they run on)",
+                code=2,
+            )
+        return command(**kwargs, build=build)
 
     del wrapper.__wrapped__  # typer must read the signature below, not the command's
     wrapper.__signature__ = inspect.Signature(own + flags)
@@ -246,7 +257,7 @@ def build_flags(
         ("timestep", timestep),
         ("package_dirs", list(package_dir) if package_dir else None),
         ("shards", shards),
-        ("sharding.address", ray_address),
+        ("sharding.address", ray_address if shards is not None else None),
     ):
         if value is not None:
             texts.append(f"{key}={json.dumps(value)}")
@@ -261,7 +272,7 @@ def build_flags(
             require_device(device, argument="--device")
         except SimBackendError as e:
             raise fail(str(e), code=2) from None
-    return BuildFlags(options, device, tuple(texts))
+    return BuildFlags(options, device, tuple(texts), ray_address)
 
 
 @app.callback()

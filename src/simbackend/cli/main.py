@@ -490,8 +490,12 @@ def _parity_table(report: Any) -> Table:
 @with_build_flags
 def parity(
     sim: str = sim_option(),
-    model: str = typer.Option(
-        ..., "--model", "-m", help="Built-in model name (e.g. pendulum, arm7, box_drop) or path to an MJCF/URDF file."
+    model: list[str] = typer.Option(
+        ...,
+        "--model",
+        "-m",
+        help="Built-in model name (e.g. pendulum, arm7, box_drop) or path to an MJCF/URDF file; repeatable: several"
+        " models print one summary table.",
     ),
     tier: list[str] | None = typer.Option(
         None,
@@ -509,10 +513,17 @@ def parity(
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the random configurations, states and controls."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (stdout) instead of a table."),
+    ray: bool = typer.Option(
+        False, "--ray", help="Run the models as Ray tasks, in parallel (pip install 'simbackend[ray]'; --ray-address)."
+    ),
     *,
     build: BuildFlags,
 ) -> None:
     """Compare backend --sim with the MuJoCo reference on one model, tier by tier.
+
+    With several --model (or --ray) each model is one job, run as a Ray task with
+    --ray (a local Ray, or the cluster at --ray-address), and one summary table
+    (or a JSON list) follows a progress bar.
 
     Prints each quantity's largest error, its tolerance, pass/FAIL, and for
     rollouts the first substep where it left tolerance. The construction flags
@@ -528,10 +539,13 @@ def parity(
     from simbackend.errors import SimBackendError
     from simbackend.parity import run_parity
 
+    if len(model) > 1 or ray:
+        _parity_sweep(sim, model, reference, tier, num_envs, seed, as_json, ray, build)
+        return
     try:
         report = run_parity(
             sim,
-            model,
+            model[0],
             reference=reference,
             tiers=tier,
             num_envs=num_envs,
@@ -540,7 +554,7 @@ def parity(
             options=build.options,
         )
     except (SimBackendError, ValueError, TypeError) as e:
-        raise fail(f"could not run parity for model {model!r}: {e}", code=2) from None
+        raise fail(f"could not run parity for model {model[0]!r}: {e}", code=2) from None
     if as_json:
         sys.stdout.write(json.dumps(report.to_dict(), indent=2) + "\n")
     else:
@@ -561,6 +575,65 @@ def parity(
                 )
             )
     raise typer.Exit(0 if report.passed else 1)
+
+
+def _parity_job(
+    sim: str, model: str, reference: str, tiers: Any, num_envs: int, seed: int, device: Any, options: dict
+) -> Any:
+    """One model of a parity sweep (a Ray task: importable, positional)."""
+    from simbackend.parity import run_parity
+
+    return run_parity(
+        sim, model, reference=reference, tiers=tiers, num_envs=num_envs, seed=seed, device=device, options=options
+    )
+
+
+def _parity_sweep(
+    sim: str,
+    models: list[str],
+    reference: str,
+    tiers: Any,
+    num_envs: int,
+    seed: int,
+    as_json: bool,
+    use_ray: bool,
+    build: BuildFlags,
+) -> None:
+    """``simbackend parity`` over several models: one job each, one summary table; exit 1 if any failed."""
+    import json
+
+    from simbackend.errors import SimBackendError
+    from simbackend.sharding.sweep import JobFailed, fan_out
+
+    jobs = [(sim, m, reference, tiers, num_envs, seed, build.device, build.options) for m in models]
+    try:
+        reports = fan_out(_parity_job, jobs, use_ray=use_ray, address=build.ray_address, label="parity models")
+    except SimBackendError as e:  # the ray extra missing
+        raise fail(str(e), code=2) from None
+    ok = all(not isinstance(r, JobFailed) and r.passed for r in reports)
+    if as_json:
+        out = [
+            {"model": m, "error": r.error} if isinstance(r, JobFailed) else r.to_dict()
+            for m, r in zip(models, reports, strict=True)
+        ]
+        sys.stdout.write(json.dumps(out, indent=2) + "\n")
+        raise typer.Exit(0 if ok else 1)
+    table = Table(title=f"parity: {sim} against {reference}, {len(models)} models")
+    for column in ("model", "rows", "failed", "worst error / tolerance", "result"):
+        table.add_column(column, justify="right" if column in ("rows", "failed") else "left")
+    for m, r in zip(models, reports, strict=True):
+        if isinstance(r, JobFailed):
+            table.add_row(m, "-", "-", Text(r.error), Text("ERROR", style="bold red"))
+            continue
+        worst = max(
+            (x for x in r.rows if x.max_error is not None and x.tolerance), key=lambda x: x.max_error / x.tolerance,
+            default=None,
+        )  # fmt: skip
+        where = "-" if worst is None else f"{worst.max_error / worst.tolerance:.3g} ({worst.tier}/{worst.quantity})"
+        verdict = Text("pass", style="green") if r.passed else Text("FAIL", style="bold red")
+        table.add_row(m, str(len(r.rows)), str(len(r.failures)), where, verdict)
+    console.print(table)
+    raise typer.Exit(0 if ok else 1)
 
 
 # ----------------------------------------------------------------------

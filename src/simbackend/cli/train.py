@@ -200,8 +200,12 @@ def train_command(
 @app.command("eval")
 @with_build_flags
 def eval_command(
-    checkpoint: str = typer.Option(
-        ..., "--checkpoint", "-c", metavar="CKPT.pt", help="A checkpoint written by `simbackend train`."
+    checkpoint: list[str] = typer.Option(
+        ...,
+        "--checkpoint",
+        "-c",
+        metavar="CKPT.pt",
+        help="A checkpoint written by `simbackend train`; repeatable: several print one table.",
     ),
     task: str | None = typer.Option(
         None, "--task", "-t", metavar="TASK", help="The checkpoint's task (a check; default: read from the checkpoint)."
@@ -227,10 +231,19 @@ def eval_command(
     ),
     video: str | None = typer.Option(None, "--video", metavar="OUT.mp4", help="Video of env 0 during the first seed."),
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON (stdout) instead of a table."),
+    ray: bool = typer.Option(
+        False,
+        "--ray",
+        help="Run each (checkpoint, seed) as a Ray task, in parallel (pip install 'simbackend[ray]'; --ray-address).",
+    ),
     *,
     build: BuildFlags,
 ) -> None:
     """Evaluate a checkpoint's deterministic policy on any engine: return, success rate, episode length.
+
+    With several --checkpoint or --ray, every (checkpoint, seed) is one job, run as a Ray task with --ray (a local
+    Ray, or the cluster at --ray-address); the per-seed results are then joined as one evaluation would give them,
+    and one table (or a JSON list) follows a progress bar.
 
     Each metric is the mean over seeds of the per-seed means, with a 95 % confidence interval from Student's t
     distribution over the seeds (n-1 degrees of freedom; none for one seed). The same seeds play the same episodes
@@ -238,20 +251,30 @@ def eval_command(
     unreadable checkpoint, a --task other than the checkpoint's, malformed --seeds, a bad --video path).
     """
     seed_list = _parse_seeds(seeds)
+    sweep = ray or len(checkpoint) > 1
     if video is not None:
+        if sweep:
+            raise fail("--video: one checkpoint evaluated in this process only (not with --ray)", code=2)
         check_output(video, "--video", (".mp4",))
-    if not Path(checkpoint).is_file():
-        raise fail(f"--checkpoint: no such file {checkpoint}", code=2)
+    for path in checkpoint:
+        if not Path(path).is_file():
+            raise fail(f"--checkpoint: no such file {path}", code=2)
 
     from simbackend.errors import SimBackendError
     from simbackend.training import evaluate, load_checkpoint
 
-    try:
-        ckpt = load_checkpoint(checkpoint)
-    except SimBackendError as e:
-        raise fail(f"--checkpoint: {str(e).removeprefix('checkpoint: ')}", code=2) from None
-    if task is not None and task != ckpt.task:
-        raise fail(f"--task: the checkpoint was trained on task {ckpt.task!r}, not {task!r}", code=2)
+    ckpts = []
+    for path in checkpoint:
+        try:
+            ckpts.append(load_checkpoint(path))
+        except SimBackendError as e:
+            raise fail(f"--checkpoint: {path}: {str(e).removeprefix('checkpoint: ')}", code=2) from None
+        if task is not None and task != ckpts[-1].task:
+            raise fail(f"--task: {path} was trained on task {ckpts[-1].task!r}, not {task!r}", code=2)
+    if sweep:
+        _eval_sweep(ckpts, sim, num_envs, seed_list, episodes, as_json, ray, build)
+        return
+    ckpt = ckpts[0]
     try:
         result = evaluate(
             ckpt,
@@ -264,10 +287,72 @@ def eval_command(
             backend_options=build.options,
         )
     except (SimBackendError, ValueError, TypeError, RuntimeError) as e:
-        raise fail(f"evaluating {checkpoint} on {sim or ckpt.sim!r} failed: {e}") from None
+        raise fail(f"evaluating {checkpoint[0]} on {sim or ckpt.sim!r} failed: {e}") from None
     if as_json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
         return
+    _print_evaluation(result)
+
+
+def _eval_job(ckpt: Any, sim: str | None, num_envs: int | None, seed: int, episodes: int | None, options: dict) -> Any:
+    """One (checkpoint, seed) of an evaluation sweep (a Ray task: importable, positional)."""
+    from simbackend.training import evaluate
+
+    return evaluate(ckpt, sim, num_envs=num_envs, seeds=[seed], episodes_per_seed=episodes, backend_options=options)
+
+
+def _eval_sweep(
+    ckpts: list,
+    sim: str | None,
+    num_envs: int | None,
+    seeds: list[int],
+    episodes: int | None,
+    as_json: bool,
+    use_ray: bool,
+    build: BuildFlags,
+) -> None:
+    """``simbackend eval`` over checkpoints x seeds as jobs; per checkpoint the seeds joined; one table."""
+    from simbackend.errors import SimBackendError
+    from simbackend.sharding.sweep import JobFailed, fan_out
+    from simbackend.training import merge_seeds
+
+    jobs = [(c, sim, num_envs, s, episodes, build.options) for c in ckpts for s in seeds]
+    try:
+        done = fan_out(_eval_job, jobs, use_ray=use_ray, address=build.ray_address, label="evaluations")
+    except SimBackendError as e:  # the ray extra missing
+        raise fail(str(e), code=2) from None
+    rows: list[Any] = []
+    for i in range(len(ckpts)):
+        mine = done[i * len(seeds) : (i + 1) * len(seeds)]
+        failed = [r for r in mine if isinstance(r, JobFailed)]
+        rows.append(failed[0] if failed else merge_seeds(mine))
+    ok = not any(isinstance(r, JobFailed) for r in rows)
+    if as_json:
+        out = [
+            {"checkpoint": str(c.path), "error": r.error} if isinstance(r, JobFailed) else r.to_dict()
+            for c, r in zip(ckpts, rows, strict=True)
+        ]
+        sys.stdout.write(json.dumps(out, indent=2) + "\n")
+        raise typer.Exit(0 if ok else 1)
+    if len(rows) == 1 and ok:
+        _print_evaluation(rows[0])
+        return
+    table = Table(title=f"{len(ckpts)} checkpoints x {len(seeds)} seeds; 95% CI: Student's t over seeds")
+    for column in ("checkpoint", "task", "trained on", "evaluated on", "return", "success rate", "episode length"):
+        table.add_column(column)
+    for c, r in zip(ckpts, rows, strict=True):
+        if isinstance(r, JobFailed):
+            table.add_row(str(c.path), c.task, c.sim, sim or c.sim, Text(r.error, style="red"), "", "")
+            continue
+        cells = [f"{est.mean:{fmt}} {_fmt_ci(est, 4)}" for est, fmt in
+                 ((r.mean_return, ".1f"), (r.success_rate, ".3f"), (r.mean_length, ".1f"))]  # fmt: skip
+        table.add_row(str(c.path), r.task, r.trained_on, r.sim, *cells)
+    console.print(table)
+    raise typer.Exit(0 if ok else 1)
+
+
+def _print_evaluation(result: Any) -> None:
+    """The table of one evaluation."""
     console.print(
         Text(
             f"{result.task}: trained on {result.trained_on} ({result.env_steps:,} env steps),"

@@ -18,7 +18,7 @@ Imports neither an engine nor a backend package: engines are reached through
 
 from .checkpoint import Checkpoint, Policy, load_checkpoint
 from .config import TASK_DEFAULTS, TrainConfig
-from .evaluation import EvalResult, evaluate, run_episodes
+from .evaluation import EvalResult, evaluate, merge_seeds, run_episodes
 from .logs import COLUMNS
 from .stats import Estimate, estimate, t_critical
 from .trainer import TrainResult, train
@@ -34,6 +34,7 @@ __all__ = [
     "TrainResult",
     "estimate",
     "evaluate",
+    "merge_seeds",
     "load_checkpoint",
     "run_episodes",
     "t_critical",

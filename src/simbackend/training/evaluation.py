@@ -12,7 +12,7 @@ import contextlib
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from simbackend.errors import InvalidArgumentError
 from .checkpoint import Checkpoint, load_checkpoint
 from .stats import Estimate, estimate
 
-__all__ = ["EvalResult", "evaluate", "run_episodes", "torch_threads"]
+__all__ = ["EvalResult", "evaluate", "merge_seeds", "run_episodes", "torch_threads"]
 
 
 @contextlib.contextmanager
@@ -219,6 +219,31 @@ def evaluate(
             backend_options=backend_options,
             video_size=video_size,
         )
+
+
+def merge_seeds(results: Sequence[EvalResult]) -> EvalResult:
+    """One result from evaluations of one checkpoint on one engine over different seeds (e.g. run apart,
+    as the tasks of a sweep): per-seed rows in seed order, the estimates over all of them, wall times added."""
+    if not results:
+        raise InvalidArgumentError("results: expected at least one evaluation")
+    first = results[0]
+    design = (first.checkpoint, first.sim, first.episodes_per_seed, first.num_envs)
+    if any((r.checkpoint, r.sim, r.episodes_per_seed, r.num_envs) != design for r in results):
+        raise InvalidArgumentError("results: expected evaluations of one checkpoint on one engine, alike")
+    per_seed = sorted((row for r in results for row in r.per_seed), key=lambda row: row["seed"])
+    seeds = tuple(row["seed"] for row in per_seed)
+    if len(set(seeds)) != len(seeds):
+        raise InvalidArgumentError(f"results: a seed is evaluated twice ({list(seeds)})")
+    return replace(
+        first,
+        seeds=seeds,
+        per_seed=per_seed,
+        mean_return=estimate(s["mean_return"] for s in per_seed),
+        success_rate=estimate(s["success_rate"] for s in per_seed),
+        mean_length=estimate(s["mean_length"] for s in per_seed),
+        wall_s=sum(r.wall_s for r in results),
+        video=next((r.video for r in results if r.video), None),
+    )
 
 
 def _evaluate(
