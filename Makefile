@@ -46,6 +46,16 @@ setup: $(STAMP)
 
 demo: $(if $(filter motrix,$(SIM)),$(STAMP),$(DEMO_STAMP))
 	MUJOCO_GL=egl $(BIN)/simbackend run --sim $(SIM) --model arm7 --num-envs $(DEMO_ENVS) --steps 500 --nsteps 4
+	@echo
+	@echo "Next, try (source $(VENV)/bin/activate first):"
+	@echo "  pip install -e '.[playback,train]'                   # videos and training (the demo installed the engine)"
+	@echo "  simbackend info                                      # backends, devices, capabilities"
+	@echo "  simbackend run --sim $(SIM) --model quadruped --num-envs 16 --steps 200 --video quadruped.mp4"
+	@echo "  simbackend train --task cartpole --sim $(SIM) --out runs/cartpole   # PPO, about a minute"
+	@echo "  simbackend eval --checkpoint runs/cartpole/checkpoint_final.pt --sim mujoco"
+	@echo "  simbackend parity --sim $(SIM) --model arm7          # how far from MuJoCo, tier by tier"
+	@echo "  make test                                            # every engine and extra, the suites"
+	@echo "The tour: README.md; every command: docs/cli.md."
 
 # ruff (lint + format) and mypy (its files are listed in pyproject.toml), then the tests and the suite
 lint: $(STAMP)

@@ -381,7 +381,8 @@ def _sim_to_sim(stem: str, result: dict[str, Any]) -> list[str]:
     )
     groups: dict[tuple[bool, str], list[dict[str, Any]]] = {}
     for r in runs:
-        groups.setdefault((bool(r.get("dr")), str(r.get("train_sim"))), []).append(r)
+        shards = f" ({r['shards']} shards)" if r.get("shards") else ""
+        groups.setdefault((bool(r.get("dr")), f"{r.get('train_sim')}{shards}"), []).append(r)
     for (dr, train_sim), group in groups.items():
         for eval_sim in group[0].get("eval", {}):
             succ = [r["eval"][eval_sim]["success_rate"]["mean"] for r in group if eval_sim in r.get("eval", {})]

@@ -13,6 +13,9 @@ Usage::
     python benchmarks/sim_to_sim.py --task cartpole --seeds 0 1 2
     python benchmarks/sim_to_sim.py --task reach --seeds 0 1 --time-budget 300 --dr both
     python benchmarks/sim_to_sim.py --task quadruped --train-sims mujoco --seeds 0 --time-budget 900
+    python benchmarks/sim_to_sim.py --task reach --train-sims sapien --shards 2 --dr off --seeds 0 --out ...
+
+``--shards K`` trains on K Ray actors (``make_backend(..., shards=K)``); evaluations run in this process.
 
 Writes ``results/sim_to_sim_<task>.json`` (every run's figures) and prints a Markdown table.
 """
@@ -55,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--time-budget", type=float, default=None, help="training seconds per run")
     p.add_argument("--max-iterations", type=int, default=None)
     p.add_argument("--num-envs", type=int, default=None, help="training envs (default: the task's)")
+    p.add_argument("--shards", type=int, default=None, help="train on K Ray shards (default: in this process)")
     p.add_argument("--runs", type=Path, default=Path("/tmp/sim_to_sim"), help="folder of the training runs")
     p.add_argument("--out", type=Path, default=None)
     args = p.parse_args(argv)
@@ -72,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     for dr in settings:
         for train_sim in args.train_sims:
             for seed in args.seeds:
-                name = f"{args.task}_{train_sim}_{'dr' if dr else 'nodr'}_s{seed}"
+                sharded = f"_k{args.shards}" if args.shards else ""
+                name = f"{args.task}_{train_sim}{sharded}_{'dr' if dr else 'nodr'}_s{seed}"
                 print(f"[sim_to_sim] training {name} ...", file=sys.stderr, flush=True)
                 t0 = time.perf_counter()
                 result = train(
@@ -84,12 +89,14 @@ def main(argv: list[str] | None = None) -> int:
                     train_config=overrides or None,
                     out_dir=args.runs / name,
                     progress=False,
+                    backend_options={"shards": args.shards} if args.shards else None,
                 )
                 wall = time.perf_counter() - t0
                 run = {
                     "name": name,
                     "task": args.task,
                     "train_sim": train_sim,
+                    "shards": args.shards,
                     "dr": dr,
                     "seed": seed,
                     "iterations": result.iterations,
@@ -145,8 +152,9 @@ def main(argv: list[str] | None = None) -> int:
             for eval_sim in args.eval_sims:
                 succ = [r["eval"][eval_sim]["success_rate"]["mean"] for r in group]
                 ret = [r["eval"][eval_sim]["mean_return"]["mean"] for r in group]
+                label = f"{train_sim} ({args.shards} shards)" if args.shards else train_sim
                 print(
-                    f"| {train_sim} | {'plan' if dr else 'off'} | {eval_sim} | {_cell(succ, '.3f')} |"
+                    f"| {label} | {'plan' if dr else 'off'} | {eval_sim} | {_cell(succ, '.3f')} |"
                     f" {_cell(ret, '.1f')} | {_cell([r['train_wall_s'] for r in group], '.0f')} |"
                     f" {_cell([float(r['env_steps']) for r in group], '.0f')} |"
                 )

@@ -63,3 +63,24 @@ def test_readme_is_a_short_tour_without_dated_figures():
     assert len(text.splitlines()) <= 300
     assert not re.findall(r"\b20\d\d-\d\d-\d\d\b", text)
     assert "docs/performance.md" in text
+
+
+def test_make_demo_suggests_commands_that_exist_with_the_flags_it_names():
+    """`make demo` ends with what to try next; every simbackend command it prints is a real command, and every
+    flag it gives is one that command takes (checked against its --help, with the Makefile's variables filled in)."""
+    from typer.testing import CliRunner
+
+    from simbackend.cli.main import app
+
+    makefile = (README.parent / "Makefile").read_text()
+    recipe = makefile[makefile.index("\ndemo:") :].split("\n\n")[0]
+    suggested = re.findall(r'@echo "\s+simbackend ([^#"]+)', recipe)
+    assert len(suggested) >= 4, recipe
+    runner = CliRunner()
+    for line in suggested:
+        words = line.replace("$(SIM)", "mujoco").split()
+        help_text = runner.invoke(app, [words[0], "--help"], env={"COLUMNS": "250"})
+        assert help_text.exit_code == 0, (line, help_text.output)
+        for flag in (w for w in words[1:] if w.startswith("--")):
+            assert flag in help_text.output, (line, flag)
+    assert "Next" in recipe and "docs/cli.md" in recipe
