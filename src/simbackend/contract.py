@@ -42,8 +42,8 @@ import torch
 from simbackend import _validate as V
 from simbackend.capabilities import Capabilities
 from simbackend.devices import require_device
-from simbackend.divergence import MAX_QPOS, MAX_QVEL, diverged_rows
-from simbackend.engine import Engine, EngineBuild
+from simbackend.divergence import MAX_QPOS, MAX_QVEL, diverged_rows, forced_rows
+from simbackend.engine import BodyForces, Engine, EngineBuild
 from simbackend.errors import (
     ArgumentTypeError,
     BackendClosedError,
@@ -139,6 +139,7 @@ class SimBackend:
         self._observers: list = []
         self._silenced = False
         self._index_cache: dict[str, torch.Tensor] = {}
+        self._inv_weight: torch.Tensor | None = None  # bodies' inverse weights, for divergence rule 5
         self._row_memo: dict[int, tuple] = {}
         quat_cols = info.quat_qpos_index[:, None] + np.arange(4) if info.quat_qpos_index.size else np.zeros((0, 4), int)
         self._quat_cols = torch.as_tensor(quat_cols, dtype=torch.long, device=dev)
@@ -1212,10 +1213,13 @@ class SimBackend:
         and held envs (``hold``: GPU input faults) get back their pre-call state. Returns the
         ``(N,)`` diverged mask (held envs excluded); time and the last controls follow."""
         engine = self._engine
+        forces = self._book.pending_forces()
         try:
-            failed = engine.step(ctrl, nsteps, self._book.pending_forces())
+            failed = engine.step(ctrl, nsteps, forces)
             qpos, qvel = engine.read_state()
             diverged = self._mask(diverged_rows(qpos, qvel))
+            if forces is not None:  # rule 5: a push no engine integrates (simbackend.divergence)
+                diverged = diverged | self._pushed_too_hard(forces, nsteps)
             if failed is not None:
                 diverged = diverged | self._mask(failed)
             stayed = diverged if hold is None else diverged | hold
@@ -1228,6 +1232,15 @@ class SimBackend:
         self._book.advance(nsteps * self.physics_dt, stayed, self._defers_checks)
         self._book.ctrl = ctrl.clone()  # the caller may reuse the tensor it passed
         return diverged if hold is None else diverged & ~hold
+
+    def _pushed_too_hard(self, forces: BodyForces, nsteps: int) -> torch.Tensor:
+        """``(N,)`` rule 5 of :mod:`simbackend.divergence` for the forces of this call."""
+        if self._inv_weight is None:
+            weights = np.asarray(self._info.compiled.body_invweight0, np.float64).reshape(-1, 2)
+            self._inv_weight = torch.as_tensor(weights, device=self._device)
+        cols = torch.as_tensor(forces.bodies, device=self._device)
+        w = self._inv_weight[cols]
+        return forced_rows(forces.force.to(w.dtype), forces.torque.to(w.dtype), w, nsteps * self.physics_dt)
 
     def _mark(self) -> tuple[Any, torch.Tensor, torch.Tensor]:
         """What undoes several substeps: the engine's snapshot rows of every env (its whole state: warm

@@ -6,7 +6,16 @@ An env **diverged** during a call when, after any substep of it:
 2. some ``|qpos|`` entry exceeds :data:`MAX_QPOS`; or
 3. some ``|qvel|`` entry exceeds :data:`MAX_QVEL`; or
 4. the engine reported a failure for it (MuJoCo's bad-qacc warning or a
-   ``SimulationError``; a PhysX step error).
+   ``SimulationError``; a PhysX step error); or
+5. an external force or torque applied to it for the call
+   (``apply_body_force``) is one no engine integrates: the speed it alone
+   would give a body within the call, ``(|F| w_t + |tau| w_r) dt nsteps``
+   with ``w`` the body's inverse weight at the model's reference pose
+   (MuJoCo's ``body_invweight0``: translational, rotational), exceeds
+   :data:`MAX_QVEL` (:func:`forced_rows`). It is judged from the inputs, so
+   every engine flags the same envs: MuJoCo flags such a push by its bad-qacc
+   check, while CPU PhysX drops a force it cannot integrate (a 1e30 N push
+   leaves the body at rest) or zeroes the velocities without a trace.
 
 A diverged env is reported in ``step``'s ``info["diverged"]`` and gets back its
 last finite state (the state from before the call, or, with a pre-step control
@@ -57,3 +66,17 @@ def diverged_rows(qpos: Any, qvel: Any) -> Any:
     bad_q = ~(qpos.abs() <= MAX_QPOS)
     bad_v = ~(qvel.abs() <= MAX_QVEL)
     return bad_q.any(dim=1) | bad_v.any(dim=1)
+
+
+def forced_rows(force: Any, torque: Any, inv_weight: Any, duration: float) -> Any:
+    """``(n,)`` bool: rule 5, envs whose external forces alone would change a body's speed by more
+    than :data:`MAX_QVEL` within ``duration`` seconds.
+
+    Args:
+        force, torque: ``(n, B, 3)`` tensors, world frame (finite).
+        inv_weight: ``(B, 2)`` the bodies' translational and rotational inverse weights
+            (MuJoCo's ``body_invweight0``), same device.
+        duration: seconds the forces act (substep x substeps).
+    """
+    dv = (force.norm(dim=-1) * inv_weight[:, 0] + torque.norm(dim=-1) * inv_weight[:, 1]) * duration
+    return (dv > MAX_QVEL).any(dim=1)

@@ -149,3 +149,46 @@ def test_speed_threshold_is_the_contracts(make_sim: Callable[..., Any], require:
     np.testing.assert_array_equal(q[1], before[0][1])
     np.testing.assert_array_equal(v[1], before[1][1])
     assert abs(v[0, int(cols[0])]) < MAX_QVEL
+
+
+@pytest.mark.parametrize(
+    ("body", "magnitude", "state"),
+    [("cart", 1e15, (0.1, 0.2)), ("pole", 1e30, (0.0, 0.0)), ("cart", 1e30, (0.0, 0.0))],
+    ids=["1e15-on-the-moving-cart", "1e30-on-the-pole-at-rest", "1e30-on-the-cart-at-rest"],
+)
+def test_a_push_no_engine_integrates_is_flagged(
+    make_sim: Callable[..., Any], require: Callable[..., None], body: str, magnitude: float, state: tuple
+) -> None:
+    """Clause: divergence — rule 5: a force whose speed change within the step, |F| dt times the body's inverse weight (body_invweight0), exceeds MAX_QVEL flags exactly that env, on every engine (PhysX would drop it or zero the velocities), and it keeps its pre-call state."""
+    require("divergence_detection")
+    require("body_forces")
+    sim, twin = make_sim("cartpole", 3), make_sim("cartpole", 3)
+    for s in (sim, twin):
+        s.set_state(None, np.full((3, 2), state[0]), np.full((3, 2), state[1]))
+    b = int(sim.get_body_ids(body)[0])
+    f = np.zeros((3, 1, 3))
+    f[1, 0] = [magnitude, 0.0, 0.0]
+    sim.apply_body_force([b], f)
+    before = _state(sim)
+    ctrl = np.zeros((3, 1))
+    twin.step(ctrl, 2)
+    _check(sim, twin, before, sim.step(ctrl, 2), [False, True, False])
+
+
+def test_a_hard_push_within_the_rule_is_integrated_alike(
+    make_sim: Callable[..., Any], require: Callable[..., None]
+) -> None:
+    """Clause: divergence — a push whose speed change stays well under rule 5's bound (1 % of MAX_QVEL on the cart) is not flagged, and moves the cart along the force."""
+    require("divergence_detection")
+    require("body_forces")
+    sim = make_sim("cartpole", 2)
+    cart = int(sim.get_body_ids("cart")[0])
+    mass = float(to_np(sim.get_env_body_mass())[0, cart])  # the cart drags the pole: its inverse weight is below 1/mass
+    f = np.zeros((2, 1, 3))
+    f[1, 0, 0] = 0.01 * MAX_QVEL * mass / sim.physics_dt
+    sim.apply_body_force([cart], f)
+    info = sim.step(np.zeros((2, 1)))
+    assert not to_np(info["diverged"]).any(), "a push within rule 5's bound was flagged"
+    slide = int(sim.get_joint_qvel_indices(sim.joint_names[0])[0])
+    v = to_np(sim.get_qvel())
+    assert v[1, slide] > 100 * max(abs(v[0, slide]), 1.0), "the pushed cart did not speed up along the force"
