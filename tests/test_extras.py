@@ -102,8 +102,9 @@ def test_the_core_works_without_any_extra() -> None:
         ("import simbackend.training", ("tqdm",), "train"),
         ("import simbackend.contract_tests.plugin", ("hypothesis",), "contract"),
         ("from simbackend.playback.recording import Recording; Recording('pyproject.toml')", ("h5py",), "playback"),
+        ("import simbackend; simbackend.make_backend('mujoco', 'pendulum', 2, shards=2)", ("ray",), "ray"),
     ],
-    ids=["mujoco", "sapien", "gym", "rsl", "training", "contract", "playback"],
+    ids=["mujoco", "sapien", "gym", "rsl", "training", "contract", "playback", "ray"],
 )
 def test_a_missing_extra_is_one_error_naming_it(code: str, blocked: tuple[str, ...], extra: str) -> None:
     proc = _python(
