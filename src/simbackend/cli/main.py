@@ -620,7 +620,7 @@ def _parity_sweep(
         raise typer.Exit(0 if ok else 1)
     table = Table(title=f"parity: {sim} against {reference}, {len(models)} models")
     for column in ("model", "rows", "failed", "worst error / tolerance", "result"):
-        table.add_column(column, justify="right" if column in ("rows", "failed") else "left")
+        table.add_column(column, justify="right" if column in ("rows", "failed") else "left", overflow="fold")
     for m, r in zip(models, reports, strict=True):
         if isinstance(r, JobFailed):
             table.add_row(m, "-", "-", Text(r.error), Text("ERROR", style="bold red"))

@@ -339,7 +339,7 @@ def _eval_sweep(
         return
     table = Table(title=f"{len(ckpts)} checkpoints x {len(seeds)} seeds; 95% CI: Student's t over seeds")
     for column in ("checkpoint", "task", "trained on", "evaluated on", "return", "success rate", "episode length"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")  # a path is never cut short
     for c, r in zip(ckpts, rows, strict=True):
         if isinstance(r, JobFailed):
             table.add_row(str(c.path), c.task, c.sim, sim or c.sim, Text(r.error, style="red"), "", "")
