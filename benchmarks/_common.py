@@ -47,6 +47,14 @@ class BaseSettings:
         return dict(vars(self))
 
 
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (a script's size flags)."""
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")
+    return n
+
+
 # ----------------------------------------------------------------------------
 # timing machinery
 # ----------------------------------------------------------------------------

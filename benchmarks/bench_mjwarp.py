@@ -215,15 +215,10 @@ def print_tables(result: dict) -> None:
 BENCHES: dict[str, Callable[[Settings], dict]] = {"step": bench_step}
 
 
-def _positive(text: str) -> int:
-    n = int(text)
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")
-    return n
-
-
 def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--n", type=_positive, nargs="+", metavar="N", help="world counts (default: 256 1024; quick: 16 64)")
+    p.add_argument(
+        "--n", type=_common.positive_int, nargs="+", metavar="N", help="world counts (default: 256 1024; quick: 16 64)"
+    )
     p.add_argument("--device", default="cpu", help="warp device of both variants: cpu, cuda or cuda:i")
 
 

@@ -199,15 +199,10 @@ BENCHES: dict[str, Callable[[Settings], dict]] = {
 }
 
 
-def _positive(text: str) -> int:
-    n = int(text)
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text}")
-    return n
-
-
 def _arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--scale-n", type=_positive, metavar="N", help="envs of the scaling section (default 1000 per core)")
+    p.add_argument(
+        "--scale-n", type=_common.positive_int, metavar="N", help="envs of the scaling section (default 1000 per core)"
+    )
 
 
 def _configure(args: argparse.Namespace) -> None:
