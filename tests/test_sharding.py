@@ -248,3 +248,18 @@ def test_sapien_beyond_its_per_process_cap() -> None:
             sim.step(torch.ones(1200, 1), 2)
             q = sim.get_qpos()
     assert q.shape == (1200, 1) and bool(torch.isfinite(q).all()) and np.unique(q.numpy()).size == 1
+
+
+def test_a_shard_that_raises_does_not_hide_what_the_others_wrote() -> None:
+    """set_state over two shards, the second of which raises: the first shard's envs took the new state, and the
+    getters say so (each shard's answer is kept as it arrives)."""
+    import ray
+
+    with make_backend("mujoco", "pendulum", 4, shards=2) as sim:
+        ray.get(sim.engine._actors[1].close.remote())
+        new = torch.full((4, 1), 0.5)
+        with pytest.raises(RuntimeError, match="hosts no engine"):
+            sim.set_state(None, new, torch.zeros(4, 1))
+        got = [float(x) for x in ray.get(sim.engine._actors[0].call.remote("read_state", ()))[0][:, 0]]
+        assert got == [0.5, 0.5]
+        assert sim.get_qpos()[:2, 0].tolist() == got

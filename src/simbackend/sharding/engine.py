@@ -85,7 +85,7 @@ class ShardedEngine(Engine):
         self._capabilities: Capabilities = replace(meta["capabilities"], gpu=False)
         self._notes: tuple[str, ...] = meta["notes"]
         self._width: int | None = meta["state_width"]
-        self._upd: list[Update] = [m["update"] for m in (metas[k] for k in range(count))]
+        self._upd: list[Update] = [metas[k]["update"] for k in range(count)]
         self._before: list[Update] = list(self._upd)
         self._building = False
 
@@ -309,21 +309,33 @@ class ShardedEngine(Engine):
         if mark_step:
             self._seq = next(_STEP_NUMBERS)
             calls = {k: (*c, self._seq) for k, c in calls.items()}
-        answers = self._run("call", calls, mark_step=mark_step)
-        if any(isinstance(a, Interrupted) for a in answers.values()):
-            raise KeyboardInterrupt
-        self._joined.clear()
-        for k, update in answers.items():
+
+        def record(k: int, update: Any) -> None:
+            # each shard's answer is kept as it arrives: a shard that fails does not hide the others' new state
+            if isinstance(update, Interrupted):
+                return
+            self._joined.clear()
             if mark_step:
                 self._before[k] = self._upd[k]
             self._upd[k] = update
             self._extra[k] = {}
+
+        answers = self._run("call", calls, mark_step=mark_step, record=record)
+        if any(isinstance(a, Interrupted) for a in answers.values()):
+            raise KeyboardInterrupt
         return answers
 
     def _run(
-        self, method: str, args: dict[int, tuple], *, mark_step: bool = False, timeout: float = 0.0
+        self,
+        method: str,
+        args: dict[int, tuple],
+        *,
+        mark_step: bool = False,
+        timeout: float = 0.0,
+        record: Callable[[int, Any], None] | None = None,
     ) -> dict[int, Any]:
-        """Submit ``method(*args[k])`` to every shard ``k`` named, then await them all."""
+        """Submit ``method(*args[k])`` to every shard ``k`` named, then await them all (``record(k, answer)``
+        as each arrives); the first error is raised once every shard has answered or failed."""
         if self._dead and not (method == "call" and args and all(a[0] == "revert" for a in args.values())):
             # a revert (after a failed step) still puts the live shards back
             raise self._failure(min(self._dead), "failed earlier; this backend can only be closed")
@@ -335,9 +347,18 @@ class ShardedEngine(Engine):
         limit = max(self._timeout, timeout)
         deadline = time.monotonic() + limit
         out = {}
+        error: BaseException | None = None
         try:
             for k, ref in refs.items():
-                out[k] = self._await(k, ref, deadline, limit, functools.partial(self._resubmit, k, method, args[k]))
+                try:
+                    out[k] = self._await(k, ref, deadline, limit, functools.partial(self._resubmit, k, method, args[k]))
+                except Exception as e:  # noqa: BLE001 - raised below, after the other shards' answers
+                    error = error or e
+                    continue
+                if record is not None:
+                    record(k, out[k])
+            if error is not None:
+                raise error
         except KeyboardInterrupt:
             if mark_step:  # Ctrl-C here stops the shards' step too (the front end then reverts)
                 for k in refs:
