@@ -25,7 +25,7 @@ BIN        := $(VENV)/bin
 STAMP      := $(VENV)/.simbackend-installed
 DEMO_STAMP := $(VENV)/.simbackend-$(DEMO_EXTRA)
 
-.PHONY: setup demo test lint contract bench clean
+.PHONY: setup demo test lint contract bench pictures clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -83,6 +83,23 @@ bench: $(STAMP)
 	MUJOCO_GL=egl $(BIN)/python benchmarks/bench_playback.py
 	MUJOCO_GL=egl $(BIN)/python benchmarks/bench_tasks.py
 	$(BIN)/python benchmarks/report.py
+
+# the pictures in README.md and docs/playback.md, made with the CLI as a user would (recorded on PhysX, drawn by MuJoCo)
+PICTURES := $(VENV)/pictures
+pictures: $(STAMP)
+	mkdir -p $(PICTURES)
+	MUJOCO_GL=egl $(BIN)/simbackend record --sim sapien --model quadruped --keyframe stand --steps 3 --num-envs 1 \
+		--seed 1 --out $(PICTURES)/quadruped.h5
+	MUJOCO_GL=egl $(BIN)/simbackend play $(PICTURES)/quadruped.h5 --sim mujoco --size 480x320 \
+		--png docs/images/quadruped_played.png
+	MUJOCO_GL=egl $(BIN)/simbackend record --sim sapien --model cartpole --steps 150 --nsteps 10 --num-envs 1 \
+		--seed 2 --out $(PICTURES)/cartpole.h5
+	MUJOCO_GL=egl $(BIN)/simbackend play $(PICTURES)/cartpole.h5 --sim mujoco --size 480x320 \
+		--png docs/images/cartpole_played.png
+	MUJOCO_GL=egl $(BIN)/simbackend record --sim sapien --model arm7 --keyframe home --steps 120 --num-envs 4 \
+		--nsteps 4 --out $(PICTURES)/arm7.h5
+	MUJOCO_GL=egl $(BIN)/simbackend play $(PICTURES)/arm7.h5 --sim mujoco --size 480x320 \
+		--png docs/images/arm7_played.png
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -13,10 +13,14 @@ Sections (``--only NAME`` runs one; add a section by adding a function to
               recorder attached and detached around the recorded calls),
               nsteps 1 and 4 (overhead = time ratio - 1; target <= 5 %).
 * ``render``  frames/s at 320 x 240 on arm7 (keyframe ``home`` + 0.2 rad noise
-              per env) and quadruped (keyframe ``stand``, base shifted per env),
+              per env), quadruped (keyframe ``stand``, base shifted per env) and
+              cartpole (``qpos0`` + 0.2 noise),
               N = 16 envs at fixed states, default free camera:
               - ``rgb_n1``: ``render(env_ids=0)``, one picture per call;
               - ``rgb_n16``: ``render()``, the 16 envs' pictures in one call;
+              - ``rgb_n16_bare``: the same undressed (``dress=False``): no floor,
+                light or sky added (the cart-pole has no floor; arm7 and the
+                quadruped get only the sky);
               - ``tiled16``: ``render(tile=True)``, the 16 envs in ONE picture;
               - ``rgbds_n16``: ``get_camera_images("free", modes=(rgb, depth,
                 segmentation))``, 16 envs, three images each (rate: env pictures/s).
@@ -54,7 +58,8 @@ HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "results" / "playback.json"
 
 WIDTH, HEIGHT = 320, 240
-MODELS = {"arm7": "home", "quadruped": "stand"}  # model -> keyframe the envs start from
+#: model -> keyframe the envs start from (None: qpos0); the cart-pole has no floor: its pictures get the whole dress
+MODELS = {"arm7": "home", "quadruped": "stand", "cartpole": None}
 
 
 # ----------------------------------------------------------------------------
@@ -85,7 +90,8 @@ def _scene(model: str, n: int) -> Any:
     import simbackend
 
     sim = simbackend.make_backend("mujoco", model, n)
-    q = sim.get_keyframe_qpos(MODELS[model]).expand(n, -1).clone()
+    key = MODELS[model]
+    q = (sim.get_qpos() if key is None else sim.get_keyframe_qpos(key).expand(n, -1)).clone()
     rng = np.random.default_rng(3)
     if sim.has_floating_base:
         q[:, :2] += torch.from_numpy(rng.uniform(-0.3, 0.3, (n, 2)).astype(np.float32))
@@ -127,6 +133,7 @@ def bench_render(s: Settings) -> dict:
         calls = {
             "rgb_n1": lambda i, sim=sim: sim.render(env_ids=0, width=w, height=h),
             "rgb_n16": lambda i, sim=sim: sim.render(width=w, height=h),
+            "rgb_n16_bare": lambda i, sim=sim: sim.render(width=w, height=h, dress=False),
             "tiled16": lambda i, sim=sim: sim.render(tile=True, width=w, height=h),
             "rgbds_n16": lambda i, sim=sim: sim.get_camera_images("free", modes=modes, width=w, height=h),
         }
@@ -141,6 +148,9 @@ def bench_render(s: Settings) -> dict:
             "variants": {
                 "rgb_n1": variant(samples["rgb_n1"], 1, "frames/s", iters, "render(env_ids=0): 1 picture per call"),
                 "rgb_n16": variant(samples["rgb_n16"], n, "frames/s", iters, f"render(): {n} pictures per call"),
+                "rgb_n16_bare": variant(
+                    samples["rgb_n16_bare"], n, "frames/s", iters, f"render(dress=False): {n} undressed pictures"
+                ),
                 "tiled16": variant(
                     samples["tiled16"], 1, "frames/s", iters, f"render(tile=True): {n} envs in 1 picture"
                 ),

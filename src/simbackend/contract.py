@@ -1078,19 +1078,23 @@ class SimBackend:
         height: int = 240,
         tile: bool = False,
         spacing: float | None = None,
+        dress: bool = True,
     ) -> torch.Tensor:
         """Pictures of envs at their current state.
 
         Args:
             env_ids: envs to draw (ids or a ``(N,)`` bool mask; ``None``: all), in that order.
-            camera: a model camera name or id, ``"free"`` (frames the model, or with
-                ``tile`` the whole grid) or a :class:`~simbackend.playback.render.FreeCamera`.
+            camera: a model camera name or id, ``"free"`` (frames the model's moving
+                parts and follows a floating base, or with ``tile`` frames the whole
+                grid) or a :class:`~simbackend.playback.render.FreeCamera`.
             width, height: image size, pixels.
             tile: draw the chosen envs side by side in ONE scene and picture, env ``k``
                 of the list shifted by ``tile_offsets(n, spacing)[k]`` (a grid along
                 +x and +y, the first env in place); the floor is drawn once.
             spacing: metres between neighbouring envs of a tiled view (default
                 ``1.1 * model extent``).
+            dress: add the floor, light and sky the model lacks
+                (:mod:`simbackend.playback.render.dress`); ``False`` draws the model alone.
 
         Returns:
             ``(n, H, W, 3)`` uint8, or ``(H, W, 3)`` with ``tile=True``, on ``backend.device``.
@@ -1099,7 +1103,7 @@ class SimBackend:
             UnsupportedFeatureError: the backend carries no compiled MuJoCo model.
             RenderingError: no OpenGL context can be created here.
         """
-        return self._playback.render(env_ids, camera, width, height, tile, spacing)
+        return self._playback.render(env_ids, camera, width, height, tile, spacing, dress)
 
     def get_camera_images(
         self,

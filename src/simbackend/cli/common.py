@@ -191,14 +191,10 @@ BUILD_FLAGS: tuple[tuple[str, Any, Any], ...] = (
 )
 
 
-def with_build_flags(command: Any) -> Any:
-    """Give ``command`` the construction flags (``-o``, ``--nthread``, ..., ``--device``).
-
-    ``command`` declares a parameter ``build: BuildFlags`` instead of the
-    flags; the wrapper typer sees has the flags in its place, checks them
-    before the command body runs (malformed option text, or a device this
-    machine lacks: one-line error, exit 2) and passes the result as ``build``.
-    """
+def _with_flags(command: Any, param: str, flags: tuple[tuple[str, Any, Any], ...], make: Any) -> Any:
+    """``command`` with its parameter ``param`` replaced, for typer, by the options ``flags``
+    (``(name, annotation, typer option)``); the wrapper gives ``make(kwargs, **flag values)``
+    (which checks them, exit 2 on a usage error) as ``param``."""
     import functools
     import inspect
     import typing
@@ -207,18 +203,39 @@ def with_build_flags(command: Any) -> Any:
     own = [
         p.replace(annotation=hints.get(p.name, p.annotation))
         for p in inspect.signature(command).parameters.values()
-        if p.name != "build"
+        if p.name != param
     ]
-    flags = [
+    extra = [
         inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default, annotation=annotation)
-        for name, annotation, default in BUILD_FLAGS
+        for name, annotation, default in flags
     ]
-
-    sweeps = "ray" in inspect.signature(command).parameters
 
     @functools.wraps(command)
     def wrapper(**kwargs: Any) -> Any:
-        given = {name: kwargs.pop(name) for name, _, _ in BUILD_FLAGS}
+        given = {name: kwargs.pop(name) for name, _, _ in flags}
+        return command(**kwargs, **{param: make(kwargs, **given)})
+
+    del wrapper.__wrapped__  # typer must read the signature below, not the command's
+    keyword_only = [p for p in own if p.kind is inspect.Parameter.KEYWORD_ONLY]  # another wrapper's, such as build
+    params = [p for p in own if p not in keyword_only] + extra + keyword_only
+    wrapper.__signature__ = inspect.Signature(params)
+    wrapper.__annotations__ = {p.name: p.annotation for p in params}
+    return wrapper
+
+
+def with_build_flags(command: Any) -> Any:
+    """Give ``command`` the construction flags (``-o``, ``--nthread``, ..., ``--device``).
+
+    ``command`` declares a parameter ``build: BuildFlags`` instead of the
+    flags; the wrapper typer sees has the flags in its place, checks them
+    before the command body runs (malformed option text, or a device this
+    machine lacks: one-line error, exit 2) and passes the result as ``build``.
+    """
+    import inspect
+
+    sweeps = "ray" in inspect.signature(command).parameters
+
+    def make(kwargs: dict[str, Any], **given: Any) -> BuildFlags:
         build = build_flags(**given)
         if build.ray_address is not None and given["shards"] is None and not (sweeps and kwargs.get("ray")):
             raise fail(
@@ -226,12 +243,81 @@ def with_build_flags(command: Any) -> Any:
                 " they run on)",
                 code=2,
             )
-        return command(**kwargs, build=build)
+        return build
 
-    del wrapper.__wrapped__  # typer must read the signature below, not the command's
-    wrapper.__signature__ = inspect.Signature(own + flags)
-    wrapper.__annotations__ = {p.name: p.annotation for p in own + flags}
-    return wrapper
+    return _with_flags(command, "build", BUILD_FLAGS, make)
+
+
+# ----------------------------------------------------------------------
+# pictures: camera, size and dress, shared by run --video and play
+# ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class PictureFlags:
+    """What a command's picture flags say, checked: ``backend.render``'s camera, size and dress."""
+
+    camera: str
+    width: int
+    height: int
+    dress: bool
+
+    def render(self, backend: Any, envs: list[int]) -> Any:
+        """The picture of ``envs``: ``(H, W, 3)``, tiled in one scene when there are several."""
+        tile = len(envs) > 1
+        image = backend.render(
+            envs, camera=self.camera, width=self.width, height=self.height, tile=tile, dress=self.dress
+        )
+        return image if tile else image[0]
+
+    def check(self, backend: Any) -> None:
+        """Check the camera and the size against a built backend (a bad one raises ``SimBackendError``)."""
+        backend.render([0], camera=self.camera, width=self.width, height=self.height, dress=False)
+
+
+PICTURE_FLAGS: tuple[tuple[str, Any, Any], ...] = (
+    (
+        "camera",
+        str,
+        typer.Option(
+            "free",
+            "--camera",
+            metavar="NAME|free",
+            help="A camera of the model, or 'free': framing the model's moving parts, following a floating base.",
+        ),
+    ),
+    ("size", str, typer.Option("320x240", "--size", metavar="WxH", help="Frame size in pixels, e.g. 640x480.")),
+    (
+        "dress",
+        bool,
+        typer.Option(
+            True, "--dress/--no-dress", help="Add the floor, light and sky the model lacks (default), or draw it alone."
+        ),
+    ),
+)
+
+
+def with_picture_flags(command: Any) -> Any:
+    """Give ``command`` the picture flags (``--camera``, ``--size``, ``--no-dress``) as ``picture: PictureFlags``."""
+
+    def make(kwargs: dict[str, Any], camera: str, size: str, dress: bool) -> PictureFlags:
+        width, height = parse_size(size)
+        return PictureFlags(camera, width, height, dress)
+
+    return _with_flags(command, "picture", PICTURE_FLAGS, make)
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """``"WxH"`` -> ``(W, H)``, each in [16, 8192] pixels; a usage error (exit 2) naming ``--size`` otherwise."""
+    parts = text.strip().lower().split("x")
+    try:
+        width, height = (int(p) for p in parts) if len(parts) == 2 else (None, None)
+    except ValueError:
+        width = height = None
+    if width is None or height is None:
+        raise fail(f"--size: expected WIDTHxHEIGHT in pixels such as 640x480, got {text!r}", code=2)
+    for name, value in (("width", width), ("height", height)):
+        if not 16 <= value <= 8192:
+            raise fail(f"--size: the {name} must be in [16, 8192] pixels, got {value}", code=2)
+    return width, height
 
 
 def build_flags(

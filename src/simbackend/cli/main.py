@@ -44,6 +44,7 @@ from .common import (
     CAPABILITY_PROBE_MODEL,
     ENGINE_DISTRIBUTIONS,
     BuildFlags,
+    PictureFlags,
     RandomControls,
     app,
     check_output,
@@ -56,6 +57,7 @@ from .common import (
     sim_option,
     start_plan,
     with_build_flags,
+    with_picture_flags,
 )
 
 
@@ -250,6 +252,7 @@ def _fmt_vec(values: Any) -> str:
 
 @app.command()
 @with_build_flags
+@with_picture_flags
 def run(
     sim: str = sim_option(),
     model: str = typer.Option(..., "--model", "-m", help="Built-in model name or path to an MJCF/URDF file."),
@@ -279,6 +282,7 @@ def run(
     video_fps: int = typer.Option(30, "--video-fps", min=1, help="Frames per second of the video."),
     *,
     build: BuildFlags,
+    picture: PictureFlags,
 ) -> None:
     """Step N envs S times with uniform random actions and report throughput.
 
@@ -312,13 +316,19 @@ def run(
     except (SimBackendError, ValueError, TypeError, RuntimeError) as e:
         raise fail(f"could not build backend {sim!r} for model {model!r}: {e}") from None
     build_s = time.perf_counter() - t_build
+    if video_path:
+        try:
+            picture.check(backend)
+        except SimBackendError as e:
+            backend.close()
+            raise fail(str(e), code=2) from None
 
     with backend:
         scheduler, dr_figures = start_plan(backend, plan, dr_path)
         dev = backend.device
         nu = backend.num_actuators
         controls = RandomControls(backend, seed)
-        frames = VideoCapture(backend, video_path, video_every, video_fps, steps) if video_path else None
+        frames = VideoCapture(backend, video_path, video_every, video_fps, steps, picture) if video_path else None
 
         threads = getattr(backend.engine, "nthread", None)  # engines that run a thread pool say how big
         console.print(
@@ -423,20 +433,20 @@ def run(
 
 class VideoCapture:
     """Frames of the first envs of ``backend`` (up to 4, tiled in one scene) streamed to an mp4,
-    one every ``every`` calls of :meth:`capture`."""
+    one every ``every`` calls of :meth:`capture`, drawn as ``picture`` says."""
 
-    def __init__(self, backend: Any, path: str, every: int, fps: int, steps: int, max_envs: int = 4):
+    def __init__(
+        self, backend: Any, path: str, every: int, fps: int, steps: int, picture: PictureFlags, max_envs: int = 4
+    ):
         from simbackend.playback.video import VideoWriter
 
-        self.backend, self.every, self.calls = backend, every, 0
+        self.backend, self.every, self.calls, self.picture = backend, every, 0, picture
         self.envs = list(range(min(backend.num_envs, max_envs)))
         self.writer = VideoWriter(path, fps=fps, progress=False, total=steps // every)
 
     def capture(self) -> None:
         if self.calls % self.every == 0:
-            tile = len(self.envs) > 1
-            image = self.backend.render(self.envs, tile=tile)
-            self.writer.append(image if tile else image[0])
+            self.writer.append(self.picture.render(self.backend, self.envs))
         self.calls += 1
 
     def close(self) -> int:

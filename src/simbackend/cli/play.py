@@ -14,6 +14,7 @@ from rich.text import Text
 
 from .common import (
     BuildFlags,
+    PictureFlags,
     RandomControls,
     app,
     check_output,
@@ -25,6 +26,7 @@ from .common import (
     sim_option,
     start_plan,
     with_build_flags,
+    with_picture_flags,
 )
 
 
@@ -148,6 +150,7 @@ def record(
 
 
 @app.command()
+@with_picture_flags
 def play(
     recording: str = typer.Argument(
         ..., metavar="RUN.h5", help="A recording made by `simbackend record` or a Recorder."
@@ -162,9 +165,6 @@ def play(
     envs: str | None = typer.Option(
         None, "--envs", metavar="IDS", help="Recorded envs to show, e.g. 0,1,2,3 (default: all recorded)."
     ),
-    camera: str = typer.Option("free", "--camera", metavar="NAME|free", help="A camera of the model, or 'free'."),
-    width: int = typer.Option(320, "--width", min=16, max=8192, help="Frame width, pixels."),
-    height: int = typer.Option(240, "--height", min=16, max=8192, help="Frame height, pixels."),
     tile: bool = typer.Option(
         True, "--tile/--first", help="All shown envs in one scene at grid offsets (default), or the first one only."
     ),
@@ -179,6 +179,8 @@ def play(
         " video then shows the replay.",
     ),
     tolerance: float = typer.Option(1e-3, "--tolerance", min=0.0, help="Dynamic replay: qpos tolerance (m, rad)."),
+    *,
+    picture: PictureFlags,
 ) -> None:
     """Replay a recording on any backend: kinematically into a video, or dynamically with a divergence report."""
     from simbackend.errors import SimBackendError
@@ -205,11 +207,11 @@ def play(
         try:
             shown = rec.env_ids[rec.env_positions(ids)].tolist()
             backend = rec.make_backend(sim, num_envs=len(shown))
-            backend.render([0], camera=camera, width=width, height=height)  # checks the camera and the size
+            picture.check(backend)
         except SimBackendError as e:
             raise fail(str(e), code=2) from None
         with backend:
-            picture = Picture(backend, list(range(len(shown))) if tile else [0], camera, width, height)
+            frames = Picture(backend, list(range(len(shown))) if tile else [0], picture)
             stepped = int((rec.nsteps > 0).sum())
             writer = None
             if out is not None:
@@ -222,11 +224,11 @@ def play(
             )
             try:
                 if dynamic:
-                    report = _dynamic(rec, backend, shown, tolerance, writer, picture, every)
+                    report = _dynamic(rec, backend, shown, tolerance, writer, frames, every)
                     console.print(Text(report.summary()))
                 elif writer is not None:
                     for _ in kinematic_replay(rec, backend, shown, every=every):
-                        writer.append(picture())
+                        writer.append(frames())
             except BaseException:
                 if writer is not None:
                     writer.abort()
@@ -234,10 +236,10 @@ def play(
             if writer is not None:
                 console.print(Text(f"{writer.close()} frames written to {out}"))
             if png is not None:
-                if picture.last is None:  # nothing drawn yet: the last recorded state
+                if frames.last is None:  # nothing drawn yet: the last recorded state
                     for _ in kinematic_replay(rec, backend, shown, rows=slice(len(rec) - 1, None)):
-                        picture()
-                write_png(png, picture.last)
+                        frames()
+                write_png(png, frames.last)
                 console.print(Text(f"still written to {png}"))
             if dynamic and report.parted:
                 raise typer.Exit(1)
@@ -246,14 +248,12 @@ def play(
 class Picture:
     """Draws the shown envs of a replaying backend (tiled, or the first alone); keeps the last frame."""
 
-    def __init__(self, backend: Any, envs: list[int], camera: str, width: int, height: int):
-        self.backend, self.envs, self.camera, self.size = backend, envs, camera, (width, height)
+    def __init__(self, backend: Any, envs: list[int], flags: PictureFlags):
+        self.backend, self.envs, self.flags = backend, envs, flags
         self.last: Any = None
 
     def __call__(self) -> Any:
-        tile = len(self.envs) > 1
-        image = self.backend.render(self.envs, camera=self.camera, width=self.size[0], height=self.size[1], tile=tile)
-        self.last = image if tile else image[0]
+        self.last = self.flags.render(self.backend, self.envs)
         return self.last
 
 

@@ -19,6 +19,7 @@ from rich.text import Text
 
 from .common import (
     BuildFlags,
+    PictureFlags,
     app,
     check_output,
     check_sim,
@@ -27,6 +28,7 @@ from .common import (
     load_plan,
     sim_option,
     with_build_flags,
+    with_picture_flags,
 )
 
 
@@ -199,6 +201,7 @@ def train_command(
 # ----------------------------------------------------------------------
 @app.command("eval")
 @with_build_flags
+@with_picture_flags
 def eval_command(
     checkpoint: list[str] = typer.Option(
         ...,
@@ -238,6 +241,7 @@ def eval_command(
     ),
     *,
     build: BuildFlags,
+    picture: PictureFlags,
 ) -> None:
     """Evaluate a checkpoint's deterministic policy on any engine: return, success rate, episode length.
 
@@ -285,6 +289,9 @@ def eval_command(
             video=video,
             device=build.device,
             backend_options=build.options,
+            video_size=(picture.width, picture.height),
+            video_camera=picture.camera,
+            video_dress=picture.dress,
         )
     except (SimBackendError, ValueError, TypeError, RuntimeError) as e:
         raise fail(f"evaluating {checkpoint[0]} on {sim or ckpt.sim!r} failed: {e}") from None

@@ -133,14 +133,17 @@ class Playback:
     # ------------------------------------------------------------------
     # pictures
     # ------------------------------------------------------------------
-    def render(self, env_ids: Any, camera: Any, width: int, height: int, tile: Any, spacing: Any) -> torch.Tensor:
+    def render(
+        self, env_ids: Any, camera: Any, width: int, height: int, tile: Any, spacing: Any, dress: Any
+    ) -> torch.Tensor:
         """See ``SimBackend.render``."""
         R = self._render_module()
         width = R.check_image_size(width, "width")
         height = R.check_image_size(height, "height")
         R.resolve_camera(self.sim.info.compiled, camera)
-        if not isinstance(tile, (bool, np.bool_)):
-            raise ArgumentTypeError(f"tile: expected a bool, got {type(tile).__name__} {tile!r}")
+        for name, flag in (("tile", tile), ("dress", dress)):
+            if not isinstance(flag, (bool, np.bool_)):
+                raise ArgumentTypeError(f"{name}: expected a bool, got {type(flag).__name__} {flag!r}")
         spacing = R.check_spacing(spacing)
         if spacing is not None and not tile:
             raise InvalidArgumentError("spacing: only used with tile=True")
@@ -151,8 +154,10 @@ class Playback:
         qpos = self._qpos(ids)
         device = self.sim.device
         if tile:
-            return renderer.render_tiled(qpos, camera, modes=("rgb",), spacing=spacing, device=device)["rgb"]
-        return renderer.render(qpos, camera, modes=("rgb",), device=device)["rgb"]
+            return renderer.render_tiled(qpos, camera, modes=("rgb",), spacing=spacing, device=device, dress=dress)[
+                "rgb"
+            ]
+        return renderer.render(qpos, camera, modes=("rgb",), device=device, dress=dress)["rgb"]
 
     def camera_images(
         self, cameras: Any, env_ids: Any, modes: Any, width: int, height: int, segmentation: str

@@ -71,7 +71,8 @@ class TaskConfig:
             task is built, its ``reset`` terms at every reset, its ``interval``
             terms on their schedule during episodes.
         camera: a model camera name (or ``"free"``) whose RGB image joins the
-            observation dict as ``"rgb"`` ``(N, H, W, 3)`` uint8; ``None`` for none.
+            observation dict as ``"rgb"`` ``(N, H, W, 3)`` uint8 (the model alone, without
+            the floor, light and sky pictures are dressed with); ``None`` for none.
             Images stay out of the flat observation vector.
         image_size: ``(width, height)`` of that image, pixels.
     """
@@ -267,7 +268,8 @@ class Task:
         obs = dict(self._observations())
         if self.config.camera is not None:
             w, h = self.config.image_size
-            obs["rgb"] = self.backend.render(camera=self.config.camera, width=w, height=h)
+            # an observation, not a picture for people: the model as it is, without the dress
+            obs["rgb"] = self.backend.render(camera=self.config.camera, width=w, height=h, dress=False)
         self._obs = obs
         return obs
 

@@ -149,15 +149,16 @@ class EvalResult:
 class _Frames:
     """Video of env 0 of ``task``: one frame now (the initial state), one per call."""
 
-    def __init__(self, task: Any, path: Any, size: tuple[int, int]):
+    def __init__(self, task: Any, path: Any, size: tuple[int, int], camera: Any = "free", dress: bool = True):
         from simbackend.playback.video import VideoWriter
 
-        self.task, self.size = task, size
+        self.task, self.view = task, {"width": size[0], "height": size[1], "camera": camera, "dress": dress}
+        task.backend.render([0], **self.view)  # checks the camera, size and dress before a file is opened
         self.writer = VideoWriter(path, fps=1.0 / task.control_dt, progress=False)
         self()
 
     def __call__(self) -> None:
-        self.writer.append(self.task.backend.render([0], width=self.size[0], height=self.size[1])[0])
+        self.writer.append(self.task.backend.render([0], **self.view)[0])
 
     def close(self) -> None:
         self.writer.close()
@@ -188,6 +189,8 @@ def evaluate(
     backend_options: Mapping[str, Any] | None = None,
     video_size: tuple[int, int] = (320, 240),
     torch_threads: int = 1,
+    video_camera: Any = "free",
+    video_dress: bool = True,
 ) -> EvalResult:
     """Run a checkpoint's deterministic policy (the actor's mean) for complete episodes on engine ``sim``.
 
@@ -204,6 +207,7 @@ def evaluate(
         task_config_override: task-config fields replacing the checkpoint's (e.g. ``{"randomization": None}``).
         device: torch device of the backend. backend_options: construction options of the backend.
         video_size: ``(width, height)`` of the video.
+        video_camera, video_dress: the video's camera and dress (``backend.render``'s ``camera`` and ``dress``).
         torch_threads: torch's intra-op threads meanwhile (restored after; 0: unchanged).
     """
     with _threads(torch_threads):
@@ -218,6 +222,8 @@ def evaluate(
             device=device,
             backend_options=backend_options,
             video_size=video_size,
+            video_camera=video_camera,
+            video_dress=video_dress,
         )
 
 
@@ -258,6 +264,8 @@ def _evaluate(
     device: Any,
     backend_options: Mapping[str, Any] | None,
     video_size: tuple[int, int],
+    video_camera: Any = "free",
+    video_dress: bool = True,
 ) -> EvalResult:
     from simbackend.tasks import make_task
 
@@ -285,7 +293,7 @@ def _evaluate(
         t_seed = time.perf_counter()
         task = make_task(ckpt.task, sim, n, config=config, seed=seed, device=device, **dict(backend_options or {}))
         delegated = tuple(sorted(task.backend.capabilities.delegated))
-        frames = _Frames(task, video, video_size) if video is not None and j == 0 else None
+        frames = _Frames(task, video, video_size, video_camera, video_dress) if video is not None and j == 0 else None
         try:
             r = run_episodes(task, policy, episodes, on_step=frames)
             if frames is not None:

@@ -20,13 +20,16 @@ Conventions
   background and for objects that are not geoms (tendons, flexes, skins).
   Outputs are torch tensors, on the CPU unless a ``device`` is given.
 * **What is drawn.** The model's geoms of the groups MuJoCo shows by default
-  (0, 1, 2), with its lights, materials and textures. Sites are not drawn (they
+  (0, 1, 2), with its lights, materials and textures; with ``dress=True`` (rgb
+  only), also the floor, light and sky the model lacks
+  (:mod:`~simbackend.playback.render.dress`). Sites are not drawn (they
   are markers, not objects). Kinematics come from ``qpos`` alone
   (``mj_kinematics``, ``mj_comPos``, ``mj_camlight``, and ``mj_tendon`` /
   ``mj_flex`` where the model has tendons or flexes); mocap bodies stay at their
   model pose.
 * **Cameras.** A model camera (by name or id), ``"free"`` (the default free
-  camera, which frames the whole model: :meth:`FreeCamera.framing`) or a
+  camera, which frames the model's moving parts and follows a floating base:
+  :meth:`FreeCamera.framing`, :mod:`~simbackend.playback.render.framing`) or a
   :class:`FreeCamera`. The camera frame is MuJoCo's and OpenGL's: x right, y up,
   looking along -z. :meth:`Renderer.camera_params` gives the intrinsics in
   OpenCV's convention (``intrinsic_cv``: pixel centres at integer coordinates,
@@ -82,7 +85,9 @@ Modules
 * :mod:`~simbackend.playback.render.gl`: the OpenGL context (imported first: it
   chooses the GL platform before mujoco loads).
 * :mod:`~simbackend.playback.render.arguments`: checks of sizes, modes, spacing, states.
+* :mod:`~simbackend.playback.render.framing`: where the moving parts are (the default camera, the floor height).
 * :mod:`~simbackend.playback.render.cameras`: camera arguments and pixel geometry.
+* :mod:`~simbackend.playback.render.dress`: the floor, light and sky added to pictures of models lacking them.
 * :mod:`~simbackend.playback.render.tiling`: the layout and scene of tiled views.
 * :mod:`~simbackend.playback.render.renderer`: :class:`Renderer`, which draws.
 """

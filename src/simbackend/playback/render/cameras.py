@@ -20,6 +20,7 @@ import numpy as np
 from simbackend import checks
 from simbackend.errors import ArgumentTypeError, IndexRangeError, UnknownNameError
 from simbackend.playback.render.arguments import check_model, check_spacing, check_vec3
+from simbackend.playback.render.framing import moving_parts
 from simbackend.playback.render.tiling import default_spacing, tile_offsets
 
 __all__ = [
@@ -76,24 +77,70 @@ class FreeCamera:
             )
 
     @classmethod
-    def framing(cls, model: Any, spacing: float | None = None, num_envs: int = 1) -> FreeCamera:
-        """The camera framing the whole model (MuJoCo's default free camera): looking at
-        ``model.stat.center`` from ``1.5 * model.stat.extent``, at the model's
-        ``<visual><global azimuth elevation>``. With ``num_envs > 1``, it frames the grid
-        of a tiled view of that many envs ``spacing`` apart (default :func:`default_spacing`)."""
+    def framing(
+        cls, model: Any, spacing: float | None = None, num_envs: int = 1, *, aspect: float | None = None
+    ) -> FreeCamera:
+        """The camera framing the model's moving parts (:func:`~simbackend.playback.render.framing.moving_parts`).
+
+        It looks at the centre of the box the parts sweep, from just far enough for the
+        whole box to be in the picture (``aspect`` = width / height; ``None``: a square
+        picture), and follows a floating base or any body that carries the whole model
+        about (``track_body``). Its direction is the model's ``<visual><global azimuth
+        elevation>`` where the model sets them (anything but MuJoCo's 90 and -45);
+        otherwise a side view (azimuth 90, elevation -12) of a model that moves in the
+        x-z plane, and a three-quarter view (azimuth 135, elevation -22) of any other.
+
+        With ``num_envs > 1``, it frames the grid of a tiled view of that many envs
+        ``spacing`` apart (default :func:`default_spacing`) and follows nothing.
+        """
         model = check_model(model)
         n = checks.integer(num_envs, "num_envs", minimum=1)
-        center = np.array(model.stat.center, dtype=np.float64)
-        distance = 1.5 * float(model.stat.extent)
+        wide = 1.0 if aspect is None else checks.real(aspect, "aspect", minimum=0.0, above=True)
+        parts = moving_parts(model)
+        g = model.vis.global_
+        if (float(g.azimuth), float(g.elevation)) != _MUJOCO_DEFAULT_VIEW:
+            azimuth, elevation = float(g.azimuth), float(np.clip(g.elevation, -90, 90))
+        else:
+            azimuth, elevation = _SIDE_VIEW if parts.planar else _THREE_QUARTER_VIEW
+        tan_y = math.tan(math.radians(float(g.fovy)) / 2)
+        tan_x = tan_y * wide
+        center = np.array(parts.center, dtype=np.float64)
         if n > 1:
             s = check_spacing(spacing)
             offsets = tile_offsets(n, default_spacing(model) if s is None else s)
             center = center + (offsets.min(0) + offsets.max(0)) / 2
             half_diagonal = float(np.linalg.norm(offsets.max(0) - offsets.min(0))) / 2
-            fovy = math.radians(float(model.vis.global_.fovy))
-            distance = max(distance, 0.9 * (half_diagonal + 0.5 * float(model.stat.extent)) / math.tan(fovy / 2))
-        g = model.vis.global_
-        return cls(tuple(center), max(distance, 1e-3), float(g.azimuth), float(np.clip(g.elevation, -90, 90)))
+            distance = _FRAME_MARGIN * (half_diagonal + parts.radius) / min(tan_x, tan_y)
+            return cls(tuple(center), max(distance, 1e-3), azimuth, elevation)
+        distance = _fit_box(np.array(parts.half_extent), azimuth, elevation, tan_x, tan_y)
+        if parts.track >= 0:
+            lookat = center - np.array(parts.anchor)
+            return cls(tuple(lookat), distance, azimuth, elevation, body_names(model)[parts.track])
+        return cls(tuple(center), distance, azimuth, elevation)
+
+
+def _fit_box(half: np.ndarray, azimuth: float, elevation: float, tan_x: float, tan_y: float) -> float:
+    """The distance from which a camera looking at the centre of a box of world-axis half sizes
+    ``half`` (MuJoCo's free camera at ``azimuth``/``elevation`` degrees) sees all of it, with a
+    :data:`_FRAME_MARGIN` border (``tan_x``, ``tan_y``: tangents of the half-angles of view)."""
+    az, el = math.radians(azimuth), math.radians(elevation)
+    forward = np.array([math.cos(el) * math.cos(az), math.cos(el) * math.sin(az), math.sin(el)])
+    right = np.array([math.sin(az), -math.cos(az), 0.0])  # forward x world z, normalised
+    up = np.cross(right, forward)
+    corners = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)]) * half
+    x, y, z = np.abs(corners @ right), np.abs(corners @ up), corners @ forward
+    # a corner at depth d + z must lie within the picture: |x| <= (d + z) tan_x, |y| <= (d + z) tan_y
+    need = np.maximum(x * _FRAME_MARGIN / tan_x, y * _FRAME_MARGIN / tan_y) - z
+    return max(float(need.max()), float((-z).max()) + 1e-3, 1e-3)
+
+
+#: MuJoCo's default ``<visual><global azimuth elevation>``: a model that keeps them chose no view
+_MUJOCO_DEFAULT_VIEW = (90.0, -45.0)
+#: (azimuth, elevation) of the default view of a model moving in the x-z plane, and of any other
+_SIDE_VIEW = (90.0, -12.0)
+_THREE_QUARTER_VIEW = (135.0, -22.0)
+#: the framed sphere's diameter is this fraction less than the picture's narrower side
+_FRAME_MARGIN = 1.15
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,8 @@ from simbackend.playback.render.cameras import (
     pixel_rays,
     resolve_camera,
 )
+from simbackend.playback.render.dress import MAX_SQUARES, Dress
+from simbackend.playback.render.framing import MovingParts, moving_parts
 from simbackend.playback.render.gl import context_failure_hint, gl_context_class
 from simbackend.playback.render.tiling import (
     copy_geom,
@@ -58,6 +60,8 @@ _GEOM_NONE = int(mujoco.mjtGeom.mjGEOM_NONE)
 _SEGMENT = int(mujoco.mjtRndFlag.mjRND_SEGMENT)
 _IDCOLOR = int(mujoco.mjtRndFlag.mjRND_IDCOLOR)
 _CAT_ALL = int(mujoco.mjtCatBit.mjCAT_ALL)
+#: scene geoms a dressed picture adds at most (the floor and its squares)
+_DRESS_ROOM = MAX_SQUARES + 2
 
 
 class Renderer:
@@ -164,6 +168,12 @@ class Renderer:
         self._geom_body = np.asarray(m.geom_bodyid, dtype=np.int32)
         # planes of the world body: those facing up (the floor) are drawn once in a tiled view
         self._world_plane = (np.asarray(m.geom_bodyid) == 0) & (np.asarray(m.geom_type) == _GEOM_PLANE)
+        self._parts: MovingParts | None = None
+        self._default_camera: ResolvedCamera | None = None
+        self._dress: Dress | None = None
+        self._target = np.zeros(3)  # the camera's target in the scene built last (world frame)
+        self._cover = 0.0  # how far the envs of the scene built last reach beyond the target (tiled views)
+        self._reserve = 0  # scene geoms kept free for the dress
 
     # ------------------------------------------------------------------
     @property
@@ -220,16 +230,26 @@ class Renderer:
     # public calls
     # ------------------------------------------------------------------
     def render(
-        self, qpos: Any, camera: Any = FREE, *, modes: Any = ("rgb",), segmentation: str = "geom", device: Any = None
+        self,
+        qpos: Any,
+        camera: Any = FREE,
+        *,
+        modes: Any = ("rgb",),
+        segmentation: str = "geom",
+        device: Any = None,
+        dress: bool = False,
     ) -> dict[str, torch.Tensor]:
         """Images of each state of ``qpos`` through one camera.
 
         Args:
             qpos: ``(n, nq)`` states (MuJoCo's layout; numpy, torch or sequences).
-            camera: a model camera name or id, ``"free"`` (frames the model) or a :class:`FreeCamera`.
+            camera: a model camera name or id, ``"free"`` (frames the model's moving
+                parts, :meth:`FreeCamera.framing`) or a :class:`FreeCamera`.
             modes: ``"rgb"``, ``"depth"``, ``"segmentation"`` or a sequence of them.
             segmentation: ``"geom"`` (geom ids) or ``"body"`` (body ids) for ``"segmentation"``.
             device: where the tensors go (default CPU).
+            dress: add the floor, light and sky the model lacks to the rgb image
+                (:mod:`~simbackend.playback.render.dress`; never to depth or segmentation).
 
         Returns:
             ``{mode: tensor}``: ``rgb`` ``(n, H, W, 3)`` uint8, ``depth`` ``(n, H, W, 1)``
@@ -237,8 +257,9 @@ class Renderer:
             ``(n, H, W, 1)`` int32 (-1: background or not a geom). See the module docstring.
         """
         cam, modes, kind, dev = self._check_call(camera, modes, segmentation, device)
+        dressed = self._check_dress(dress)
         q = check_qpos(qpos, self._model.nq)
-        out = self._render_batch(q, cam, modes, kind)
+        out = self._render_batch(q, cam, modes, kind, dress=dressed)
         return {k: torch.from_numpy(v).to(dev) for k, v in out.items() if k in modes}
 
     def render_tiled(
@@ -250,6 +271,7 @@ class Renderer:
         spacing: float | None = None,
         segmentation: str = "geom",
         device: Any = None,
+        dress: bool = False,
     ) -> dict[str, torch.Tensor]:
         """One picture of several states side by side in one scene (the envs of ``qpos`` on a grid).
 
@@ -263,12 +285,14 @@ class Renderer:
         Args:
             qpos: ``(n, nq)`` states, ``n >= 1``.
             spacing: metres between neighbouring envs (default :func:`default_spacing`).
-            camera, modes, segmentation, device: as :meth:`render`.
+            camera, modes, segmentation, device, dress: as :meth:`render` (the dress floor
+                covers the whole grid).
 
         Returns:
             ``{mode: tensor}`` of single pictures: ``(H, W, 3)``, ``(H, W, 1)``, ``(H, W, 1)``.
         """
         cam, modes, kind, dev = self._check_call(camera, modes, segmentation, device)
+        dressed = self._check_dress(dress)
         s = check_spacing(spacing)
         q = check_qpos(qpos, self._model.nq)
         if q.shape[0] == 0:
@@ -276,10 +300,14 @@ class Renderer:
         s = default_spacing(self._model) if s is None else s
         offsets = tile_offsets(q.shape[0], s)
         if cam.fixed_id < 0 and cam.free is None:
-            cam = ResolvedCamera(FREE, -1, FreeCamera.framing(self._model, s, q.shape[0]), -1)
+            framing = FreeCamera.framing(self._model, s, q.shape[0], aspect=self._width / self._height)
+            cam = ResolvedCamera(FREE, -1, framing, -1)
         self._begin()
         self._build_tiled_scene(q, cam, offsets)
-        pixels = self._draw(modes, kind)
+        grid = (offsets.min(0) + offsets.max(0)) / 2
+        self._target = np.asarray(self.parts.center) + grid  # the dress floor is laid under the whole grid
+        self._cover = float(np.linalg.norm(offsets.max(0) - offsets.min(0))) / 2
+        pixels = self._draw(modes, kind, dress=dressed)
         return {k: torch.from_numpy(v).to(dev) for k, v in pixels.items() if k in modes}
 
     def camera_params(self, qpos: Any, camera: Any = FREE, *, device: Any = None) -> dict[str, Any]:
@@ -379,6 +407,26 @@ class Renderer:
             )
         return [resolve_camera(self._model, c, f"cameras[{i}]") for i, c in enumerate(cameras)]
 
+    def _check_dress(self, dress: Any) -> Dress | None:
+        """The dress to add (None: none), after checking the ``dress`` flag."""
+        if not isinstance(dress, (bool, np.bool_)):
+            raise ArgumentTypeError(f"dress: expected a bool, got {type(dress).__name__} {checks.short_repr(dress)}")
+        if not dress:
+            return None
+        if self._dress is None:
+            self._dress = Dress.of(self._model, self.parts)
+            # room for the dress's geoms on top of the model's
+            self._scene = mujoco.MjvScene(self._model, maxgeom=self._scene.maxgeom + _DRESS_ROOM)
+            self._reserve = _DRESS_ROOM
+        return self._dress
+
+    @property
+    def parts(self) -> MovingParts:
+        """The model's moving parts (:func:`~simbackend.playback.render.framing.moving_parts`), read once."""
+        if self._parts is None:
+            self._parts = moving_parts(self._model)
+        return self._parts
+
     def _check_open(self) -> None:
         if self._con is None:
             raise RenderingError("rendering: this Renderer was closed")
@@ -402,11 +450,18 @@ class Renderer:
 
     def _update_scene(self, cam: ResolvedCamera, catmask: int = _CAT_ALL) -> None:
         c, d = self._camera, self._data
+        if cam.fixed_id < 0 and cam.free is None:
+            cam = self._framing()
+        parts = self.parts
         if cam.fixed_id >= 0:
             c.type = mujoco.mjtCamera.mjCAMERA_FIXED
             c.fixedcamid = cam.fixed_id
+            self._target = np.array(parts.center, np.float64)
+            if parts.track >= 0:  # the box moves with the tracked body
+                self._target += np.asarray(d.xpos[parts.track]) - np.asarray(parts.anchor)
         else:
-            free = cam.free if cam.free is not None else self._framing()
+            free = cam.free
+            assert free is not None
             c.type = mujoco.mjtCamera.mjCAMERA_FREE
             look = np.array(free.lookat)
             if cam.track >= 0:
@@ -415,16 +470,25 @@ class Renderer:
             c.distance = free.distance
             c.azimuth = free.azimuth
             c.elevation = free.elevation
+            self._target = look
+        self._cover = 0.0
         mujoco.mjv_updateScene(self._model, d, self._option, None, c, catmask, self._scene)
 
-    def _framing(self) -> FreeCamera:
-        cam = getattr(self, "_framing_cache", None)
-        if cam is None:
-            cam = self._framing_cache = FreeCamera.framing(self._model)
-        return cam
+    def _framing(self) -> ResolvedCamera:
+        """The default free camera (``"free"``): it frames the moving parts, for this renderer's aspect."""
+        if self._default_camera is None:
+            framing = FreeCamera.framing(self._model, aspect=self._width / self._height)
+            self._default_camera = resolve_camera(self._model, framing)
+        return self._default_camera
 
     def _render_batch(
-        self, q: np.ndarray, cam: ResolvedCamera, modes: Sequence[str], kind: str, rays: bool = False
+        self,
+        q: np.ndarray,
+        cam: ResolvedCamera,
+        modes: Sequence[str],
+        kind: str,
+        rays: bool = False,
+        dress: Dress | None = None,
     ) -> dict[str, np.ndarray]:
         n, h, w = q.shape[0], self._height, self._width
         out: dict[str, np.ndarray] = {}
@@ -441,23 +505,33 @@ class Renderer:
         for i in range(n):
             self._set_state(q[i])
             self._update_scene(cam)
-            pixels = self._draw(modes, kind)
+            pixels = self._draw(modes, kind, dress=dress)
             for k, v in pixels.items():
                 out[k][i] = v
             if rays:
                 out["origins"][i], out["rays"][i] = pixel_rays(self._glcamera(), self._width, self._height)
         return out
 
-    def _draw(self, modes: Sequence[str], kind: str) -> dict[str, np.ndarray]:
-        """Render the current scene; ``{mode: (H, W, C) array}``, row 0 at the top."""
+    def _draw(self, modes: Sequence[str], kind: str, dress: Dress | None = None) -> dict[str, np.ndarray]:
+        """Render the current scene; ``{mode: (H, W, C) array}``, row 0 at the top. ``dress``
+        is added to the scene for the rgb image only."""
         scn, con, rect = self._scene, self._con, self._rect
         out: dict[str, np.ndarray] = {}
         if "rgb" in modes:
             scn.flags[_SEGMENT] = 0
             scn.flags[_IDCOLOR] = 0
-            mujoco.mjr_render(rect, scn, con)
-            mujoco.mjr_readPixels(self._pixels, None, rect, con)
+            before = dress.add(scn, self._target, self._cover) if dress is not None else None
+            try:
+                mujoco.mjr_render(rect, scn, con)
+            finally:
+                if before is not None:
+                    Dress.remove(scn, before)
+            sky = dress is not None and dress.sky
+            mujoco.mjr_readPixels(self._pixels, self._depth if sky else None, rect, con)
             out["rgb"] = self._pixels[::-1].copy()
+            if sky:
+                assert dress is not None
+                dress.paint_sky(out["rgb"], self._depth[::-1] >= 1.0)
         if "depth" in modes or "segmentation" in modes:
             # segmentation colours: no lighting, reflections or skybox; depth from the same pass
             want_depth = "depth" in modes
@@ -499,7 +573,7 @@ class Renderer:
             self._update_scene(cam)
             floors = [j for j in range(scn.ngeom) if is_floor(scn.geoms[j], self._world_plane)]
             tiles = {j: floor_tiles(scn.geoms[j], offsets) for j in floors}
-            need = scn.ngeom * n + sum(len(t) for t in tiles.values()) + 16
+            need = scn.ngeom * n + sum(len(t) for t in tiles.values()) + 16 + self._reserve
             if need > scn.maxgeom:
                 self._scene = mujoco.MjvScene(m, maxgeom=int(2 ** math.ceil(math.log2(need))))
                 continue
@@ -522,7 +596,7 @@ class Renderer:
                     dst.pos[:] = pos
                     dst.segid = scn.ngeom
                     scn.ngeom = scn.ngeom + 1
-            if scn.ngeom < scn.maxgeom:
+            if scn.ngeom + self._reserve < scn.maxgeom:
                 break
             # the scene filled up (more decor than expected): grow it and build again
             self._scene = mujoco.MjvScene(m, maxgeom=2 * scn.maxgeom)
