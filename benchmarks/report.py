@@ -7,6 +7,10 @@ Run the benchmarks (``make bench``, or one script, e.g. ``python benchmarks/benc
     python benchmarks/report.py                       # benchmarks/results/*.json -> docs/performance.md
     python benchmarks/report.py --results DIR --out PAGE.md
 
+It also rewrites the README's sim-to-sim table (between the ``README_BEGIN`` and ``README_END``
+markers) from the ``sim_to_sim.py`` files: success rates with their intervals, no dates (those are on
+the page); ``--readme PATH`` names another file, ``--readme ''`` leaves it alone.
+
 It reads the files of the bench scripts (``bench_*.py``: ``date``, ``script``, ``machine``,
 ``settings``, ``sections``) and of ``sim_to_sim.py`` (``task``, ``runs``); any other JSON is left out.
 Per section it writes the figures against their targets, the rate of every variant (per case where
@@ -25,6 +29,10 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 DEFAULT_RESULTS = HERE / "results"
 DEFAULT_OUT = HERE.parent / "docs" / "performance.md"
+DEFAULT_README = HERE.parent / "README.md"
+#: the README's generated sim-to-sim table sits between these lines
+README_BEGIN = "<!-- sim-to-sim table: written by benchmarks/report.py from benchmarks/results/ -->"
+README_END = "<!-- end of the sim-to-sim table -->"
 
 HEADER = """# Performance
 
@@ -395,6 +403,54 @@ def _sim_to_sim(stem: str, result: dict[str, Any]) -> list[str]:
     return [*out, ""]
 
 
+def readme_table(results: dict[str, dict[str, Any]]) -> str:
+    """The README's sim-to-sim table: per task, training engine and DR, the success rate on each
+    evaluation engine. One training seed: mean ± 95 % half-width over the evaluation seeds; several:
+    mean ± half-width over the training seeds (each seed's value the mean over evaluation seeds)."""
+    studies = {stem: r for stem, r in _ordered(results).items() if "sections" not in r}
+    engines: list[str] = []
+    for result in studies.values():
+        for run in result.get("runs", []):
+            engines += [e for e in run.get("eval", {}) if e not in engines]
+    head = ["task", "trained on", "DR", *(f"success on {e}" for e in engines), "interval over"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for result in studies.values():
+        groups: dict[tuple[str, bool], list[dict[str, Any]]] = {}
+        for r in result.get("runs", []):
+            shards = f" ({r['shards']} shards)" if r.get("shards") else ""
+            groups.setdefault((f"{r.get('train_sim')}{shards}", bool(r.get("dr"))), []).append(r)
+        for (train_sim, dr), group in groups.items():
+            cells = []
+            for e in engines:
+                rates = [r["eval"][e]["success_rate"] for r in group if e in r.get("eval", {})]
+                if not rates:
+                    cells.append("-")
+                elif len(rates) == 1:
+                    cells.append(f"{rates[0]['mean']:.3f} ± {rates[0]['half_width']:.3f}")
+                else:
+                    cells.append(_interval([x["mean"] for x in rates], ".3f"))
+            seeds = (
+                f"{len(result.get('args', {}).get('eval_seeds', []))} evaluation seeds"
+                if len(group) == 1
+                else f"{len(group)} training seeds"
+            )
+            out.append(
+                f"| {result.get('task')} | {train_sim} | {'plan' if dr else 'off'} | {' | '.join(cells)} | {seeds} |"
+            )
+    return "\n".join(out)
+
+
+def write_readme(path: Path, results: dict[str, dict[str, Any]]) -> bool:
+    """Replace the table between the README's markers; False (file untouched) when it has none."""
+    text = path.read_text()
+    if README_BEGIN not in text or README_END not in text:
+        return False
+    before, rest = text.split(README_BEGIN, 1)
+    after = rest.split(README_END, 1)[1]
+    path.write_text(f"{before}{README_BEGIN}\n{readme_table(results)}\n{README_END}{after}")
+    return True
+
+
 def _summary(results: dict[str, dict[str, Any]]) -> list[str]:
     out = ["| results | script | date | run | targets |", "|---|---|---|---|---|"]
     for stem, result in results.items():
@@ -453,10 +509,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="folder of results JSON")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="page to write")
+    parser.add_argument(
+        "--readme", default=str(DEFAULT_README), help="README whose sim-to-sim table to rewrite ('': none)"
+    )
     args = parser.parse_args(argv)
     results = load(args.results)
     args.out.write_text(render(results))
     print(f"wrote {args.out} from {len(results)} result file(s)")
+    if args.readme and write_readme(Path(args.readme), results):
+        print(f"rewrote the sim-to-sim table of {args.readme}")
     return 0
 
 

@@ -46,7 +46,7 @@ def test_the_page_carries_every_figure_its_date_and_machine(tmp_path: Path) -> N
     (tmp_path / "mujoco.json").write_text(json.dumps(_result(0.934, 0.9)))
     (tmp_path / "notes.json").write_text(json.dumps(["not a result"]))
     out = tmp_path / "performance.md"
-    assert _report().main(["--results", str(tmp_path), "--out", str(out)]) == 0
+    assert _report().main(["--results", str(tmp_path), "--out", str(out), "--readme", ""]) == 0
     page = out.read_text()
     assert "## mujoco (`bench_mujoco.py`, 2026-11-25)" in page
     assert "| contract vs raw Batch | **0.934** x (0.81..0.97) | >= 0.9 | met |" in page

@@ -84,3 +84,20 @@ def test_make_demo_suggests_commands_that_exist_with_the_flags_it_names():
         for flag in (w for w in words[1:] if w.startswith("--")):
             assert flag in help_text.output, (line, flag)
     assert "Next" in recipe and "docs/cli.md" in recipe
+
+
+def test_readme_sim_to_sim_table_is_the_one_the_results_give():
+    """The README's sim-to-sim figures are written by benchmarks/report.py from benchmarks/results/: rerunning
+    it would not change them (so they never drift from the JSON), and the quadruped rows carry intervals."""
+    import importlib.util
+
+    path = README.parent / "benchmarks" / "report.py"
+    spec = importlib.util.spec_from_file_location("bench_report_readme", path)
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    text = README.read_text()
+    block = text.split(report.README_BEGIN, 1)[1].split(report.README_END, 1)[0].strip()
+    assert block == report.readme_table(report.load(README.parent / "benchmarks" / "results"))
+    quadruped = [line for line in block.splitlines() if line.startswith("| quadruped |")]
+    assert {line.split(" | ")[2] for line in quadruped} == {"off", "plan"}
+    assert all(line.count(" ± ") >= 2 for line in quadruped)
