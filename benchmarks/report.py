@@ -9,7 +9,8 @@ Run the benchmarks (``make bench``, or one script, e.g. ``python benchmarks/benc
 
 It also rewrites the README's sim-to-sim table (between the ``README_BEGIN`` and ``README_END``
 markers) from the ``sim_to_sim.py`` files: success rates with their intervals, no dates (those are on
-the page); ``--readme PATH`` names another file, ``--readme ''`` leaves it alone.
+the page). It does so only for the default results folder; ``--readme PATH`` names a file to rewrite,
+``--readme ''`` none.
 
 It reads the files of the bench scripts (``bench_*.py``: ``date``, ``script``, ``machine``,
 ``settings``, ``sections``) and of ``sim_to_sim.py`` (``task``, ``runs``); any other JSON is left out.
@@ -510,14 +511,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, default=DEFAULT_RESULTS, help="folder of results JSON")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="page to write")
     parser.add_argument(
-        "--readme", default=str(DEFAULT_README), help="README whose sim-to-sim table to rewrite ('': none)"
+        "--readme",
+        default=None,
+        help="README whose sim-to-sim table to rewrite ('': none; default: the project's README when --results"
+        " is the default folder, else none)",
     )
     args = parser.parse_args(argv)
     results = load(args.results)
     args.out.write_text(render(results))
     print(f"wrote {args.out} from {len(results)} result file(s)")
-    if args.readme and write_readme(Path(args.readme), results):
-        print(f"rewrote the sim-to-sim table of {args.readme}")
+    readme = args.readme
+    if readme is None:  # another folder's results never rewrite the project's README
+        readme = str(DEFAULT_README) if args.results.resolve() == DEFAULT_RESULTS.resolve() else ""
+    if readme and write_readme(Path(readme), results):
+        print(f"rewrote the sim-to-sim table of {readme}")
     return 0
 
 

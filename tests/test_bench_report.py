@@ -46,7 +46,7 @@ def test_the_page_carries_every_figure_its_date_and_machine(tmp_path: Path) -> N
     (tmp_path / "mujoco.json").write_text(json.dumps(_result(0.934, 0.9)))
     (tmp_path / "notes.json").write_text(json.dumps(["not a result"]))
     out = tmp_path / "performance.md"
-    assert _report().main(["--results", str(tmp_path), "--out", str(out), "--readme", ""]) == 0
+    assert _report().main(["--results", str(tmp_path), "--out", str(out)]) == 0
     page = out.read_text()
     assert "## mujoco (`bench_mujoco.py`, 2026-11-25)" in page
     assert "| contract vs raw Batch | **0.934** x (0.81..0.97) | >= 0.9 | met |" in page
@@ -58,3 +58,19 @@ def test_a_missed_target_and_an_empty_folder_read_as_such(tmp_path: Path) -> Non
     report = _report()
     assert "| **missed** |" in report.render({"mujoco": _result(0.5, 0.9)})
     assert "No results recorded yet" in report.render({})
+
+
+def test_other_results_never_rewrite_the_readme(tmp_path: Path) -> None:
+    """A results folder other than the project's leaves the README alone unless --readme names a file; the
+    table between the markers is then rewritten and the rest of the file kept."""
+    report = _report()
+    readme = REPORT.parents[1] / "README.md"
+    before = readme.read_text()
+    assert report.main(["--results", str(tmp_path), "--out", str(tmp_path / "p.md")]) == 0
+    assert readme.read_text() == before
+    mine = tmp_path / "R.md"
+    mine.write_text(f"intro\n{report.README_BEGIN}\nold\n{report.README_END}\nend\n")
+    assert report.main(["--results", str(tmp_path), "--out", str(tmp_path / "p.md"), "--readme", str(mine)]) == 0
+    text = mine.read_text()
+    assert text.startswith("intro\n") and text.endswith(f"{report.README_END}\nend\n") and "old" not in text
+    assert "| task | trained on | DR |" in text
