@@ -60,3 +60,21 @@ def test_rendering_absent_raises(make_sim: Any, capabilities: Any) -> None:
     sim = make_sim("pendulum", 1)
     with pytest.raises(UnsupportedFeatureError):
         sim.render()
+
+
+def test_the_default_camera_frames_the_moving_parts_and_the_dress_is_rgb_only(make_sim: Any, require: Any) -> None:
+    """Clause: the default camera ("free") shows the moving parts of the backend's state, the same in render and
+    in get_camera_images; render's dress (floor, light, sky the model lacks) is in the rgb picture only:
+    render(dress=False) is get_camera_images' rgb, and the dressed pendulum leaves no black background."""
+    require("rendering")
+    sim = make_sim("pendulum", 2)
+    sim.set_state(None, torch.tensor([[0.3], [-2.0]]))
+    bare = sim.render(width=80, height=60, dress=False)
+    obs = sim.get_camera_images("free", modes=("rgb", "segmentation"), segmentation="body", width=80, height=60)
+    assert torch.equal(bare, obs["free"]["rgb"])
+    dressed = to_np(sim.render(width=80, height=60))
+    assert (dressed.max(axis=-1) < 8).mean() < 0.02 and (to_np(bare).max(axis=-1) < 8).mean() > 0.5
+    pendulum = to_np(obs["free"]["segmentation"])[..., 0] == sim.get_body_ids("pendulum").item()
+    for k in range(2):  # the swinging body is in the picture, away from its edges
+        ys, xs = np.nonzero(pendulum[k])
+        assert ys.size and 0 < ys.min() and ys.max() < 59 and 0 < xs.min() and xs.max() < 79, k
