@@ -32,20 +32,23 @@ def _errors(rows: list) -> list:
 def test_parity_over_models_as_ray_tasks_equals_each_model_run_here() -> None:
     """Each model's report from a Ray task is the in-process report; a model that cannot run is an ERROR row
     that fails the sweep (exit 1) without stopping the others."""
+    tiers = ("-t", "kinematics", "-t", "dynamics")  # two tiers keep it short; which ones does not matter here
     swept = _invoke("parity", "--sim", "sapien", "-m", "pendulum", "-m", "no_such_model", "-m", "box_drop",
-                    "-n", 4, "--ray", "--json")  # fmt: skip
+                    "-n", 4, *tiers, "--ray", "--json")  # fmt: skip
     assert swept.exit_code == 1, swept.output
     reports = _json(swept.output)
     assert [r["model"] for r in reports] == ["pendulum", "no_such_model", "box_drop"]
     assert "no_such_model" in reports[1]["error"] and "rows" not in reports[1]
     for report in (reports[0], reports[2]):
-        here = _invoke("parity", "--sim", "sapien", "-m", report["model"], "-n", 4, "--json")
+        here = _invoke("parity", "--sim", "sapien", "-m", report["model"], "-n", 4, *tiers, "--json")
         assert here.exit_code == 0, here.output
         assert _errors(report["rows"]) == _errors(_json(here.output)["rows"])
 
 
 def test_parity_over_models_prints_one_summary_table() -> None:
-    result = _invoke("parity", "--sim", "mujoco", "-m", "pendulum", "-m", "double_pendulum", "-n", 2, "--ray")
+    result = _invoke(
+        "parity", "--sim", "mujoco", "-m", "pendulum", "-m", "double_pendulum", "-n", 2, "-t", "kinematics", "--ray"
+    )
     assert result.exit_code == 0, result.output
     assert "2 models" in result.output
     lines = [line for line in result.output.splitlines() if "pendulum" in line and "pass" in line]
