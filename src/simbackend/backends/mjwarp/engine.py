@@ -71,6 +71,12 @@ _SOLVERS = {"cg": "mjSOL_CG", "newton": "mjSOL_NEWTON"}
 #: model arrays set_const writes from the randomized fields: batched with them, so that each world keeps its own
 _DERIVED = ("body_subtreemass", "body_invweight0", "dof_invweight0", "tendon_invweight0", "actuator_acc0")
 _INTEGRATION = int(mujoco.mjtState.mjSTATE_INTEGRATION)
+#: mujoco_warp Data arrays holding the integration state (mjSTATE_INTEGRATION but the plugin state, which
+#: mujoco_warp does not keep)
+_INTEGRATION_ARRAYS = (
+    "time", "qpos", "qvel", "act", "history", "qacc_warmstart", "ctrl", "qfrc_applied", "xfrc_applied",
+    "eq_active", "mocap_pos", "mocap_quat", "userdata", "plastic",
+)  # fmt: skip
 
 
 def _check_optional_int(value: Any, argument: str) -> int | None:
@@ -159,6 +165,13 @@ class MJWarpEngine(Engine):
         self._nstate = int(mujoco.mj_stateSize(mjm, _INTEGRATION))
         self._saved_wp = wp.zeros((n, self._nstate), dtype=float, device=self.wp_device)
         self._saved = False
+        # the pre-call copy for revert: the integration state's arrays copied as they are (one device copy
+        # each); mujoco_warp.get_state builds its packing kernel anew at every call, ~10 ms of Python per
+        # step. Flex plasticity needs set_state's own bookkeeping: those models keep get_state/set_state.
+        self._revert_fast = int(getattr(mjm, "nplastic", 0)) == 0
+        live = [t(getattr(d, f)) for f in _INTEGRATION_ARRAYS if getattr(d, f, None) is not None]
+        self._revert_views = [v for v in live if v.numel()] if self._revert_fast else []
+        self._revert_saved = [v.clone() for v in self._revert_views]
         lo, hi = np.array(self.info.actuator_ctrl_range, np.float32).T
         self._ctrl_lo = torch.as_tensor(lo, dtype=torch.float32, device=dev)
         self._ctrl_hi = torch.as_tensor(hi, dtype=torch.float32, device=dev)
@@ -372,7 +385,11 @@ class MJWarpEngine(Engine):
     def step(self, ctrl: torch.Tensor, nsteps: int, forces: BodyForces | None) -> None:
         self._saved = False
         torch.clamp(ctrl.to(self._ctrl), self._ctrl_lo, self._ctrl_hi, out=self._ctrl)
-        self._get_state(self._saved_wp)
+        if self._revert_fast:
+            for saved, live in zip(self._revert_saved, self._revert_views):
+                saved.copy_(live)
+        else:
+            self._get_state(self._saved_wp)
         self._saved = True
         self._stale = True
         if forces is None:
@@ -395,10 +412,17 @@ class MJWarpEngine(Engine):
     def revert(self, envs: torch.Tensor) -> None:
         if not self._saved:
             return
-        self._set_state(self._saved_wp, envs.to(self.device))
+        if not self._revert_fast:
+            self._set_state(self._saved_wp, envs.to(self.device))
+            return
+        mask = envs.to(device=self.device, dtype=torch.bool)
+        for saved, live in zip(self._revert_saved, self._revert_views):  # torch.where: no host sync on CUDA
+            live.copy_(torch.where(mask.view(-1, *(1,) * (live.dim() - 1)), saved, live))
+        self._stale = True
 
     def close(self) -> None:
-        for k in ("m", "d", "_qpos", "_qvel", "_ctrl", "_xfrc", "_warmstart", "_saved_wp", "_graph", "_jac"):
+        for k in ("m", "d", "_qpos", "_qvel", "_ctrl", "_xfrc", "_warmstart", "_saved_wp", "_graph", "_jac",
+                  "_revert_views", "_revert_saved"):  # fmt: skip
             self.__dict__.pop(k, None)
 
 
