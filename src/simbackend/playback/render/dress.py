@@ -88,7 +88,7 @@ class Dress:
         the world's grid, covering :data:`CHECKER_HALF_WIDTH` radii plus ``cover`` metres."""
         reach = CHECKER_HALF_WIDTH * self.parts.radius + cover
         t = _nice_length(self.parts.radius)
-        while (2 * reach / t + 1) ** 2 / 2 > MAX_SQUARES:
+        while (2 * reach / t + 2) ** 2 / 2 > MAX_SQUARES:  # an upper bound of the dark squares drawn
             t *= 2
         i0, i1 = math.floor((target[0] - reach) / t), math.ceil((target[0] + reach) / t)
         j0, j1 = math.floor((target[1] - reach) / t), math.ceil((target[1] + reach) / t)
