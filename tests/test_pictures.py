@@ -168,3 +168,26 @@ def test_render_checks_the_dress_flag() -> None:
                 r.render(sim.get_qpos(), dress=1)
         tiled = sim.render(tile=True, width=W, height=H)  # a dressed tiled view: the floor under both envs
         assert tiled.shape == (H, W, 3) and (tiled.numpy().max(axis=-1) < 8).mean() < 0.02
+
+
+def test_the_moving_parts_are_read_once_per_renderer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sampling the parts' poses takes tens of milliseconds: a renderer does it once, not per picture or per
+    tiled frame."""
+    import simbackend.playback.render.cameras as cameras_module
+    import simbackend.playback.render.renderer as renderer_module
+
+    calls = []
+
+    def counted(model):
+        calls.append(1)
+        return moving_parts(model)
+
+    monkeypatch.setattr(renderer_module, "moving_parts", counted)
+    monkeypatch.setattr(cameras_module, "moving_parts", counted)
+    with make_backend("mujoco", "quadruped", num_envs=4) as sim, Renderer(sim.info.compiled, W, H) as r:
+        q = sim.get_qpos()
+        for _ in range(3):
+            r.render_tiled(q, dress=True)
+            r.render(q[:1], dress=True)
+        r.render(q[:1], modes=("segmentation",))
+    assert len(calls) == 1

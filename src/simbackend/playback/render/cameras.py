@@ -20,7 +20,7 @@ import numpy as np
 from simbackend import checks
 from simbackend.errors import ArgumentTypeError, IndexRangeError, UnknownNameError
 from simbackend.playback.render.arguments import check_model, check_spacing, check_vec3
-from simbackend.playback.render.framing import moving_parts
+from simbackend.playback.render.framing import MovingParts, moving_parts
 from simbackend.playback.render.tiling import default_spacing, tile_offsets
 
 __all__ = [
@@ -78,7 +78,13 @@ class FreeCamera:
 
     @classmethod
     def framing(
-        cls, model: Any, spacing: float | None = None, num_envs: int = 1, *, aspect: float | None = None
+        cls,
+        model: Any,
+        spacing: float | None = None,
+        num_envs: int = 1,
+        *,
+        aspect: float | None = None,
+        parts: MovingParts | None = None,
     ) -> FreeCamera:
         """The camera framing the model's moving parts (:func:`~simbackend.playback.render.framing.moving_parts`).
 
@@ -92,11 +98,12 @@ class FreeCamera:
 
         With ``num_envs > 1``, it frames the grid of a tiled view of that many envs
         ``spacing`` apart (default :func:`default_spacing`) and follows nothing.
+        ``parts``: the model's :func:`moving_parts` when the caller has them already.
         """
         model = check_model(model)
         n = checks.integer(num_envs, "num_envs", minimum=1)
         wide = 1.0 if aspect is None else checks.real(aspect, "aspect", minimum=0.0, above=True)
-        parts = moving_parts(model)
+        parts = moving_parts(model) if parts is None else parts
         g = model.vis.global_
         if (float(g.azimuth), float(g.elevation)) != _MUJOCO_DEFAULT_VIEW:
             azimuth, elevation = float(g.azimuth), float(np.clip(g.elevation, -90, 90))
@@ -139,7 +146,7 @@ _MUJOCO_DEFAULT_VIEW = (90.0, -45.0)
 #: (azimuth, elevation) of the default view of a model moving in the x-z plane, and of any other
 _SIDE_VIEW = (90.0, -12.0)
 _THREE_QUARTER_VIEW = (135.0, -22.0)
-#: the framed sphere's diameter is this fraction less than the picture's narrower side
+#: the framed box is fitted into a picture this many times smaller than the real one (a border around it)
 _FRAME_MARGIN = 1.15
 
 

@@ -170,6 +170,7 @@ class Renderer:
         self._world_plane = (np.asarray(m.geom_bodyid) == 0) & (np.asarray(m.geom_type) == _GEOM_PLANE)
         self._parts: MovingParts | None = None
         self._default_camera: ResolvedCamera | None = None
+        self._tiled_cameras: dict[tuple[int, float], ResolvedCamera] = {}
         self._dress: Dress | None = None
         self._target = np.zeros(3)  # the camera's target in the scene built last (world frame)
         self._cover = 0.0  # how far the envs of the scene built last reach beyond the target (tiled views)
@@ -300,8 +301,7 @@ class Renderer:
         s = default_spacing(self._model) if s is None else s
         offsets = tile_offsets(q.shape[0], s)
         if cam.fixed_id < 0 and cam.free is None:
-            framing = FreeCamera.framing(self._model, s, q.shape[0], aspect=self._width / self._height)
-            cam = ResolvedCamera(FREE, -1, framing, -1)
+            cam = self._tiled_framing(q.shape[0], s)
         self._begin()
         self._build_tiled_scene(q, cam, offsets)
         grid = (offsets.min(0) + offsets.max(0)) / 2
@@ -477,9 +477,17 @@ class Renderer:
     def _framing(self) -> ResolvedCamera:
         """The default free camera (``"free"``): it frames the moving parts, for this renderer's aspect."""
         if self._default_camera is None:
-            framing = FreeCamera.framing(self._model, aspect=self._width / self._height)
+            framing = FreeCamera.framing(self._model, aspect=self._width / self._height, parts=self.parts)
             self._default_camera = resolve_camera(self._model, framing)
         return self._default_camera
+
+    def _tiled_framing(self, n: int, spacing: float) -> ResolvedCamera:
+        """The default free camera of a tiled view of ``n`` envs ``spacing`` apart (kept for the next frame)."""
+        key = (n, spacing)
+        if key not in self._tiled_cameras:
+            framing = FreeCamera.framing(self._model, spacing, n, aspect=self._width / self._height, parts=self.parts)
+            self._tiled_cameras = {key: ResolvedCamera(FREE, -1, framing, -1)}  # one grid at a time is drawn
+        return self._tiled_cameras[key]
 
     def _render_batch(
         self,
