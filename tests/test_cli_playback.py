@@ -129,6 +129,7 @@ def test_run_video_takes_the_picture_flags(tmp_path: Path) -> None:
         (("run", "--model", "pendulum", "--video", "v.gif"), "--video"),
         (("run", "--model", "pendulum", "--video", "v.mp4", "--camera", "nocam"), "unknown camera name 'nocam'"),
         (("run", "--model", "pendulum", "--video", "v.mp4", "--size", "64by48"), "--size: expected WIDTHxHEIGHT"),
+        (("run", "--model", "pendulum", "--video", "v.mp4", "--size", "6_4x48"), "--size: expected WIDTHxHEIGHT"),
         (("play", "RUN", "--out", "v.mp4", "--size", "8x48"), "--size: the width must be in [16, 8192]"),
         (("play", "RUN", "--png", "s.png", "--size", "64x9000"), "--size: the height must be in [16, 8192]"),
     ],

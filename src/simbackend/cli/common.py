@@ -307,13 +307,12 @@ def with_picture_flags(command: Any) -> Any:
 
 def parse_size(text: str) -> tuple[int, int]:
     """``"WxH"`` -> ``(W, H)``, each in [16, 8192] pixels; a usage error (exit 2) naming ``--size`` otherwise."""
-    parts = text.strip().lower().split("x")
-    try:
-        width, height = (int(p) for p in parts) if len(parts) == 2 else (None, None)
-    except ValueError:
-        width = height = None
-    if width is None or height is None:
+    import re
+
+    found = re.fullmatch(r"\s*([0-9]+)\s*[xX]\s*([0-9]+)\s*", text)
+    if found is None:  # digits only: int() alone would also take "+640" or "6_40"
         raise fail(f"--size: expected WIDTHxHEIGHT in pixels such as 640x480, got {text!r}", code=2)
+    width, height = int(found[1]), int(found[2])
     for name, value in (("width", width), ("height", height)):
         if not 16 <= value <= 8192:
             raise fail(f"--size: the {name} must be in [16, 8192] pixels, got {value}", code=2)
