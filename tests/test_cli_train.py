@@ -153,3 +153,23 @@ def test_train_on_sharded_sapien_then_eval_sharded_and_in_process(tmp_path: Path
 def test_a_bad_shard_count_is_refused_by_name() -> None:
     result = _invoke("run", "--sim", "mujoco", "--model", "pendulum", "--shards", 0, "--steps", 1)
     assert result.exit_code != 0 and "shards" in result.output
+
+
+def test_eval_video_takes_the_picture_flags(tmp_path: Path, checkpoint: Path) -> None:
+    """eval --video draws env 0 of the first seed at --size, undressed with --no-dress (the cart-pole alone on
+    black); an unknown --camera fails before a video file is left behind."""
+    import imageio
+
+    video = tmp_path / "cartpole.mp4"
+    result = _invoke("eval", "--checkpoint", checkpoint, "--seeds", "0", "--episodes", 1, "--video", video,
+                     "--size", "96x64", "--no-dress")  # fmt: skip
+    assert result.exit_code == 0, result.output
+    with imageio.get_reader(str(video)) as reader:
+        frames = [f for f in reader]
+    assert len(frames) > 10 and frames[0].shape == (64, 96, 3)
+    assert all((f.max(axis=-1) < 16).mean() > 0.8 for f in frames)  # no floor, no sky
+    bad = tmp_path / "bad.mp4"
+    result = _invoke("eval", "--checkpoint", checkpoint, "--seeds", "0", "--episodes", 1, "--video", bad,
+                     "--camera", "nocam")  # fmt: skip
+    assert result.exit_code != 0 and "unknown camera name 'nocam'" in result.output
+    assert not bad.exists()

@@ -153,9 +153,9 @@ class _Frames:
         from simbackend.playback.video import VideoWriter
 
         self.task, self.view = task, {"width": size[0], "height": size[1], "camera": camera, "dress": dress}
-        task.backend.render([0], **self.view)  # checks the camera, size and dress before a file is opened
+        first = task.backend.render([0], **self.view)[0]  # a bad camera, size or dress raises before a file opens
         self.writer = VideoWriter(path, fps=1.0 / task.control_dt, progress=False)
-        self()
+        self.writer.append(first)
 
     def __call__(self) -> None:
         self.writer.append(self.task.backend.render([0], **self.view)[0])
