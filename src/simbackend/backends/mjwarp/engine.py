@@ -163,7 +163,6 @@ class MJWarpEngine(Engine):
         self._warmstart = t(d.qacc_warmstart)
         self._stale = False
         self._nstate = int(mujoco.mj_stateSize(mjm, _INTEGRATION))
-        self._saved_wp = wp.zeros((n, self._nstate), dtype=float, device=self.wp_device)
         self._saved = False
         # the pre-call copy for revert: the integration state's arrays copied as they are (one device copy
         # each); mujoco_warp.get_state builds its packing kernel anew at every call, ~10 ms of Python per
@@ -172,6 +171,7 @@ class MJWarpEngine(Engine):
         live = [t(getattr(d, f)) for f in _INTEGRATION_ARRAYS if getattr(d, f, None) is not None]
         self._revert_views = [v for v in live if v.numel()] if self._revert_fast else []
         self._revert_saved = [v.clone() for v in self._revert_views]
+        self._saved_wp = None if self._revert_fast else wp.zeros((n, self._nstate), dtype=float, device=self.wp_device)
         lo, hi = np.array(self.info.actuator_ctrl_range, np.float32).T
         self._ctrl_lo = torch.as_tensor(lo, dtype=torch.float32, device=dev)
         self._ctrl_hi = torch.as_tensor(hi, dtype=torch.float32, device=dev)
