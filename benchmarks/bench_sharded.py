@@ -14,6 +14,11 @@ script here):
 * ``scaling``: CPU SAPIEN throughput for K = 1, 2, 4, ... up to the machine's
   cores, N = 1000 per core up to 8000 (``--scale-n``); no target, the figure for
   a many-core machine.
+* ``interrupt``: how soon Ctrl-C is answered: seconds from SIGINT to the
+  ``KeyboardInterrupt`` reaching the caller of a long ``step`` (every env back at
+  its pre-call state, checked each time), on MuJoCo and SAPIEN, in process and
+  with K = 2 and 3, SIGINT sent as the step starts and while it runs (target
+  <= 0.2 s at every K).
 
 Usage::
 
@@ -28,7 +33,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
+import statistics
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable
@@ -45,6 +53,10 @@ HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "results" / "sharded.json"
 SAPIEN_TARGET = 1.6
 MUJOCO_TARGET = 0.8
+INTERRUPT_TARGET = 0.2
+#: when SIGINT is sent, seconds after the step is called: as it starts (the shards are being sent the step)
+#: and while they run it
+INTERRUPT_MOMENTS = {"as the step starts": 0.0005, "while the step runs": 0.05}
 UNIT = "env-steps/s"
 _SCALE_N: list[int] = []
 
@@ -155,6 +167,68 @@ def bench_scaling(s: Settings) -> dict:
     }
 
 
+def _interrupted_after(sim: Any, ctrl: Any, delay: float) -> tuple[float, bool]:
+    """Seconds from SIGINT (sent ``delay`` s into a step that would run for minutes) to the
+    ``KeyboardInterrupt`` reaching this caller, and whether every env is back at its pre-call state."""
+    before = (sim.get_qpos(), sim.get_qvel(), sim.get_time())
+    sent: list[float] = []
+
+    def ctrl_c() -> None:
+        sent.append(time.perf_counter())
+        os.kill(os.getpid(), signal.SIGINT)
+
+    timer = threading.Timer(delay, ctrl_c)
+    timer.start()
+    try:
+        sim.step(ctrl, 10**8)
+    except KeyboardInterrupt:
+        answered = time.perf_counter()
+    else:
+        raise RuntimeError("the step was not interrupted")
+    finally:
+        timer.cancel()
+    after = (sim.get_qpos(), sim.get_qvel(), sim.get_time())
+    restored = all(bool((a == b).all()) for a, b in zip(before, after, strict=True))
+    return answered - sent[0], restored
+
+
+def bench_interrupt(s: Settings) -> dict:
+    """Ctrl-C latency of a long step, in process and sharded (quadruped, 6 envs)."""
+    from simbackend import make_backend
+
+    runs, figures = {}, []
+    trials = 3 if s.quick else 10
+    for engine in ("mujoco", "sapien"):
+        for shards in (None, 2, 3):
+            extra = {} if shards is None else {"shards": shards, "sharding": {"pool": True}}
+            with make_backend(engine, "quadruped", 6, **extra) as sim:
+                ctrl = sim.get_ctrl() + 0.3
+                sim.step(ctrl, 2)
+                label = f"{engine} " + ("in process" if shards is None else f"K={shards}")
+                for moment, delay in INTERRUPT_MOMENTS.items():
+                    got = [_interrupted_after(sim, ctrl, delay) for _ in range(trials)]
+                    seconds = [g[0] for g in got]
+                    runs[f"{label}, {moment}"] = {
+                        "median_s": statistics.median(seconds),
+                        "max_s": max(seconds),
+                        "trials": trials,
+                        "every_env_restored": all(g[1] for g in got),
+                    }
+                    if shards is not None:
+                        figures.append(
+                            _common.figure(
+                                f"{label}: Ctrl-C answered, {moment} (worst of {trials})",
+                                max(seconds), INTERRUPT_TARGET, "<=", "s", (min(seconds), max(seconds)),
+                            )
+                        )  # fmt: skip
+    return {
+        "params": {"model": "quadruped", "num_envs": 6, "nsteps": 10**8, "sigint_after_s": INTERRUPT_MOMENTS},
+        "interrupts": runs,
+        "figures": figures,
+        "notes": [LOAD_NOTE],
+    }
+
+
 #: the machine-load line counts the shards as other processes: Ray starts the actors, not this process
 LOAD_NOTE = "the other processes' load includes the shards themselves (Ray actors are not this process's children)"
 
@@ -196,6 +270,7 @@ BENCHES: dict[str, Callable[[Settings], dict]] = {
     "sapien": bench_sapien,
     "mujoco": bench_mujoco,
     "scaling": bench_scaling,
+    "interrupt": bench_interrupt,
 }
 
 

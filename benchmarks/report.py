@@ -297,7 +297,7 @@ def _section(name: str, data: dict[str, Any]) -> list[str]:
             key not in _SECTION_KEYS
             and isinstance(value, dict)
             and value
-            and all(isinstance(v, dict) and "rate" in v for v in value.values())
+            and all(isinstance(v, dict) and ("rate" in v or key == "interrupts") for v in value.values())
         ):
             out.extend(_runs_table(value))
     rows, plain = _others(data, _SECTION_KEYS)

@@ -284,12 +284,12 @@ def test_mjwarp_step_section_compares_backend_and_bare_loop_doing_the_same_work(
 def test_sharded_bench_compares_shard_counts_doing_the_same_work(tmp_path: Path) -> None:
     """bench_sharded.py: each case pairs two variants that end in the same state (0.0 difference: env i is
     bit-identical for any K), with a positive ratio against its target; the scaling section skips a K whose
-    shards would exceed CPU PhysX's 1000 envs."""
+    shards would exceed CPU PhysX's 1000 envs; the interrupt section restores every env each time."""
     pytest.importorskip("ray")
     out = tmp_path / "sharded.json"
     script = BENCHMARKS / "bench_sharded.py"
-    proc = _run("--quick", "--only", "mujoco", "--only", "scaling", "--scale-n", "2500", "--out", str(out),
-                script=script)  # fmt: skip
+    proc = _run("--quick", "--only", "mujoco", "--only", "scaling", "--only", "interrupt", "--scale-n", "2500",
+                "--out", str(out), script=script)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     data = json.loads(out.read_text())
     cases = data["sections"]["mujoco"]["cases"]
@@ -300,3 +300,6 @@ def test_sharded_bench_compares_shard_counts_doing_the_same_work(tmp_path: Path)
     scaling = data["sections"]["scaling"]
     assert scaling["runs"] == {}
     assert [n.split(" ")[:3] for n in scaling["notes"][:2]] == [["K=1", "not", "run:"], ["K=2", "not", "run:"]]
+    interrupts = data["sections"]["interrupt"]["interrupts"]  # Ctrl-C: every env back at its pre-call state
+    assert len(interrupts) == 12 and all(row["every_env_restored"] for row in interrupts.values())
+    assert all(f["value"] > 0 and f["target"] == 0.2 for f in data["sections"]["interrupt"]["figures"])

@@ -8,7 +8,8 @@ dead, hung, raising or interrupted shard does.
 
 from __future__ import annotations
 
-import _thread
+import os
+import signal
 import threading
 import time
 import warnings
@@ -148,13 +149,45 @@ def test_a_killed_shard_raises_naming_it_and_the_backend_still_closes() -> None:
     with pytest.raises(ShardFailedError, match=r"shard 1 \(envs 2\.\.3\) died") as info:
         sim.step(torch.zeros(4, sim.num_actuators))
     assert info.value.shard == 1 and info.value.env_ids == [2, 3]
-    with pytest.raises(ShardFailedError, match="failed earlier; this backend can only be closed"):
+    with pytest.raises(ShardFailedError, match=r"step: shard 1 \(envs 2\.\.3\) died.*can only be closed"):
         sim.step(torch.zeros(4, sim.num_actuators))
     t = time.monotonic()
     sim.close()
     assert time.monotonic() - t < 10
     with pytest.raises(BackendClosedError):
         sim.get_qpos()
+
+
+def test_after_a_lost_shard_every_public_method_raises_the_same_error() -> None:
+    """Nothing answers from what the front end or the driver kept (time, controls, the last state a shard
+    returned) once a shard is lost: every public method raises ShardFailedError naming it; properties
+    describing the model still answer, and close() works."""
+    sim = make_backend("mujoco", "arm7", 4, shards=2)
+    sim.step(torch.zeros(4, sim.num_actuators))
+    sim.get_qpos(), sim.get_body_pos_w()  # cached values must not be served afterwards
+    _kill(sim, 1)
+    with pytest.raises(ShardFailedError):
+        sim.step(torch.zeros(4, sim.num_actuators))
+    methods = [
+        m
+        for m in dir(sim)
+        if not m.startswith("_")
+        and m != "close"
+        and callable(getattr(type(sim), m, None))
+        and not isinstance(getattr(type(sim), m), property)
+        and m not in ("parse_options", "resolve_device")
+    ]
+    assert {"get_qpos", "get_time", "get_ctrl", "get_base_pos", "get_physics_state", "get_env_body_mass"} <= set(
+        methods
+    )
+    for m in methods:
+        with pytest.raises(ShardFailedError, match=rf"^{m}: shard 1 \(envs 2\.\.3\) died") as info:
+            getattr(sim, m)()
+        assert info.value.shard == 1 and info.value.env_ids == [2, 3]
+    assert sim.num_envs == 4 and sim.body_names  # the model's description still answers
+    sim.close()
+    with pytest.raises(BackendClosedError):
+        sim.get_time()
 
 
 @pytest.mark.parametrize("when", ["between steps", "during revert"])
@@ -219,22 +252,72 @@ def test_a_hung_shard_times_out_instead_of_hanging() -> None:
     sim.close()
 
 
-def test_ctrl_c_during_a_sharded_step_leaves_every_env_at_its_pre_call_state() -> None:
-    with make_backend("mujoco", "arm7", 4, shards=2, sharding=POOL) as sim, make_backend("mujoco", "arm7", 4) as plain:
-        u = torch.full((4, sim.num_actuators), 0.3)
+class _SignalOnCall:
+    """An actor handle whose ``call.remote`` of ``member`` sends this process SIGINT (Ctrl-C), before or
+    after submitting; everything else goes to the real handle."""
+
+    def __init__(self, actor, member: str, after: bool) -> None:
+        self._actor, self._member, self._after = actor, member, after
+        self.call = self
+
+    def remote(self, member, *args):
+        if member == self._member and not self._after:
+            os.kill(os.getpid(), signal.SIGINT)
+        ref = self._actor.call.remote(member, *args)
+        if member == self._member and self._after:
+            os.kill(os.getpid(), signal.SIGINT)
+        return ref
+
+    def __getattr__(self, name):
+        return getattr(self._actor, name)
+
+
+#: when Ctrl-C comes: as the step reaches the first shard, after it reached the last one (the window where one
+#: shard ran its step unseen), while the shards step, and a second one while the shards revert
+MOMENTS = ["before dispatch", "after dispatch", "during", "while reverting"]
+
+
+@pytest.mark.parametrize("shards", [2, 3])
+@pytest.mark.parametrize("moment", MOMENTS)
+def test_ctrl_c_during_a_sharded_step_leaves_every_env_at_its_pre_call_state(moment: str, shards: int) -> None:
+    """Whenever Ctrl-C comes, every env of every shard is back at its pre-call state, the whole snapshot row
+    included (what the shards' engines hold, not only what the getters say), and the run goes on bit for bit
+    as the unsharded one."""
+    with (
+        make_backend("mujoco", "quadruped", 4, shards=shards, sharding=POOL) as sim,
+        make_backend("mujoco", "quadruped", 4) as plain,
+    ):
+        u = torch.linspace(-0.5, 0.5, 4 * sim.num_actuators).reshape(4, -1)
         sim.step(u, 3)
         plain.step(u, 3)
         before = (sim.get_qpos(), sim.get_qvel(), sim.get_time(), sim.get_ctrl())
-        timer = threading.Timer(0.5, _thread.interrupt_main)
-        timer.start()
+        row = sim.get_physics_state(None)
+        engine = sim.engine
+        actors = list(engine._actors)
+        last = len(actors) - 1
+        timer = None
+        if moment == "before dispatch":
+            engine._actors[0] = _SignalOnCall(actors[0], "step", after=False)
+        elif moment == "after dispatch":
+            engine._actors[last] = _SignalOnCall(actors[last], "step", after=True)
+        elif moment == "during":
+            timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
+            timer.start()
+        else:  # a first Ctrl-C during the step, a second as the revert reaches the shards
+            engine._actors = [_SignalOnCall(a, "revert", after=False) for a in actors]
+            timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
+            timer.start()
         try:
             with pytest.raises(KeyboardInterrupt):
-                sim.step(-u, 300_000)
+                sim.step(-u, 200_000)
         finally:
-            timer.cancel()
+            engine._actors = actors
+            if timer is not None:
+                timer.cancel()
         after = (sim.get_qpos(), sim.get_qvel(), sim.get_time(), sim.get_ctrl())
         for a, b in zip(before, after, strict=True):
             assert torch.equal(a, b)
+        assert torch.equal(sim.get_physics_state(None), row)  # asked of the shards' engines
         sim.step(u, 3)  # and the run goes on as the unsharded one
         plain.step(u, 3)
         assert torch.equal(sim.get_qpos(), plain.get_qpos())

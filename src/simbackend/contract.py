@@ -52,12 +52,14 @@ from simbackend.errors import (
     InvalidQuaternionError,
     NonFiniteError,
     ReentrantCallError,
+    ShardFailedError,
     UnsupportedFeatureError,
     ValueRangeError,
 )
 from simbackend.frontend.bookkeeping import EnvBook
 from simbackend.frontend.faults import DeferredFaults
 from simbackend.frontend.guard import guard_public_methods
+from simbackend.frontend.interrupts import HeldInterrupt
 from simbackend.frontend.names import NameTable
 from simbackend.math import quat_apply_inverse, quat_conj, quat_mul
 from simbackend.model_info import ModelInfo
@@ -99,6 +101,7 @@ class SimBackend:
 
     def __init__(self, engine: Any, model: Any, num_envs: int, *, device: Any = None, seed: int = 0, **options: Any):
         self._closed = True  # until the engine is built: a failed construction leaves nothing to close
+        self._lost: ShardFailedError | None = None  # a shard lost: only close() answers (frontend.guard)
         if not (isinstance(engine, type) and issubclass(engine, Engine)):
             raise ArgumentTypeError(f"engine: expected an Engine subclass (simbackend.engine.Engine), got {engine!r}")
         num_envs = V.positive_int(num_envs, "num_envs")
@@ -736,7 +739,8 @@ class SimBackend:
                         physics += time.perf_counter() - ts
                 except BaseException:
                     if mark is not None and not self._closed:  # every env back at its pre-call state
-                        self._rewind(mark)
+                        with HeldInterrupt():  # a second Ctrl-C waits for the rewind to end
+                            self._rewind(mark)
                     raise
             completed = True
         finally:
@@ -1230,8 +1234,10 @@ class SimBackend:
             if self._defers_checks or bool(stayed.any()):  # a GPU engine reverts by mask, no host read
                 engine.revert(stayed)
         except BaseException:
-            # interrupted (Ctrl-C) or failed anywhere, judging included: every env back at its pre-call state
-            engine.revert(torch.ones(self.num_envs, dtype=torch.bool, device=self._device))
+            # interrupted (Ctrl-C) or failed anywhere, judging included: every env back at its pre-call state;
+            # a second Ctrl-C waits for the revert to end
+            with HeldInterrupt():
+                engine.revert(torch.ones(self.num_envs, dtype=torch.bool, device=self._device))
             raise
         self._book.advance(nsteps * self.physics_dt, stayed, self._defers_checks)
         self._book.ctrl = ctrl.clone()  # the caller may reuse the tensor it passed

@@ -402,12 +402,15 @@ def test_callback_that_closes_the_backend(make_sim: Callable[..., Any], require:
 
 
 def test_long_step_is_interruptible(make_sim: Callable[..., Any]) -> None:
-    """Clause: step — Ctrl-C (KeyboardInterrupt) during a huge step stops it within a second, every env is back at its pre-call state (to float32 rounding), and the backend steps on like a twin that was never interrupted."""
+    """Clause: step — Ctrl-C (KeyboardInterrupt) during a huge step stops it within a second, every env is back at its pre-call state (to float32 rounding), the whole snapshot row included (the interrupted call's controls are not kept), and the backend steps on like a twin that was never interrupted."""
     sim, twin = _arm(make_sim), _arm(make_sim)
     ctrl = _ctrl(sim)
     for s in (sim, twin):
         s.step(ctrl)
     before = snapshot(sim)
+    before["ctrl"] = sim.get_ctrl().clone()
+    if sim.capabilities.snapshot_restore:
+        before["physics state"] = sim.get_physics_state(None).clone()
 
     def interrupt(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
@@ -417,7 +420,7 @@ def test_long_step_is_interruptible(make_sim: Callable[..., Any]) -> None:
         signal.setitimer(signal.ITIMER_REAL, 0.3)
         t0 = time.perf_counter()
         with pytest.raises(KeyboardInterrupt):
-            sim.step(ctrl, nsteps=2**31)
+            sim.step(np.flip(ctrl, axis=1).copy(), nsteps=2**31)  # other controls than the last call's
         elapsed = time.perf_counter() - t0
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
@@ -426,6 +429,9 @@ def test_long_step_is_interruptible(make_sim: Callable[..., Any]) -> None:
     # back at the pre-call state; to float32 rounding, since an engine may renormalise a restored free
     # body's quaternion (PhysX's unpack moves it by up to one float32 ulp, 1.2e-7)
     after = snapshot(sim)
+    after["ctrl"] = sim.get_ctrl()
+    if sim.capabilities.snapshot_restore:
+        after["physics state"] = sim.get_physics_state(None)
     for key, t in before.items():
         np.testing.assert_allclose(
             to_np(after[key]),

@@ -30,6 +30,7 @@ import torch
 from simbackend.capabilities import Capabilities
 from simbackend.engine import BodyForces, Engine, EngineBuild
 from simbackend.errors import ShardFailedError
+from simbackend.frontend.interrupts import HeldInterrupt
 from simbackend.sharding.cluster import connect, release, start_actors
 from simbackend.sharding.worker import PREFETCHABLE, Interrupted, Update
 
@@ -37,6 +38,8 @@ from simbackend.sharding.worker import PREFETCHABLE, Interrupted, Update
 _STEP_NUMBERS = itertools.count(1)
 #: steps a prefetched read may go unused before it is no longer sent along
 _PREFETCH_AGE = 8
+#: seconds between looks at a held Ctrl-C while a step's answers are awaited
+_POLL = 0.01
 #: seconds at least that starting a shard may take (a new process importing torch and the engine;
 #: MuJoCo Warp compiles its kernels on first use)
 _START_TIMEOUT = 300.0
@@ -69,6 +72,7 @@ class ShardedEngine(Engine):
         self._dead: set[int] = set()
         self._stepped: set[int] = set()
         self._seq = 0  # steps submitted (the number a Ctrl-C stops)
+        self._interrupted = False  # the step being awaited was told to stop
         self._wanted: dict[tuple, int] = {}
         self._joined: dict[tuple, Any] = {}
         self._extra: list[dict[tuple, Any]] = [{} for _ in sizes]
@@ -111,10 +115,10 @@ class ShardedEngine(Engine):
         self._mutate("write_state", {k: (local, q[rows], v[rows]) for k, local, rows in self._split(env_ids)})
 
     def step(self, ctrl: torch.Tensor, nsteps: int, forces: BodyForces | None) -> Any:
+        self._stepped = set()  # first: a revert after Ctrl-C here, before any shard had the step, undoes nothing
         c = ctrl.cpu().numpy()
         f = None if forces is None else (forces.bodies, forces.force.cpu().numpy(), forces.torque.cpu().numpy())
         self._age_reads()
-        self._stepped = set()
         args = {}
         for k in range(len(self._actors)):
             a, b = self._starts[k], self._starts[k + 1]
@@ -128,7 +132,7 @@ class ShardedEngine(Engine):
     def revert(self, envs: torch.Tensor) -> None:
         mask = torch.as_tensor(envs, dtype=torch.bool).cpu().numpy()
         args = {}
-        for k in sorted(self._stepped - self._dead):  # a shard the step never reached has nothing to undo
+        for k in sorted(self._stepped - self._dead):  # a shard whose engine never began the step has nothing to undo
             part = mask[self._starts[k] : self._starts[k + 1]]
             if part.any():
                 args[k] = (part,)
@@ -304,75 +308,117 @@ class ShardedEngine(Engine):
     # internals: calls, failures, restarts
     # ------------------------------------------------------------------
     def _mutate(self, member: str, args: dict[int, tuple], *, mark_step: bool = False) -> dict[int, Update]:
-        reads = tuple(self._wanted)
-        calls: dict[int, tuple] = {k: (member, a, reads) for k, a in args.items()}
-        if mark_step:
-            self._seq = next(_STEP_NUMBERS)
-            calls = {k: (*c, self._seq) for k, c in calls.items()}
-
-        def record(k: int, update: Any) -> None:
-            # each shard's answer is kept as it arrives: a shard that fails does not hide the others' new state
-            if isinstance(update, Interrupted):
-                return
-            self._joined.clear()
+        """``member`` on the shards named, every answer recorded as it arrives (a shard that fails does not
+        hide the others' new state). Ctrl-C is held from the first submission to the last answer recorded,
+        so that no shard changes unseen: a step's is answered at once by stopping the shards' step (then
+        ``KeyboardInterrupt``, and the front end reverts the shards whose engine began it), any other
+        call's is delivered once every answer is in."""
+        with HeldInterrupt() as held:
+            reads = tuple(self._wanted)
+            calls: dict[int, tuple] = {k: (member, a, reads) for k, a in args.items()}
             if mark_step:
-                self._before[k] = self._upd[k]
-            self._upd[k] = update
-            self._extra[k] = {}
+                self._seq = next(_STEP_NUMBERS)
+                calls = {k: (*c, self._seq) for k, c in calls.items()}
+                self._before = list(self._upd)  # what a restarted shard's revert goes back to
 
-        answers = self._run("call", calls, mark_step=mark_step, record=record)
-        if any(isinstance(a, Interrupted) for a in answers.values()):
-            raise KeyboardInterrupt
+            def record(k: int, update: Any) -> None:
+                if mark_step and (not isinstance(update, Interrupted) or update.started):
+                    self._stepped.add(k)
+                if isinstance(update, Interrupted):
+                    return
+                self._joined.clear()
+                self._upd[k] = update
+                self._extra[k] = {}
+
+            stop = None
+            if mark_step:
+                stop = functools.partial(self._stop_step, held, list(calls))
+            answers = self._run("call", calls, record=record, poll=stop)
+            if mark_step and (self._interrupted or any(isinstance(a, Interrupted) for a in answers.values())):
+                raise KeyboardInterrupt
         return answers
+
+    def _stop_step(self, held: HeldInterrupt, shards: list[int], now: bool = False) -> None:
+        """Called while a step's answers are awaited: at a held Ctrl-C (or ``now``), tell every shard to
+        stop the step."""
+        if (held.take() or now) and not self._interrupted:
+            self._interrupted = True
+            for k in shards:
+                if k not in self._dead:
+                    self._actors[k].interrupt.options(concurrency_group="control").remote(self._seq)
 
     def _run(
         self,
         method: str,
         args: dict[int, tuple],
         *,
-        mark_step: bool = False,
         timeout: float = 0.0,
         record: Callable[[int, Any], None] | None = None,
+        poll: Callable[..., None] | None = None,
     ) -> dict[int, Any]:
         """Submit ``method(*args[k])`` to every shard ``k`` named, then await them all (``record(k, answer)``
-        as each arrives); the first error is raised once every shard has answered or failed."""
+        as each arrives; ``poll()`` every :data:`_POLL` s while waiting, when given); the first error is
+        raised once every shard has answered or failed."""
         if self._dead and not (method == "call" and args and all(a[0] == "revert" for a in args.values())):
             # a revert (after a failed step) still puts the live shards back
             raise self._failure(min(self._dead), "failed earlier; this backend can only be closed")
-        refs = {}
-        for k, a in args.items():
-            refs[k] = getattr(self._actors[k], method).remote(*a)
-            if mark_step:
-                self._stepped.add(k)
+        self._interrupted = False
+        refs = {k: getattr(self._actors[k], method).remote(*a) for k, a in args.items()}
         limit = max(self._timeout, timeout)
         deadline = time.monotonic() + limit
         out = {}
         error: BaseException | None = None
-        try:
-            for k, ref in refs.items():
+        stopped: KeyboardInterrupt | None = None
+        for k, ref in refs.items():
+            resubmit = functools.partial(self._resubmit, k, method, args[k])
+            while True:
                 try:
-                    out[k] = self._await(k, ref, deadline, limit, functools.partial(self._resubmit, k, method, args[k]))
-                except Exception as e:  # noqa: BLE001 - raised below, after the other shards' answers
-                    error = error or e
+                    out[k] = self._await(k, ref, deadline, limit, resubmit, poll)
+                except KeyboardInterrupt as e:
+                    # raised by a handler other than SIGINT's (which is held): the answers are still
+                    # gathered, so that the state each shard took is known; a step is stopped first
+                    stopped = stopped or e
+                    if poll is not None:
+                        poll(True)
                     continue
-                if record is not None:
-                    record(k, out[k])
-            if error is not None:
-                raise error
-        except KeyboardInterrupt:
-            if mark_step:  # Ctrl-C here stops the shards' step too (the front end then reverts)
-                for k in refs:
-                    self._actors[k].interrupt.options(concurrency_group="control").remote(self._seq)
-            raise
+                except Exception as e:  # noqa: BLE001 - raised below, after the other shards' answers
+                    if poll is not None and getattr(e, "step_started", False):
+                        self._stepped.add(k)  # the engine raised inside its step: it is reverted with the rest
+                    error = error or e
+                else:
+                    if record is not None:
+                        record(k, out[k])
+                break
+        if error is not None:
+            raise error
+        if stopped is not None:
+            raise stopped
         return out
 
-    def _await(self, k: int, ref: Any, deadline: float, limit: float, resubmit: Callable[[], Any]) -> Any:
+    def _await(
+        self,
+        k: int,
+        ref: Any,
+        deadline: float,
+        limit: float,
+        resubmit: Callable[[], Any],
+        poll: Callable[..., None] | None,
+    ) -> Any:
         ray = self._ray
         from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
         for attempt in (0, 1):
             try:
-                return ray.get(ref, timeout=max(0.0, deadline - time.monotonic()))
+                if poll is None:
+                    return ray.get(ref, timeout=max(0.0, deadline - time.monotonic()))
+                while True:  # a step: look at the held Ctrl-C every _POLL s (ray.get would hold it for ~1 s)
+                    left = deadline - time.monotonic()
+                    ready, _ = ray.wait([ref], timeout=max(0.0, min(_POLL, left)))
+                    poll()
+                    if ready:
+                        return ray.get(ref)
+                    if left <= 0:
+                        raise GetTimeoutError(f"shard {k} did not answer")
             except RayTaskError as e:
                 cause = getattr(e, "cause", None)
                 if isinstance(cause, BaseException) and not isinstance(cause, (RayActorError, RayTaskError)):

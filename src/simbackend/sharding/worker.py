@@ -18,6 +18,8 @@ own), and, when the driver keeps restart points, the engine's snapshot rows.
 from __future__ import annotations
 
 import ctypes
+import dis
+import functools
 import os
 import socket
 import threading
@@ -39,8 +41,13 @@ _F64_ARGS = {"check_saved": (1,), "restore_state": (1,)}
 _MASK_ARGS = {"revert": (0,)}
 
 
+@dataclass
 class Interrupted:
-    """The answer of a step that :meth:`ShardWorker.interrupt` stopped (the driver had a Ctrl-C)."""
+    """The answer of a step that :meth:`ShardWorker.interrupt` stopped (the driver had a Ctrl-C):
+    ``started`` says whether the engine's ``step`` had begun (then it is to be reverted; otherwise the
+    engine is as it was and a revert would undo the step before)."""
+
+    started: bool
 
 
 @dataclass
@@ -100,37 +107,49 @@ class ShardWorker:
     def call(self, member: str, args: tuple, reads: tuple = (), seq: int = -1) -> Any:
         """Engine member ``member`` with ``args`` (numpy, converted here); a mutating member answers
         an :class:`Update` carrying the reads ``reads``. A call numbered ``seq`` (steps) can be
-        stopped by :meth:`interrupt` and then answers :class:`Interrupted`."""
+        stopped by :meth:`interrupt` and then answers :class:`Interrupted`; an error it raises
+        carries ``step_started`` (whether the engine's member had begun)."""
         if seq < 0:
             return self._call(member, args, reads)
-        with self._lock:
-            if seq <= self._cancelled:
-                return Interrupted()
-            self._running = (seq, threading.get_ident())
+        engine = self._engine()
+        fn = getattr(engine, member)
+        inputs = self._inputs(member, args)
+        returned = False
         try:
+            with self._lock:
+                if seq <= self._cancelled:
+                    return Interrupted(started=False)
+                self._running = (seq, threading.get_ident())  # from here on interrupt() may raise in this thread
             try:
-                return self._call(member, args, reads)
+                out = fn(*inputs)
+                returned = True
             finally:
                 with self._lock:
                     self._running = None
-        except KeyboardInterrupt:
-            return Interrupted()
+            return self._finish(member, out, reads)
+        except KeyboardInterrupt as e:
+            return Interrupted(started=returned or _entered(e))
+        except BaseException as e:
+            e.step_started = returned or _entered(e)  # type: ignore[attr-defined]
+            raise
 
     def interrupt(self, seq: int) -> None:
         """Stop step ``seq`` as Ctrl-C would stop it in one process (it raises KeyboardInterrupt in
         the engine, which is interruptible between its chunks of substeps), or keep it from starting.
-        Runs beside the call it stops (the actor's ``control`` concurrency group)."""
+        Runs beside the call it stops (the actor's ``control`` concurrency group); raises at most once
+        per step."""
         with self._lock:
             self._cancelled = max(self._cancelled, seq)
             if self._running is not None and self._running[0] <= seq:
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(
-                    ctypes.c_ulong(self._running[1]), ctypes.py_object(KeyboardInterrupt)
-                )
+                thread, self._running = self._running[1], None
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread), ctypes.py_object(KeyboardInterrupt))
 
     def _call(self, member: str, args: tuple, reads: tuple) -> Any:
         engine = self._engine()
-        args = self._inputs(member, args)
-        out = getattr(engine, member)(*args)
+        return self._finish(member, getattr(engine, member)(*self._inputs(member, args)), reads)
+
+    def _finish(self, member: str, out: Any, reads: tuple) -> Any:
+        """``out`` of engine member ``member`` as it crosses to the driver."""
         if member in MUTATING:
             return self._update(out, reads)
         if member in ("capabilities", "state_width"):
@@ -184,3 +203,20 @@ class ShardWorker:
         qpos, qvel = to_numpy(engine.read_state())
         saved = to_numpy(engine.save_state(np.arange(engine.num_envs))) if self.keep else None
         return Update(to_numpy(result), qpos, qvel, self.reads(reads), saved)
+
+
+@functools.cache
+def _resume_offset(code: Any) -> int:
+    """Offset of the instruction where a call of ``code`` begins (an interrupt there ran no line of it)."""
+    return next((i.offset for i in dis.get_instructions(code) if i.opname == "RESUME"), 0)
+
+
+def _entered(exc: BaseException) -> bool:
+    """Whether ``exc``, caught in :meth:`ShardWorker.call`, left the engine member after the member
+    began: it passed through the member's frame, and not from the instruction that starts it (an
+    interrupt raised on arrival, before the engine took the state a revert goes back to)."""
+    tb = exc.__traceback__
+    callee = tb.tb_next if tb is not None else None  # tb: call's own frame
+    if callee is None:
+        return False
+    return callee.tb_next is not None or callee.tb_lasti > _resume_offset(callee.tb_frame.f_code)

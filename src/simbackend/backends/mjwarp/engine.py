@@ -384,13 +384,13 @@ class MJWarpEngine(Engine):
 
     def step(self, ctrl: torch.Tensor, nsteps: int, forces: BodyForces | None) -> None:
         self._saved = False
-        torch.clamp(ctrl.to(self._ctrl), self._ctrl_lo, self._ctrl_hi, out=self._ctrl)
-        if self._revert_fast:
+        if self._revert_fast:  # before the new controls: a revert restores the old ones too
             for saved, live in zip(self._revert_saved, self._revert_views):
                 saved.copy_(live)
         else:
             self._get_state(self._saved_wp)
         self._saved = True
+        torch.clamp(ctrl.to(self._ctrl), self._ctrl_lo, self._ctrl_hi, out=self._ctrl)
         self._stale = True
         if forces is None:
             self._launch(nsteps)

@@ -309,10 +309,10 @@ class MuJoCoEngine(Engine):
 
     def step(self, ctrl: torch.Tensor, nsteps: int, forces: BodyForces | None) -> np.ndarray:
         self._saved = False  # a step interrupted before the copy below changed no state: nothing to revert
+        np.copyto(self._prev_state, self._state)  # before the new controls: a revert restores the old ones too
+        self._saved = True
         # clamped here as the contract says, so MuJoCo's own check sees only unlimited controls
         np.clip(ctrl.cpu().numpy(), self._ctrl_lo, self._ctrl_hi, out=self._ctrl)
-        np.copyto(self._prev_state, self._state)
-        self._saved = True
         failed = np.zeros(self.num_envs, dtype=bool)
         warned = np.zeros(self.num_envs, dtype=bool)
         self._stale = True
