@@ -370,6 +370,49 @@ def test_bodies_welded_to_the_world_take_no_mass(make_sim: Any) -> None:
     np.testing.assert_allclose(mass[:, link1], 2.0 * sim.info.body_mass[link1], rtol=1e-6)
 
 
+#: an arm whose last link carries a massless frame (a body holding only a site, as real arms' camera frames)
+MASSLESS_MJCF = """
+<mujoco model="massless_frame">
+  <worldbody>
+    <body name="link1" pos="0 0 1">
+      <joint name="j1" type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03" mass="1"/>
+      <body name="link2" pos="0.3 0 0">
+        <joint name="j2" type="hinge" axis="0 1 0"/>
+        <geom type="capsule" fromto="0 0 0 0.3 0 0" size="0.03" mass="0.5"/>
+        <body name="camera_frame" pos="0.3 0 0"><site name="camera" size="0.01"/></body>
+      </body>
+    </body>
+  </worldbody>
+  <actuator><motor joint="j1"/><motor joint="j2"/></actuator>
+</mujoco>
+"""
+
+
+def test_a_massless_body_does_not_stop_mass_randomization(make_sim: Any, tmp_path: Path) -> None:
+    """Clause: body_mass/inertia terms on a model with a massless body (mass 0, e.g. a frame holding only a
+    site) apply: a scale keeps the massless body's zeros and changes the named bodies; a value below zero is
+    still refused and changes nothing."""
+    path = tmp_path / "massless.xml"
+    path.write_text(MASSLESS_MJCF)
+    sim = make_sim(path, 2)
+    _supports(sim, "body_mass", "init")
+    names = sim.info.body_names
+    link1, frame = names.index("link1"), names.index("camera_frame")
+    assert sim.info.body_mass[frame] == 0.0
+    every = RandomizationPlan((Term("body_mass", Distribution.fixed([2.0]), operation="scale"),), seed=1)
+    sim.apply_init_randomization(every)
+    mass = to_np(sim.get_env_body_mass())
+    np.testing.assert_allclose(mass[:, link1], 2.0 * sim.info.body_mass[link1], rtol=1e-6)
+    state, params = snapshot(sim), env_params(sim)
+    below = RandomizationPlan(
+        (Term("body_mass", Distribution.fixed([-1.0]), operation="add", targets=("camera_frame",)),), seed=1
+    )
+    with pytest.raises(ValueRangeError, match="randomized mass"):
+        sim.apply_init_randomization(below)
+    _assert_unchanged(sim, state, params)
+
+
 def test_velocity_push_bad_input_changes_nothing(make_sim: Any, dr_model: Path) -> None:
     """Clause: a push with NaN, a wrong shape, or one that would take qvel past the divergence bound is
     rejected naming the problem, and changes nothing."""

@@ -398,8 +398,9 @@ class Randomizer:
             _, bound, what = FIELDS[name]
             bad = ~np.isfinite(rows) | (np.abs(rows) > limit)
             if name in ("body_mass", "body_inertia"):
-                bad |= ~(rows > 0)
-                bad[:, 0] = False  # the world body holds zeros and takes no term
+                # > 0 where the model's value is; a massless body (a frame holding sites, the world body)
+                # keeps its zeros through a scale, and only a negative value is refused there
+                bad |= ~(rows > 0) & (self.model_value(name) > 0) | (rows < 0)
             elif bound is not None:
                 bad |= rows < 0
             if bad.any():
