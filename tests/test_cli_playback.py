@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import h5py
 import imageio
 import numpy as np
 import pytest
@@ -145,3 +146,70 @@ def test_bad_arguments_exit_2_with_one_line(
     assert result.exit_code == 2, result.output
     assert message in result.output
     assert not list(tmp_path.glob("*.mp4")) and not (tmp_path / "run.h5").exists()
+
+
+def _nan_qpos(path: Path) -> None:
+    with h5py.File(path, "a") as f:
+        f["rows/qpos"][3, 0, 0] = np.nan
+
+
+def _wider_qpos(path: Path) -> None:
+    with h5py.File(path, "a") as f:
+        T, k, _ = f["rows/qpos"].shape
+        del f["rows/qpos"]
+        f.create_dataset("rows/qpos", data=np.zeros((T, k, 5), np.float32))
+
+
+def _inf_ctrl(path: Path) -> None:
+    with h5py.File(path, "a") as f:
+        f["rows/ctrl"][2, 1, 0] = np.inf
+
+
+def _wrong_nq(path: Path) -> None:
+    with h5py.File(path, "a") as f:
+        f.attrs["nq"] = 2
+
+
+def _truncated(path: Path) -> None:
+    path.write_bytes(path.read_bytes()[:4000])
+
+
+def _random_bytes(path: Path) -> None:
+    path.write_bytes(np.random.default_rng(1).bytes(4000))
+
+
+@pytest.mark.parametrize(
+    "tamper,message",
+    [
+        (_nan_qpos, "rows/qpos of recording 'r.h5': non-finite value nan at row 3"),
+        (_inf_ctrl, "rows/ctrl of recording 'r.h5': non-finite value inf at row 2"),
+        (_wider_qpos, "rows/qpos of recording 'r.h5': expected shape (7, 2, 1) = (T, k, nq), got (7, 2, 5)"),
+        (_wrong_nq, "attribute nq of recording 'r.h5': the header says 2"),
+        (_truncated, "path: 'r.h5' is not a readable recording: a damaged or truncated HDF5 file"),
+        (_random_bytes, "path: 'r.h5' is not a readable recording: a damaged or truncated HDF5 file"),
+    ],
+)
+@pytest.mark.parametrize("mode", [("--dynamic",), ("--png", "s.png")])
+def test_play_refuses_a_bad_recording_with_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tamper: object, message: str, mode: tuple
+) -> None:
+    """A tampered or damaged recording stops `play` before any replay: exit 2 (a bad input file), one line
+    naming the dataset, no traceback, and NaN is never reported as within tolerance."""
+    monkeypatch.chdir(tmp_path)
+    assert _invoke("record", "--model", "pendulum", "--steps", 6, "--num-envs", 2, "--out", "r.h5").exit_code == 0
+    tamper(Path("r.h5"))  # type: ignore[operator]
+    result = _invoke("play", "r.h5", *mode)
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("error: ") and message in result.output, result.output
+    assert result.output.strip().count("\n") == 0 and "Traceback" not in result.output
+    assert "within tolerance" not in result.output and not Path("s.png").exists()
+
+
+@pytest.mark.parametrize("tolerance", ["nan", "inf", "0"])
+def test_play_dynamic_refuses_a_tolerance_nothing_fits(tmp_path: Path, tolerance: str) -> None:
+    """--tolerance takes a finite number > 0 (inf would let any error, NaN included, through); a usage error."""
+    run = tmp_path / "r.h5"
+    assert _invoke("record", "--model", "pendulum", "--steps", 2, "--num-envs", 1, "--out", run).exit_code == 0
+    result = _invoke("play", run, "--dynamic", "--tolerance", tolerance)
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("error: --tolerance: ") and "Traceback" not in result.output, result.output

@@ -22,6 +22,7 @@ from simbackend.errors import (
     EnvIdError,
     InvalidArgumentError,
     NonFiniteError,
+    RecordingError,
     SnapshotMismatchError,
 )
 from simbackend.playback.recording import FORMAT, VERSION, WRITE_KINDS, Recorder, Recording
@@ -179,7 +180,7 @@ def test_bad_arguments_raise_one_line_errors(tmp_path) -> None:
     with pytest.raises(SnapshotMismatchError, match="not a simbackend recording"):
         Recording(tmp_path / "other.h5")
     (tmp_path / "text.h5").write_text("not hdf5")
-    with pytest.raises(InvalidArgumentError, match="not an HDF5 file"):
+    with pytest.raises(RecordingError, match="not a readable recording"):
         Recording(tmp_path / "text.h5")
     with Recorder(sim, tmp_path / "run.h5") as rec:
         sim.step(torch.zeros(2, sim.num_actuators))
@@ -229,3 +230,187 @@ def test_observers_are_called_in_order_and_removed(tmp_path) -> None:
     with pytest.raises(InvalidArgumentError, match="not added"):
         sim.remove_observer(w)
     assert json.loads(json.dumps(WRITE_KINDS))
+
+
+# ----------------------------------------------------------------------------------------------
+# hostile recordings: every file is checked once, when it is opened (issue 29)
+# ----------------------------------------------------------------------------------------------
+def _pendulum_run(path):
+    """A real recording of the built-in pendulum, 2 envs: row 0 the start, rows 1-4 stepped, row 5
+    a write (set_state of env 1), rows 6-7 stepped."""
+    sim = make_backend("mujoco", "pendulum", 2)
+    with Recorder(sim, path, chunk_rows=4):
+        for t in range(6):
+            sim.step(torch.full((2, sim.num_actuators), 0.5), nsteps=2)
+            if t == 3:
+                sim.set_state([1], sim.get_qpos()[[1]] * 0.5)
+    sim.close()
+    return path
+
+
+def _replace(f, name, data):
+    del f[name]
+    f.create_dataset(name, data=data)
+
+
+def _widen_qpos(f):
+    T, k, nq = f["rows/qpos"].shape
+    _replace(f, "rows/qpos", np.zeros((T, k, nq + 4), np.float32))  # nq = 1: five columns
+
+
+def _drop_qvel_rows(f):
+    f["rows/qvel"].resize(f["rows/qvel"].shape[0] - 2, axis=0)
+
+
+def _set(name, index, value):
+    def tamper(f):
+        f[name][index] = value
+
+    return tamper
+
+
+def _attribute(name, value):
+    def tamper(f):
+        f.attrs[name] = value
+
+    return tamper
+
+
+def _snapshot_of_another_model(f):
+    f["events/snapshot"][1, 3] += 1  # one half of the fingerprint in the snapshot's header
+
+
+@pytest.mark.parametrize(
+    "tamper,dataset,message",
+    [
+        (_set("rows/qpos", (3, 1, 0), np.nan), "rows/qpos", "non-finite value nan at row 3, env 1, column 0"),
+        (_set("rows/ctrl", (6, 0, 0), np.inf), "rows/ctrl", "non-finite value inf at row 6, env 0, column 0"),
+        (_set("rows/time", (2, 0), -np.inf), "rows/time", "non-finite value -inf at row 2, env 0"),
+        (_set("events/qvel", (2, 0), np.nan), "events/qvel", "non-finite value nan at entry 2"),
+        (_set("events/params", (0, 1), np.inf), "events/params", "non-finite value inf at entry 0"),
+        (_widen_qpos, "rows/qpos", "expected shape (8, 2, 1) = (T, k, nq), got (8, 2, 5)"),
+        (_drop_qvel_rows, "rows/qvel", "expected shape (8, 2, 1) = (T, k, nv), got (6, 2, 1)"),
+        (lambda f: _replace(f, "rows/ctrl", np.zeros((8, 2, 3), np.float32)), "rows/ctrl", "= (T, k, nu), got"),
+        (lambda f: _replace(f, "events/qpos", np.zeros((2, 1), np.float32)), "events/qpos", "(3, 1) = (E, nq)"),
+        (lambda f: _replace(f, "rows/time", np.full((8, 2), "t", "S1")), "rows/time", "expected numbers, got dtype"),
+        (lambda f: f.pop("rows/qvel"), "rows/qvel", "missing"),
+        (_attribute("nq", 3), "attribute nq", "the header says 3, the stored model (model) has nq = 1"),
+        (_attribute("nu", 0), "attribute nu", "the header says 0, the stored model (model) has nu = 1"),
+        (_attribute("nv", "1"), "attribute nv", "expected an integer >= 0"),
+        (_attribute("num_envs", 1), "env_ids", "expected distinct ids in [0, 1)"),
+        (_attribute("physics_dt", np.nan), "attribute physics_dt", "expected a finite number > 0"),
+        (_set("names/joint", 0, "elbow"), "names/joint", "entry 0 is 'elbow', the stored model's joint 0 is"),
+        (_set("layout/joint_qposadr", 0, 1), "layout/joint_qposadr", "entry 0 is 1, the stored model has 0"),
+        (_set("events/row", 2, 1), "events/row", "entry 2 is on row 1, a stepped row"),
+        (_set("events/env", 1, 0), "events/row", "no start state (an event at row 0) for recorded envs [1]"),
+        (_set("rows/nsteps", 4, -2), "rows/nsteps", "-2 at row 4"),
+        (_snapshot_of_another_model, "events/snapshot", "the snapshot of entry 1 has header"),
+        (lambda f: _replace(f, "model", np.zeros(100, np.uint8)), "model", "not a MuJoCo binary model"),
+    ],
+)  # fmt: skip
+def test_a_tampered_recording_is_refused_on_open(tmp_path, tamper, dataset: str, message: str) -> None:
+    """A recording whose datasets disagree with its header or its stored model, or hold NaN/inf, is refused
+    when it is opened: one RecordingError, one line naming the file and the dataset (expected and found
+    shape, the first bad row), never a broadcast error or a replay reported within tolerance."""
+    path = _pendulum_run(tmp_path / "run.h5")
+    with h5py.File(path, "a") as f:
+        tamper(f)
+    with pytest.raises(RecordingError) as caught:
+        Recording(path)
+    e = caught.value
+    assert type(e) is RecordingError and e.dataset == dataset and e.path == str(path)
+    text = str(e)
+    assert text.startswith(f"{dataset} of recording {str(path)!r}: ") and message in text, text
+    assert "\n" not in text
+
+
+def _truncated(data: bytes) -> bytes:
+    return data[: len(data) // 2]
+
+
+def _random(data: bytes) -> bytes:
+    return np.random.default_rng(0).bytes(len(data))
+
+
+def _broken_b_tree(data: bytes) -> bytes:
+    at = data.index(b"TREE")  # the signature of the root group's B-tree (the first one in the file)
+    return data[:at] + b"XXXX" + data[at + 4 :]
+
+
+@pytest.mark.parametrize(
+    "damage,reason",
+    [
+        (_truncated, "truncated file"),
+        (_random, "file signature not found"),
+        (_broken_b_tree, "wrong B-tree signature"),
+    ],
+)
+def test_a_damaged_file_is_not_a_readable_recording(tmp_path, damage, reason: str) -> None:
+    """A truncated file, random bytes, or an HDF5 file with a damaged object: one line with the path, that it
+    is not a readable recording, and h5py's reason (also the exception's cause); never a missing dataset."""
+    data = _pendulum_run(tmp_path / "run.h5").read_bytes()
+    path = tmp_path / "damaged.h5"
+    path.write_bytes(damage(data))
+    with pytest.raises(RecordingError) as caught:
+        Recording(path)
+    e = caught.value
+    assert type(e) is RecordingError and e.dataset is None
+    text = str(e)
+    assert text.startswith(f"path: {str(path)!r} is not a readable recording: ") and "h5py: " in text, text
+    assert reason in text and reason in str(e.__cause__) and "\n" not in text
+    assert "lacks" not in text
+
+
+@pytest.mark.parametrize("name", ["qpos", "qvel"])
+def test_a_nan_error_is_never_within_tolerance(tmp_path, monkeypatch, name: str) -> None:
+    """A NaN reaching the comparison (here read after the file was opened and checked; a replaying engine
+    could give one too) parts the env at that row: NaN is within no tolerance."""
+    path = _pendulum_run(tmp_path / "run.h5")
+    with Recording(path) as rec:
+        read = rec.rows
+
+        def with_nan(dataset, rows=slice(None), envs=slice(None)):
+            out = read(dataset, rows, envs)
+            if dataset == name:
+                out = out.copy()
+                out[3, 0, 0] = np.nan  # row 3 (of the first block), the first env
+            return out
+
+        monkeypatch.setattr(rec, "rows", with_nan)
+        report = dynamic_replay(rec, rec.make_backend("mujoco"))
+    assert report.first_parting_row.tolist() == [3, -1] and report.parted
+    assert np.isnan(getattr(report, f"{name}_error")[2, 0])
+    lines = report.summary().splitlines()
+    assert "parts at row 3" in lines[1] and "stays within tolerance" in lines[2]
+
+
+def test_two_recorders_on_one_path_are_refused(tmp_path) -> None:
+    """A second Recorder on a file a Recorder is writing (by any spelling of its path), or on a file open
+    in a Recording, is refused with one line naming the path, before anything is changed; a file being
+    written is not opened as a Recording."""
+    sim = make_backend("mujoco", "pendulum", 2)
+    ctrl = torch.zeros(2, sim.num_actuators)
+    path = tmp_path / "run.h5"
+    with Recorder(sim, path) as first:
+        sim.step(ctrl)
+        for spelling in (path, tmp_path / "." / "run.h5"):
+            with pytest.raises(InvalidArgumentError) as caught:
+                Recorder(sim, spelling, env_ids=[1])
+            assert type(caught.value) is InvalidArgumentError
+            assert str(caught.value).startswith(f"path: {str(spelling)!r} is being written by another Recorder")
+        with pytest.raises(InvalidArgumentError, match="is being written by a Recorder"):
+            Recording(path)
+        assert sim._observers == [first]
+        sim.step(ctrl)
+    with Recording(path) as rec:
+        assert len(rec) == 3 and rec.env_ids.tolist() == [0, 1]
+        with pytest.raises(InvalidArgumentError, match=f"path: {str(path)!r} cannot be written"):
+            Recorder(sim, path)
+        assert not sim._observers
+    with Recording(path) as rec:
+        assert len(rec) == 3, "the refused Recorder changed the file"
+    with Recorder(sim, path):  # free again
+        sim.step(ctrl)
+    with Recording(path) as rec:
+        assert len(rec) == 2
+    sim.close()

@@ -36,6 +36,7 @@ __all__ = [
     "ModelLoadError",
     "RenderingError",
     "SnapshotMismatchError",
+    "RecordingError",
     "closest_names_hint",
 ]
 
@@ -183,6 +184,23 @@ class SnapshotMismatchError(SimBackendError, ValueError):
     """A snapshot (or recording) made by another backend, from another model, or in another
     layout version than the one it is given to; the message says which and how to move a
     state between engines instead (qpos/qvel or the named state)."""
+
+
+class RecordingError(InvalidArgumentError):
+    """A file given as a recording that cannot be replayed: not a readable HDF5 file (damaged,
+    truncated, another kind of file), or one whose datasets and header disagree with each other or
+    with the model it stores (a missing dataset, a shape, a dtype, a row count, an attribute, NaN or
+    inf). ``Recording(path)`` checks the whole file when it opens it and raises this before any of it
+    is used. The message is one line naming the file and the dataset (or ``attribute NAME``);
+    ``path`` and ``dataset`` hold them (``dataset`` is ``None`` when the file itself is unreadable)."""
+
+    def __init__(self, path: str, dataset: str | None, problem: str):
+        self.path = str(path)
+        self.dataset = dataset
+        if dataset is None:
+            super().__init__(f"path: {self.path!r} is not a readable recording: {problem}")
+        else:
+            super().__init__(f"{dataset} of recording {self.path!r}: {problem}")
 
 
 class RenderingError(SimBackendError, RuntimeError):

@@ -45,13 +45,22 @@ Format ``simbackend-recording``, version 1 (:data:`VERSION`):
     ``snapshot (E, S)`` float64 (exact restore on the same backend).
 
 Rows are buffered ``chunk_rows`` at a time and appended to the datasets; the
-memory a recording takes does not grow with its length.
+memory a recording takes does not grow with its length. One ``Recorder`` at a
+time writes a file.
+
+:class:`Recording` checks all of the above when it opens a file, once, before
+any of it is used (every shape, dtype and attribute against the header and the
+stored model, every float finite) and raises one
+:class:`~simbackend.errors.RecordingError` naming the dataset otherwise.
 """
 
 from __future__ import annotations
 
 import datetime
 import json
+import math
+import os
+import weakref
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -60,7 +69,14 @@ import numpy as np
 import torch
 
 from simbackend import _validate as V
-from simbackend.errors import ArgumentTypeError, BackendClosedError, InvalidArgumentError, SnapshotMismatchError
+from simbackend.errors import (
+    ArgumentTypeError,
+    BackendClosedError,
+    InvalidArgumentError,
+    ModelLoadError,
+    RecordingError,
+    SnapshotMismatchError,
+)
 from simbackend.model_info import JOINT_BALL, JOINT_FREE
 from simbackend.state import BODY_FIELDS, NamedState
 
@@ -112,6 +128,41 @@ def _joint_widths(joint_type: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     )
 
 
+def _row_spec(k: int, nq: int, nv: int, nu: int) -> dict[str, tuple[tuple[int, ...], Any, tuple[str, ...]]]:
+    """``rows/<name>``: ``(shape of one row, dtype written, names of the shape's sizes)``."""
+    return {
+        "nsteps": ((), np.int32, ()),
+        "time": ((k,), np.float64, ("k",)),
+        "qpos": ((k, nq), np.float32, ("k", "nq")),
+        "qvel": ((k, nv), np.float32, ("k", "nv")),
+        "ctrl": ((k, nu), np.float32, ("k", "nu")),
+        "diverged": ((k,), np.bool_, ("k",)),
+    }
+
+
+def _event_spec(
+    nq: int, nv: int, nu: int, nb: int, P: int, S: int
+) -> dict[str, tuple[tuple[int, ...], Any, tuple[str, ...]]]:
+    """``events/<name>``: ``(shape of one entry, dtype written, names of the shape's sizes)``;
+    ``nb`` bodies without the world, ``P`` parameter columns, ``S`` snapshot width (0: none)."""
+    return {
+        "row": ((), np.int64, ()),
+        "env": ((), np.int64, ()),
+        "kind": ((), np.int8, ()),
+        "time": ((), np.float64, ()),
+        "qpos": ((nq,), np.float32, ("nq",)),
+        "qvel": ((nv,), np.float32, ("nv",)),
+        "ctrl": ((nu,), np.float32, ("nu",)),
+        "params": ((P,), np.float64, ("P",)),
+        **{f"body_{b}": ((nb, w), np.float32, ("nbody-1", str(w))) for b, w in BODY_FIELDS.items()},
+        **({"snapshot": ((S,), np.float64, ("snapshot_width",))} if S else {}),
+    }
+
+
+#: the Recorders writing now, by resolved path: a second one on the same file is refused
+_WRITING: weakref.WeakValueDictionary[str, Recorder] = weakref.WeakValueDictionary()
+
+
 class Recorder:
     """Records envs ``env_ids`` of ``sim`` to ``path`` from now on, as the backend runs.
 
@@ -133,7 +184,15 @@ class Recorder:
         metadata: JSON-serialisable data of the caller's (task, policy, seed...).
         compression: ``"lzf"`` (fast, default), ``"gzip"`` or ``None``.
         overwrite: replace an existing file.
+
+    Raises:
+        InvalidArgumentError: for a bad argument, and for a ``path`` that another
+            ``Recorder`` is writing, or that HDF5 cannot create (open in a
+            :class:`Recording` or another program): nothing is written then.
     """
+
+    sim: Any
+    closed: bool
 
     def __init__(
         self,
@@ -156,6 +215,13 @@ class Recorder:
         if sim.closed:
             raise BackendClosedError(f"sim: backend {sim.name!r} is closed")
         self.path = check_output_path(path, "path", SUFFIXES, overwrite)
+        key = os.path.realpath(self.path)
+        other = _WRITING.get(key)
+        if other is not None and not other.closed:
+            raise InvalidArgumentError(
+                f"path: {str(self.path)!r} is being written by another Recorder (of backend {other.sim.name!r});"
+                " close that one first or write another file"
+            )
         ids = V.env_ids(env_ids, sim.num_envs)
         ids.flags.writeable = False  # the backend validates a read-only id array once (every step reads these rows)
         if not ids.size:
@@ -180,7 +246,13 @@ class Recorder:
         P = sum(int(np.prod(np.asarray(getattr(info, FIELDS[f][0])).shape)) for f in self._fields)
         h5 = _h5py()
         # no chunk cache: rows arrive a whole chunk at a time, so a cache would only hold memory (1 MB per dataset)
-        self._file = f = h5.File(self.path, "w", rdcc_nbytes=0)
+        try:
+            self._file = f = h5.File(self.path, "w", rdcc_nbytes=0)
+        except OSError as e:  # HDF5 refuses before it truncates anything
+            raise InvalidArgumentError(
+                f"path: {str(self.path)!r} cannot be written, is it open in a Recording or another program?"
+                f" (h5py: {' '.join(str(e).split())})"
+            ) from e
         try:
             f.attrs.update(
                 {
@@ -230,26 +302,8 @@ class Recorder:
                     **opts,
                 )
 
-            self._row_spec = {
-                "nsteps": ((), np.int32),
-                "time": ((k,), np.float64),
-                "qpos": ((k, nq), np.float32),
-                "qvel": ((k, nv), np.float32),
-                "ctrl": ((k, nu), np.float32),
-                "diverged": ((k,), np.bool_),
-            }
-            self._event_spec = {
-                "row": ((), np.int64),
-                "env": ((), np.int64),
-                "kind": ((), np.int8),
-                "time": ((), np.float64),
-                "qpos": ((nq,), np.float32),
-                "qvel": ((nv,), np.float32),
-                "ctrl": ((nu,), np.float32),
-                "params": ((P,), np.float64),
-                **{f"body_{b}": ((nb, w), np.float32) for b, w in BODY_FIELDS.items()},
-                **({"snapshot": ((S,), np.float64)} if S else {}),
-            }
+            self._row_spec = {n: (shape, dt) for n, (shape, dt, _) in _row_spec(k, nq, nv, nu).items()}
+            self._event_spec = {n: (shape, dt) for n, (shape, dt, _) in _event_spec(nq, nv, nu, nb, P, S).items()}
             self._row_sets = {n: table(f"rows/{n}", shape, dt) for n, (shape, dt) in self._row_spec.items()}
             self._event_sets = {n: table(f"events/{n}", shape, dt) for n, (shape, dt) in self._event_spec.items()}
         except BaseException:
@@ -260,6 +314,7 @@ class Recorder:
         self._nrow_buf = self._nevent_buf = 0
         self.rows_written = 0  # rows on the timeline so far (buffered included)
         self.closed = False
+        _WRITING[key] = self
         sim.add_observer(self)
         self.on_write(sim, ids, "start")
 
@@ -363,6 +418,9 @@ class Recorder:
             if not self.sim.closed:
                 self.sim.remove_observer(self)
             self._file.close()
+            key = os.path.realpath(self.path)
+            if _WRITING.get(key) is self:
+                del _WRITING[key]
 
     def __enter__(self) -> Recorder:
         return self
@@ -377,8 +435,76 @@ def _version() -> str:
     return __version__
 
 
+_KIND_WORDS = {"fiu": "numbers", "iu": "integers", "biu": "booleans or integers"}
+
+
+def _kinds(dtype: Any) -> str:
+    """The dtype kinds a dataset written as ``dtype`` may be read from."""
+    return {"f": "fiu", "i": "iu", "u": "iu", "b": "biu"}[np.dtype(dtype).kind]
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _shape(shape: Sequence[Any]) -> str:
+    return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def _short(v: Any) -> str:
+    text = " ".join(repr(v).split())
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _unreadable(e: BaseException) -> str:
+    """Why HDF5 could not read a file, for :class:`RecordingError`: h5py's message on one line."""
+    reason = e.args[0] if isinstance(e, KeyError) and e.args else e
+    return f"a damaged or truncated HDF5 file, or not HDF5 at all (h5py: {' '.join(str(reason).split())})"
+
+
+def _check_finite(ds: Any, name: str, env_ids: np.ndarray | None, bad: Any) -> None:
+    """Raise ``bad(name, ...)`` at the first row (entry) of ``ds`` holding NaN or inf; reads a few MB at a time.
+    ``env_ids``: the recorded envs, when the axis after the rows is theirs."""
+    n = ds.shape[0]
+    row_bytes = max(1, int(np.prod(ds.shape[1:], dtype=np.int64)) * ds.dtype.itemsize)
+    block = max(1, (4 << 20) // row_bytes)
+    if ds.chunks:  # whole chunks: none is decompressed twice
+        block = max(ds.chunks[0], block // ds.chunks[0] * ds.chunks[0])
+    for start in range(0, n, block):
+        v = np.asarray(ds[start : start + block])
+        finite = np.isfinite(v).reshape(len(v), -1).all(1)
+        if finite.all():
+            continue
+        i = int(np.flatnonzero(~finite)[0])
+        row = v[i]
+        at = np.unravel_index(int(np.flatnonzero(~np.isfinite(row))[0]), row.shape) if row.ndim else ()
+        value = row[at] if row.ndim else row
+        where = f"row {start + i}" if env_ids is not None else f"entry {start + i}"
+        if env_ids is not None and at:
+            where += f", env {int(env_ids[at[0]])}" + (f", column {', '.join(map(str, at[1:]))}" if len(at) > 1 else "")
+        elif at:
+            where += f", column {', '.join(map(str, at))}"
+        raise bad(name, f"non-finite value {float(value)} at {where}; a recording holds finite values only")
+
+
 class Recording:
     """A recording read back (``Recording(path)``; a context manager): header, rows, events, model.
+
+    Opening checks the whole file once, before any of it is used, against its
+    header and against the model it stores (``/model``): every dataset the
+    format names is there with the shape the header and the model give it
+    (``T`` rows as ``rows/nsteps``, ``k`` envs as ``env_ids``, ``E`` events as
+    ``events/row``; ``nq``, ``nv``, ``nu``, bodies, joints and per-env
+    parameters as the stored model), with numeric (or string) values; every
+    attribute is there with its type and agrees with the model; names and
+    joint layout are the model's; env ids are distinct and below ``num_envs``;
+    row 0 holds every recorded env's start state and every event sits on a
+    write row; and every float value is finite (the datasets are read a few MB
+    at a time). A file that fails raises :class:`~simbackend.errors.RecordingError`
+    naming the dataset (expected and found shape, the first non-finite row,
+    ...); one HDF5 cannot read (damaged, truncated, not HDF5) raises it with
+    h5py's reason; another format or format version raises
+    :class:`~simbackend.errors.SnapshotMismatchError`.
 
     Rows are read from the file when asked (:meth:`rows`), never all at once
     unless asked. Attributes mirror the file's header (see the module docstring).
@@ -390,50 +516,277 @@ class Recording:
         p = Path(path)
         if not p.is_file():
             raise InvalidArgumentError(f"path: no such file {str(p)!r}")
+        if not os.access(p, os.R_OK):
+            raise InvalidArgumentError(f"path: {str(p)!r} cannot be read (permission denied)")
+        writer = _WRITING.get(os.path.realpath(p))
+        if writer is not None and not writer.closed:
+            raise InvalidArgumentError(
+                f"path: {str(p)!r} is being written by a Recorder (of backend {writer.sim.name!r}); close it first"
+            )
         h5 = _h5py()
         try:
             self._file = f = h5.File(p, "r")
         except OSError as e:
-            raise InvalidArgumentError(f"path: {str(p)!r} is not an HDF5 file ({' '.join(str(e).split())})") from None
+            raise RecordingError(str(p), None, _unreadable(e)) from e
         try:
-            a = f.attrs
-            if a.get("format") != FORMAT:
-                raise SnapshotMismatchError(
-                    f"path: {str(p)!r} is not a simbackend recording (format {a.get('format')!r})"
-                )
-            if int(a.get("version", -1)) != VERSION:
-                raise SnapshotMismatchError(
-                    f"path: recording format version {a.get('version')!r}; this simbackend reads version {VERSION}"
-                )
-            self.path = p
-            self.backend = str(a["backend"])
-            self.fingerprint = str(a["fingerprint"])
-            self.num_envs = int(a["num_envs"])
-            self.physics_dt = float(a["physics_dt"])
-            self.nq, self.nv, self.nu = int(a["nq"]), int(a["nv"]), int(a["nu"])
-            self.snapshot_width = int(a["snapshot_width"])
-            self.metadata = json.loads(a["metadata"])
-            self.created = str(a["created"])
-            self.write_kinds = tuple(json.loads(a["write_kinds"]))
-            #: the elements whose physics the recording engine took from MuJoCo (capabilities.delegated)
-            self.delegated = tuple(json.loads(a.get("delegated", "[]")))
-            self._plan_json = str(a["plan"])
-            self.env_ids = np.asarray(f["env_ids"][()], np.int64)
-            self.body_names = tuple(s.decode() if isinstance(s, bytes) else str(s) for s in f["names/body"][()])
-            self.joint_names = tuple(s.decode() if isinstance(s, bytes) else str(s) for s in f["names/joint"][()])
-            self.actuator_names = tuple(s.decode() if isinstance(s, bytes) else str(s) for s in f["names/actuator"][()])
-            self.joint_type = np.asarray(f["layout/joint_type"][()])
-            self.joint_qposadr = np.asarray(f["layout/joint_qposadr"][()])
-            self.joint_dofadr = np.asarray(f["layout/joint_dofadr"][()])
-            self.param_fields = tuple(s.decode() if isinstance(s, bytes) else str(s) for s in f["layout/params"][()])
-            self.param_shapes = tuple(tuple(s) for s in json.loads(f["layout/params"].attrs["shapes"]))
-            self.nsteps = np.asarray(f["rows/nsteps"][()], np.int64)
-        except KeyError as e:
+            self._read_checked(f, p)
+        except (OSError, KeyError, RuntimeError) as e:  # what h5py raises for a damaged object in a file it opened
             f.close()
-            raise SnapshotMismatchError(f"path: {str(p)!r} lacks {e} (a damaged or partial recording)") from None
+            raise RecordingError(str(p), None, _unreadable(e)) from e
         except BaseException:
             f.close()
             raise
+
+    def _read_checked(self, f: Any, p: Path) -> None:
+        """Read the header and check the whole file against it and against the stored model (the
+        checks of the class docstring, all of them here); sets the attributes."""
+        from simbackend.models.binary import model_from_bytes
+        from simbackend.models.info import model_info
+        from simbackend.randomization import FIELDS, RandomizationPlan
+
+        h5 = _h5py()
+
+        def bad(dataset: str, problem: str) -> RecordingError:
+            return RecordingError(str(p), dataset, problem)
+
+        # ---- the header ----------------------------------------------------------------------
+        a = f.attrs
+        if a.get("format") != FORMAT:
+            raise SnapshotMismatchError(f"path: {str(p)!r} is not a simbackend recording (format {a.get('format')!r})")
+        version = a.get("version")
+        if not _is_int(version) or int(version) != VERSION:
+            raise SnapshotMismatchError(
+                f"path: recording format version {version!r}; this simbackend reads version {VERSION}"
+            )
+
+        def attribute(name: str, default: Any = None) -> Any:
+            if name not in a:
+                if default is not None:
+                    return default
+                raise bad(f"attribute {name}", "missing (a damaged or partial recording)")
+            return a[name]
+
+        def text(name: str, default: str | None = None) -> str:
+            v = attribute(name, default)
+            if isinstance(v, bytes):
+                v = v.decode(errors="replace")
+            if not isinstance(v, str):
+                raise bad(f"attribute {name}", f"expected a string, got {type(v).__name__} {_short(v)}")
+            return v
+
+        def json_text(name: str, text_: str) -> Any:
+            try:
+                return json.loads(text_)
+            except ValueError as e:
+                raise bad(f"attribute {name}", f"not JSON ({e})") from None
+
+        def count(name: str, minimum: int) -> int:
+            v = attribute(name)
+            if not _is_int(v) or int(v) < minimum:
+                raise bad(f"attribute {name}", f"expected an integer >= {minimum}, got {_short(v)}")
+            return int(v)
+
+        def names_list(name: str, default: str | None = None) -> tuple[str, ...]:
+            v = json_text(name, text(name, default))
+            if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+                raise bad(f"attribute {name}", f"expected a JSON list of strings, got {_short(v)}")
+            return tuple(v)
+
+        self.path = p
+        self.backend = text("backend")
+        self.fingerprint = text("fingerprint")
+        self.created = text("created")
+        self.metadata = json_text("metadata", text("metadata"))
+        self.write_kinds = names_list("write_kinds")
+        #: the elements whose physics the recording engine took from MuJoCo (capabilities.delegated)
+        self.delegated = names_list("delegated", "[]")
+        self._plan_json = text("plan")
+        if self._plan_json:
+            try:
+                RandomizationPlan.from_json(self._plan_json)
+            except (ValueError, TypeError, LookupError) as e:
+                raise bad("attribute plan", f"not a randomization plan ({' '.join(str(e).split())})") from None
+        self.num_envs = count("num_envs", 1)
+        dt = attribute("physics_dt")
+        if isinstance(dt, (bool, np.bool_)) or not isinstance(dt, (int, float, np.integer, np.floating)):
+            raise bad("attribute physics_dt", f"expected a finite number > 0 (s), got {_short(dt)}")
+        if not (math.isfinite(float(dt)) and float(dt) > 0):
+            raise bad("attribute physics_dt", f"expected a finite number > 0 (s), got {_short(dt)}")
+        self.physics_dt = float(dt)
+        self.nq, self.nv, self.nu = count("nq", 0), count("nv", 0), count("nu", 0)
+        self.snapshot_width = count("snapshot_width", 0)
+
+        # ---- the datasets' presence, shapes and dtypes -----------------------------------------
+        def dataset(name: str) -> Any:
+            if name not in f:
+                raise bad(name, "missing (a damaged or partial recording)")
+            ds = f[name]
+            if not isinstance(ds, h5.Dataset):
+                raise bad(name, f"expected a dataset, got a {type(ds).__name__}")
+            return ds
+
+        def shaped(name: str, shape: Sequence[int], labels: Sequence[str], kinds: str) -> Any:
+            ds = dataset(name)
+            if tuple(ds.shape) != tuple(shape):
+                raise bad(name, f"expected shape {_shape(shape)} = {_shape(labels)}, got {_shape(ds.shape)}")
+            if ds.dtype.kind not in kinds:
+                raise bad(name, f"expected {_KIND_WORDS[kinds]}, got dtype {ds.dtype}")
+            return ds
+
+        def strings(name: str, size: int | None, label: str) -> tuple[str, ...]:
+            ds = dataset(name)
+            if ds.ndim != 1 or (size is not None and ds.shape[0] != size):
+                want = _shape((size,)) + f" = ({label},)" if size is not None else "(n,)"
+                raise bad(name, f"expected shape {want}, got {_shape(ds.shape)}")
+            if h5.check_string_dtype(ds.dtype) is None:
+                raise bad(name, f"expected strings, got dtype {ds.dtype}")
+            return tuple(s.decode() if isinstance(s, bytes) else str(s) for s in ds[()])
+
+        def first_difference(got: Sequence[Any], want: Sequence[Any]) -> int:
+            return next(i for i, (x, y) in enumerate(zip(got, want)) if x != y)
+
+        # the stored model, and the header against it
+        model = dataset("model")
+        if model.ndim != 1 or model.dtype != np.uint8:
+            raise bad("model", f"expected the MJB bytes (n,) uint8, got {model.dtype} of shape {_shape(model.shape)}")
+        try:
+            info = model_info(model_from_bytes(np.asarray(model[()], np.uint8).tobytes()))
+        except ModelLoadError as e:
+            raise bad("model", str(e)) from None
+        for name, got, want in (("nq", self.nq, info.nq), ("nv", self.nv, info.nv), ("nu", self.nu, info.nu)):
+            if got != want:
+                raise bad(f"attribute {name}", f"the header says {got}, the stored model (model) has {name} = {want}")
+        nb, nj = info.nbody - 1, len(info.joint_names)
+        names: dict[str, tuple[str, ...]] = {}
+        for kind, want_names, label in (
+            ("body", info.body_names[1:], "nbody-1"),
+            ("joint", info.joint_names, "njnt"),
+            ("actuator", info.actuator_names, "nu"),
+        ):
+            names[kind] = strings(f"names/{kind}", len(want_names), label)
+            if names[kind] != tuple(want_names):
+                i = first_difference(names[kind], want_names)
+                raise bad(
+                    f"names/{kind}",
+                    f"entry {i} is {names[kind][i]!r}, the stored model's {kind} {i} is {want_names[i]!r}",
+                )
+        self.body_names, self.joint_names, self.actuator_names = names["body"], names["joint"], names["actuator"]
+        layout: dict[str, np.ndarray] = {}
+        for name in ("joint_type", "joint_qposadr", "joint_dofadr"):
+            layout[name] = np.asarray(shaped(f"layout/{name}", (nj,), ("njnt",), "iu")[()], np.int64)
+            want_layout = np.asarray(getattr(info, name), np.int64)
+            if not np.array_equal(layout[name], want_layout):
+                i = first_difference(layout[name].tolist(), want_layout.tolist())
+                raise bad(f"layout/{name}", f"entry {i} is {layout[name][i]}, the stored model has {want_layout[i]}")
+        self.joint_type, self.joint_qposadr, self.joint_dofadr = (
+            layout["joint_type"],
+            layout["joint_qposadr"],
+            layout["joint_dofadr"],
+        )
+        self.param_fields = strings("layout/params", None, "")
+        shapes = json_text("layout/params", str(dataset("layout/params").attrs.get("shapes", "")))
+        if (
+            not isinstance(shapes, list)
+            or len(shapes) != len(self.param_fields)
+            or not all(isinstance(s, list) and all(_is_int(d) and d >= 0 for d in s) for s in shapes)
+        ):
+            raise bad(
+                "layout/params",
+                f"attribute shapes: expected a JSON list of {len(self.param_fields)} shapes, got {_short(shapes)}",
+            )
+        self.param_shapes = tuple(tuple(int(d) for d in s) for s in shapes)
+        for name, shape in zip(self.param_fields, self.param_shapes):
+            if name not in FIELDS:
+                raise bad("layout/params", f"{name!r} is not a per-env parameter (known: {', '.join(FIELDS)})")
+            want_shape = tuple(np.asarray(getattr(info, FIELDS[name][0])).shape)
+            if shape != want_shape:
+                raise bad(
+                    "layout/params",
+                    f"{name!r} has shape {_shape(shape)}, the stored model's is {_shape(want_shape)}",
+                )
+        P = sum(int(np.prod(s)) for s in self.param_shapes)
+
+        # env ids, rows, events
+        ids = dataset("env_ids")
+        if ids.ndim != 1 or ids.shape[0] < 1 or ids.dtype.kind not in "iu":
+            raise bad(
+                "env_ids", f"expected shape (k,) with k >= 1 integers, got {ids.dtype} of shape {_shape(ids.shape)}"
+            )
+        self.env_ids = np.asarray(ids[()], np.int64)
+        k = self.env_ids.size
+        if np.unique(self.env_ids).size != k or self.env_ids.min() < 0 or self.env_ids.max() >= self.num_envs:
+            raise bad(
+                "env_ids",
+                f"expected distinct ids in [0, {self.num_envs}) (num_envs = {self.num_envs}),"
+                f" got {self.env_ids.tolist()[:16]}",
+            )
+        nsteps, event_rows = dataset("rows/nsteps"), dataset("events/row")
+        if nsteps.ndim != 1 or nsteps.shape[0] < 1:
+            raise bad("rows/nsteps", f"expected shape (T,) with T >= 1 (row 0: the start), got {_shape(nsteps.shape)}")
+        if event_rows.ndim != 1:
+            raise bad("events/row", f"expected shape (E,), got {_shape(event_rows.shape)}")
+        T, E = nsteps.shape[0], event_rows.shape[0]
+        row_sets = {
+            name: shaped(f"rows/{name}", (T, *shape), ("T", *labels), _kinds(dt))
+            for name, (shape, dt, labels) in _row_spec(k, info.nq, info.nv, info.nu).items()
+        }
+        event_sets = {
+            name: shaped(f"events/{name}", (E, *shape), ("E", *labels), _kinds(dt))
+            for name, (shape, dt, labels) in _event_spec(info.nq, info.nv, info.nu, nb, P, self.snapshot_width).items()
+        }
+        if not self.snapshot_width and "snapshot" in f.get("events", {}):
+            raise bad("events/snapshot", "present, but the header says snapshot_width = 0")
+
+        # ---- the values ----------------------------------------------------------------------------
+        self.nsteps = np.asarray(nsteps[()], np.int64)
+        if self.nsteps.min() < 0 or self.nsteps[0] != 0:
+            r = int(np.flatnonzero(self.nsteps < 0)[0]) if self.nsteps.min() < 0 else 0
+            raise bad("rows/nsteps", f"{self.nsteps[r]} at row {r}; expected 0 at row 0 (the start) and >= 0 elsewhere")
+        ev = {name: np.asarray(event_sets[name][()], np.int64) for name in ("row", "env", "kind")}
+        for name, low, high in (("row", 0, T), ("env", 0, k), ("kind", -1, len(self.write_kinds))):
+            out = (ev[name] < low) | (ev[name] >= high)
+            if out.any():
+                at = int(np.flatnonzero(out)[0])
+                raise bad(f"events/{name}", f"{ev[name][at]} at entry {at}; expected values in [{low}, {high})")
+        stepped = self.nsteps[ev["row"]] > 0
+        if stepped.any():
+            at = int(np.flatnonzero(stepped)[0])
+            raise bad(
+                "events/row",
+                f"entry {at} is on row {ev['row'][at]}, a stepped row; events sit on write rows (nsteps 0)",
+            )
+        started = np.zeros(k, bool)
+        started[ev["env"][ev["row"] == 0]] = True
+        if not started.all():
+            missing = self.env_ids[~started].tolist()
+            raise bad("events/row", f"no start state (an event at row 0) for recorded envs {missing[:16]}")
+        for prefix, sets, env_axis in (("rows", row_sets, True), ("events", event_sets, False)):
+            for name, ds in sets.items():
+                if ds.dtype.kind == "f":
+                    _check_finite(ds, f"{prefix}/{name}", self.env_ids if env_axis else None, bad)
+        times = np.asarray(event_sets["time"][()])
+        if (times < 0).any():
+            at = int(np.flatnonzero(times < 0)[0])
+            raise bad("events/time", f"{times[at]} at entry {at}; expected times >= 0")
+        if self.snapshot_width:  # each snapshot's own header: this recording's backend, model and width
+            from simbackend.snapshot import HEADER_WIDTH, LAYOUT_VERSION, MAGIC, backend_code
+
+            S = self.snapshot_width
+            fp = self.fingerprint
+            header = [MAGIC, LAYOUT_VERSION, backend_code(self.backend), -1, -1, S]
+            if len(fp) == 16 and all(c in "0123456789abcdef" for c in fp):
+                header[3:5] = [int(fp[:8], 16), int(fp[8:], 16)]
+            if S < HEADER_WIDTH:
+                raise bad("attribute snapshot_width", f"expected 0 or at least {HEADER_WIDTH}, got {S}")
+            heads = np.asarray(event_sets["snapshot"][:, :HEADER_WIDTH]).reshape(E, HEADER_WIDTH)
+            wrong = (heads != np.asarray(header, np.float64)).any(1)
+            if wrong.any():
+                at = int(np.flatnonzero(wrong)[0])
+                raise bad(
+                    "events/snapshot",
+                    f"the snapshot of entry {at} has header {heads[at].tolist()}; the recording's header gives"
+                    f" {header} (magic, layout version, backend {self.backend!r}, fingerprint {fp}, width)",
+                )
 
     # ------------------------------------------------------------------
     def __len__(self) -> int:
