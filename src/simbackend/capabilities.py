@@ -8,11 +8,67 @@ table for every registered backend.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 #: Sensor types every backend should compute from the state.
 CORE_SENSOR_TYPES = frozenset(
     {"jointpos", "jointvel", "framepos", "framequat", "framelinvel", "frameangvel", "gyro", "velocimeter"}
 )
+
+
+@dataclass(frozen=True)
+class KnownDifference:
+    """A value of the loaded model that an engine cannot hold as MuJoCo compiled it, declared as data.
+
+    The engine holds ``values`` (what it substitutes) where the compiled model
+    has another value, for exactly the elements ``ids`` of ``quantity``; the
+    parity suite (:mod:`simbackend.parity`) reports such an element as a known
+    difference (status ``KNOWN``) as long as the engine's value agrees with the
+    declared one at the quantity's tolerance, and as a failure otherwise.
+
+    Attributes:
+        quantity: a key of :meth:`~simbackend.contract.SimBackend.model_fields` with
+            one entry per element along its first axis (``"body_mass"``, ``"body_inertia"``,
+            ``"body_com"``, ``"joint_range"``, ``"actuator_ctrl_range"``, ``"actuator_force_range"``).
+        ids: the elements (body, joint or actuator ids, by the quantity's prefix), ascending.
+        names: their names, in the same order (the parity suite checks them against the reference's).
+        values: what the engine holds for each of ``ids``, shaped as one element of the quantity
+            (a number for ``body_mass``, 3 x 3 nested tuples for ``body_inertia``, ...).
+        reason: why the engine cannot hold MuJoCo's value, and what it does instead.
+    """
+
+    quantity: str
+    ids: tuple[int, ...]
+    names: tuple[str, ...]
+    values: tuple[Any, ...]
+    reason: str
+
+    def __post_init__(self) -> None:
+        if not (len(self.ids) == len(self.names) == len(self.values)) or not self.ids:
+            raise ValueError(
+                f"KnownDifference {self.quantity!r}: ids, names and values must be non-empty and of one length"
+                f" (got {len(self.ids)}, {len(self.names)}, {len(self.values)})"
+            )
+
+    @property
+    def text(self) -> str:
+        """One line: the quantity, the elements by name, and the reason (the engine's note)."""
+        return f"{self.quantity} of {', '.join(repr(n) for n in self.names)}: {self.reason}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (``values`` as nested lists)."""
+        return {
+            "quantity": self.quantity,
+            "ids": list(self.ids),
+            "names": list(self.names),
+            "values": [_listed(v) for v in self.values],
+            "reason": self.reason,
+            "text": self.text,
+        }
+
+
+def _listed(v: Any) -> Any:
+    return [_listed(x) for x in v] if isinstance(v, (tuple, list)) else float(v)
 
 
 @dataclass(frozen=True)
@@ -55,6 +111,11 @@ class Capabilities:
             parity figure on such an element partly compares MuJoCo with itself.
         renderers_absent: ``(renderer, reason)`` pairs: renderers the engine has
             but cannot offer here (``get_play_capabilities().absent`` lists them).
+        known_differences: the values of the loaded model the engine cannot hold as
+            MuJoCo compiled them (:class:`KnownDifference`: e.g. a massless body given a
+            positive mass); empty where it holds every value as compiled. The parity
+            suite reports exactly these elements, within the declared values, as known
+            differences rather than failures.
     """
 
     gpu: bool = False
@@ -77,6 +138,7 @@ class Capabilities:
     max_envs: int | None = None
     delegated: frozenset[str] = field(default_factory=frozenset)
     renderers_absent: tuple[tuple[str, str], ...] = ()
+    known_differences: tuple[KnownDifference, ...] = ()
 
     def as_rows(self) -> list[tuple[str, str]]:
         """(capability, value) rows for tables, values rendered as short text."""
@@ -87,6 +149,8 @@ class Capabilities:
                 text = "yes" if v else "no"
             elif v is None:
                 text = "unlimited"
+            elif f.name == "known_differences":
+                text = "; ".join(d.text for d in v) if v else "-"
             elif isinstance(v, frozenset):
                 text = ("; " if f.name == "delegated" else ", ").join(sorted(v)) if v else "-"
             elif isinstance(v, tuple):

@@ -5,6 +5,8 @@ Every model gets the tiers :func:`simbackend.parity.default_tiers` names
 built-ins, servo on arm7, contact on box_drop) at the tolerances of
 :mod:`simbackend.parity`, for each engine of :data:`ENGINES`. Rows listed in
 ``known_gaps.KNOWN_GAPS[engine]`` are held to their measured bound instead;
+rows the report passes as KNOWN (a difference the engine declares) must be
+those of ``known_gaps.KNOWN_ROWS[engine]``, naming those elements;
 models in ``known_gaps.LOAD_REJECTIONS[engine]`` must be rejected with an
 error that names the element.
 
@@ -14,11 +16,12 @@ not registered or cannot be imported (its extra is not installed).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 
-from parity.known_gaps import KNOWN_GAPS, LOAD_REJECTIONS
+from parity.known_gaps import KNOWN_GAPS, KNOWN_ROWS, LOAD_REJECTIONS
 from simbackend.contract_tests.helpers import parity_models
 from simbackend.errors import SimBackendError
 from simbackend.parity import ParityReport, default_tiers, run_parity
@@ -87,7 +90,8 @@ TIER_CASES = [
 
 @pytest.mark.parametrize(("sim", "label", "tier"), TIER_CASES, ids=[f"{s}-{m}-{t}" for s, m, t in TIER_CASES])
 def test_tier(sim: str, label: str, tier: str) -> None:
-    """Every row of the tier within tolerance, or within its measured bound where it is a known gap."""
+    """Every row of the tier within tolerance, or within its measured bound where it is a known gap; the rows
+    passed as KNOWN (differences the engine declares) exactly those of KNOWN_ROWS, naming their elements."""
     _skip_unavailable(sim)
     if label in LOAD_REJECTIONS[sim]:
         pytest.skip(f"{label}: rejected by {sim} at load (test_load checks the message)")
@@ -104,13 +108,22 @@ def test_tier(sim: str, label: str, tier: str) -> None:
         elif not row.passed:
             step = f", first at step {row.first_step}" if row.first_step is not None else ""
             problems.append(f"{row.quantity}: {row.max_error} > {row.tolerance}{step}; {row.detail}")
+        expected = KNOWN_ROWS[sim].get((label, tier, row.quantity))
+        if (row.status == "KNOWN") != (expected is not None):
+            problems.append(
+                f"{row.quantity}: status {row.status}, known_gaps.KNOWN_ROWS expects {expected}; {row.detail}"
+            )
+        elif expected is not None:
+            named = re.findall(r"'([^']*)'", row.known.split(":")[0])
+            if named != list(expected):
+                problems.append(f"{row.quantity}: KNOWN for {named}, known_gaps.KNOWN_ROWS expects {list(expected)}")
     assert not problems, f"{sim} vs {REFERENCE} on {label}, tier {tier}:\n" + "\n".join(problems)
 
 
 @pytest.mark.parametrize("sim", ENGINES)
 def test_known_gaps_are_current(sim: str) -> None:
     """Every known gap names a measured row that still fails its tolerance (else it must leave the list)."""
-    assert set(KNOWN_GAPS) == set(LOAD_REJECTIONS) == set(ENGINES)
+    assert set(KNOWN_GAPS) == set(LOAD_REJECTIONS) == set(KNOWN_ROWS) == set(ENGINES)
     stale = []
     for (label, tier, quantity), (bound, reason) in KNOWN_GAPS[sim].items():
         assert label in CASES, f"known gap for unknown model {label!r}"

@@ -262,3 +262,234 @@ def test_randomized_tier_sees_a_backend_that_randomizes_on_paper_only():
     assert rows["env_body_mass"].passed  # it reports the randomized masses...
     assert not all(r.passed for q, r in rows.items() if q.startswith("dof_pos"))  # ...but does not simulate them
     assert all(r.passed for r in honest.rows) and any(r.quantity == "dof_pos[hinge]" for r in honest.rows)
+
+
+# ----------------------------------------------------------------------
+# known differences: what an engine declares it cannot hold as compiled
+# ----------------------------------------------------------------------
+#: an arm whose last link carries two massless bodies, as real arms do (i2rt YAM's `camera_frame`): a frame
+#: holding only a site, and an explicit zero inertial; MuJoCo compiles both to mass 0 and inertia 0
+MASSLESS_ARM = """<mujoco model="massless_arm">
+  <compiler angle="radian"/>
+  <option timestep="0.002"/>
+  <worldbody>
+    <body name="base" pos="0 0 0.1">
+      <geom type="cylinder" size="0.05 0.05" mass="2"/>
+      <body name="link1" pos="0 0 0.1">
+        <joint name="j1" type="hinge" axis="0 0 1" range="-2 2" damping="0.5"/>
+        <geom type="capsule" fromto="0 0 0 0 0 0.3" size="0.03" mass="1"/>
+        <body name="link2" pos="0 0 0.3">
+          <joint name="j2" type="hinge" axis="0 1 0" range="-2 2" damping="0.5"/>
+          <geom type="capsule" fromto="0 0 0 0.25 0 0" size="0.025" mass="0.5"/>
+          <site name="ee" pos="0.25 0 0"/>
+          <body name="camera_frame" pos="0.2 0 0.05" quat="0.7071068 0 0.7071068 0">
+            <site name="camera"/>
+          </body>
+          <body name="flange" pos="0.25 0 0">
+            <inertial pos="0 0 0" mass="0" diaginertia="0 0 0"/>
+          </body>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <motor name="m1" joint="j1" ctrlrange="-1 1"/>
+    <motor name="m2" joint="j2" ctrlrange="-1 1"/>
+  </actuator>
+</mujoco>"""
+MASSLESS = ("camera_frame", "flange")
+#: what PhysX gives a massless body (the sapien backend's plan.MIN_MASS, MIN_INERTIA)
+SUBSTITUTE_MASS, SUBSTITUTE_INERTIA = 1e-6, 1e-9
+
+
+@pytest.fixture
+def massless_arm(tmp_path):
+    path = tmp_path / "massless_arm.xml"
+    path.write_text(MASSLESS_ARM)
+    return str(path)
+
+
+def _massless_engine(name, held, declared=MASSLESS, declared_ids=None):
+    """MuJoCo holding the body masses ``held`` (with a 1e-9 kg m^2 inertia where it raises a massless one) and
+    declaring the substitute mass and inertia of the bodies ``declared`` as known differences."""
+
+    class Engine(MuJoCoEngine):
+        def model_fields(self):
+            fields = super().model_fields()
+            for body, mass in held.items():
+                b = self.info.body_names.index(body)
+                if fields["body_mass"][b] == 0:
+                    fields["body_inertia"][b] = SUBSTITUTE_INERTIA * np.eye(3)
+                fields["body_mass"][b] = mass
+            return fields
+
+        @property
+        def capabilities(self):
+            from dataclasses import replace
+
+            from simbackend.capabilities import KnownDifference
+
+            ids = declared_ids or tuple(self.info.body_names.index(b) for b in declared)
+            eye = tuple(tuple(SUBSTITUTE_INERTIA * float(i == j) for j in range(3)) for i in range(3))
+            known = (
+                KnownDifference("body_mass", ids, declared, (SUBSTITUTE_MASS,) * len(ids), "massless in MuJoCo"),
+                KnownDifference("body_inertia", ids, declared, (eye,) * len(ids), "no inertia in MuJoCo"),
+            )
+            return replace(super().capabilities, known_differences=known)
+
+    Engine.name = name
+    return Engine
+
+
+def test_a_declared_difference_is_known_not_failed(registered, massless_arm):
+    """An engine that holds 1e-6 kg for MuJoCo's massless bodies and declares it: the two model rows say KNOWN
+    (passed, naming the bodies and the declaration), every other row passes, and the report and its JSON say
+    what was declared; the same engine without the declaration fails those rows, as before."""
+    held = dict.fromkeys(MASSLESS, SUBSTITUTE_MASS)
+    report = run_parity(registered(_massless_engine("parity-declared", held)), massless_arm, tiers=["model"])
+    assert report.passed, report.summary()
+    assert [(r.quantity, r.status) for r in report.known_rows] == [("body_mass", "KNOWN"), ("body_inertia", "KNOWN")]
+    mass = report.row("model", "body_mass")
+    assert mass.known == "body_mass of 'camera_frame', 'flange': massless in MuJoCo"
+    assert mass.max_error == 0 and mass.known_error == pytest.approx(1e-3)  # 1e-6 kg against the 1 g floor
+    assert "bodies 'camera_frame', 'flange'" in mass.detail and "declared 1e-06" in mass.detail
+    assert "'link2'" not in mass.detail + mass.known
+    assert all(r.status == "pass" for r in report.rows if r.quantity not in ("body_mass", "body_inertia"))
+    data = json.loads(json.dumps(report.to_dict(), allow_nan=False))
+    assert data["passed"] is True
+    assert [d["names"] for d in data["known_differences"]] == [list(MASSLESS)] * 2
+    assert data["known_differences"][0]["values"] == [SUBSTITUTE_MASS] * 2
+    assert {r["quantity"] for r in data["rows"] if r["status"] == "KNOWN"} == {"body_mass", "body_inertia"}
+    assert "2 row(s) KNOWN (model/body_mass, model/body_inertia)" in report.summary()
+
+    class Undeclared(_massless_engine("parity-undeclared", held)):
+        @property
+        def capabilities(self):
+            return MuJoCoEngine.capabilities.fget(self)
+
+    plain = run_parity(registered(Undeclared), massless_arm, tiers=["model"])
+    assert [(r.quantity, r.status) for r in plain.failures] == [("body_mass", "FAIL"), ("body_inertia", "FAIL")]
+
+
+@pytest.mark.parametrize(
+    ("held", "declared", "failing", "named"),
+    [
+        # a real mass difference on another body of the same row
+        (
+            {"camera_frame": 1e-6, "flange": 1e-6, "link2": 0.75},
+            MASSLESS,
+            ["body_mass"],
+            "'link2': 0.75 vs reference 0.5",
+        ),
+        # the massless body holds more than the declared substitute
+        (
+            {"camera_frame": 3e-6, "flange": 1e-6},
+            MASSLESS,
+            ["body_mass"],
+            "'camera_frame': 3e-06 vs reference 0, declared 1e-06",
+        ),
+        # a body the engine did not declare
+        ({"camera_frame": 1e-6, "flange": 1e-6}, ("flange",), ["body_mass", "body_inertia"], "'camera_frame'"),
+    ],
+    ids=["another-body", "beyond-the-declared-value", "undeclared-body"],
+)
+def test_a_known_difference_excuses_only_its_elements_within_its_values(
+    registered, massless_arm, held, declared, failing, named
+):
+    """Exactly the declared elements, within the declared values, are excused: a real difference on another
+    body, a massless body off its declared substitute, or an undeclared body still FAIL, naming the body."""
+    report = run_parity(registered(_massless_engine("parity-partly", held, declared)), massless_arm, tiers=["model"])
+    assert [r.quantity for r in report.failures] == failing, report.summary()
+    assert named in report.row("model", failing[0]).detail
+    if "body_inertia" not in failing:  # only the mass is off: the inertia row is still a known difference
+        assert report.row("model", "body_inertia").status == "KNOWN"
+
+
+def test_a_declaration_the_reference_contradicts_fails(registered, massless_arm):
+    """A declaration naming an element under another element's id excuses nothing and is itself a failed row."""
+    sim = registered(_massless_engine("parity-misdeclared", {"camera_frame": 1e-6}, ("link2",), declared_ids=(4,)))
+    report = run_parity(sim, massless_arm, tiers=["model"])
+    bad = report.row("model", "known_differences")
+    assert (
+        bad.status == "FAIL" and "body 'link2' declared as id 4, the reference has 'camera_frame' there" in bad.detail
+    )
+    assert report.row("model", "body_mass").status == "FAIL" and not report.known_rows
+
+
+def _sapien():
+    """Skip where the sapien backend is not installed."""
+    pytest.importorskip("sapien")
+    from simbackend.backends.sapien.backend import SapienEngine
+
+    return SapienEngine
+
+
+def test_sapien_declares_massless_bodies_and_parity_reports_them_known(massless_arm):
+    """PhysX needs mass: the sapien backend gives MuJoCo's massless bodies 1e-6 kg and 1e-9 kg m^2, declares
+    exactly those bodies (capabilities.known_differences, lines of notes), and parity reports the two model
+    rows KNOWN, for them only, and nothing failed. The 2e-6 kg added to the last link moves nothing measurable:
+    kinematics and Jacobians do not depend on mass, and the 1 s rollouts agree within 5e-6 rad (mass matrix
+    1.3e-5 relative to MuJoCo's)."""
+    _sapien()
+    from simbackend.registry import make_backend
+
+    with make_backend("sapien", massless_arm, 1) as sim:
+        known = sim.capabilities.known_differences
+        notes = sim.notes
+    assert [(d.quantity, d.names, d.ids) for d in known] == [
+        ("body_mass", MASSLESS, (4, 5)),
+        ("body_inertia", MASSLESS, (4, 5)),
+    ]
+    assert known[0].values == (SUBSTITUTE_MASS, SUBSTITUTE_MASS)
+    assert any("'camera_frame', 'flange'" in n and "1e-06 kg in PhysX" in n for n in notes), notes
+    report = run_parity("sapien", massless_arm, tiers=[*parity.STATIC_TIERS, "dynamics"], num_envs=16)
+    assert report.passed, report.summary()
+    assert [(r.quantity, r.status) for r in report.known_rows] == [("body_mass", "KNOWN"), ("body_inertia", "KNOWN")]
+    for row in report.known_rows:
+        assert row.known == known[0 if row.quantity == "body_mass" else 1].text
+        assert "'link" not in row.known and "'base'" not in row.known
+        assert row.known_error == pytest.approx(1e-3, rel=1e-6) and row.max_error <= row.tolerance
+    assert all(r.status == "pass" for r in report.rows if r.tier != "model" or r not in report.known_rows)
+    assert max(r.max_error for r in report.tier_rows("dynamics")) < 1e-5
+
+
+@pytest.mark.parametrize(
+    ("body", "mass", "named"),
+    [("link2", 0.75, "body 'link2': 0.75 vs reference 0.5"), ("camera_frame", 3e-6, "declared 1e-06")],
+    ids=["real-difference", "beyond-the-substitute"],
+)
+def test_sapien_real_mass_difference_still_fails(registered, massless_arm, body, mass, named):
+    """On PhysX too the declaration excuses nothing else: a link whose mass PhysX reports otherwise, or a massless
+    body holding more than the declared 1e-6 kg, fails the mass row, naming it (the inertia row stays KNOWN)."""
+
+    class Heavier(_sapien()):
+        name = f"parity-sapien-{body}"
+
+        def model_fields(self):
+            fields = super().model_fields()
+            fields["body_mass"][self.info.body_names.index(body)] = mass
+            return fields
+
+    report = run_parity(registered(Heavier), massless_arm, tiers=["model"])
+    assert [(r.quantity, r.status) for r in report.failures] == [("body_mass", "FAIL")], report.summary()
+    assert named in report.row("model", "body_mass").detail
+    assert report.row("model", "body_inertia").status == "KNOWN"
+
+
+def test_cli_parity_shows_the_known_difference_and_exits_0(massless_arm):
+    """`simbackend parity --sim sapien --model FILE` prints the two rows KNOWN with the declaration naming the
+    massless bodies, says PASSED, and exits 0 (it exited 1 on these rows before)."""
+    _sapien()
+    from typer.testing import CliRunner
+
+    from simbackend.cli.main import app
+
+    result = CliRunner().invoke(
+        app, ["parity", "--sim", "sapien", "--model", massless_arm, "-n", "8"], env={"COLUMNS": "250"}
+    )
+    out = " ".join(result.output.split())
+    assert result.exit_code == 0, result.output
+    assert out.count("KNOWN") >= 3 and "FAIL" not in out  # two rows, and the note under the table
+    assert "2 row(s) KNOWN (model/body_mass, model/body_inertia)" in out
+    assert "body_mass of 'camera_frame', 'flange': massless in MuJoCo" in out
+    assert "PASSED" in out and "2 of them KNOWN" in out

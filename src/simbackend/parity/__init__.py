@@ -15,6 +15,11 @@ Tiers (:data:`TIERS`), in order:
   sizes (nq, nv, nu, num_dof); and the physical model each engine holds
   (:meth:`~simbackend.contract.SimBackend.model_fields`): masses, centres of
   mass, inertia tensors, joint ranges, ctrl and force ranges, timestep, gravity.
+  Values the backend declares it cannot hold as compiled
+  (``capabilities.known_differences``, e.g. a massless body given 1e-6 kg on
+  PhysX) are excused for exactly the declared elements, where they hold the
+  declared value within the tolerance: such a row has status ``KNOWN`` (passed,
+  :attr:`ParityRow.known` naming the declaration), not ``FAIL``.
 * ``kinematics``: body and site poses at :data:`KIN_NUM_ENVS` random
   configurations, one per env, written with one ``set_state``.
 * ``jacobian``: world-frame site Jacobians (all qvel columns) at the same kind

@@ -104,6 +104,7 @@ def run_parity(
         report.rows.append(ParityRow("load", "build", None, None, False, detail=f"{type(e).__name__}: {e}"))
         return report
     report.delegated = tuple(sorted(probe.capabilities.delegated))
+    report.known_differences = tuple(probe.capabilities.known_differences)
     probe.close()
     report.rows.append(ParityRow("load", "build", None, None, True, detail="the backend built the model"))
 
@@ -220,7 +221,7 @@ def _tier_model(ctx: _Context, num_envs: int) -> list[ParityRow]:
             return rows + [_mismatch_row("model", "model_fields", f"{type(e).__name__}: {e}")]
         theirs = ref.model_fields()
         names = {"body": ref.body_names, "joint": ref.joint_names, "actuator": ref.actuator_names}
-        rows += _field_rows(mine, theirs, names)
+        rows += _field_rows(mine, theirs, names, tuple(sim.capabilities.known_differences))
     return rows
 
 
@@ -244,25 +245,94 @@ def _names_row(quantity: str, mine: Sequence[str], theirs: Sequence[str]) -> Par
     )
 
 
-def _field_rows(mine: dict, theirs: dict, names: dict[str, Sequence[str]]) -> list[ParityRow]:
+#: model_fields keys compared by the model tier: (key, kind of the first axis, measure)
+_FIELD_SPECS = (
+    ("body_mass", "body", "rel"),
+    ("body_com", "body", "abs"),
+    ("body_inertia", "body", "rel_tensor"),
+    ("joint_range", "joint", "abs"),
+    ("actuator_ctrl_range", "actuator", "rel"),
+    ("actuator_force_range", "actuator", "rel"),
+    ("timestep", None, "rel"),
+    ("gravity", None, "abs_gravity"),
+)
+_PLURAL = {"body": "bodies", "joint": "joints", "actuator": "actuators"}
+
+
+def _field_errors(key: str, measure: str, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, float]:
+    """(error array shaped as ``a``, tolerance) of engine values ``a`` against values ``b`` (the reference's
+    or, for a known difference, the declared ones): the measure's scale always comes from ``b``."""
+    diff = _abs_diff(a, b)
+    if measure == "abs":
+        return diff, MODEL_LENGTH_ATOL
+    if measure == "abs_gravity":
+        return diff, MODEL_GRAVITY_ATOL
+    if measure == "rel_tensor":  # relative to each body's largest inertia element
+        scale = np.maximum(np.abs(b).reshape(len(b), -1).max(axis=1), MODEL_SCALE_FLOOR[key])
+        return diff / scale[:, None, None], MODEL_RTOL
+    scale = np.where(np.isfinite(b), np.maximum(np.abs(b), MODEL_SCALE_FLOOR[key]), 1.0)
+    return diff / scale, MODEL_RTOL
+
+
+def _declared(
+    known: Sequence[Any], theirs: dict, names: dict[str, Sequence[str]]
+) -> tuple[dict[str, dict[int, tuple[np.ndarray, str]]], list[str]]:
+    """The known differences the backend declares, checked against the reference: ``({quantity: {id:
+    (declared value, text)}}, problems)``. A declaration that names an element the reference does not
+    have under that id, a quantity the model tier does not compare per element, or a value of the wrong
+    shape is a problem, and excuses nothing."""
+    kinds = {key: kind for key, kind, _ in _FIELD_SPECS if kind}
+    out: dict[str, dict[int, tuple[np.ndarray, str]]] = {}
+    problems = []
+    for d in known:
+        kind = kinds.get(d.quantity)
+        if kind is None or d.quantity not in theirs:
+            problems.append(f"{d.quantity!r} is not a per-element quantity of the model tier ({d.text})")
+            continue
+        ref = np.asarray(theirs[d.quantity], dtype=np.float64)
+        table = names[kind]
+        for i, name, value in zip(d.ids, d.names, d.values, strict=True):
+            v = np.asarray(value, dtype=np.float64)
+            if not 0 <= int(i) < len(table) or table[int(i)] != name:
+                have = repr(table[int(i)]) if 0 <= int(i) < len(table) else "no element"
+                problems.append(f"{d.quantity}: {kind} {name!r} declared as id {i}, the reference has {have} there")
+            elif v.shape != ref.shape[1:]:
+                problems.append(
+                    f"{d.quantity} of {kind} {name!r}: declared value of shape {v.shape}, not {ref.shape[1:]}"
+                )
+            else:
+                out.setdefault(d.quantity, {})[int(i)] = (v, d.text)
+    return out, problems
+
+
+def _field_rows(
+    mine: dict, theirs: dict, names: dict[str, Sequence[str]], known: Sequence[Any] = ()
+) -> list[ParityRow]:
+    """The model tier's rows of the physical fields; ``known``: the backend's ``capabilities.known_differences``.
+
+    An element a known difference declares is excused (the row's status is ``KNOWN``, not ``FAIL``) where it
+    differs from the reference beyond the tolerance **and** agrees with the declared value within it; any
+    other element, or a declared one holding neither value, is judged as usual.
+    """
     rows = []
+    declared, problems = _declared(known, theirs, names)
+    if problems:
+        rows.append(
+            ParityRow(
+                "model",
+                "known_differences",
+                float(len(problems)),
+                0.0,
+                False,
+                detail="the backend declares known differences the reference contradicts: " + "; ".join(problems),
+            )
+        )
 
     def label(kind: str, i: int) -> str:
         table = names[kind]
         return repr(table[i]) if i < len(table) else f"#{i}"
 
-    specs = [
-        # field, kind of the first axis, measure
-        ("body_mass", "body", "rel"),
-        ("body_com", "body", "abs"),
-        ("body_inertia", "body", "rel_tensor"),
-        ("joint_range", "joint", "abs"),
-        ("actuator_ctrl_range", "actuator", "rel"),
-        ("actuator_force_range", "actuator", "rel"),
-        ("timestep", None, "rel"),
-        ("gravity", None, "abs_gravity"),
-    ]
-    for key, kind, measure in specs:
+    for key, kind, measure in _FIELD_SPECS:
         if key not in mine or key not in theirs:
             rows.append(_mismatch_row("model", key, f"model_fields() lacks {key!r}"))
             continue
@@ -271,24 +341,42 @@ def _field_rows(mine: dict, theirs: dict, names: dict[str, Sequence[str]]) -> li
         if a.shape != b.shape:
             rows.append(_mismatch_row("model", key, f"shape {a.shape} vs reference {b.shape}"))
             continue
-        diff = _abs_diff(a, b)
-        if measure == "abs":
-            err, tol = diff, MODEL_LENGTH_ATOL
-        elif measure == "abs_gravity":
-            err, tol = diff, MODEL_GRAVITY_ATOL
-        elif measure == "rel_tensor":  # relative to each body's largest inertia element
-            scale = np.maximum(np.abs(b).reshape(len(b), -1).max(axis=1), MODEL_SCALE_FLOOR[key])
-            err, tol = diff / scale[:, None, None], MODEL_RTOL
-        else:
-            scale = np.where(np.isfinite(b), np.maximum(np.abs(b), MODEL_SCALE_FLOOR[key]), 1.0)
-            err, tol = diff / scale, MODEL_RTOL
+        err, tol = _field_errors(key, measure, a, b)
+        claims = declared.get(key, {})
 
-        def where(idx: tuple[int, ...], key=key, kind=kind, a=a, b=b) -> str:
+        def where(idx: tuple[int, ...], key=key, kind=kind, a=a, b=b, claims=claims) -> str:
             head = f"{kind} {label(kind, idx[0])}" if kind else key
             rest = f"[{', '.join(map(str, idx[1:]))}]" if kind and len(idx) > 1 else ""
-            return f"{head}{rest}: {a[idx]:.9g} vs reference {b[idx]:.9g}"
+            text = f"{head}{rest}: {a[idx]:.9g} vs reference {b[idx]:.9g}"
+            if kind and idx[0] in claims:
+                text += f", declared {claims[idx[0]][0][idx[1:]]:.9g}"
+            return text
 
-        rows.append(_row_from_errors("model", key, err, tol, where))
+        excused: list[int] = []
+        for i, (value, _text) in claims.items():
+            own = err[i].max() if err[i].size else 0.0
+            off = _field_errors(key, measure, a[i : i + 1], value[None])[0]
+            if own > tol and off.max() <= tol:
+                excused.append(i)
+        if not excused:
+            rows.append(_row_from_errors("model", key, err, tol, where))
+            continue
+        judged = err.copy()
+        judged[excused] = 0.0
+        row = _row_from_errors("model", key, judged, tol, where)
+        assert kind is not None  # only per-element quantities are declared (_declared)
+        worst = max(excused, key=lambda i: float(err[i].max()))
+        sub = tuple(int(x) for x in np.unravel_index(int(np.argmax(err[worst])), err[worst].shape))
+        plural = _PLURAL[kind] if len(excused) > 1 else kind
+        others = f"every other {kind} identical" if row.max_error == 0 else f"the others: {row.detail}"
+        texts = "; ".join(dict.fromkeys(claims[i][1] for i in excused))
+        detail = (
+            f"known difference of {plural} {', '.join(label(kind, i) for i in excused)}, worst:"
+            f" {where((worst, *sub))} ({float(err[worst].max()):.3g} from the reference); {others}"
+        )
+        rows.append(
+            dataclasses.replace(row, detail=detail, known=texts, known_error=float(max(err[i].max() for i in excused)))
+        )
     return rows
 
 

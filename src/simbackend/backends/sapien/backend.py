@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from simbackend.capabilities import CORE_SENSOR_TYPES, Capabilities
+from simbackend.capabilities import CORE_SENSOR_TYPES, Capabilities, KnownDifference
 from simbackend.engine import BodyForces, Engine, EngineBuild
 from simbackend.errors import InvalidArgumentError, ModelLoadError, UnsupportedFeatureError, ValueRangeError
 from simbackend.options import EngineOption, check_bool, check_choice, check_int, check_positive_float, optional
@@ -68,7 +68,7 @@ _RENDERERS_ABSENT = (
 )
 
 
-def _capabilities(gpu: bool, delegated: tuple[str, ...]) -> Capabilities:
+def _capabilities(gpu: bool, delegated: tuple[str, ...], known: tuple[KnownDifference, ...] = ()) -> Capabilities:
     from .cpu import MAX_CPU_SCENES
 
     return Capabilities(
@@ -92,6 +92,8 @@ def _capabilities(gpu: bool, delegated: tuple[str, ...]) -> Capabilities:
         max_envs=None if gpu else MAX_CPU_SCENES,  # CPU: one scene per env, SAPIEN's cap (see .cpu)
         delegated=frozenset(delegated),
         renderers_absent=_RENDERERS_ABSENT,
+        # what PhysX cannot hold as compiled (massless bodies get MIN_MASS): the parity suite's KNOWN rows
+        known_differences=known,
     )
 
 
@@ -181,7 +183,7 @@ class SapienEngine(Engine):
 
     @property
     def capabilities(self) -> Capabilities:
-        return _capabilities(self._gpu, self.mujoco_forces.elements)
+        return _capabilities(self._gpu, self.mujoco_forces.elements, tuple(self.plan.known_differences))
 
     @property
     def notes(self) -> tuple[str, ...]:

@@ -21,7 +21,10 @@ Mapping (MuJoCo -> PhysX):
   Unlimited hinges are ``revolute_unwrapped`` (no wrap to [-pi, pi]).
 * Inertials: mass, centre of mass and principal inertia with its frame,
   exactly as compiled; masses below :data:`MIN_MASS` (massless MuJoCo bodies,
-  intermediate links) are raised to it, since PhysX links need mass.
+  intermediate links) are raised to it, and principal inertias below
+  :data:`MIN_INERTIA` to that, since PhysX links need mass and inertia. The
+  bodies so raised are declared as data (:attr:`Plan.known_differences`: the
+  engine's ``capabilities.known_differences``, and lines of its ``notes``).
 * Passive joint terms and actuators become one PhysX drive per joint: a drive
   applies ``K (target - q) + D (vel_target - qdot)``, and every MuJoCo term that
   is linear in ``q``/``qdot`` (joint stiffness and damping, position and
@@ -47,8 +50,9 @@ from dataclasses import dataclass, field
 import mujoco
 import numpy as np
 
+from simbackend.capabilities import KnownDifference
 from simbackend.errors import ModelLoadError
-from simbackend.math import quat_apply, quat_mul
+from simbackend.math import quat_apply, quat_mul, quat_to_matrix
 from simbackend.model_info import JOINT_BALL, JOINT_FREE, JOINT_HINGE, JOINT_SLIDE, ModelInfo
 
 #: mass (kg) given to PhysX links whose MuJoCo body has (nearly) none: intermediate
@@ -184,6 +188,9 @@ class Plan:
     #: what else MuJoCo gives as forces each substep, one line each: tendon springs, dampers,
     #: friction and limits, fluid forces
     mujoco_passive: list[str] = field(default_factory=list)
+    #: values of the compiled model PhysX cannot hold (massless bodies): the engine's
+    #: ``capabilities.known_differences`` (:func:`known_differences`); each is also a line of ``notes``
+    known_differences: list[KnownDifference] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -619,8 +626,50 @@ def build_plan(m: mujoco.MjModel, info: ModelInfo) -> Plan:
     plan.mujoco_passive = _mujoco_passive(m)
     _filter_pairs(m, plan)
     _explicit_pairs(m, plan)
+    plan.known_differences = known_differences(m, plan)
     plan.notes.extend(_approximations(m, plan))
     return plan
+
+
+def known_differences(m: mujoco.MjModel, plan: Plan) -> list[KnownDifference]:
+    """The bodies whose mass or principal inertia PhysX holds raised to :data:`MIN_MASS` /
+    :data:`MIN_INERTIA` (massless MuJoCo bodies: a frame holding only sites, an explicit
+    ``<inertial mass="0">``), with the values their links hold: what ``model_fields`` reads back."""
+    info = plan.info
+    bodies = [b for b in range(1, m.nbody) if plan.body_link[b, 0] >= 0]  # bodies that are PhysX links
+    mass = np.asarray(m.body_mass, np.float64)
+    principal = np.asarray(m.body_inertia, np.float64).reshape(-1, 3)
+    light = [b for b in bodies if mass[b] < MIN_MASS]
+    flat = [b for b in bodies if np.any(principal[b] < MIN_INERTIA)]
+    out = []
+    if light:
+        out.append(
+            KnownDifference(
+                "body_mass",
+                tuple(light),
+                tuple(info.body_names[b] for b in light),
+                tuple(MIN_MASS for _ in light),
+                f"massless in MuJoCo (below {MIN_MASS:g} kg: {', '.join(f'{mass[b]:.3g}' for b in light)} kg),"
+                f" {MIN_MASS:g} kg in PhysX, whose links need a positive mass",
+            )
+        )
+    if flat:
+        tensors = []
+        for b in flat:
+            r = quat_to_matrix(np.asarray(m.body_iquat[b], np.float64))
+            t = r @ np.diag(np.maximum(principal[b], MIN_INERTIA)) @ r.T
+            tensors.append(tuple(tuple(float(x) for x in row) for row in 0.5 * (t + t.T)))
+        out.append(
+            KnownDifference(
+                "body_inertia",
+                tuple(flat),
+                tuple(info.body_names[b] for b in flat),
+                tuple(tensors),
+                f"principal inertia below {MIN_INERTIA:g} kg m^2 in MuJoCo, raised to {MIN_INERTIA:g} in PhysX,"
+                " whose links need a positive inertia",
+            )
+        )
+    return out
 
 
 def _mujoco_passive(m: mujoco.MjModel) -> list[str]:
@@ -888,9 +937,7 @@ def _approximations(m: mujoco.MjModel, plan: Plan) -> list[str]:
         for s in lk.shapes
     ):
         notes.append("ellipsoids: convex hulls of 130 surface points")
-    massless = [plan.info.body_names[b] for b in range(1, m.nbody) if m.body_mass[b] < MIN_MASS]
-    if massless:
-        notes.append(f"massless bodies {massless[:4]} get {MIN_MASS:g} kg (PhysX links need mass)")
+    notes.extend(d.text for d in plan.known_differences)  # every body named (parity: status KNOWN)
     if any(lk.body < 0 and lk.parent >= 0 for art in plan.articulations for lk in art.links):
         notes.append(f"bodies with several joints: chains of {MIN_MASS:g} kg intermediate links")
     if np.any(np.isfinite(plan.force_limit) & (plan.stiffness + plan.damping > 0)):
