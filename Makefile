@@ -92,17 +92,17 @@ PICTURES := $(VENV)/pictures
 pictures: $(STAMP)
 	mkdir -p $(PICTURES)
 	MUJOCO_GL=egl $(BIN)/simbackend record --sim sapien --model quadruped --keyframe stand --steps 3 --num-envs 1 \
-		--seed 1 --out $(PICTURES)/quadruped.h5
+		--seed 1 --out $(PICTURES)/quadruped.h5 --overwrite
 	MUJOCO_GL=egl $(BIN)/simbackend play $(PICTURES)/quadruped.h5 --sim mujoco --size 480x320 \
-		--png docs/images/quadruped_played.png
+		--png docs/images/quadruped_played.png --overwrite
 	MUJOCO_GL=egl $(BIN)/simbackend record --sim sapien --model cartpole --steps 150 --nsteps 10 --num-envs 1 \
-		--seed 2 --out $(PICTURES)/cartpole.h5
+		--seed 2 --out $(PICTURES)/cartpole.h5 --overwrite
 	MUJOCO_GL=egl $(BIN)/simbackend play $(PICTURES)/cartpole.h5 --sim mujoco --size 480x320 \
-		--png docs/images/cartpole_played.png
+		--png docs/images/cartpole_played.png --overwrite
 	MUJOCO_GL=egl $(BIN)/simbackend record --sim sapien --model arm7 --keyframe home --steps 120 --num-envs 4 \
-		--nsteps 4 --out $(PICTURES)/arm7.h5
+		--nsteps 4 --out $(PICTURES)/arm7.h5 --overwrite
 	MUJOCO_GL=egl $(BIN)/simbackend play $(PICTURES)/arm7.h5 --sim mujoco --size 480x320 \
-		--png docs/images/arm7_played.png
+		--png docs/images/arm7_played.png --overwrite
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .hypothesis

@@ -313,7 +313,7 @@ def test_run_actions_uniform_within_ctrl_range(runner: CliRunner, tmp_path: Path
 
 def test_run_unknown_model_is_a_clean_error(runner: CliRunner) -> None:
     result = invoke(runner, "run", "--sim", "mujoco", "--model", "pendulm", "-n", "1", "-s", "1")
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 2, result.output  # a bad argument
     assert isinstance(result.exception, SystemExit), result.exception  # no traceback, a clean exit
     out = _flat(result.output)
     assert "error:" in out and "pendulm" in out and "'pendulum'" in out  # names the closest model
@@ -481,7 +481,7 @@ def test_parity_unknown_model_and_tier_are_clean_usage_errors(runner: CliRunner)
     assert result.exit_code == 2, result.output
     assert isinstance(result.exception, SystemExit), result.exception  # no traceback
     out = _flat(result.output)
-    assert "error: could not run parity for model 'pendulm'" in out and "'pendulum'" in out
+    assert "error: --model: 'pendulm' is neither a model file nor a built-in model name" in out and "'pendulum'" in out
     result = invoke(runner, "parity", "--sim", "mujoco", "--model", "pendulum", "--tier", "dynamic")
     assert result.exit_code == 2, result.output
     assert "'dynamic' is not a parity tier" in _flat(result.output)
@@ -724,15 +724,13 @@ def test_device_cuda_without_cuda_says_so(runner: CliRunner) -> None:
 
 
 def test_unknown_option_is_one_line(runner: CliRunner) -> None:
-    """An option no backend knows is reported by the backend, in one line naming it (exit 1)."""
-    result = invoke(
-        runner, "run", "--sim", "mujoco", "--model", "pendulum", "-n", "2", "-s", "2", "-o", "no_such_option=1"
-    )
-    assert result.exit_code == 1, result.output
+    """An option no backend knows is a usage error, in one line naming it and the closest known ones (exit 2)."""
+    result = invoke(runner, "run", "--sim", "mujoco", "--model", "pendulum", "-n", "2", "-s", "2", "-o", "nthreads=1")
+    assert result.exit_code == 2, result.output
     assert isinstance(result.exception, SystemExit), result.exception
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1, result.output
-    assert lines[0].startswith("error: could not build backend 'mujoco'") and "no_such_option" in lines[0]
+    assert lines[0].startswith("error: nthreads: unknown option; closest known keys: nthread"), lines[0]
 
 
 def test_run_checks_the_json_path_before_running(runner: CliRunner, tmp_path: Path, never_built: list) -> None:
@@ -793,7 +791,7 @@ def test_parity_takes_device_and_options(runner: CliRunner, built: list) -> None
     assert all(c["solver_iterations"] == 20 and c["nthread"] == 1 for c in built), built
 
 
-def test_contract_forwards_flags_to_pytest(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_contract_forwards_flags_to_pytest(runner: CliRunner, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     calls: list[list[str]] = []
     monkeypatch.setattr(pytest, "main", lambda args, *a, **k: calls.append(list(args)) or 0)
     result = invoke(
@@ -810,7 +808,7 @@ def test_contract_forwards_flags_to_pytest(runner: CliRunner, monkeypatch: pytes
         "--solver-iterations",
         "9",
         "--package-dir",
-        "/p",
+        str(tmp_path),  # a folder that exists: a missing one is a usage error
         "--device",
         "cpu",
         "-q",
@@ -825,7 +823,7 @@ def test_contract_forwards_flags_to_pytest(runner: CliRunner, monkeypatch: pytes
         "nthread=2",
         "solver_iterations=9",
         "timestep=0.001",
-        'package_dirs=["/p"]',
+        f'package_dirs=["{tmp_path}"]',
     ]
     assert args[args.index("--device") + 1] == "cpu"
     assert args[-3:] == ["-q", "-k", "names"]
@@ -1084,3 +1082,267 @@ def test_info_lists_dr_terms_by_phase(runner: CliRunner) -> None:
     assert rows["dr:body_mass"][0] == "init, reset, interval"
     assert rows["dr:body_velocity_delta"][0] == "init, reset, interval"
     assert len(rows) == 13
+
+
+# ----------------------------------------------------------------------
+# the error rule (docs/cli.md, "Errors and exit codes"): every command, every class of bad argument
+# ----------------------------------------------------------------------
+#: a valid call of each command, but for the bad argument a case adds or puts in (placeholders: REC, a
+#: recording; CKPT, a checkpoint; the outputs are named so that a test sees whether anything was written)
+VALID_CALLS: dict[str, list[str]] = {
+    "info": ["--model", "pendulum"],
+    "models": [],
+    "run": ["--model", "pendulum", "-n", "1", "-s", "1", "--json", "out.json"],
+    "record": ["--model", "pendulum", "-n", "1", "-s", "1", "--out", "out.h5"],
+    "play": ["REC", "--out", "out.mp4"],
+    "train": ["--task", "cartpole", "--num-envs", "8", "--iterations", "1", "--out", "outdir"],
+    "eval": ["--checkpoint", "CKPT", "--episodes", "1", "--video", "out.mp4"],
+    "contract": ["-q"],
+    "parity": ["--model", "pendulum", "-n", "2"],
+}
+#: a training of seconds
+TINY_TRAINING = ["--num-envs", "8", "--iterations", "2", "--eval-interval", "0", "--stop-at-success", "off"]
+TINY_TRAINING += ["--no-progress"]
+BUILDING = ("info", "run", "record", "train", "eval", "contract", "parity")  # the construction flags
+WITH_MODEL = ("info", "run", "record", "parity")
+WITH_SIM = ("run", "record", "play", "train", "eval", "contract", "parity")
+
+#: class of bad argument -> {command: (what to put in or add, a fragment the one line holds)}
+BAD_ARGUMENTS: dict[str, dict[str, tuple[dict[str, str] | list[str], str]]] = {
+    "unknown sim": {c: (["--sim", "physx"], "--sim: 'physx' is not a registered backend") for c in WITH_SIM},
+    "unknown model": {c: ({"pendulum": "pendulm"}, "--model: 'pendulm' is neither a model file") for c in WITH_MODEL},
+    "missing file": {
+        **{c: ({"pendulum": "missing.xml"}, "--model: model file not found: missing.xml") for c in WITH_MODEL},
+        "play": ({"REC": "missing.h5"}, "no such file 'missing.h5'"),
+        "train": (["--dr", "missing.json"], "--dr: plan: no such file 'missing.json'"),
+        "eval": ({"CKPT": "missing.pt"}, "--checkpoint: no such file missing.pt"),
+        "contract": (["--package-dir", "missing"], "--package-dir: 'missing' is not a folder"),
+    },
+    "malformed model": {c: ({"pendulum": "bad.xml"}, "--model: MuJoCo could not compile bad.xml") for c in WITH_MODEL},
+    "zero count": {
+        **{c: (["--shards", "0"], "--shards: expected an integer in [1, 4096], got 0") for c in BUILDING},
+        "play": (["--every", "0"], "--every: "),
+    },
+    "negative value": {
+        **{c: (["--nthread", "-1"], "--nthread: expected an integer >= 0, got -1") for c in BUILDING},
+        "play": (["--fps", "-1"], "--fps: "),
+        "run": (["--seed", "-1"], "--seed: "),
+    },
+    "non-integer": {
+        **{c: (["--shards", "1.5"], "--shards: ") for c in BUILDING},
+        **{c: (["--num-envs", "1.5"], "--num-envs: ") for c in ("run", "record", "train", "eval", "parity")},
+        "play": (["--every", "x"], "--every: "),
+    },
+    "non-finite": {c: (["--timestep", "nan"], "--timestep: expected a finite number > 0, got nan") for c in BUILDING},
+    "unknown option key": {
+        c: (["--shards", "2", "-o", "sharding.bogus=1"], "sharding.bogus: unknown option; accepted: sharding.address")
+        for c in BUILDING
+    },
+    "malformed option": {c: (["-o", "nthread"], "--option: expected KEY=VALUE, got 'nthread'") for c in BUILDING},
+    "unknown flag": {  # contract's unknown flags go to pytest
+        c: (["--bogus"], "No such option: --bogus") for c in VALID_CALLS if c != "contract"
+    },
+}
+BAD_CASES = [(kind, command) for kind, commands in BAD_ARGUMENTS.items() for command in commands]
+
+
+@pytest.fixture(scope="module")
+def cli_inputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A recording and a checkpoint (for play and eval), made with the commands themselves."""
+    import simbackend.cli.main  # noqa: F401 - registers every command on the app
+
+    folder = tmp_path_factory.mktemp("inputs")
+    runner = CliRunner()
+    rec, run = folder / "run.h5", folder / "train"
+    made = runner.invoke(app, ["record", "--model", "pendulum", "-n", "1", "-s", "3", "--out", str(rec)])
+    assert made.exit_code == 0, made.output
+    made = runner.invoke(app, ["train", "--task", "cartpole", *TINY_TRAINING, "--out", str(run)])
+    assert made.exit_code == 0, made.output
+    return {"REC": rec, "CKPT": run / "checkpoint_final.pt"}
+
+
+@pytest.fixture
+def nothing_built(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every backend construction (and the conformance suite's pytest run) is recorded and refused."""
+    import simbackend.cli.main  # noqa: F401 - registers every command on the app
+    from simbackend.contract import SimBackend
+
+    calls: list[str] = []
+
+    def refuse(self: Any, engine: Any, *args: Any, **kwargs: Any) -> None:
+        calls.append(f"SimBackend({engine.__name__})")
+        raise RuntimeError("a backend was built")
+
+    monkeypatch.setattr(SimBackend, "__init__", refuse)
+    monkeypatch.setattr(pytest, "main", lambda args, *a, **k: calls.append("pytest.main") or 0)
+    return calls
+
+
+@pytest.mark.parametrize(("kind", "command"), BAD_CASES, ids=[f"{c}-{k.replace(' ', '-')}" for k, c in BAD_CASES])
+def test_bad_arguments_exit_2_with_one_line_before_anything_is_built(
+    kind: str,
+    command: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    cli_inputs: dict[str, Path],
+    nothing_built: list[str],
+) -> None:
+    """The rule of docs/cli.md for every command that takes the argument: exit 2, one line `error: ...` on
+    stderr naming the argument, no traceback, nothing built, nothing written."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "bad.xml").write_text("<mujoco><worldbody><body>")  # unclosed elements
+    change, fragment = BAD_ARGUMENTS[kind][command]
+    args = [str(cli_inputs.get(a, a)) for a in VALID_CALLS[command]]
+    if isinstance(change, dict):
+        args = [change.get(a, a) for a in [{str(v): k for k, v in cli_inputs.items()}.get(a, a) for a in args]]
+    else:
+        args += change
+    before = sorted(tmp_path.iterdir())
+    result = CliRunner().invoke(app, [command, *args], env={"SIMBACKEND_SIM": None, "COLUMNS": "300"})
+    assert result.exit_code == 2, (args, result.output)
+    assert isinstance(result.exception, SystemExit), result.exception  # no traceback
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert fragment in lines[0], lines[0]
+    assert "Traceback" not in result.output
+    assert nothing_built == []
+    assert sorted(tmp_path.iterdir()) == before  # no output, no temporary file
+
+
+def test_contract_checks_an_unknown_sim_unless_a_pytest_plugin_may_register_it(
+    nothing_built: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    result = CliRunner().invoke(app, ["contract", "--sim", "physx", "-q"], env={"SIMBACKEND_SIM": None})
+    assert result.exit_code == 2 and result.stderr.startswith("error: --sim: 'physx'"), result.output
+    assert nothing_built == []
+    result = CliRunner().invoke(app, ["contract", "--sim", "physx", "-p", "my_plugin"], env={"SIMBACKEND_SIM": None})
+    assert result.exit_code == 0 and nothing_built == ["pytest.main"], result.output  # the suite judges it
+
+
+def test_an_option_the_engine_does_not_take_is_refused_naming_the_closest_key(nothing_built: list[str]) -> None:
+    result = CliRunner().invoke(
+        app, ["run", "--sim", "mujoco", "--model", "pendulum", "-o", "mujoco.integrater=rk4"], env={"COLUMNS": "300"}
+    )
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == "error: mujoco.integrater: unknown option; closest known keys: mujoco.integrator"
+    result = CliRunner().invoke(app, ["run", "--sim", "mujoco", "--model", "pendulum", "-o", "mujoco.integrator=3"])
+    assert result.exit_code == 2 and "mujoco.integrator: expected one of" in result.stderr, result.output
+    assert nothing_built == []
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "fragment"),
+    [
+        ({"shards": 2, "sharding": {"bogus": 1}}, "InvalidArgumentError", "sharding.bogus: unknown option; accepted:"),
+        ({"shards": 2, "sharding": {"timout": 1}}, "InvalidArgumentError", "sharding.timout: unknown option; closest"),
+        ({"nthreads": 1}, "InvalidArgumentError", "nthreads: unknown option; closest known keys: nthread"),
+        ({"mujoco": {"solvr": "cg"}}, "InvalidArgumentError", "mujoco.solvr: unknown option; closest known keys"),
+        ({"mujoco": {"integrator": 3}}, "ScalarTypeError", "mujoco.integrator: expected one of"),
+        ({"shards": 2, "sharding": {"address": 5}}, "ArgumentTypeError", "sharding.address: expected"),
+        ({"shards": 2, "sharding": {"address": " "}}, "InvalidArgumentError", "sharding.address: expected"),
+    ],
+)
+def test_options_follow_the_error_conventions(
+    options: dict, error: str, fragment: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unknown key: InvalidArgumentError naming it and the closest keys; wrong type: ArgumentTypeError; bad
+    value: InvalidArgumentError (docs/conventions.md), all before any engine or Ray actor starts."""
+    from simbackend import errors, make_backend
+    from simbackend.sharding import engine as sharded
+
+    monkeypatch.setattr(sharded, "ShardedEngine", lambda *a, **k: pytest.fail("a shard was started"))
+    with pytest.raises(getattr(errors, error)) as info:
+        make_backend("mujoco", "pendulum", 2, **options)
+    assert str(info.value).startswith(fragment.split(";")[0]) and fragment in str(info.value), str(info.value)
+
+
+# ----------------------------------------------------------------------
+# outputs: an existing one is refused without --overwrite; a run that fails leaves it as it was
+# ----------------------------------------------------------------------
+#: (command and arguments but the output, the output flag, the output's name, what a written one is checked by)
+OUTPUTS = [
+    (["run", "--model", "pendulum", "-n", "1", "-s", "3"], "--json", "out.json", "json"),
+    (["run", "--model", "pendulum", "-n", "1", "-s", "3", "--size", "32x32"], "--video", "out.mp4", "mp4"),
+    (["record", "--model", "pendulum", "-n", "1", "-s", "3"], "--out", "out.h5", "h5"),
+    (["play", "REC", "--size", "32x32"], "--out", "out.mp4", "mp4"),
+    (["play", "REC", "--size", "32x32"], "--png", "out.png", "png"),
+    (["train", "--task", "cartpole", *TINY_TRAINING], "--out", "outdir", "folder"),
+    (["eval", "-c", "CKPT", "--episodes", "1", "--seeds", "0", "--size", "32x32"], "--video", "out.mp4", "mp4"),
+]
+
+
+def _written(path: Path, kind: str) -> bool:
+    """Whether ``path`` is a complete output of its kind (not the earlier file)."""
+    if kind == "folder":
+        return (path / "checkpoint_final.pt").is_file() and not (path / "earlier.txt").exists()
+    if kind == "json":
+        return "env_steps_per_s" in json.loads(path.read_text())
+    if kind == "h5":
+        from simbackend.playback.recording import Recording
+
+        with Recording(path) as rec:
+            return len(rec) == 4
+    return path.read_bytes()[4:8] == b"ftyp" if kind == "mp4" else path.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize(("call", "flag", "name", "kind"), OUTPUTS, ids=[f"{c[0]}{f}" for c, f, _, _ in OUTPUTS])
+def test_an_existing_output_is_refused_kept_on_failure_and_replaced_with_overwrite(
+    call: list[str],
+    flag: str,
+    name: str,
+    kind: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    cli_inputs: dict[str, Path],
+) -> None:
+    from simbackend.contract import SimBackend
+
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / name
+    if kind == "folder":
+        out.mkdir()
+        (out / "earlier.txt").write_bytes(b"an earlier run")
+    else:
+        out.write_bytes(b"an earlier file")
+    snapshot = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    earlier = b"an earlier run" if kind == "folder" else b"an earlier file"
+    kept = (out / "earlier.txt") if kind == "folder" else out
+    args = [str(cli_inputs.get(a, a)) for a in call] + [flag, name]
+
+    def invoke_it(*extra: str) -> Any:
+        return CliRunner().invoke(app, [*args, *extra], env={"SIMBACKEND_SIM": None, "COLUMNS": "300"})
+
+    # without --overwrite: a usage error before anything runs; the earlier output is untouched
+    refused = invoke_it()
+    assert refused.exit_code == 2, refused.output
+    assert refused.stderr.strip() == f"error: {flag}: {name} exists; give --overwrite to replace it", refused.stderr
+    assert kept.read_bytes() == earlier and sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == snapshot
+
+    # with --overwrite, a run that fails midway (injected): the earlier output is intact, no temporary is left
+    with monkeypatch.context() as patch:
+        calls = {"step": 0, "replay": 0}
+        real_step = SimBackend.step
+
+        def failing_step(self: Any, *a: Any, **k: Any) -> Any:
+            calls["step"] += 1
+            if calls["step"] == 2:
+                raise RuntimeError("injected failure midway")
+            return real_step(self, *a, **k)
+
+        def failing_replay(*a: Any, **k: Any) -> Any:
+            yield 0
+            raise RuntimeError("injected failure midway")
+
+        patch.setattr(SimBackend, "step", failing_step)
+        patch.setattr("simbackend.playback.replay.kinematic_replay", failing_replay)
+        failed = invoke_it("--overwrite")
+    assert failed.exit_code == 1, failed.output
+    assert "injected failure midway" in str(failed.exception) + failed.output
+    assert kept.read_bytes() == earlier
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == snapshot  # no temporary file behind
+
+    # with --overwrite, a run that succeeds replaces it
+    replaced = invoke_it("--overwrite")
+    assert replaced.exit_code == 0, replaced.output
+    assert _written(out, kind)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # the output alone, no temporary beside it

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from simbackend.errors import SimBackendError, UnknownBackendError
+from simbackend.errors import InvalidArgumentError, SimBackendError, UnknownBackendError
 from simbackend.registry import (
     ENTRY_POINT_GROUP,
     available_backends,
@@ -205,7 +205,7 @@ def test_make_backend_options_reach_the_mujoco_backend() -> None:
         assert sim.seed == 5
         assert str(sim.device) == "cpu"
         assert sim.engine.nthread == 1
-    with pytest.raises(TypeError, match="no_such_option"):
+    with pytest.raises(InvalidArgumentError, match="no_such_option: unknown option"):
         make_backend("mujoco", "pendulum", 1, no_such_option=1)
 
 

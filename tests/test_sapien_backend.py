@@ -789,7 +789,7 @@ def test_options() -> None:
             0.004
         )
         assert sim.engine.solver == "tgs"
-    with pytest.raises(ArgumentTypeError, match="unknown option"):
+    with pytest.raises(InvalidArgumentError, match="solver: unknown option"):
         make_backend("sapien", "pendulum", 1, solver="tgs")  # engine options live in the sapien={...} block
     with pytest.raises(InvalidArgumentError, match="sapien.solver"):
         make_backend("sapien", "pendulum", 1, sapien={"solver": "newton"})

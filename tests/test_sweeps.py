@@ -29,16 +29,25 @@ def _errors(rows: list) -> list:
     return [(r["tier"], r["quantity"], r["max_error"], r["status"]) for r in rows]
 
 
-def test_parity_over_models_as_ray_tasks_equals_each_model_run_here() -> None:
-    """Each model's report from a Ray task is the in-process report; a model that cannot run is an ERROR row
-    that fails the sweep (exit 1) without stopping the others."""
+BALL_JOINT_XML = """<mujoco><worldbody><body name="b" pos="0 0 1"><joint type="ball"/>
+<geom type="capsule" fromto="0 0 0 0 0 -0.5" size="0.05"/></body></worldbody></mujoco>"""
+
+
+def test_parity_over_models_as_ray_tasks_equals_each_model_run_here(tmp_path: Path) -> None:
+    """Each model's report from a Ray task is the in-process report; a model the backend cannot build fails
+    the sweep (exit 1) without stopping the others. An unknown model is a bad argument: exit 2, nothing runs."""
+    ball = tmp_path / "ball.xml"  # MuJoCo compiles it; SAPIEN has no ball joint
+    ball.write_text(BALL_JOINT_XML)
     tiers = ("-t", "kinematics", "-t", "dynamics")  # two tiers keep it short; which ones does not matter here
-    swept = _invoke("parity", "--sim", "sapien", "-m", "pendulum", "-m", "no_such_model", "-m", "box_drop",
+    unknown = _invoke("parity", "--sim", "sapien", "-m", "pendulum", "-m", "no_such_model", *tiers, "--ray")
+    assert unknown.exit_code == 2 and unknown.output.startswith("error: --model: 'no_such_model'"), unknown.output
+    swept = _invoke("parity", "--sim", "sapien", "-m", "pendulum", "-m", ball, "-m", "box_drop",
                     "-n", 4, *tiers, "--ray", "--json")  # fmt: skip
     assert swept.exit_code == 1, swept.output
     reports = _json(swept.output)
-    assert [r["model"] for r in reports] == ["pendulum", "no_such_model", "box_drop"]
-    assert "no_such_model" in reports[1]["error"] and "rows" not in reports[1]
+    assert [r["model"] for r in reports] == ["pendulum", str(ball), "box_drop"]
+    load = reports[1]["rows"][0]
+    assert (load["tier"], load["status"]) == ("load", "FAIL") and "ball joints" in load["detail"], load
     for report in (reports[0], reports[2]):
         here = _invoke("parity", "--sim", "sapien", "-m", report["model"], "-n", 4, *tiers, "--json")
         assert here.exit_code == 0, here.output

@@ -101,8 +101,9 @@ def boolean(value: Any, argument: str) -> bool:
 def choice(value: Any, argument: str, choices: Sequence[str], *, case_sensitive: bool = True) -> str:
     """One of the strings ``choices`` (compared case-insensitively unless ``case_sensitive``);
     returns the matching entry of ``choices``."""
-    if isinstance(value, str):
-        for c in choices:
-            if value == c or (not case_sensitive and value.lower() == c.lower()):
-                return c
+    if not isinstance(value, str):
+        raise ScalarTypeError(f"{argument}: expected one of {list(choices)}, got {_got(value)}")
+    for c in choices:
+        if value == c or (not case_sensitive and value.lower() == c.lower()):
+            return c
     raise InvalidArgumentError(f"{argument}: expected one of {list(choices)}, got {short_repr(value)}")

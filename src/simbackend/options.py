@@ -134,8 +134,12 @@ def optional(check: Callable[[Any, str], Any]) -> Callable[[Any, str], Any]:
 
 
 def _check_address(value: Any, argument: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ArgumentTypeError(f"{argument}: expected 'auto', 'HOST:PORT' or 'ray://HOST:PORT', got {value!r}")
+    if not isinstance(value, str):
+        raise ArgumentTypeError(
+            f"{argument}: expected 'auto', 'HOST:PORT' or 'ray://HOST:PORT', got {type(value).__name__} {value!r}"
+        )
+    if not value.strip():
+        raise InvalidArgumentError(f"{argument}: expected 'auto', 'HOST:PORT' or 'ray://HOST:PORT', got {value!r}")
     return value.strip()
 
 
@@ -158,15 +162,48 @@ SHARDING_OPTIONS: Mapping[str, EngineOption] = {
     ),
 }
 
+#: the scalar common options: ``check(value, argument) -> value`` (the command line checks its flags with these)
+SCALAR_OPTIONS: Mapping[str, Callable[[Any, str], Any]] = {
+    "nthread": lambda v, a: check_int(v, a, minimum=0),
+    "solver_iterations": optional(lambda v, a: check_int(v, a, minimum=1, maximum=100_000)),
+    "timestep": optional(check_positive_float),
+    "shards": optional(lambda v, a: check_int(v, a, minimum=1, maximum=4096)),
+}
+
+
+def unknown_option_error(
+    where: str, unknown: list[str], known: Any, accepted: str | None = None
+) -> InvalidArgumentError:
+    """The error for option keys ``unknown`` that ``where`` does not take (``where=""``: the top level).
+
+    The message names each key (``where.key``) and the closest of the ``known``
+    keys, or, when none is close, every accepted key (``accepted``, else ``known``).
+    """
+    import difflib
+
+    known = sorted(str(k) for k in known)
+    prefix = f"{where}." if where else ""
+    named = ", ".join(prefix + str(k) for k in unknown)
+    close: list[str] = []
+    for key in unknown:
+        close += [k for k in difflib.get_close_matches(str(key), known, n=3, cutoff=0.6) if k not in close]
+    if close:
+        hint = f"closest known keys: {', '.join(prefix + k for k in close)}"
+    elif known or accepted:
+        hint = f"accepted: {accepted or ', '.join(prefix + k for k in known)}"
+    else:
+        hint = f"{where or 'it'} takes no options"
+    return InvalidArgumentError(f"{named}: unknown option{'s' if len(unknown) > 1 else ''}; {hint}")
+
 
 def _parse_sharding(options: Mapping[str, Any]) -> tuple[int | None, dict[str, Any]]:
-    shards = optional(lambda v, a: check_int(v, a, minimum=1, maximum=4096))(options.get("shards"), "shards")
+    shards = SCALAR_OPTIONS["shards"](options.get("shards"), "shards")
     block = options.get("sharding") or {}
     if not isinstance(block, Mapping):
         raise ArgumentTypeError(f"sharding: expected a dict of the shards' options, got {type(block).__name__}")
-    bad = sorted(str(k) for k in block if k not in SHARDING_OPTIONS)
+    bad = [str(k) for k in block if k not in SHARDING_OPTIONS]
     if bad:
-        raise ArgumentTypeError(f"unknown option(s) in sharding={{...}}: {bad}; accepted: {sorted(SHARDING_OPTIONS)}")
+        raise unknown_option_error("sharding", bad, SHARDING_OPTIONS)
     if block and shards is None:
         raise InvalidArgumentError("sharding: given without shards=K (the number of shards)")
     out = {
@@ -179,7 +216,7 @@ def _parse_sharding(options: Mapping[str, Any]) -> tuple[int | None, dict[str, A
 # parsing
 # ----------------------------------------------------------------------
 def parse_options(
-    backend: str,
+    backend: str | None,
     options: Mapping[str, Any],
     engine_options: Mapping[str, EngineOption],
     *,
@@ -187,47 +224,54 @@ def parse_options(
 ) -> BackendOptions:
     """Validate ``**options`` given to backend ``backend``.
 
+    The errors follow the contract's (docs/conventions.md): an unknown key
+    raises :class:`InvalidArgumentError` naming it and the closest known keys,
+    a value of the wrong type :class:`ArgumentTypeError` (a scalar's,
+    :class:`~simbackend.errors.ScalarTypeError`: both), a value out of range
+    :class:`InvalidArgumentError`; each message names the option
+    (``sharding.timeout``, ``sapien.solver``).
+
     Args:
-        backend: the backend's registered name (its block's key).
+        backend: the backend's registered name (its block's key); ``None``
+            checks every option but an engine block (:func:`check_options`).
         options: the keyword options as given.
         engine_options: the keys of the backend's own block.
         other_engines: names whose blocks are ignored; default: every
             registered backend (read from the registry).
 
     Raises:
-        ArgumentTypeError: an unknown option, naming the accepted ones.
-        InvalidArgumentError: a value out of range, naming the option.
+        InvalidArgumentError: an unknown option, or a value out of range, naming the option.
+        ArgumentTypeError: a value of the wrong type, naming the option.
     """
     if other_engines is None:
         from simbackend.plugins import available_backends
 
         other_engines = available_backends()
-    own = backend.lower()
-    unknown = [k for k in options if k not in COMMON_OPTIONS and k != own and k not in other_engines]
+    own = backend.lower() if backend is not None else None
+    unknown = [str(k) for k in options if k not in COMMON_OPTIONS and k != own and k not in other_engines]
     if unknown:
-        raise ArgumentTypeError(
-            f"unknown option(s) for backend {own!r}: {sorted(unknown)}; accepted: {list(COMMON_OPTIONS)} and"
-            f" per-engine blocks keyed by backend name (e.g. {own}={{...}}: {sorted(engine_options) or 'none'})"
+        example = f"{own}={{{', '.join(sorted(engine_options)) or 'none'}}}" if own else "ENGINE={...}"
+        raise unknown_option_error(
+            "",
+            unknown,
+            [*COMMON_OPTIONS, *other_engines],
+            f"{', '.join(COMMON_OPTIONS)} and per-engine blocks keyed by backend name (e.g. {example})",
         )
     for k, v in options.items():
         if k not in COMMON_OPTIONS and not isinstance(v, Mapping):
             raise ArgumentTypeError(
                 f"{k}: an engine block must be a dict of that engine's options, got {type(v).__name__}"
             )
-    block = dict(options.get(own) or {})
-    bad = sorted(k for k in block if k not in engine_options)
+    block = dict(options.get(own) or {}) if own else {}
+    bad = [str(k) for k in block if k not in engine_options]
     if bad:
-        raise ArgumentTypeError(
-            f"unknown option(s) in {own}={{...}}: {bad}; accepted: {sorted(engine_options) or 'none'}"
-        )
+        raise unknown_option_error(str(own), bad, engine_options)
     engine = {}
     for key, spec in engine_options.items():
         engine[key] = spec.check(block[key], f"{own}.{key}") if key in block else spec.default
-    nthread = check_int(options.get("nthread", 0), "nthread", minimum=0)
-    iters = optional(lambda v, a: check_int(v, a, minimum=1, maximum=100_000))(
-        options.get("solver_iterations"), "solver_iterations"
-    )
-    timestep = optional(check_positive_float)(options.get("timestep"), "timestep")
+    nthread = SCALAR_OPTIONS["nthread"](options.get("nthread", 0), "nthread")
+    iters = SCALAR_OPTIONS["solver_iterations"](options.get("solver_iterations"), "solver_iterations")
+    timestep = SCALAR_OPTIONS["timestep"](options.get("timestep"), "timestep")
     model = {k: options[k] for k in MODEL_OPTIONS if k in options}
     shards, sharding = _parse_sharding(options)
     return BackendOptions(
@@ -239,6 +283,45 @@ def parse_options(
         shards=shards,
         sharding=sharding,
     )
+
+
+def check_options(backend: str | None, options: Mapping[str, Any]) -> BackendOptions:
+    """Validate ``options`` as ``make_backend(backend, ...)`` would, without building anything.
+
+    Every common option, the ``sharding`` block, the model options
+    (``package_dirs``, ``actuators``, ``fuse_static``, checked as
+    :func:`simbackend.models.compile_model` checks them, without compiling) and,
+    when ``backend`` names a registered engine class and the options hold its
+    block, that block (the engine's module is imported only then). An engine
+    that cannot even be imported is left to ``make_backend`` to report.
+    The command line calls this before it builds; the errors are
+    :func:`parse_options`'s.
+    """
+    from simbackend.plugins import available_backends
+
+    engine_options: Mapping[str, EngineOption] = {}
+    name, others = None, available_backends()
+    if backend is not None and backend.lower() in others and backend.lower() in options:  # its block: its keys
+        from simbackend.plugins import get_backend_factory
+
+        try:
+            factory = get_backend_factory(backend)
+        except Exception:  # a plugin that fails to import: make_backend says so when it is built
+            factory = None
+        declared = getattr(factory, "options", None)  # an engine class's block (simbackend.engine.Engine.options)
+        if isinstance(factory, type) and isinstance(declared, Mapping):
+            name, engine_options = backend, declared
+    elif backend is not None:  # not registered (yet: a pytest plugin may register it): its block is not judged
+        others = (*others, backend.lower())
+    parsed = parse_options(name, options, engine_options, other_engines=others)
+    from simbackend.models.actuators import actuator_specs
+    from simbackend.models.compiler import check_fuse_static
+    from simbackend.models.packages import package_dirs_option
+
+    package_dirs_option(options.get("package_dirs"))
+    actuator_specs(options.get("actuators"))
+    check_fuse_static(options.get("fuse_static"))
+    return parsed
 
 
 def parse_cli_option(text: str, argument: str = "--option") -> tuple[str, Any]:

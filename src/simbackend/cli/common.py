@@ -4,21 +4,47 @@
 imports :mod:`.play` and :mod:`.train`, which add theirs); every command module
 imports from here, and nothing here imports a command module. Importing it
 loads neither torch nor any engine.
+
+It is also the one home of the command line's error rule (docs/cli.md, "Errors
+and exit codes"): a bad argument prints one line ``error: ...`` on stderr and
+exits 2 before anything is built or written (:func:`fail` with ``code=2``; the
+usage errors typer and click detect go the same way through :class:`Commands`),
+a failure while running prints one line and exits 1 (:func:`fail`). The checks
+every command shares live here: ``--sim`` (:func:`check_sim`), the construction
+flags and options (:func:`with_build_flags`, :func:`check_options_for`), the
+model (:func:`check_model`), output paths and ``--overwrite``
+(:func:`check_output`, :func:`check_writable`, :func:`check_output_folder`), and
+the writing of outputs under a temporary name moved into place only when the
+command succeeds (:func:`staged_outputs`, :func:`staged_folder`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
+import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import typer
+import typer.core
 from rich.console import Console
 from rich.text import Text
 
 import simbackend
+from simbackend.errors import SimBackendError
 from simbackend.registry import available_backends
+
+try:  # typer 0.2x carries its own copy of click
+    from typer._click import core as click_core
+    from typer._click import exceptions as click_exceptions
+except ImportError:  # pragma: no cover - an older typer, on click itself
+    from click import core as click_core  # type: ignore[no-redef]
+    from click import exceptions as click_exceptions  # type: ignore[no-redef]
 
 #: distribution names of the engines behind the known backends (for version reports)
 ENGINE_DISTRIBUTIONS = {"mujoco": ("mujoco",), "sapien": ("sapien",)}
@@ -26,16 +52,70 @@ ENGINE_DISTRIBUTIONS = {"mujoco": ("mujoco",), "sapien": ("sapien",)}
 #: model every backend is built on to read its capabilities
 CAPABILITY_PROBE_MODEL = "pendulum"
 
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+
+def usage_message(e: click_exceptions.ClickException) -> str:
+    """A usage error click or typer detected, as the one line :func:`fail` prints: the flag first
+    (``--num-envs: ...``), as the commands' own checks name it."""
+    message = " ".join(e.format_message().split())
+    param = getattr(e, "param", None)
+    bad = isinstance(e, click_exceptions.BadParameter) and not isinstance(e, click_exceptions.MissingParameter)
+    if bad and param is not None:
+        names = [o for o in getattr(param, "opts", ()) if o.startswith("--")] or list(getattr(param, "opts", ()))
+        flag = names[0] if names and param.param_type_name == "option" else (param.human_readable_name or "")
+        ctx = getattr(e, "ctx", None)
+        source = ctx.get_parameter_source(param.name) if ctx is not None and param.name else None
+        envvar = getattr(param, "envvar", None)
+        given = f" (from the environment variable {envvar})" if source is click_core.ParameterSource.ENVIRONMENT else ""
+        message = f"{flag}{given}: {' '.join(e.message.split())}"
+    ctx = getattr(e, "ctx", None)
+    if ctx is not None:
+        message += f" (see {ctx.command_path} --help)"
+    return message
+
+
+class Commands(typer.core.TyperGroup):
+    """The application's command group. Every usage error click or typer detects (an unknown flag or
+    command, a missing or malformed value, a value out of a flag's range, a callback's
+    ``typer.BadParameter``) is printed as one line ``error: ...`` on stderr with exit 2, like the
+    commands' own checks (:func:`fail`), instead of a framed panel; a contract error or an OS error
+    a command lets through while it runs is one line with exit 1."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: Any = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click_exceptions.ClickException as e:
+            if type(e).__name__ != "NoArgsIsHelpError":  # typer has printed the help already
+                fail(usage_message(e), code=e.exit_code)
+            sys.exit(e.exit_code)
+        except typer.Abort:
+            err_console.print("Aborted.")
+            sys.exit(1)
+        except (SimBackendError, OSError) as e:  # a failure while running: one line, not a traceback
+            fail(f"{type(e).__name__}: {e}" if isinstance(e, OSError) else str(e))
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)  # an exit code, or a command's return value (None)
+
+
 app = typer.Typer(
     name="simbackend",
     help="One contract between robot-learning code and physics engines.",
+    cls=Commands,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
 
 
 # ----------------------------------------------------------------------
@@ -243,6 +323,11 @@ def with_build_flags(command: Any) -> Any:
                 " they run on)",
                 code=2,
             )
+        # the options against the engine(s) the command names (an engine block's keys and values); a command
+        # without --sim (info) checks every registered engine's block, eval its checkpoint's once it is read
+        sims = [kwargs[k] for k in ("sim", "reference") if isinstance(kwargs.get(k), str)]
+        for sim in sims or ([None] if "sim" in kwargs else available_backends()):
+            check_options_for(sim, build)
         return build
 
     return _with_flags(command, "build", BUILD_FLAGS, make)
@@ -329,12 +414,29 @@ def build_flags(
     ray_address: str | None,
     device: str | None,
 ) -> BuildFlags:
-    """Check the construction flags; malformed option text or an absent device is a usage error (exit 2)."""
+    """Check the construction flags: a flag's value out of range, malformed option text, an option no
+    backend takes or an absent device is a usage error (exit 2) naming the flag or the option."""
     import json
 
     from simbackend.errors import SimBackendError
-    from simbackend.options import merge_cli_options, parse_cli_option
+    from simbackend.options import SCALAR_OPTIONS, merge_cli_options, parse_cli_option
 
+    try:
+        for flag, key, number in (
+            ("--nthread", "nthread", nthread),
+            ("--solver-iterations", "solver_iterations", solver_iterations),
+            ("--timestep", "timestep", timestep),
+            ("--shards", "shards", shards),
+        ):
+            if number is not None:
+                SCALAR_OPTIONS[key](number, flag)
+    except SimBackendError as e:
+        raise fail(str(e), code=2) from None
+    for folder in package_dir or ():
+        if not Path(folder).expanduser().is_dir():
+            raise fail(f"--package-dir: {folder!r} is not a folder", code=2)
+    if ray_address is not None and not ray_address.strip():
+        raise fail("--ray-address: expected 'auto', 'HOST:PORT' or 'ray://HOST:PORT', got ''", code=2)
     texts = list(option or [])
     for key, value in (
         ("nthread", nthread),
@@ -358,6 +460,38 @@ def build_flags(
         except SimBackendError as e:
             raise fail(str(e), code=2) from None
     return BuildFlags(options, device, tuple(texts), ray_address)
+
+
+def check_options_for(sim: str | None, build: BuildFlags) -> None:
+    """Check the construction options as ``make_backend(sim, ...)`` will, before it runs: an unknown key,
+    a value of the wrong type or out of range (``-o sharding.bogus=1``, ``-o mujoco.integrator=x``) is a
+    usage error (exit 2). ``sim=None`` checks every option but the engine blocks
+    (:func:`simbackend.options.check_options`)."""
+    from simbackend.errors import SimBackendError
+    from simbackend.options import check_options
+
+    try:
+        check_options(sim, build.options)
+    except SimBackendError as e:
+        raise fail(str(e), code=2) from None
+
+
+def check_model(model: str, build: BuildFlags | None = None, flag: str = "--model") -> Any:
+    """Fail at once (exit 2) for a model that cannot be read or compiled: an unknown built-in name, a
+    missing file, a malformed MJCF or URDF (compiled with MuJoCo's compiler, which every backend builds
+    from, and the model options of ``build``), before any backend is built. Returns the compiled
+    ``mujoco.MjModel`` (for further checks: a keyframe's name)."""
+    from simbackend.errors import ModelLoadError, SimBackendError
+    from simbackend.models import compile_model
+    from simbackend.options import MODEL_OPTIONS
+
+    options = {k: v for k, v in (build.options if build is not None else {}).items() if k in MODEL_OPTIONS}
+    try:
+        return compile_model(model, **options)
+    except ModelLoadError as e:
+        raise fail(f"{flag}: {e}", code=2) from None
+    except SimBackendError as e:
+        raise fail(str(e), code=2) from None
 
 
 @app.callback()
@@ -439,8 +573,28 @@ class RandomControls:
         return self.low + self.span * torch.rand(self.shape, generator=self.gen, device=self.low.device)
 
 
-def check_output(path: str, flag: str, suffixes: tuple[str, ...]) -> None:
-    """Fail at once (exit 2) for an output file with the wrong suffix or in a missing folder."""
+# ----------------------------------------------------------------------
+# outputs: checked before anything is built, written under a temporary name, moved into place at the end
+# ----------------------------------------------------------------------
+def overwrite_option() -> Any:
+    """The ``--overwrite`` flag of a command that writes files (one definition for every command)."""
+    return typer.Option(
+        False,
+        "--overwrite",
+        help="Replace output files (or an output folder) that already exist; without it an existing output stops"
+        " the command at once (exit 2). Either way outputs are written under a temporary name and moved into"
+        " place only when the command succeeds, so a failed or interrupted run leaves an earlier file as it was.",
+    )
+
+
+def _refuse_existing(path: str, flag: str, overwrite: bool) -> None:
+    if not overwrite and os.path.lexists(path):
+        raise fail(f"{flag}: {path} exists; give --overwrite to replace it", code=2)
+
+
+def check_output(path: str, flag: str, suffixes: tuple[str, ...], overwrite: bool = False) -> None:
+    """Fail at once (exit 2) for an output file with the wrong suffix, in a missing folder, or that
+    exists without ``--overwrite``."""
     from simbackend.errors import SimBackendError
     from simbackend.playback.recording import check_output_path
 
@@ -448,15 +602,112 @@ def check_output(path: str, flag: str, suffixes: tuple[str, ...]) -> None:
         check_output_path(path, flag, suffixes)
     except SimBackendError as e:
         raise fail(str(e), code=2) from None
+    _refuse_existing(path, flag, overwrite)
 
 
-def check_writable(path: str) -> None:
-    """Fail at once (exit 2) when ``path`` cannot be written, instead of after a long run."""
+def check_writable(path: str, flag: str = "--json", overwrite: bool = False) -> None:
+    """Fail at once (exit 2) when ``path`` cannot be written, instead of after a long run, or exists
+    without ``--overwrite``."""
     target = os.path.abspath(path)
     parent = os.path.dirname(target) or "."
     if os.path.isdir(target):
-        raise fail(f"--json: {path} is a folder, not a file", code=2)
+        raise fail(f"{flag}: {path} is a folder, not a file", code=2)
     if not os.path.isdir(parent):
-        raise fail(f"--json: the folder {parent} does not exist", code=2)
+        raise fail(f"{flag}: the folder {parent} does not exist", code=2)
     if not os.access(parent, os.W_OK) or (os.path.exists(target) and not os.access(target, os.W_OK)):
-        raise fail(f"--json: {path} is not writable", code=2)
+        raise fail(f"{flag}: {path} is not writable", code=2)
+    _refuse_existing(path, flag, overwrite)
+
+
+def check_output_folder(path: str, flag: str = "--out", overwrite: bool = False) -> None:
+    """Fail at once (exit 2) for an output folder that is a file, that holds files without
+    ``--overwrite`` (an empty folder is taken), or whose nearest existing parent cannot be written."""
+    target = Path(path)
+    if target.exists() and not target.is_dir():
+        raise fail(f"{flag}: {path} is a file, not a folder", code=2)
+    if target.is_dir() and any(target.iterdir()):
+        _refuse_existing(path, flag, overwrite)
+    parent = target.absolute().parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise fail(f"{flag}: {path} cannot be created ({parent} is not a writable folder)", code=2)
+
+
+def _temporary_name(path: str, tag: str = "partial") -> str:
+    """A name in the folder of ``path``, hidden, unique to this run, with the same suffix (the writers
+    choose their format by it): ``run.h5`` -> ``.run.partial-1234-9f3a2c.h5``."""
+    p = Path(path)
+    return str(p.with_name(f".{p.stem}.{tag}-{os.getpid()}-{secrets.token_hex(3)}{p.suffix}"))
+
+
+def _succeeded(error: BaseException) -> bool:
+    return isinstance(error, typer.Exit) and error.exit_code == 0
+
+
+@contextlib.contextmanager
+def staged_outputs(*paths: str | None) -> Iterator[list[str | None]]:
+    """Temporary paths for the output files ``paths`` (``None`` gives ``None``), in their folders.
+
+    The command writes the temporary files; when the block ends normally each
+    one written is moved onto its output with ``os.replace`` (atomic: the
+    output is the earlier file or the new one, never half of one). When the
+    block raises (a failure, Ctrl-C, a non-zero ``typer.Exit``) the temporary
+    files are removed and every earlier output is left as it was.
+    """
+    temps = [None if p is None else _temporary_name(p) for p in paths]
+    try:
+        yield temps
+    except BaseException as e:
+        if not _succeeded(e):
+            for temp in temps:
+                if temp is not None and os.path.lexists(temp):
+                    os.remove(temp)
+            raise
+        _commit(paths, temps)
+        raise
+    _commit(paths, temps)
+
+
+def _commit(paths: tuple[str | None, ...], temps: list[str | None]) -> None:
+    for path, temp in zip(paths, temps, strict=True):
+        if path is not None and temp is not None and os.path.exists(temp):
+            os.replace(temp, path)
+
+
+@contextlib.contextmanager
+def staged_folder(path: str) -> Iterator[str]:
+    """A temporary folder beside the output folder ``path``, made now (with missing parents).
+
+    When the block ends normally the temporary folder takes the place of
+    ``path`` (an earlier folder there is removed only once the new one is in
+    place); when it raises, the temporary folder is removed and an earlier
+    ``path`` is left as it was.
+    """
+    import shutil
+
+    target = Path(path)
+    target.absolute().parent.mkdir(parents=True, exist_ok=True)
+    temp = _temporary_name(str(target))
+    os.mkdir(temp)  # with the permissions a folder made by hand gets (mkdtemp's are 0700)
+    try:
+        yield temp
+    except BaseException as e:
+        if not _succeeded(e):
+            shutil.rmtree(temp, ignore_errors=True)
+            raise
+        _commit_folder(target, temp)
+        raise
+    _commit_folder(target, temp)
+
+
+def _commit_folder(target: Path, temp: str) -> None:
+    import shutil
+
+    if not target.exists():
+        os.rename(temp, target)
+        return
+    aside = _temporary_name(str(target), "replaced")
+    os.rename(target, aside)
+    os.rename(temp, target)
+    shutil.rmtree(aside, ignore_errors=True)

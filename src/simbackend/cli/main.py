@@ -28,6 +28,7 @@ and everything heavy is imported inside the command that needs it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -47,6 +48,7 @@ from .common import (
     PictureFlags,
     RandomControls,
     app,
+    check_model,
     check_output,
     check_sim,
     check_writable,
@@ -54,7 +56,9 @@ from .common import (
     err_console,
     fail,
     load_plan,
+    overwrite_option,
     sim_option,
+    staged_outputs,
     start_plan,
     with_build_flags,
     with_picture_flags,
@@ -133,7 +137,7 @@ def _probe_capabilities(
 
 def _abbreviate(key: str, text: str, limit: int = 8) -> str:
     """A long ``'a, b, ...'`` capability value shortened for the table (``--full`` shows it all)."""
-    if key == "delegated":  # one line per element, each may hold commas
+    if key in ("delegated", "known_differences"):  # one line per element, each may hold commas
         items = [] if text == "-" else text.split("; ")
         if len(items) <= 3:
             return text
@@ -179,6 +183,7 @@ def info(
     """
     import platform
 
+    check_model(model, build)
     names = available_backends()
 
     backends = Table(title="Registered backends", title_justify="left")
@@ -259,7 +264,7 @@ def run(
     num_envs: int = typer.Option(1024, "--num-envs", "-n", min=1, help="Number of parallel envs N."),
     steps: int = typer.Option(500, "--steps", "-s", min=1, help="Number of step() calls."),
     nsteps: int = typer.Option(1, "--nsteps", "-k", min=1, help="Physics substeps per step() call (decimation)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the backend and of the random actions."),
+    seed: int = typer.Option(0, "--seed", min=0, max=2**63 - 1, help="Seed of the backend and of the random actions."),
     json_path: str | None = typer.Option(
         None, "--json", metavar="PATH", help="Also write the figures to this JSON file (checked before the run)."
     ),
@@ -280,6 +285,7 @@ def run(
     ),
     video_every: int = typer.Option(1, "--video-every", min=1, help="Capture a frame every this many steps."),
     video_fps: int = typer.Option(30, "--video-fps", min=1, help="Frames per second of the video."),
+    overwrite: bool = overwrite_option(),
     *,
     build: BuildFlags,
     picture: PictureFlags,
@@ -289,8 +295,10 @@ def run(
     Actions are drawn uniformly within each actuator's ctrl range ([-1, 1] where
     the range is unlimited) from a torch generator seeded with --seed. The
     construction flags (-o, --nthread, ..., --device) build the backend.
-    Malformed flags, a device this machine lacks or a --json path that cannot
-    be written stop with exit 2 before anything is built.
+    Bad arguments (an unknown --sim or --model, malformed flags or options, a
+    device this machine lacks, a --json or --video path that cannot be written
+    or that exists without --overwrite) stop with exit 2 before anything is
+    built; a failure while running exits 1.
     """
     import json
 
@@ -306,129 +314,133 @@ def run(
     from simbackend.registry import make_backend
 
     if json_path:
-        check_writable(json_path)
+        check_writable(json_path, "--json", overwrite)
     if video_path:
-        check_output(video_path, "--video", (".mp4",))
+        check_output(video_path, "--video", (".mp4",), overwrite)
+    check_model(model, build)
     plan = load_plan(dr_path, num_envs)
-    t_build = time.perf_counter()
-    try:
-        backend = make_backend(sim, model, num_envs, device=build.device, seed=seed, **build.options)
-    except (SimBackendError, ValueError, TypeError, RuntimeError) as e:
-        raise fail(f"could not build backend {sim!r} for model {model!r}: {e}") from None
-    build_s = time.perf_counter() - t_build
-    if video_path:
+    with staged_outputs(json_path, video_path) as (json_tmp, video_tmp), contextlib.ExitStack() as cleanup:
+        t_build = time.perf_counter()
         try:
-            picture.check(backend)
-        except SimBackendError as e:
-            backend.close()
-            raise fail(str(e), code=2) from None
+            backend = make_backend(sim, model, num_envs, device=build.device, seed=seed, **build.options)
+        except (SimBackendError, ValueError, TypeError, RuntimeError) as e:
+            raise fail(f"could not build backend {sim!r} for model {model!r}: {e}") from None
+        build_s = time.perf_counter() - t_build
+        if video_path:
+            try:
+                picture.check(backend)
+            except SimBackendError as e:
+                backend.close()
+                raise fail(str(e), code=2) from None
 
-    with backend:
-        scheduler, dr_figures = start_plan(backend, plan, dr_path)
-        dev = backend.device
-        nu = backend.num_actuators
-        controls = RandomControls(backend, seed)
-        frames = VideoCapture(backend, video_path, video_every, video_fps, steps, picture) if video_path else None
+        with backend:
+            scheduler, dr_figures = start_plan(backend, plan, dr_path)
+            dev = backend.device
+            nu = backend.num_actuators
+            controls = RandomControls(backend, seed)
+            frames = VideoCapture(backend, video_tmp, video_every, video_fps, steps, picture) if video_tmp else None
+            if frames is not None:
+                cleanup.push(frames.abort_on_error)  # a run that fails stops the encoder before its file goes
 
-        threads = getattr(backend.engine, "nthread", None)  # engines that run a thread pool say how big
-        console.print(
-            Text(sim, style="bold") + Text(f" | {model} | {num_envs} envs x {steps} steps x {nsteps} substeps")
-        )
-        console.print(
-            Text(
-                f"device {dev}"
-                + (f" | nthread {threads}" if threads is not None else "")
-                + f" | built in {build_s:.2f} s"
+            threads = getattr(backend.engine, "nthread", None)  # engines that run a thread pool say how big
+            console.print(
+                Text(sim, style="bold") + Text(f" | {model} | {num_envs} envs x {steps} steps x {nsteps} substeps")
             )
-        )
-        console.print(
-            Text(
-                f"nq {backend.nq}, nv {backend.nv}, nu {nu}, num_dof {backend.num_dof},"
-                f" physics_dt {backend.physics_dt:g} s"
+            console.print(
+                Text(
+                    f"device {dev}"
+                    + (f" | nthread {threads}" if threads is not None else "")
+                    + f" | built in {build_s:.2f} s"
+                )
             )
-        )
+            console.print(
+                Text(
+                    f"nq {backend.nq}, nv {backend.nv}, nu {nu}, num_dof {backend.num_dof},"
+                    f" physics_dt {backend.physics_dt:g} s"
+                )
+            )
 
-        physics_s = 0.0
-        step_total_s = 0.0
-        diverged = 0
-        progress = Progress(
-            TextColumn("stepping"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeRemainingColumn(),
-            console=err_console,
-            transient=True,
-        )
-        t0 = time.perf_counter()
-        with progress:
-            task = progress.add_task("step", total=steps)
-            for _ in range(steps):
-                out = backend.step(controls(), nsteps=nsteps)
-                if scheduler is not None:
-                    fired = scheduler.advance(backend, nsteps * backend.physics_dt)
-                    dr_figures["interval_applications"] += sum(len(ids) for ids in fired.values())
-                timing = out.get("timing", {})
-                physics_s += float(timing.get("physics", 0.0))
-                step_total_s += float(timing.get("total", 0.0))
-                diverged += int(out["diverged"].sum())
-                progress.advance(task)
-                if frames is not None:
-                    frames.capture()
-        wall_s = time.perf_counter() - t0
-        if frames is not None:
-            console.print(Text(f"{frames.close()} frames written to {video_path}"))
+            physics_s = 0.0
+            step_total_s = 0.0
+            diverged = 0
+            progress = Progress(
+                TextColumn("stepping"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+                console=err_console,
+                transient=True,
+            )
+            t0 = time.perf_counter()
+            with progress:
+                task = progress.add_task("step", total=steps)
+                for _ in range(steps):
+                    out = backend.step(controls(), nsteps=nsteps)
+                    if scheduler is not None:
+                        fired = scheduler.advance(backend, nsteps * backend.physics_dt)
+                        dr_figures["interval_applications"] += sum(len(ids) for ids in fired.values())
+                    timing = out.get("timing", {})
+                    physics_s += float(timing.get("physics", 0.0))
+                    step_total_s += float(timing.get("total", 0.0))
+                    diverged += int(out["diverged"].sum())
+                    progress.advance(task)
+                    if frames is not None:
+                        frames.capture()
+            wall_s = time.perf_counter() - t0
+            if frames is not None:
+                console.print(Text(f"{frames.close()} frames written to {video_path}"))
 
-        base_pos = backend.get_base_pos()[0].cpu()
-        dof_pos = backend.get_dof_pos()[0, :4].cpu()
-        mean_abs_qvel = float(backend.get_qvel().abs().mean()) if backend.nv else 0.0
+            base_pos = backend.get_base_pos()[0].cpu()
+            dof_pos = backend.get_dof_pos()[0, :4].cpu()
+            mean_abs_qvel = float(backend.get_qvel().abs().mean()) if backend.nv else 0.0
 
-    env_steps = num_envs * steps
-    figures = {
-        "sim": sim,
-        "model": model,
-        "num_envs": num_envs,
-        "steps": steps,
-        "nsteps": nsteps,
-        "seed": seed,
-        "device": str(dev),
-        "nthread": threads,
-        "physics_dt": backend.physics_dt,
-        "build_s": build_s,
-        "wall_s": wall_s,
-        "env_steps": env_steps,
-        "env_steps_per_s": env_steps / wall_s,
-        "substeps_per_s": env_steps * nsteps / wall_s,
-        "physics_s": physics_s,
-        "step_total_s": step_total_s,
-        "domain_randomization": dr_figures,
-        "physics_share": physics_s / wall_s if wall_s > 0 else 0.0,
-        "diverged_env_steps": diverged,
-        "base_pos_env0": [float(v) for v in base_pos],
-        "dof_pos_env0": [float(v) for v in dof_pos],
-        "mean_abs_qvel": mean_abs_qvel,
-    }
+        env_steps = num_envs * steps
+        figures = {
+            "sim": sim,
+            "model": model,
+            "num_envs": num_envs,
+            "steps": steps,
+            "nsteps": nsteps,
+            "seed": seed,
+            "device": str(dev),
+            "nthread": threads,
+            "physics_dt": backend.physics_dt,
+            "build_s": build_s,
+            "wall_s": wall_s,
+            "env_steps": env_steps,
+            "env_steps_per_s": env_steps / wall_s,
+            "substeps_per_s": env_steps * nsteps / wall_s,
+            "physics_s": physics_s,
+            "step_total_s": step_total_s,
+            "domain_randomization": dr_figures,
+            "physics_share": physics_s / wall_s if wall_s > 0 else 0.0,
+            "diverged_env_steps": diverged,
+            "base_pos_env0": [float(v) for v in base_pos],
+            "dof_pos_env0": [float(v) for v in dof_pos],
+            "mean_abs_qvel": mean_abs_qvel,
+        }
 
-    table = Table(show_header=False, box=None, pad_edge=False)
-    table.add_column("figure", style="bold")
-    table.add_column("value", justify="right")
-    table.add_row("env-steps/s", f"{figures['env_steps_per_s']:,.0f}")
-    table.add_row("substeps/s", f"{figures['substeps_per_s']:,.0f}")
-    table.add_row("wall time", f"{wall_s:.3f} s")
-    table.add_row("physics share", f"{100 * figures['physics_share']:.1f} %")
-    table.add_row("diverged env-steps", f"{diverged}")
-    table.add_row("env 0 base position", _fmt_vec(base_pos))
-    table.add_row("env 0 dof pos[:4]", _fmt_vec(dof_pos) if dof_pos.numel() else "(no dofs)")
-    table.add_row("mean |qvel|", f"{mean_abs_qvel:.4f}")
-    console.print(table)
+        table = Table(show_header=False, box=None, pad_edge=False)
+        table.add_column("figure", style="bold")
+        table.add_column("value", justify="right")
+        table.add_row("env-steps/s", f"{figures['env_steps_per_s']:,.0f}")
+        table.add_row("substeps/s", f"{figures['substeps_per_s']:,.0f}")
+        table.add_row("wall time", f"{wall_s:.3f} s")
+        table.add_row("physics share", f"{100 * figures['physics_share']:.1f} %")
+        table.add_row("diverged env-steps", f"{diverged}")
+        table.add_row("env 0 base position", _fmt_vec(base_pos))
+        table.add_row("env 0 dof pos[:4]", _fmt_vec(dof_pos) if dof_pos.numel() else "(no dofs)")
+        table.add_row("mean |qvel|", f"{mean_abs_qvel:.4f}")
+        console.print(table)
 
-    if json_path:
-        try:
-            with open(json_path, "w", encoding="utf-8") as f:
-                json.dump(figures, f, indent=2)
-                f.write("\n")
-        except OSError as e:
-            raise fail(f"could not write {json_path}: {e}") from None
-        console.print(Text(f"figures written to {json_path}"))
+        if json_path:
+            try:
+                with open(str(json_tmp), "w", encoding="utf-8") as f:
+                    json.dump(figures, f, indent=2)
+                    f.write("\n")
+            except OSError as e:
+                raise fail(f"could not write {json_path}: {e}") from None
+            console.print(Text(f"figures written to {json_path}"))
 
 
 class VideoCapture:
@@ -451,6 +463,11 @@ class VideoCapture:
 
     def close(self) -> int:
         return self.writer.close()
+
+    def abort_on_error(self, exc_type: Any, *exc: Any) -> None:
+        """``__exit__`` of the capture: a block that raised stops the encoder and removes its file."""
+        if exc_type is not None:
+            self.writer.abort()
 
 
 # ----------------------------------------------------------------------
@@ -482,7 +499,7 @@ def _parity_table(report: Any) -> Table:
     table.add_column("result")
     table.add_column("first failing step", justify="right")
     table.add_column("detail", overflow="fold")
-    styles = {"pass": "green", "FAIL": "bold red", "skip": "yellow"}
+    styles = {"pass": "green", "FAIL": "bold red", "skip": "yellow", "KNOWN": "cyan"}
     for r in report.rows:
         table.add_row(
             Text(r.tier),
@@ -521,7 +538,9 @@ def parity(
     num_envs: int = typer.Option(
         64, "--num-envs", "-n", min=1, help="Random configurations (envs) of the kinematics and jacobian tiers."
     ),
-    seed: int = typer.Option(0, "--seed", help="Seed of the random configurations, states and controls."),
+    seed: int = typer.Option(
+        0, "--seed", min=0, max=2**63 - 1, help="Seed of the random configurations, states and controls."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON (stdout) instead of a table."),
     ray: bool = typer.Option(
         False, "--ray", help="Run the models as Ray tasks, in parallel (pip install 'simbackend[ray]'; --ray-address)."
@@ -536,7 +555,10 @@ def parity(
     (or a JSON list) follows a progress bar.
 
     Prints each quantity's largest error, its tolerance, pass/FAIL, and for
-    rollouts the first substep where it left tolerance. The construction flags
+    rollouts the first substep where it left tolerance. KNOWN marks a row whose
+    only excess is a difference the backend declares it cannot avoid
+    (capabilities.known_differences, e.g. a massless body given a positive mass
+    on PhysX), within the declared value: it counts as passed. The construction flags
     (-o, --nthread, ...) build both backends, so that both hold the same model;
     --device moves only the backend under test (the reference stays on its
     default device, the CPU for MuJoCo). Exit code: 0 when every tier passed, 1
@@ -549,6 +571,8 @@ def parity(
     from simbackend.errors import SimBackendError
     from simbackend.parity import run_parity
 
+    for m in model:
+        check_model(m, build)
     if len(model) > 1 or ray:
         _parity_sweep(sim, model, reference, tier, num_envs, seed, as_json, ray, build)
         return
@@ -569,11 +593,16 @@ def parity(
         sys.stdout.write(json.dumps(report.to_dict(), indent=2) + "\n")
     else:
         console.print(_parity_table(report))
+        known = report.known_note()
+        if known:
+            console.print(Text(known, style="cyan"), soft_wrap=True)
         note = report.delegation_note()
         if note:
             console.print(Text(f"* {note}", style="yellow"), soft_wrap=True)
         if report.passed:
-            console.print(Text(f"PASSED: {len(report.rows)} rows within tolerance", style="bold green"))
+            held = len(report.known_rows)
+            extra = f" ({held} of them KNOWN: declared differences)" if held else ""
+            console.print(Text(f"PASSED: {len(report.rows)} rows within tolerance{extra}", style="bold green"))
         else:
             first = report.first_failure()
             step = f" at step {first.first_step}" if first.first_step is not None else ""
@@ -640,7 +669,8 @@ def _parity_sweep(
             default=None,
         )  # fmt: skip
         where = "-" if worst is None else f"{worst.max_error / worst.tolerance:.3g} ({worst.tier}/{worst.quantity})"
-        verdict = Text("pass", style="green") if r.passed else Text("FAIL", style="bold red")
+        known = f" ({len(r.known_rows)} KNOWN)" if r.known_rows else ""  # rows excused as declared differences
+        verdict = Text(f"pass{known}", style="green") if r.passed else Text("FAIL", style="bold red")
         table.add_row(m, str(len(r.rows)), str(len(r.failures)), where, verdict)
     console.print(table)
     raise typer.Exit(0 if ok else 1)
@@ -677,11 +707,18 @@ def contract(
     --sim sapien -o sapien.solver=tgs --nthread 2 -q -x -k "names or shapes"
 
     --sim may name a backend that a pytest plugin given with -p registers (the
-    suite checks the name once its plugins are loaded). Exit status: pytest's,
-    except a usage error (an unknown --sim, a bad pytest argument), which exits 2.
+    suite checks the name once its plugins are loaded; without -p it is checked
+    at once). Exit status: pytest's, except a usage error (an unknown --sim, a
+    bad pytest argument), which exits 2.
     """
     from simbackend._extras import require_extra
     from simbackend.errors import MissingExtraError
+
+    if not any(a == "-p" or (a.startswith("-p") and not a.startswith("--")) for a in ctx.args):
+        try:  # no plugin that could register it: an unknown name is a bad argument, as for every command
+            sim = check_sim(sim) or sim
+        except typer.BadParameter as e:
+            raise fail(f"--sim: {e}", code=2) from None
 
     try:
         require_extra("pytest", "hypothesis", purpose="the conformance suite")

@@ -6,6 +6,7 @@ imported; nothing here loads torch or an engine before a command runs.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -17,13 +18,16 @@ from .common import (
     PictureFlags,
     RandomControls,
     app,
+    check_model,
     check_output,
     check_sim,
     console,
     err_console,
     fail,
     load_plan,
+    overwrite_option,
     sim_option,
+    staged_outputs,
     start_plan,
     with_build_flags,
     with_picture_flags,
@@ -73,14 +77,16 @@ def record(
         help="Domain-randomization plan (init and reset terms before the run, interval terms on their schedule);"
         " the recording stores it and every env's randomized parameters.",
     ),
-    seed: int = typer.Option(0, "--seed", help="Seed of the backend and of the random controls."),
+    seed: int = typer.Option(0, "--seed", min=0, max=2**63 - 1, help="Seed of the backend and of the random controls."),
+    overwrite: bool = overwrite_option(),
     *,
     build: BuildFlags,
 ) -> None:
     """Run a backend with random (or zero) controls and record chosen envs to an HDF5 file.
 
     The file holds the model, every recorded row (time, qpos, qvel, ctrl, diverged) and each env's complete
-    state at every reset and randomization; `simbackend play` replays it on any backend.
+    state at every reset and randomization; `simbackend play` replays it on any backend. An existing --out is
+    refused without --overwrite; the file is written under a temporary name and moved into place at the end.
     """
     from simbackend.errors import SimBackendError
     from simbackend.playback.recording import SUFFIXES, Recorder
@@ -88,10 +94,15 @@ def record(
 
     if ctrl not in ("random", "zero"):
         raise fail(f"--ctrl: expected 'random' or 'zero', got {ctrl!r}", code=2)
-    check_output(out, "--out", SUFFIXES)
+    check_output(out, "--out", SUFFIXES, overwrite)
     ids = _parse_envs(envs)
     if ids is not None and max(ids) >= num_envs:
         raise fail(f"--envs: env {max(ids)} is not among the {num_envs} envs (--num-envs)", code=2)
+    compiled = check_model(model, build)
+    if keyframe is not None and keyframe not in (names := [compiled.key(i).name for i in range(compiled.nkey)]):
+        from simbackend.errors import UnknownNameError
+
+        raise fail(f"--keyframe: {UnknownNameError('keyframe', keyframe, names)}", code=2)
     plan = load_plan(dr_path, num_envs)
     try:
         backend = make_backend(sim, model, num_envs, device=build.device, seed=seed, **build.options)
@@ -105,7 +116,7 @@ def record(
         TimeRemainingColumn,
     )
 
-    with backend:
+    with backend, staged_outputs(out) as (staged_out,):
         if keyframe is not None:
             try:
                 backend.set_state(None, backend.get_keyframe_qpos(keyframe).expand(num_envs, -1))
@@ -118,7 +129,7 @@ def record(
         with (
             Recorder(
                 backend,
-                out,
+                staged_out,
                 env_ids=ids,
                 plan=plan,
                 metadata={"command": "record", "model": model, "ctrl": ctrl, "seed": seed},
@@ -179,6 +190,7 @@ def play(
         " video then shows the replay.",
     ),
     tolerance: float = typer.Option(1e-3, "--tolerance", min=0.0, help="Dynamic replay: qpos tolerance (m, rad)."),
+    overwrite: bool = overwrite_option(),
     *,
     picture: PictureFlags,
 ) -> None:
@@ -192,12 +204,14 @@ def play(
         sim = check_sim(sim)
     except typer.BadParameter as e:
         raise fail(f"--sim: {e}", code=2) from None
+    if not (math.isfinite(tolerance) and tolerance > 0):  # min=0.0 lets 0 and inf (passes any error) in
+        raise fail(f"--tolerance: expected a finite number > 0 (m, rad), got {tolerance:g}", code=2)
     if out is None and png is None and not dynamic:
         raise fail("nothing to do: give --out VIDEO.mp4, --png STILL.png or --dynamic", code=2)
     if out is not None:
-        check_output(out, "--out", (".mp4",))
+        check_output(out, "--out", (".mp4",), overwrite)
     if png is not None:
-        check_output(png, "--png", (".png",))
+        check_output(png, "--png", (".png",), overwrite)
     ids = _parse_envs(envs)
     try:
         rec = Recording(recording)
@@ -210,12 +224,12 @@ def play(
             picture.check(backend)
         except SimBackendError as e:
             raise fail(str(e), code=2) from None
-        with backend:
+        with backend, staged_outputs(out, png) as (out_tmp, png_tmp):
             frames = Picture(backend, list(range(len(shown))) if tile else [0], picture)
             stepped = int((rec.nsteps > 0).sum())
             writer = None
             if out is not None:
-                writer = VideoWriter(out, fps=fps, total=(stepped if dynamic else len(rec)) // every)
+                writer = VideoWriter(out_tmp, fps=fps, total=(stepped if dynamic else len(rec)) // every)
             console.print(
                 Text(
                     f"{rec.backend} recording: {len(rec)} rows ({stepped} steps), envs {shown};"
@@ -239,10 +253,11 @@ def play(
                 if frames.last is None:  # nothing drawn yet: the last recorded state
                     for _ in kinematic_replay(rec, backend, shown, rows=slice(len(rec) - 1, None)):
                         frames()
-                write_png(png, frames.last)
+                write_png(png_tmp, frames.last)
                 console.print(Text(f"still written to {png}"))
-            if dynamic and report.parted:
-                raise typer.Exit(1)
+            parted = dynamic and report.parted
+        if parted:  # once the video and still are in place
+            raise typer.Exit(1)
 
 
 class Picture:

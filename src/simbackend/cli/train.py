@@ -6,6 +6,7 @@ imported; nothing here loads torch, rsl-rl or an engine before a command runs.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
@@ -21,12 +22,17 @@ from .common import (
     BuildFlags,
     PictureFlags,
     app,
+    check_options_for,
     check_output,
+    check_output_folder,
     check_sim,
     console,
     fail,
     load_plan,
+    overwrite_option,
     sim_option,
+    staged_folder,
+    staged_outputs,
     with_build_flags,
     with_picture_flags,
 )
@@ -77,6 +83,16 @@ def _parse_rate(text: str | None) -> Any:
     return rate
 
 
+def _moved(result: Any, staged: str, out: str) -> dict[str, Any]:
+    """The paths of ``result`` (a dataclass) that lay in the folder ``staged``, now in ``out``."""
+    moved: dict[str, Any] = {}
+    for f in dataclasses.fields(result):
+        path = getattr(result, f.name)
+        if isinstance(path, Path) and path.absolute().is_relative_to(Path(staged).absolute()):
+            moved[f.name] = Path(out) / path.absolute().relative_to(Path(staged).absolute())
+    return moved
+
+
 def _fmt_ci(est: Any, digits: int = 3) -> str:
     if est.half_width != est.half_width:  # NaN: one seed
         return "-"
@@ -97,7 +113,9 @@ def train_command(
     dr_path: str | None = typer.Option(
         None, "--dr", metavar="PLAN.json", help="Domain-randomization plan of the training task (and its evaluations)."
     ),
-    seed: int = typer.Option(0, "--seed", min=0, help="Seed of the task's resets, the networks and the action noise."),
+    seed: int = typer.Option(
+        0, "--seed", min=0, max=2**63 - 1, help="Seed of the task's resets, the networks and the action noise."
+    ),
     iterations: int | None = typer.Option(
         None, "--iterations", "-i", min=1, help="PPO iterations at most (default: the task's)."
     ),
@@ -108,7 +126,11 @@ def train_command(
         help="Stop before an iteration that would end past this many seconds of training.",
     ),
     out: str | None = typer.Option(
-        None, "--out", metavar="DIR", help="Folder of checkpoints, logs and curve (default: runs/TASK-SIM-TIME)."
+        None,
+        "--out",
+        metavar="DIR",
+        help="Folder of checkpoints, logs and curve (default: runs/TASK-SIM-TIME); one that holds files is"
+        " refused without --overwrite.",
     ),
     eval_interval: int | None = typer.Option(
         None, "--eval-interval", min=0, help="Evaluate every this many iterations (0: only at the end)."
@@ -121,6 +143,7 @@ def train_command(
     ),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on stderr."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (stdout) instead of a table."),
+    overwrite: bool = overwrite_option(),
     *,
     build: BuildFlags,
 ) -> None:
@@ -128,9 +151,10 @@ def train_command(
 
     The defaults (envs, iterations, network sizes, PPO settings, evaluation and early stop) are the task's
     (simbackend.training.TASK_DEFAULTS). Every evaluation runs the deterministic policy on a separate task with a
-    fixed seed. checkpoint_final.pt holds everything `simbackend eval` needs, on any engine. Exit code: 0 when
-    trained, 1 when training failed, 2 for bad arguments (unknown task or backend, bad --dr plan, an --out that is a
-    file).
+    fixed seed. checkpoint_final.pt holds everything `simbackend eval` needs, on any engine. The run is written in a
+    temporary folder beside --out that takes its place when training ends (a failed run leaves an earlier --out as
+    it was). Exit code: 0 when trained, 1 when training failed, 2 for bad arguments (unknown task or backend, bad
+    --dr plan, an --out that is a file, or that holds files without --overwrite).
     """
     if time_budget is not None and not (time_budget > 0 and math.isfinite(time_budget)):
         raise fail(f"--time-budget: expected a number of seconds > 0, got {time_budget!r}", code=2)
@@ -138,8 +162,7 @@ def train_command(
     rate = _parse_rate(stop_at_success)
     if out is None:
         out = str(Path("runs") / f"{task}-{sim}-{time.strftime('%Y%m%d-%H%M%S')}")
-    if Path(out).exists() and not Path(out).is_dir():
-        raise fail(f"--out: {out} is a file, not a folder", code=2)
+    check_output_folder(out, "--out", overwrite)
 
     from simbackend.errors import SimBackendError
     from simbackend.training import TrainConfig, train
@@ -160,19 +183,21 @@ def train_command(
     except SimBackendError as e:
         raise fail(str(e), code=2) from None
     plan = load_plan(dr_path, config.num_envs)
-    try:
-        result = train(
-            task,
-            sim,
-            train_config=config,
-            randomization=plan,
-            out_dir=out,
-            progress=progress,
-            device=build.device,
-            backend_options=build.options,
-        )
-    except (SimBackendError, ValueError, TypeError, RuntimeError) as e:
-        raise fail(f"training {task!r} on {sim!r} failed: {e}") from None
+    with staged_folder(out) as staged:
+        try:
+            result = train(
+                task,
+                sim,
+                train_config=config,
+                randomization=plan,
+                out_dir=staged,
+                progress=progress,
+                device=build.device,
+                backend_options=build.options,
+            )
+        except (SimBackendError, ValueError, TypeError, RuntimeError) as e:
+            raise fail(f"training {task!r} on {sim!r} failed: {e}") from None
+    result = dataclasses.replace(result, **_moved(result, staged, out))  # the files where they now are
     if as_json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
         return
@@ -233,6 +258,7 @@ def eval_command(
         None, "--episodes", "-e", min=1, help="Complete episodes per seed (default: the training evaluations')."
     ),
     video: str | None = typer.Option(None, "--video", metavar="OUT.mp4", help="Video of env 0 during the first seed."),
+    overwrite: bool = overwrite_option(),
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON (stdout) instead of a table."),
     ray: bool = typer.Option(
         False,
@@ -259,7 +285,7 @@ def eval_command(
     if video is not None:
         if sweep:
             raise fail("--video: one checkpoint evaluated in this process only (not with --ray)", code=2)
-        check_output(video, "--video", (".mp4",))
+        check_output(video, "--video", (".mp4",), overwrite)
     for path in checkpoint:
         if not Path(path).is_file():
             raise fail(f"--checkpoint: no such file {path}", code=2)
@@ -275,26 +301,30 @@ def eval_command(
             raise fail(f"--checkpoint: {path}: {str(e).removeprefix('checkpoint: ')}", code=2) from None
         if task is not None and task != ckpts[-1].task:
             raise fail(f"--task: {path} was trained on task {ckpts[-1].task!r}, not {task!r}", code=2)
+        check_options_for(sim or ckpts[-1].sim, build)  # the engine block of the engine it runs on
     if sweep:
         _eval_sweep(ckpts, sim, num_envs, seed_list, episodes, as_json, ray, build)
         return
     ckpt = ckpts[0]
-    try:
-        result = evaluate(
-            ckpt,
-            sim,
-            num_envs=num_envs,
-            seeds=seed_list,
-            episodes_per_seed=episodes,
-            video=video,
-            device=build.device,
-            backend_options=build.options,
-            video_size=(picture.width, picture.height),
-            video_camera=picture.camera,
-            video_dress=picture.dress,
-        )
-    except (SimBackendError, ValueError, TypeError, RuntimeError) as e:
-        raise fail(f"evaluating {checkpoint[0]} on {sim or ckpt.sim!r} failed: {e}") from None
+    with staged_outputs(video) as (video_tmp,):
+        try:
+            result = evaluate(
+                ckpt,
+                sim,
+                num_envs=num_envs,
+                seeds=seed_list,
+                episodes_per_seed=episodes,
+                video=video_tmp,
+                device=build.device,
+                backend_options=build.options,
+                video_size=(picture.width, picture.height),
+                video_camera=picture.camera,
+                video_dress=picture.dress,
+            )
+        except (SimBackendError, ValueError, TypeError, RuntimeError) as e:
+            raise fail(f"evaluating {checkpoint[0]} on {sim or ckpt.sim!r} failed: {e}") from None
+    if result.video is not None:
+        result = dataclasses.replace(result, video=video)  # where it now is
     if as_json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
         return

@@ -21,6 +21,8 @@ import math
 
 import numpy as np
 
+from simbackend.errors import IndexRangeError, InputShapeError
+
 __all__ = [
     "GRAVITY",
     # pendulum
@@ -297,7 +299,7 @@ ARM7_CUBE_MASS = 0.15
 def _arm7_q(q) -> np.ndarray:
     q = np.asarray(q, dtype=np.float64).reshape(-1)
     if q.shape != (7,):
-        raise ValueError(f"arm7 expects 7 joint angles, got shape {q.shape}")
+        raise InputShapeError("q (arm7 joint angles)", (7,), q.shape)
     return q
 
 
@@ -326,7 +328,7 @@ def _arm7_quats(q) -> list[np.ndarray]:
 def arm7_body_pose(q, k: int) -> tuple[np.ndarray, np.ndarray]:
     """World ``(pos (3,), quat_wxyz (4,))`` of body k: 0 = "base", 1..7 = "link1".."link7"."""
     if not 0 <= k <= 7:
-        raise ValueError(f"arm7 body index must be in 0..7, got {k}")
+        raise IndexRangeError(f"k: arm7 body index must be in 0..7, got {k}")
     T = _arm7_transforms(q)[k]
     return T[:3, 3].copy(), _arm7_quats(q)[k]
 
@@ -402,7 +404,7 @@ def quadruped_foot_pos(qpos, leg: str) -> np.ndarray:
     """(3,) world position of "{leg}_foot_site" from the full qpos (19,)."""
     qpos = np.asarray(qpos, dtype=np.float64).reshape(-1)
     if qpos.shape != (19,):
-        raise ValueError(f"quadruped expects qpos of shape (19,), got {qpos.shape}")
+        raise InputShapeError("qpos (quadruped)", (19,), qpos.shape)
     i = QUADRUPED_LEGS.index(leg)
     hip, thigh, calf = qpos[7 + 3 * i : 10 + 3 * i]
     T = homogeneous(qpos[:3], quat_to_matrix(qpos[3:7]))
