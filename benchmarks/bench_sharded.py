@@ -172,21 +172,22 @@ def _interrupted_after(sim: Any, ctrl: Any, delay: float) -> tuple[float, bool]:
     ``KeyboardInterrupt`` reaching this caller, and whether every env is back at its pre-call state."""
     before = (sim.get_qpos(), sim.get_qvel(), sim.get_time())
     sent: list[float] = []
+    go = threading.Event()
 
     def ctrl_c() -> None:
+        go.wait()
+        time.sleep(delay)
         sent.append(time.perf_counter())
         os.kill(os.getpid(), signal.SIGINT)
 
-    timer = threading.Timer(delay, ctrl_c)
-    timer.start()
+    threading.Thread(target=ctrl_c, daemon=True).start()
     try:
+        go.set()  # the delay counts from here, a few microseconds before step is called
         sim.step(ctrl, 10**8)
     except KeyboardInterrupt:
         answered = time.perf_counter()
     else:
         raise RuntimeError("the step was not interrupted")
-    finally:
-        timer.cancel()
     after = (sim.get_qpos(), sim.get_qvel(), sim.get_time())
     restored = all(bool((a == b).all()) for a, b in zip(before, after, strict=True))
     return answered - sent[0], restored
