@@ -301,5 +301,22 @@ def test_sharded_bench_compares_shard_counts_doing_the_same_work(tmp_path: Path)
     assert scaling["runs"] == {}
     assert [n.split(" ")[:3] for n in scaling["notes"][:2]] == [["K=1", "not", "run:"], ["K=2", "not", "run:"]]
     interrupts = data["sections"]["interrupt"]["interrupts"]  # Ctrl-C: every env back at its pre-call state
-    assert len(interrupts) == 12 and all(row["every_env_restored"] for row in interrupts.values())
+    assert len(interrupts) == 4 and all(row["every_env_restored"] for row in interrupts.values())
     assert all(f["value"] > 0 and f["target"] == 0.2 for f in data["sections"]["interrupt"]["figures"])
+
+
+def test_host_sync_probe_counts_the_reads_by_site(tmp_path: Path) -> None:
+    """probe_host_syncs.py: each phase runs its calls and names where host reads happen. On the CPU the front
+    end's input checks read their verdicts on the host (the GPU path defers them), so the step phase must
+    show scalar reads at named sites of the package; a probe that counted nothing would fail here."""
+    out = tmp_path / "syncs.json"
+    proc = _run("--sim", "mujoco", "--device", "cpu", "--n", "4", "--steps", "3", "--tasks", "cartpole",
+                "--out", str(out), script=BENCHMARKS / "probe_host_syncs.py", timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(out.read_text())
+    phases = {row["phase"]: row for row in data["phases"]}
+    assert len(phases) == 4 and data["errors"] == {} and all(row["calls"] == 3 for row in phases.values())
+    step = phases["backend step(ctrl, 1)"]
+    assert step["scalar_reads_per_call"] >= 1
+    assert sum(step["sites"].values()) == 3 * step["scalar_reads_per_call"]
+    assert all(site.startswith("scalar read at ") and ".py:" in site for site in step["sites"])

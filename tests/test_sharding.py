@@ -307,6 +307,8 @@ def test_ctrl_c_during_a_sharded_step_leaves_every_env_at_its_pre_call_state(mom
             engine._actors = [_SignalOnCall(a, "revert", after=False) for a in actors]
             timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
             timer.start()
+        # Python's own Ctrl-C handler, whatever this process inherited (a background job starts with SIGINT ignored)
+        handler = signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
             with pytest.raises(KeyboardInterrupt):
                 sim.step(-u, 200_000)
@@ -314,6 +316,7 @@ def test_ctrl_c_during_a_sharded_step_leaves_every_env_at_its_pre_call_state(mom
             engine._actors = actors
             if timer is not None:
                 timer.cancel()
+            signal.signal(signal.SIGINT, handler)
         after = (sim.get_qpos(), sim.get_qvel(), sim.get_time(), sim.get_ctrl())
         for a, b in zip(before, after, strict=True):
             assert torch.equal(a, b)
