@@ -326,6 +326,28 @@ def test_ctrl_c_during_a_sharded_step_leaves_every_env_at_its_pre_call_state(mom
         assert torch.equal(sim.get_qpos(), plain.get_qpos())
 
 
+def test_a_sigint_handler_of_the_program_keeps_its_meaning_in_a_sharded_step() -> None:
+    """A program's own SIGINT handler that only notes the request (a training loop stopping at the end of its
+    iteration) is called once, and the sharded step finishes as it would in one process."""
+    calls = []
+    with (
+        make_backend("mujoco", "pendulum", 4, shards=2, sharding=POOL) as sim,
+        make_backend("mujoco", "pendulum", 4) as plain,
+    ):
+        u = torch.full((4, 1), 0.2)
+        handler = signal.signal(signal.SIGINT, lambda signum, frame: calls.append(signum))
+        timer = threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT))
+        try:
+            timer.start()
+            sim.step(u, 400_000)
+        finally:
+            timer.cancel()
+            signal.signal(signal.SIGINT, handler)
+        plain.step(u, 400_000)
+        assert calls == [signal.SIGINT]
+        assert torch.equal(sim.get_qpos(), plain.get_qpos()) and torch.equal(sim.get_time(), plain.get_time())
+
+
 def test_sapien_beyond_its_per_process_cap() -> None:
     """CPU PhysX holds at most 1000 scenes per process; two shards of 600 hold 1200 envs."""
     with warnings.catch_warnings():

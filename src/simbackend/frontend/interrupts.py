@@ -8,7 +8,10 @@ their answers (:mod:`simbackend.sharding.engine`), and putting every env back
 after an interrupted step. :class:`HeldInterrupt` holds SIGINT over such a
 block; the block may look at :meth:`HeldInterrupt.take` to answer it early at
 a point of its choosing, and whatever it did not take is delivered when the
-block ends, as the handler that was in place would have delivered it.
+block ends, as the handler that was in place would have delivered it;
+:meth:`HeldInterrupt.deliver` hands it over earlier, at a point the block
+chooses, so that a program's own SIGINT handler (one that notes the request
+and lets the call finish) keeps its meaning.
 
 Only the main thread receives SIGINT, so elsewhere the block runs unchanged.
 """
@@ -57,15 +60,26 @@ class HeldInterrupt:
         pending, self._pending = self._pending, False
         return pending
 
+    def deliver(self) -> None:
+        """Hand a held SIGINT, if one arrived, to the handler that was in place, now: it decides, as it
+        would have without the block (Python's default raises ``KeyboardInterrupt`` here; a handler of the
+        program's own may only note it and return)."""
+        if self._active and self.take():
+            self._forward(self._old)
+
+    @staticmethod
+    def _forward(old: Any) -> None:
+        if old is signal.SIG_DFL:  # the process's own default: end it as the signal would have
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            signal.raise_signal(signal.SIGINT)
+        elif callable(old):
+            old(signal.SIGINT, None)
+
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         if not self._active:
             return
         self._active = False
         old, self._old = self._old, None
         signal.signal(signal.SIGINT, old)
-        if not self.take():
-            return
-        if old is signal.SIG_DFL:  # the process's own default: end it as the signal would have
-            signal.raise_signal(signal.SIGINT)
-        elif callable(old):
-            old(signal.SIGINT, None)  # Python's default handler raises KeyboardInterrupt here
+        if self.take():
+            self._forward(old)  # Python's default handler raises KeyboardInterrupt here

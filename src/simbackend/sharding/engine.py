@@ -334,14 +334,17 @@ class ShardedEngine(Engine):
             if mark_step:
                 stop = functools.partial(self._stop_step, held, list(calls))
             answers = self._run("call", calls, record=record, poll=stop)
-            if mark_step and (self._interrupted or any(isinstance(a, Interrupted) for a in answers.values())):
+            if mark_step and any(isinstance(a, Interrupted) for a in answers.values()):
                 raise KeyboardInterrupt
         return answers
 
     def _stop_step(self, held: HeldInterrupt, shards: list[int], now: bool = False) -> None:
-        """Called while a step's answers are awaited: at a held Ctrl-C (or ``now``), tell every shard to
-        stop the step."""
-        if (held.take() or now) and not self._interrupted:
+        """Called while a step's answers are awaited. A held Ctrl-C goes to the SIGINT handler in place
+        (Python's raises KeyboardInterrupt, which brings the call back here with ``now``; a program's own
+        handler may let the step go on); ``now``: tell every shard to stop the step."""
+        if not now:
+            held.deliver()
+        elif not self._interrupted:
             self._interrupted = True
             for k in shards:
                 if k not in self._dead:
@@ -375,8 +378,8 @@ class ShardedEngine(Engine):
                 try:
                     out[k] = self._await(k, ref, deadline, limit, resubmit, poll)
                 except KeyboardInterrupt as e:
-                    # raised by a handler other than SIGINT's (which is held): the answers are still
-                    # gathered, so that the state each shard took is known; a step is stopped first
+                    # Ctrl-C (or any handler raising it): the answers are still gathered, so that the state
+                    # each shard took is known; a step is stopped first
                     stopped = stopped or e
                     if poll is not None:
                         poll(True)
