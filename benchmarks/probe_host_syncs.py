@@ -11,8 +11,8 @@ with the first frame of this project's code that caused it:
 * ``task``: the task layer's ``step`` and ``reset`` of the done envs, with the
   adapter (``SimVectorEnv`` in torch mode) around it, for each task named.
 
-The counts are a map for removing host syncs from the GPU loop (DESIGN.md:
-"a GPU step never reads a device value on the host"); on CUDA the run is also
+The counts are a map for removing host syncs from the GPU loop (docs/conventions.md:
+GPU backends never synchronise with the host in step, set_state or a getter); on CUDA the run is also
 done under ``torch.cuda.set_sync_debug_mode("warn")`` and each warning's site
 is counted. On the CPU the counts show the same sites (the same ops run), so
 the script is checked here without a GPU.
