@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 __all__ = [
     "SimBackendError",
@@ -55,8 +56,8 @@ class InputShapeError(SimBackendError, ValueError):
         self.argument = argument
         self.expected = tuple(expected) if not isinstance(expected, str) else expected
         self.received = tuple(received)
-        exp = expected if isinstance(expected, str) else _shape_str(expected)
-        super().__init__(f"{argument}: expected shape {exp}, got {_shape_str(received)}")
+        exp = expected if isinstance(expected, str) else format_shape(expected)
+        super().__init__(f"{argument}: expected shape {exp}, got {format_shape(received)}")
 
 
 class InvalidArgumentError(SimBackendError, ValueError):
@@ -232,7 +233,8 @@ def closest_names_hint(name: str, known: Iterable[str], n: int = 3) -> str:
     return f"; known names: {shown}{', ...' if len(known) > 8 else ''}"
 
 
-def _shape_str(shape: Sequence[int] | str) -> str:
+def format_shape(shape: Sequence[Any] | str) -> str:
+    """``(2, 3)``, ``(5,)``: a shape as messages write it (a string is kept as it is)."""
     if isinstance(shape, str):
         return shape
     return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"

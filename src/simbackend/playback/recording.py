@@ -76,6 +76,7 @@ from simbackend.errors import (
     ModelLoadError,
     RecordingError,
     SnapshotMismatchError,
+    format_shape,
 )
 from simbackend.model_info import JOINT_BALL, JOINT_FREE
 from simbackend.state import BODY_FIELDS, NamedState
@@ -447,10 +448,6 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
-def _shape(shape: Sequence[Any]) -> str:
-    return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
-
-
 def _short(v: Any) -> str:
     text = " ".join(repr(v).split())
     return text if len(text) <= 60 else text[:57] + "..."
@@ -628,7 +625,9 @@ class Recording:
         def shaped(name: str, shape: Sequence[int], labels: Sequence[str], kinds: str) -> Any:
             ds = dataset(name)
             if tuple(ds.shape) != tuple(shape):
-                raise bad(name, f"expected shape {_shape(shape)} = {_shape(labels)}, got {_shape(ds.shape)}")
+                raise bad(
+                    name, f"expected shape {format_shape(shape)} = {format_shape(labels)}, got {format_shape(ds.shape)}"
+                )
             if ds.dtype.kind not in kinds:
                 raise bad(name, f"expected {_KIND_WORDS[kinds]}, got dtype {ds.dtype}")
             return ds
@@ -636,8 +635,8 @@ class Recording:
         def strings(name: str, size: int | None, label: str) -> tuple[str, ...]:
             ds = dataset(name)
             if ds.ndim != 1 or (size is not None and ds.shape[0] != size):
-                want = _shape((size,)) + f" = ({label},)" if size is not None else "(n,)"
-                raise bad(name, f"expected shape {want}, got {_shape(ds.shape)}")
+                want = format_shape((size,)) + f" = ({label},)" if size is not None else "(n,)"
+                raise bad(name, f"expected shape {want}, got {format_shape(ds.shape)}")
             if h5.check_string_dtype(ds.dtype) is None:
                 raise bad(name, f"expected strings, got dtype {ds.dtype}")
             return tuple(s.decode() if isinstance(s, bytes) else str(s) for s in ds[()])
@@ -648,7 +647,9 @@ class Recording:
         # the stored model, and the header against it
         model = dataset("model")
         if model.ndim != 1 or model.dtype != np.uint8:
-            raise bad("model", f"expected the MJB bytes (n,) uint8, got {model.dtype} of shape {_shape(model.shape)}")
+            raise bad(
+                "model", f"expected the MJB bytes (n,) uint8, got {model.dtype} of shape {format_shape(model.shape)}"
+            )
         try:
             info = model_info(model_from_bytes(np.asarray(model[()], np.uint8).tobytes()))
         except ModelLoadError as e:
@@ -702,7 +703,7 @@ class Recording:
             if shape != want_shape:
                 raise bad(
                     "layout/params",
-                    f"{name!r} has shape {_shape(shape)}, the stored model's is {_shape(want_shape)}",
+                    f"{name!r} has shape {format_shape(shape)}, the stored model's is {format_shape(want_shape)}",
                 )
         P = sum(int(np.prod(s)) for s in self.param_shapes)
 
@@ -710,7 +711,8 @@ class Recording:
         ids = dataset("env_ids")
         if ids.ndim != 1 or ids.shape[0] < 1 or ids.dtype.kind not in "iu":
             raise bad(
-                "env_ids", f"expected shape (k,) with k >= 1 integers, got {ids.dtype} of shape {_shape(ids.shape)}"
+                "env_ids",
+                f"expected shape (k,) with k >= 1 integers, got {ids.dtype} of shape {format_shape(ids.shape)}",
             )
         self.env_ids = np.asarray(ids[()], np.int64)
         k = self.env_ids.size
@@ -722,9 +724,11 @@ class Recording:
             )
         nsteps, event_rows = dataset("rows/nsteps"), dataset("events/row")
         if nsteps.ndim != 1 or nsteps.shape[0] < 1:
-            raise bad("rows/nsteps", f"expected shape (T,) with T >= 1 (row 0: the start), got {_shape(nsteps.shape)}")
+            raise bad(
+                "rows/nsteps", f"expected shape (T,) with T >= 1 (row 0: the start), got {format_shape(nsteps.shape)}"
+            )
         if event_rows.ndim != 1:
-            raise bad("events/row", f"expected shape (E,), got {_shape(event_rows.shape)}")
+            raise bad("events/row", f"expected shape (E,), got {format_shape(event_rows.shape)}")
         T, E = nsteps.shape[0], event_rows.shape[0]
         row_sets = {
             name: shaped(f"rows/{name}", (T, *shape), ("T", *labels), _kinds(dt))
