@@ -2,9 +2,12 @@
 """Where a GPU run reads device values on the host: every scalar read, by call site.
 
 Runs the calls a training loop makes on a GPU backend and records each host
-read of a device value (``aten::_local_scalar_dense``, the op behind
-``.item()``, ``bool()``, ``int()`` of a tensor, and a device-to-host copy),
-with the first frame of this project's code that caused it:
+read of a device value with the first frame of this project's code that
+caused it, counted by :func:`simbackend.host_reads.count_host_reads`: scalar
+reads (``aten::_local_scalar_dense``, the op behind ``.item()``, ``bool()``,
+``int()`` of a tensor), ops of data-dependent shape (``nonzero``, boolean-mask
+indexing, ``unique``, ...), device-to-host copies, and on the CPU the
+``.cpu()``/``.tolist()`` calls that copy to the host on a GPU:
 
 * ``backend``: ``step(ctrl, 1)``, the getters a locomotion task reads every
   step, and ``set_state`` of a few envs;
@@ -14,8 +17,9 @@ with the first frame of this project's code that caused it:
 The counts are a map for removing host syncs from the GPU loop (docs/conventions.md:
 GPU backends never synchronise with the host in step, set_state or a getter); on CUDA the run is also
 done under ``torch.cuda.set_sync_debug_mode("warn")`` and each warning's site
-is counted. On the CPU the counts show the same sites (the same ops run), so
-the script is checked here without a GPU.
+is counted. On the CPU the counts show the same sites (the same ops run, tensors
+of the host included), so the script is checked here without a GPU; on CUDA
+only reads of device tensors count (``cpu_tensors=False``).
 
 Usage::
 
@@ -23,8 +27,9 @@ Usage::
     python benchmarks/probe_host_syncs.py --sim mujoco --device cpu --n 8 --steps 5 --tasks cartpole
 
 Writes JSON (default ``benchmarks/results/host_syncs.json``): per phase, the
-number of calls, the scalar reads and device-to-host copies per call, and the
-sites (``file:line function``) with their counts, most first.
+number of calls, the host reads per call (all kinds, and scalar reads,
+data-dependent shapes, device-to-host copies and read-back calls apart), and
+the sites (``kind at file:line function``) with their counts, most first.
 """
 
 from __future__ import annotations
@@ -35,60 +40,19 @@ import json
 import os
 import sys
 import time
-import traceback
 import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+
+from simbackend.host_reads import COPY_TO_HOST, DATA_DEPENDENT_SHAPE, READBACK_CALL, SCALAR_READ, count_host_reads
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_OUT = HERE / "results" / "host_syncs.json"
-SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 if not os.environ.get("MUJOCO_GL"):
     os.environ["MUJOCO_GL"] = "egl"
-
-
-def _site() -> str:
-    """The innermost frame of simbackend's own code on the stack (else the innermost frame of this script)."""
-    frames = traceback.extract_stack()[:-2]
-    for f in reversed(frames):
-        if "simbackend" in f.filename and "probe_host_syncs" not in f.filename:
-            name = f.filename.split("simbackend/")[-1]
-            return f"{name}:{f.lineno} {f.name}"
-    f = frames[-1]
-    return f"{Path(f.filename).name}:{f.lineno} {f.name}"
-
-
-class HostReads(TorchDispatchMode):
-    """Counts, by call site, the ops that bring a device value to the host."""
-
-    def __init__(self, device: torch.device) -> None:
-        super().__init__()
-        self.device = device
-        self.sites: collections.Counter[str] = collections.Counter()
-        self.scalar_reads = 0
-        self.copies_to_host = 0
-
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
-        name = str(func.overloadpacket)
-        hit = None
-        if name == "aten._local_scalar_dense":
-            self.scalar_reads += 1
-            hit = "scalar read"
-        elif name in ("aten._to_copy", "aten.copy_") and self.device.type != "cpu":
-            src = args[1] if name == "aten.copy_" else args[0]
-            dst_dev = kwargs.get("device") if name == "aten._to_copy" else args[0].device
-            if isinstance(src, torch.Tensor) and src.device.type != "cpu" and dst_dev is not None:
-                if torch.device(dst_dev).type == "cpu":
-                    self.copies_to_host += 1
-                    hit = "copy to host"
-        if hit is not None:
-            self.sites[f"{hit} at {_site()}"] += 1
-        return func(*args, **kwargs)
 
 
 def _run(phase: str, device: torch.device, calls: int, body: Any) -> dict:
@@ -96,7 +60,6 @@ def _run(phase: str, device: torch.device, calls: int, body: Any) -> dict:
     body(-1)  # warm: first-call lookups and compilations are not the loop's
     if device.type == "cuda":
         torch.cuda.synchronize()
-    counter = HostReads(device)
     caught: collections.Counter[str] = collections.Counter()
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as seen:
@@ -104,7 +67,8 @@ def _run(phase: str, device: torch.device, calls: int, body: Any) -> dict:
         if device.type == "cuda":
             torch.cuda.set_sync_debug_mode("warn")
         try:
-            with counter:
+            # on the CPU, reads of every tensor stand in for the device's; on a GPU only the device's count
+            with count_host_reads(cpu_tensors=device.type == "cpu") as reads:
                 for i in range(calls):
                     body(i)
         finally:
@@ -120,9 +84,12 @@ def _run(phase: str, device: torch.device, calls: int, body: Any) -> dict:
         "phase": phase,
         "calls": calls,
         "seconds": elapsed,
-        "scalar_reads_per_call": counter.scalar_reads / calls,
-        "copies_to_host_per_call": counter.copies_to_host / calls,
-        "sites": dict(counter.sites.most_common()),
+        "host_reads_per_call": reads.total / calls,
+        "scalar_reads_per_call": reads.kinds[SCALAR_READ] / calls,
+        "copies_to_host_per_call": reads.kinds[COPY_TO_HOST] / calls,
+        "data_dependent_shapes_per_call": reads.kinds[DATA_DEPENDENT_SHAPE] / calls,
+        "readback_calls_per_call": reads.kinds[READBACK_CALL] / calls,
+        "sites": reads.by_site(),
         "sync_debug_warnings": dict(caught.most_common()),
     }
 
@@ -204,8 +171,10 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     for row in rows:
         print(
-            f"{row['phase']}: {row['scalar_reads_per_call']:.1f} scalar reads and "
-            f"{row['copies_to_host_per_call']:.1f} copies to host per call, {row['seconds'] / row['calls'] * 1e3:.2f} ms/call"
+            f"{row['phase']}: {row['host_reads_per_call']:.1f} host reads per call "
+            f"({row['scalar_reads_per_call']:.1f} scalar reads, {row['data_dependent_shapes_per_call']:.1f} "
+            f"data-dependent shapes, {row['copies_to_host_per_call']:.1f} copies to host, "
+            f"{row['readback_calls_per_call']:.1f} read-back calls), {row['seconds'] / row['calls'] * 1e3:.2f} ms/call"
         )
         for site, count in list(row["sites"].items())[:8]:
             print(f"    {count:6d}  {site}")

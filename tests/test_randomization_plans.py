@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from simbackend.errors import ArgumentTypeError, InvalidArgumentError
+from simbackend.host_reads import count_host_reads
 from simbackend.randomization import (
     Distribution,
     IntervalScheduler,
@@ -22,6 +23,7 @@ from simbackend.randomization import (
     Term,
     draw,
     uniforms,
+    uniforms_torch,
 )
 
 D = Distribution
@@ -132,6 +134,68 @@ def test_uniforms_are_uniform_and_uncorrelated() -> None:
     nxt = uniforms(1, 99, np.arange(20000), np.ones(20000, np.int64), 1)[:, 0]
     assert abs(np.corrcoef(u[:, 0], nxt)[0, 1]) < 0.03
     assert abs(np.corrcoef(u[:-1, 0], u[1:, 0])[0, 1]) < 0.03
+
+
+_EDGE_WORDS = (0, 1, 2**32 - 1, 2**32, 2**63 - 1, 2**63, 2**63 + 1, 2**64 - 1)
+
+
+def test_uniforms_torch_has_the_bits_of_uniforms() -> None:
+    """The torch draw is the numpy draw bit for bit: seeds and keys on both sides of 2**63 (the sign bit of
+    int64, where an arithmetic shift or a wrongly signed constant would show), ids and counts up to 2**40."""
+    rng = np.random.default_rng(0)
+    words = list(_EDGE_WORDS) + [int(w) for w in rng.integers(0, 2**64, 24, dtype=np.uint64)]
+    checked = 0
+    for i, seed in enumerate(words):
+        for key in (words[(i * 7 + 3) % len(words)], words[(i * 5 + 1) % len(words)], 0, 2**64 - 1):
+            n = int(rng.integers(0, 40))
+            ids = rng.integers(0, 2**40 + 1, n, dtype=np.int64)
+            counts = rng.integers(0, 2**40 + 1, n, dtype=np.int64)
+            if n >= 2:  # the extremes
+                ids[:2], counts[:2] = (0, 2**40), (2**40, 0)
+            size = checked % 8
+            want = torch.from_numpy(uniforms(seed, key, ids, counts, size))
+            got = uniforms_torch(seed, key, torch.from_numpy(ids), torch.from_numpy(counts), size)
+            assert got.dtype == torch.float64 and got.shape == (n, size)
+            assert torch.equal(got, want), (seed, key, size)
+            checked += 1
+    # other integer dtypes, counts on another tensor than the ids' own
+    ids32 = torch.arange(0, 3000, 7, dtype=torch.int32)
+    counts = torch.arange(ids32.numel(), dtype=torch.int64) * 3
+    want = torch.from_numpy(uniforms(11, 2**63 + 5, ids32.numpy(), counts.numpy(), 3))
+    assert torch.equal(uniforms_torch(11, 2**63 + 5, ids32, counts, 3), want)
+    assert checked == len(words) * 4
+
+
+def test_uniforms_torch_values_are_exact_float64() -> None:
+    """Each value is (m + 0.5) / 2**53 for an integer m < 2**53 (the top 53 bits): exact in float64, inside (0, 1)."""
+    u = uniforms_torch(2**64 - 1, 2**63, torch.arange(5000), torch.full((5000,), 2**40), 6)
+    m = u * 2.0**53 - 0.5
+    assert u.dtype == torch.float64
+    assert torch.equal(m, m.round()) and bool(((m >= 0) & (m < 2.0**53)).all())
+    assert bool(((u > 0) & (u < 1)).all())
+
+
+def test_uniforms_torch_makes_no_host_read() -> None:
+    """The torch draw runs as device ops alone: no scalar read (``aten._local_scalar_dense``), no
+    nonzero, no copy, under a dispatch mode that sees every aten op."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Ops(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.names: list[str] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.names.append(str(func.overloadpacket))
+            return func(*args, **(kwargs or {}))
+
+    ids, counts = torch.arange(0, 64, 3), torch.arange(22) * 2**35
+    with count_host_reads() as reads, Ops() as ops:
+        u = uniforms_torch(2**63 + 17, 2**64 - 2, ids, counts, 4)
+    assert u.shape == (22, 4)
+    assert "aten.mul" in ops.names and "aten.bitwise_xor" in ops.names  # the mode saw the draw's ops
+    assert "aten._local_scalar_dense" not in ops.names, ops.names
+    assert reads.total == 0, reads.summary()
 
 
 def test_distributions_draw_their_laws() -> None:

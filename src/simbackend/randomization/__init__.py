@@ -3,7 +3,8 @@
 * :mod:`.plan`: :class:`RandomizationPlan`, :class:`Term`, :class:`Distribution`
   (dataclasses, JSON round trip) and the term kinds (:data:`TERM_KINDS`).
 * :mod:`.sampling`: the counter-based draws (values depend on seed, term,
-  env id and draw count only).
+  env id and draw count only); :func:`uniforms_torch` draws the same bits
+  on a tensor's device.
 * :mod:`.apply`: how a backend applies a plan (part of ``SimBackend``) and
   the per-env model fields backends implement (:data:`FIELDS`).
 * :mod:`.schedule`: :class:`IntervalScheduler` for the interval phase.
@@ -15,7 +16,7 @@ Phases: ``init`` (``apply_init_randomization``), ``reset``
 
 from .apply import CORE_TERMS, FIELDS, core_dr_support
 from .plan import FRICTION_COMPONENTS, OPERATIONS, PHASES, TERM_KINDS, Distribution, RandomizationPlan, Term, TermKind
-from .sampling import draw, uniforms
+from .sampling import draw, uniforms, uniforms_torch
 from .schedule import IntervalScheduler
 
 __all__ = [
@@ -33,4 +34,5 @@ __all__ = [
     "core_dr_support",
     "draw",
     "uniforms",
+    "uniforms_torch",
 ]
