@@ -95,7 +95,8 @@ class CtrlOneSubstepLate(MuJoCoEngine):
         failed = super().step(torch.zeros_like(ctrl) if late is None else late, 1, forces)
         if nsteps > 1:
             before = self._prev_state.copy()
-            failed = failed | super().step(ctrl, nsteps - 1, forces)
+            rest = super().step(ctrl, nsteps - 1, forces)  # the engine's masks: None when no env failed
+            failed = rest if failed is None else failed if rest is None else failed | rest
             self._prev_state[...] = before  # a revert goes back to before the whole call
         self._late_ctrl = ctrl.clone()
         return failed

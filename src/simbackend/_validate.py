@@ -122,6 +122,37 @@ def real_tensor(
     return torch.as_tensor(a, device=device).to(dtype)
 
 
+#: float dtypes whose CPU tensors :func:`host_real` reads as numpy views
+_HOST_FLOATS = (torch.float32, torch.float64)
+
+
+def host_real(x: Any, shape: tuple[int, ...]) -> np.ndarray | None:
+    """A numpy view of ``x`` when it is a plain CPU float32/float64 tensor of exactly ``shape`` whose values
+    all pass the input checks (finite, ``|x| <= MAX_REAL_INPUT``), else ``None``.
+
+    The CPU front end's fast path: one reduction instead of :func:`real_tensor`, :func:`nonfinite_rows`
+    and :func:`rows_above`. ``None`` sends the caller to those general checks, which name what is wrong.
+    """
+    if (
+        type(x) is not torch.Tensor
+        or x.dtype not in _HOST_FLOATS
+        or x.device.type != "cpu"
+        or x.layout != torch.strided
+        or x.shape != shape
+    ):
+        return None
+    a = x.detach().numpy()
+    if a.size and not (float(a.max()) <= MAX_REAL_INPUT and float(a.min()) >= -MAX_REAL_INPUT):  # NaN fails
+        return None
+    return a
+
+
+def within(t: torch.Tensor, limit: float) -> bool:
+    """Whether every value of CPU tensor ``t`` is finite with ``|value| <= limit`` (one reduction; NaN fails)."""
+    a = t.detach().numpy()
+    return not a.size or (float(a.max()) <= limit and float(a.min()) >= -limit)  # NaN fails both
+
+
 def nonfinite_rows(t: torch.Tensor) -> torch.Tensor:
     """``(n,)`` bool on ``t``'s device: rows (first axis) holding NaN or inf."""
     if t.shape[0] == 0:
@@ -201,12 +232,13 @@ def _checked_ids(
         raise error(f"{argument}: expected integer {kind} ids, got dtype {a.dtype}")
     big = a.dtype.kind == "u" and a.dtype.itemsize == 8 and (a > np.iinfo(np.int64).max).any()
     a = a.astype(np.int64)
-    bad = a[(a < 0) | (a >= size)] if not big else a[:1]
-    if bad.size or big:
+    if big or not (0 <= a.min() and a.max() < size):  # the common case: one reduction each way
+        bad = a[(a < 0) | (a >= size)] if not big else a[:1]
         raise error(f"{argument}: {kind} ids must be in [0, {size}), got {bad[:8].tolist()}")
-    if not allow_duplicates:
-        uniq, counts = np.unique(a, return_counts=True)
-        if (counts > 1).any():
+    if not allow_duplicates and a.size > 1:
+        ordered = np.sort(a)
+        if (ordered[1:] == ordered[:-1]).any():
+            uniq, counts = np.unique(a, return_counts=True)
             raise error(f"{argument}: duplicated {kind} ids {uniq[counts > 1][:8].tolist()}")
     return a
 
@@ -226,6 +258,8 @@ def scalar_id(i: Any, size: int, kind: str, argument: str, host_ids: HostIds | N
 
 def positive_int(n: Any, argument: str) -> int:
     """An integer >= 1 (``bool``, floats and None refused); :func:`simbackend.checks.integer`."""
+    if type(n) is int and n >= 1:  # the common case, without the general checks' cost
+        return n
     return checks.integer(n, argument, minimum=1)
 
 

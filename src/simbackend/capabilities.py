@@ -98,6 +98,10 @@ class Capabilities:
             continuation agrees to the tolerance the backend documents).
         ray_casting: rays against the collision geoms of every env
             (``create_height_scanner``).
+        cuda_graphs: with deferred checks, ``step``, the getters and ``set_state`` with a mask
+            and N rows can be captured in a caller's ``torch.cuda.graph`` (every kernel on the
+            capturing stream, nothing read back, nothing allocated outside the graph's pool):
+            :class:`simbackend.graphs.CapturedStep` replays a whole RL step.
         domain_randomization: ``"<term>:<phase>"`` domain-randomization entries the engine
             applies (:mod:`simbackend.randomization`; ``get_dr_capabilities()`` adds the
             contract's own terms).
@@ -134,6 +138,7 @@ class Capabilities:
     snapshot_restore: bool = False
     snapshot_exact: bool = False
     ray_casting: bool = False
+    cuda_graphs: bool = False
     domain_randomization: frozenset[str] = field(default_factory=frozenset)
     max_envs: int | None = None
     delegated: frozenset[str] = field(default_factory=frozenset)

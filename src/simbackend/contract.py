@@ -42,7 +42,7 @@ import torch
 from simbackend import _validate as V
 from simbackend.capabilities import Capabilities
 from simbackend.devices import require_device
-from simbackend.divergence import MAX_QPOS, MAX_QVEL, diverged_rows, forced_rows
+from simbackend.divergence import MAX_QPOS, MAX_QVEL, any_diverged, diverged_rows, forced_rows
 from simbackend.engine import BodyForces, Engine, EngineBuild
 from simbackend.errors import (
     ArgumentTypeError,
@@ -136,16 +136,20 @@ class SimBackend:
         self._readout = Readout(self, self._host_ids)
         self._playback = Playback(self, self._host_ids)
         self._faults: DeferredFaults | None = None
-        self._deferred: bool | None = None  # decided on first use, from capabilities.gpu
+        # decided on first use, from capabilities.gpu, unless the option says
+        self._deferred: bool | None = opts.deferred_checks
         self._pre_step: PreStepControl | None = None
         self._in_step = False
         self._observers: list = []
         self._silenced = False
-        self._index_cache: dict[str, torch.Tensor] = {}
+        self._index_cache: dict[str, Any] = {}  # index tensors (per device) and host index arrays
         self._inv_weight: torch.Tensor | None = None  # bodies' inverse weights, for divergence rule 5
         self._row_memo: dict[int, tuple] = {}
         quat_cols = info.quat_qpos_index[:, None] + np.arange(4) if info.quat_qpos_index.size else np.zeros((0, 4), int)
         self._quat_cols = torch.as_tensor(quat_cols, dtype=torch.long, device=dev)
+        self._ctrl_shape = (num_envs, info.nu)
+        self._dof_columns = {"dof_qpos": info.dof_qpos_index, "dof_qvel": info.dof_qvel_index}  # computed once
+        self._np_dtype = np.float32 if engine.dtype == torch.float32 else np.float64
         self._closed = False
 
     # ------------------------------------------------------------------
@@ -190,6 +194,13 @@ class SimBackend:
     def device(self) -> torch.device:
         """Torch device of every returned tensor."""
         return self._device
+
+    @property
+    def deferred_checks(self) -> bool:
+        """Whether input values are checked on the device and reported at the next call (GPU backends,
+        or the ``deferred_checks=True`` option): then ``step``, the getters and ``set_state`` with a
+        device mask read nothing back from the device (docs/conventions.md, "Host reads")."""
+        return self._defers_checks
 
     @property
     def seed(self) -> int:
@@ -618,9 +629,11 @@ class SimBackend:
         Args:
             env_ids: ``(n,)`` distinct env ids in any order, a boolean mask ``(N,)``,
                 or ``None`` for all envs. Envs not named are untouched.
-            qpos: ``(n, nq)`` positions, row i for ``env_ids[i]``. Free and ball
+            qpos: ``(n, nq)`` positions, row i for ``env_ids[i]``; with a boolean
+                mask tensor also ``(N, nq)``, of which the selected envs' rows are
+                used (the form that reads nothing back from a GPU). Free and ball
                 joint quaternions are normalised; a zero quaternion is rejected.
-            qvel: ``(n, nv)`` velocities, or ``None`` for zero.
+            qvel: ``(n, nv)`` (or ``(N, nv)``, as ``qpos``) velocities, or ``None`` for zero.
             randomization: a :class:`~simbackend.randomization.RandomizationPlan`
                 whose ``reset`` terms are drawn for the named envs and applied
                 together with the state (velocity pushes add to ``qvel``).
@@ -636,6 +649,9 @@ class SimBackend:
         replay from the same state reproduces the same trajectory.
         """
         self._enter_mutation("set_state")
+        if self._masked_rows(env_ids, qpos):
+            self._set_state_masked(env_ids, qpos, qvel, randomization)
+            return
         ids = V.env_ids(env_ids, self.num_envs, host_ids=self._host_ids)
         n = ids.size
         dev, dt = self._device, self._input_dtype
@@ -647,18 +663,18 @@ class SimBackend:
         )
         if n == 0:
             return
-        order = np.argsort(ids, kind="stable")
-        if not (order == np.arange(n)).all():
+        if n > 1 and not (ids[1:] > ids[:-1]).all():  # written in env order
+            order = np.argsort(ids, kind="stable")
             perm = torch.as_tensor(order, device=dev)
             ids, qpos, qvel = ids[order], qpos[perm], qvel[perm]
-        checks = [
-            ("qpos", qpos, "nonfinite", None),
-            ("qvel", qvel, "nonfinite", None),
-            ("qpos", qpos, MAX_QPOS, None),
-            ("qvel", qvel, MAX_QVEL, None),
-        ]
-        qpos, zero = V.normalised_quaternions(qpos, self._quat_cols)
-        held = self._check_values(ids, checks + [("qpos", zero, "zero quaternion", None)])
+        checks: list[tuple[str, Any, Any, Any]] = [("qpos", qpos, "nonfinite", None), ("qvel", qvel, "nonfinite", None)]
+        checks += [("qpos", qpos, MAX_QPOS, None), ("qvel", qvel, MAX_QVEL, None)]
+        if not self._defers_checks and dev.type == "cpu" and V.within(qpos, MAX_QPOS) and V.within(qvel, MAX_QVEL):
+            checks = []  # the common case, one reduction each: finite and within the rule's bounds
+        if self._quat_cols.numel():
+            qpos, zero = V.normalised_quaternions(qpos, self._quat_cols)
+            checks.append(("qpos", zero, "zero quaternion", None))
+        held = self._check_values(ids, checks)
         if held is not None:  # GPU: rows with bad values keep the env's current state
             rows = torch.as_tensor(ids, device=dev)
             now_q, now_v = self._engine.read_state()
@@ -674,6 +690,45 @@ class SimBackend:
         if self._faults is not None:
             self._faults.publish()
         self._notify_write(ids, "set_state")
+
+    def _masked_rows(self, env_ids: Any, qpos: Any) -> bool:
+        """Whether ``set_state`` was given a boolean mask tensor with one row per env (all N)."""
+        return (
+            isinstance(env_ids, torch.Tensor)
+            and env_ids.dtype == torch.bool
+            and tuple(env_ids.shape) == (self.num_envs,)
+            and getattr(qpos, "shape", (None,))[:1] == (self.num_envs,)
+        )
+
+    def _set_state_masked(self, mask: torch.Tensor, qpos: Any, qvel: Any, randomization: Any) -> None:
+        """``set_state`` of the envs selected by ``mask`` from ``(N, nq)`` / ``(N, nv)`` rows. A backend with
+        deferred checks reads nothing from the device (bad rows are recorded and keep their state), unless a
+        randomization plan or an observer needs the env ids on the host; the others take the ids' path."""
+        n, dev, dt = self.num_envs, self._device, self._input_dtype
+        V.check_tensor_storage(mask, "env_ids")
+        qpos = V.real_tensor(qpos, "qpos", (n, self.nq), device=dev, dtype=dt)
+        qvel = None if qvel is None else V.real_tensor(qvel, "qvel", (n, self.nv), device=dev, dtype=dt)
+        if not self._defers_checks or randomization is not None or (self._observers and not self._silenced):
+            ids = np.flatnonzero(mask.detach().cpu().numpy())
+            rows = torch.as_tensor(ids, device=dev)
+            self.set_state(ids, qpos[rows], None if qvel is None else qvel[rows], randomization=randomization)
+            return
+        select = mask.detach().to(dev)
+        if qvel is None:
+            qvel = torch.zeros((n, self.nv), dtype=dt, device=dev)
+        qpos, zero = V.normalised_quaternions(qpos, self._quat_cols)
+        checks = [
+            ("qpos", qpos, "nonfinite", None),
+            ("qvel", qvel, "nonfinite", None),
+            ("qpos", qpos, MAX_QPOS, None),
+            ("qvel", qvel, MAX_QVEL, None),
+            ("qpos", zero, "zero quaternion", None),
+        ]
+        held = self._check_values(self._all_env_ids, checks, select=select)
+        write = select if held is None else select & ~held
+        self._engine.write_state_masked(write, qpos.to(self._dtype).contiguous(), qvel.to(self._dtype).contiguous())
+        if self._faults is not None:
+            self._faults.publish()
 
     def step(self, ctrl: Any = None, nsteps: int = 1) -> dict:
         """Advance every env by ``nsteps`` substeps with the same ``ctrl``.
@@ -853,8 +908,12 @@ class SimBackend:
         self._notify_write(p.ids, "apply_body_velocity_delta")
 
     def synchronize(self) -> None:
-        """Wait for the device and raise any input error a GPU backend deferred (no-op on CPU backends)."""
+        """Wait for the device and raise any input error a GPU backend deferred (no-op on CPU backends).
+
+        The marks are read whatever the calls since: a replayed CUDA graph (:mod:`simbackend.graphs`)
+        updates them without a Python call."""
         if self._faults is not None:
+            self._faults.pending = True
             self._faults.publish()
             self._faults.raise_if_any(wait=True)
 
@@ -1160,6 +1219,11 @@ class SimBackend:
     # ------------------------------------------------------------------
     # observers
     # ------------------------------------------------------------------
+    @property
+    def observers(self) -> tuple[Any, ...]:
+        """The observers added (:meth:`add_observer`), in the order they run."""
+        return tuple(self._observers)
+
     def add_observer(self, observer: Any) -> None:
         """Call ``observer`` after every successful ``step`` and state or parameter write.
 
@@ -1220,27 +1284,39 @@ class SimBackend:
         """``nsteps`` engine substeps with ``ctrl``, judged by the contract's divergence rule; diverged
         and held envs (``hold``: GPU input faults) get back their pre-call state. Returns the
         ``(N,)`` diverged mask (held envs excluded); time and the last controls follow."""
-        engine = self._engine
+        engine, defer = self._engine, self._defers_checks
         forces = self._book.pending_forces()
         try:
             failed = engine.step(ctrl, nsteps, forces)
             qpos, qvel = engine.read_state()
-            diverged = self._mask(diverged_rows(qpos, qvel))
-            if forces is not None:  # rule 5: a push no engine integrates (simbackend.divergence)
-                diverged = diverged | self._pushed_too_hard(forces, nsteps)
-            if failed is not None:
-                diverged = diverged | self._mask(failed)
-            stayed = diverged if hold is None else diverged | hold
-            if self._defers_checks or bool(stayed.any()):  # a GPU engine reverts by mask, no host read
-                engine.revert(stayed)
+            # a CPU backend's common case, judged by one reduction per array: nothing diverged, nothing to revert
+            clean = (
+                not defer
+                and forces is None
+                and hold is None
+                and (failed is None or not failed.any())
+                and not any_diverged(qpos, qvel)
+            )
+            if not clean:
+                diverged = self._mask(diverged_rows(qpos, qvel))
+                if forces is not None:  # rule 5: a push no engine integrates (simbackend.divergence)
+                    diverged = diverged | self._pushed_too_hard(forces, nsteps)
+                if failed is not None:
+                    diverged = diverged | self._mask(failed)
+                stayed = diverged if hold is None else diverged | hold
+                if defer or bool(stayed.any()):  # a GPU engine reverts by mask, no host read
+                    engine.revert(stayed)
         except BaseException:
             # interrupted (Ctrl-C) or failed anywhere, judging included: every env back at its pre-call state;
             # a second Ctrl-C waits for the revert to end
             with HeldInterrupt():
                 engine.revert(torch.ones(self.num_envs, dtype=torch.bool, device=self._device))
             raise
-        self._book.advance(nsteps * self.physics_dt, stayed, self._defers_checks)
-        self._book.ctrl = ctrl.clone()  # the caller may reuse the tensor it passed
+        self._book.keep_ctrl(ctrl)  # a copy: the caller may reuse the tensor it passed
+        if clean:
+            self._book.advance_all(nsteps * self.physics_dt)
+            return torch.zeros(self.num_envs, dtype=torch.bool, device=self._device)
+        self._book.advance(nsteps * self.physics_dt, stayed, defer)
         return diverged if hold is None else diverged & ~hold
 
     def _pushed_too_hard(self, forces: BodyForces, nsteps: int) -> torch.Tensor:
@@ -1265,7 +1341,8 @@ class SimBackend:
 
     def _rewind(self, mark: tuple[Any, torch.Tensor, torch.Tensor]) -> None:
         """Put every env back where :meth:`_mark` found it."""
-        engine, self._book.time, self._book.ctrl = mark
+        engine, time_, ctrl = mark
+        self._book.restore(time_, ctrl)
         ids = np.arange(self.num_envs)
         if isinstance(engine, tuple):
             self._engine.write_state(ids, engine[0].contiguous(), engine[1].contiguous())
@@ -1309,14 +1386,22 @@ class SimBackend:
         float32 engine is reported as too large (``ValueRangeError``), not as infinite after the cast."""
         return torch.float64 if self._dtype.itemsize < 8 else self._dtype
 
-    def _check_values(self, env_ids: np.ndarray, checks: list) -> torch.Tensor | None:
+    @property
+    def _all_env_ids(self) -> np.ndarray:
+        """``arange(N)`` on the host, made once."""
+        return self._all_ids("env", self.num_envs)
+
+    def _check_values(
+        self, env_ids: np.ndarray, checks: list, select: torch.Tensor | None = None
+    ) -> torch.Tensor | None:
         """Value checks of validated tensors, rows aligned with ``env_ids``.
 
         ``checks``: ``(argument, tensor, problem, columns)`` with ``problem``
         ``"nonfinite"``, ``"zero quaternion"`` (``tensor`` is then the ``(n,)`` bad-row
         mask) or a magnitude limit. A CPU backend raises the first failing check;
         a GPU backend records them on the device and returns the ``(n,)`` mask of
-        rows to hold (or ``None`` when there are no rows).
+        rows to hold (or ``None`` when there are no rows). ``select``: an ``(n,)`` bool
+        device mask of the rows that count (the others are not inputs).
         """
         held = None
         defer = self._defers_checks
@@ -1327,6 +1412,8 @@ class SimBackend:
                 bad = t
             else:
                 bad = V.rows_above(t, problem, columns)
+            if select is not None:
+                bad = bad & select
             if not defer:
                 if bool(bad.any()):
                     rows = env_ids[bad.cpu().numpy()]
@@ -1343,7 +1430,7 @@ class SimBackend:
                 continue
             if self._faults is None:
                 self._faults = DeferredFaults(self.num_envs, self._device)
-            rows_dev = torch.as_tensor(env_ids, device=self._device)
+            rows_dev = None if env_ids is self._all_env_ids else torch.as_tensor(env_ids, device=self._device)
             self._faults.record(
                 argument,
                 "nonfinite"
@@ -1364,10 +1451,19 @@ class SimBackend:
             if self.num_actuators:
                 raise InvalidArgumentError(f"{argument}: required, the model has {self.num_actuators} actuators")
             return torch.zeros((self.num_envs, 0), dtype=self._dtype, device=dev), None
-        t = V.real_tensor(ctrl, argument, (self.num_envs, self.num_actuators), device=dev, dtype=dt)
-        held = self._check_values(
-            np.arange(self.num_envs), [(argument, t, "nonfinite", None), (argument, t, V.MAX_REAL_INPUT, None)]
-        )
+        shape = self._ctrl_shape
+        if not self._defers_checks and dev.type == "cpu":  # fast path: one reduction checks every value
+            host = V.host_real(ctrl, shape)
+            if host is not None:  # the caller's tensor may be used as it is: step copies what it keeps
+                return torch.from_numpy(host.astype(self._np_dtype, copy=False)), None
+        if isinstance(ctrl, torch.Tensor) and ctrl.dtype in (torch.float32, torch.float16, torch.bfloat16):
+            # every finite value of these fits in float32: the magnitude check has nothing to find
+            t = V.real_tensor(ctrl, argument, shape, device=dev, dtype=ctrl.dtype)
+            checks: list[tuple[str, Any, Any, Any]] = [(argument, t, "nonfinite", None)]
+        else:
+            t = V.real_tensor(ctrl, argument, shape, device=dev, dtype=dt)
+            checks = [(argument, t, "nonfinite", None), (argument, t, V.MAX_REAL_INPUT, None)]
+        held = self._check_values(self._all_env_ids, checks)
         if held is not None:
             t = torch.where(held[:, None], 0.0, t)
         return t.to(self._dtype), held
@@ -1414,7 +1510,7 @@ class SimBackend:
 
     def _columns(self, a: Any, which: str) -> Any:
         """``a[:, cols]`` for the dof columns ``which`` (``dof_qpos``/``dof_qvel``), numpy or tensor."""
-        src = {"dof_qpos": self._info.dof_qpos_index, "dof_qvel": self._info.dof_qvel_index}[which]
+        src = self._dof_columns[which]
         if isinstance(a, np.ndarray):
             return a[:, src]
         cols = self._index_cache.get(which)
@@ -1440,15 +1536,30 @@ class SimBackend:
         return index
 
     def _base_ids(self) -> np.ndarray:
-        return np.array([self._info.base_body], dtype=np.int64)
+        return self._all_ids("base", 0)
+
+    def _all_ids(self, kind: str, size: int) -> np.ndarray:
+        """The host index of every ``kind`` (``"base"``: the base body alone), made once (engines read
+        ids, never write them; left writeable, as torch warns about read-only arrays)."""
+        ids = self._index_cache.get(kind)
+        if ids is None:
+            ids = np.array([self._info.base_body]) if kind == "base" else np.arange(size, dtype=np.int64)
+            self._index_cache[kind] = ids
+        return ids
 
     def _body_index(self, body_ids: Ids) -> np.ndarray:
+        if body_ids is None:
+            return self._all_ids("body", self._info.nbody)
         return V.index_array(body_ids, self._info.nbody, "body", "body_ids", host_ids=self._host_ids)
 
     def _site_index(self, site_ids: Ids) -> np.ndarray:
+        if site_ids is None:
+            return self._all_ids("site", len(self.site_names))
         return V.index_array(site_ids, len(self.site_names), "site", "site_ids", host_ids=self._host_ids)
 
     def _geom_index(self, geom_ids: Ids) -> np.ndarray:
+        if geom_ids is None:
+            return self._all_ids("geom", self._info.ngeom)
         return V.index_array(geom_ids, self._info.ngeom, "geom", "geom_ids", host_ids=self._host_ids)
 
     def _sensor_id(self, name: str) -> int:

@@ -63,9 +63,22 @@ def diverged_rows(qpos: Any, qvel: Any) -> Any:
             bad_q = ~(np.abs(qpos) <= MAX_QPOS)  # NaN compares false: caught here
             bad_v = ~(np.abs(qvel) <= MAX_QVEL)
         return bad_q.any(axis=1) | bad_v.any(axis=1)
-    bad_q = ~(qpos.abs() <= MAX_QPOS)
-    bad_v = ~(qvel.abs() <= MAX_QVEL)
-    return bad_q.any(dim=1) | bad_v.any(dim=1)
+    ok = (qpos.abs() <= MAX_QPOS).all(dim=1) & (qvel.abs() <= MAX_QVEL).all(dim=1)  # NaN compares false
+    return ~ok
+
+
+def _bounded(a: np.ndarray, limit: float) -> bool:
+    """Whether every entry of ``a`` is within ``[-limit, limit]``: a min and a max, no temporary array
+    (NaN propagates through both and compares false)."""
+    return not a.size or (float(a.max()) <= limit and float(a.min()) >= -limit)
+
+
+def any_diverged(qpos: Any, qvel: Any) -> bool:
+    """Whether some row of ``qpos``/``qvel`` breaks rules 1-3: one reduction per array, for a CPU
+    backend's common case (no env diverged); :func:`diverged_rows` then says which."""
+    if isinstance(qpos, np.ndarray):
+        return not (_bounded(qpos, MAX_QPOS) and _bounded(qvel, MAX_QVEL))
+    return not bool((qpos.abs() <= MAX_QPOS).all() & (qvel.abs() <= MAX_QVEL).all())
 
 
 def forced_rows(force: Any, torque: Any, inv_weight: Any, duration: float) -> Any:

@@ -16,6 +16,8 @@ member                   job
 ``capabilities``         what it supports (:class:`~simbackend.capabilities.Capabilities`)
 ``read_state``           ``(qpos (N, nq), qvel (N, nv))``, current
 ``write_state``          write some envs' state; getters current, warm starts cleared
+``write_state_masked``   the same for the envs of a device mask, from N rows (default: the
+                         mask read to the host, then ``write_state``; a GPU engine overrides it)
 ``step``                 advance every env ``nsteps`` substeps with ``ctrl`` and body forces;
                          report the envs the engine itself failed
 ``revert``               put some envs back where the last ``step`` found them
@@ -191,6 +193,18 @@ class Engine(abc.ABC):
         same trajectory. Controls and time are the front end's.
         """
 
+    def write_state_masked(self, mask: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
+        """:meth:`write_state` of the envs ``mask`` (``(N,)`` bool on the device) selects, from ``qpos
+        (N, nq)`` and ``qvel (N, nv)`` (the other rows are not inputs: they may hold anything).
+
+        The default reads the mask to the host and calls :meth:`write_state`; an engine on a GPU
+        overrides it with a masked write (``torch.where``) that reads nothing back.
+        """
+        ids = np.flatnonzero(mask.cpu().numpy())
+        if ids.size:
+            rows = torch.as_tensor(ids, device=qpos.device)
+            self.write_state(ids, qpos[rows].contiguous(), qvel[rows].contiguous())
+
     # ------------------------------------------------------------------
     # stepping
     # ------------------------------------------------------------------
@@ -340,6 +354,7 @@ ENGINE_MEMBERS = (
     "notes",
     "read_state",
     "write_state",
+    "write_state_masked",
     "step",
     "revert",
     "body_pose",
@@ -363,6 +378,7 @@ OPTIONAL_MEMBERS = (
     "options",
     "devices",
     "notes",
+    "write_state_masked",
     "site_jacobian",
     "sensor",
     "read_params",

@@ -25,6 +25,11 @@ option                    value                        meaning
 ``sharding``              dict                         the shards' options: ``address``, ``restart``,
                                                        ``timeout``, ``pool``, ``cpus``
                                                        (:data:`SHARDING_OPTIONS`)
+``deferred_checks``       True, False or None (None)   check input values on the device and report
+                                                       a bad one at the next call, as a GPU backend
+                                                       does (None: on for GPU backends); True on a
+                                                       CPU backend runs a GPU training loop's code
+                                                       path, to count its host reads on the CPU
 ``<engine name>``         dict                         options of that engine only; blocks named
                                                        after other registered engines are ignored
 ========================  ===========================  ===========================================
@@ -59,6 +64,7 @@ COMMON_OPTIONS = (
     "fuse_static",
     "shards",
     "sharding",
+    "deferred_checks",
 )
 #: the subset passed to the model compiler
 MODEL_OPTIONS = ("package_dirs", "actuators", "fuse_static")
@@ -95,6 +101,7 @@ class BackendOptions:
     engine: Mapping[str, Any] = field(default_factory=dict)
     shards: int | None = None
     sharding: Mapping[str, Any] = field(default_factory=dict)
+    deferred_checks: bool | None = None
 
 
 # ----------------------------------------------------------------------
@@ -168,6 +175,7 @@ SCALAR_OPTIONS: Mapping[str, Callable[[Any, str], Any]] = {
     "solver_iterations": optional(lambda v, a: check_int(v, a, minimum=1, maximum=100_000)),
     "timestep": optional(check_positive_float),
     "shards": optional(lambda v, a: check_int(v, a, minimum=1, maximum=4096)),
+    "deferred_checks": optional(check_bool),
 }
 
 
@@ -282,6 +290,7 @@ def parse_options(
         engine=engine,
         shards=shards,
         sharding=sharding,
+        deferred_checks=SCALAR_OPTIONS["deferred_checks"](options.get("deferred_checks"), "deferred_checks"),
     )
 
 

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from simbackend.contract_tests.helpers import BALL_MJCF, POS_ATOL, quat_to_mat, random_qpos, random_unit_quat, to_np
+from simbackend.errors import NonFiniteError
 from simbackend.models import analytic
 
 ARM_JOINTS = [f"joint{k}" for k in range(1, 8)]
@@ -285,6 +286,47 @@ def test_set_state_selectors(make_sim: Callable[..., Any], capabilities: Any) ->
     after = snapshot(sim, capabilities)
     for k in before:
         assert torch.equal(before[k], after[k]), k
+
+
+@pytest.mark.parametrize("deferred", [False, True], ids=["immediate", "deferred"])
+def test_set_state_mask_with_a_row_per_env(make_sim: Callable[..., Any], capabilities: Any, deferred: bool) -> None:
+    """Clause: set_state with a boolean mask tensor and (N, nq)/(N, nv) rows writes the selected envs from
+    their own rows (the form a GPU loop uses: nothing read back) exactly as the ids form does; the other rows
+    are not inputs (NaN there is no error) and the other envs stay bit-identical. With or without deferred
+    checks (``deferred_checks``, as on a GPU); a bad value in a selected row is still refused."""
+    n = 5
+    sims = [make_sim("quadruped", n, deferred_checks=deferred) for _ in range(2)]
+    rng = np.random.default_rng(11)
+    base_q, base_v = random_qpos(sims[0], rng), rng.normal(size=(n, sims[0].nv))
+    for sim in sims:
+        sim.set_state(None, base_q, base_v)
+        sim.step(torch.zeros(n, sim.num_actuators), 2)  # warm starts, derived fields: something to keep
+    mask = torch.tensor([True, False, False, True, True], device=sims[0].device)
+    rows = [0, 3, 4]
+    q = torch.as_tensor(random_qpos(sims[0], rng))
+    v = torch.as_tensor(rng.normal(size=(n, sims[0].nv)))
+    q[~mask.cpu()] = float("nan")  # not inputs
+    v[~mask.cpu()] = float("nan")
+    before = snapshot(sims[0], capabilities)
+    sims[0].set_state(mask, q, v)
+    sims[1].set_state(rows, q[rows], v[rows])
+    after, twin = snapshot(sims[0], capabilities), snapshot(sims[1], capabilities)
+    untouched = [1, 2]
+    for k in before:
+        assert torch.equal(after[k], twin[k]), f"{k}: the mask form differs from the ids form"
+        assert torch.equal(before[k][untouched], after[k][untouched]), f"{k} of envs outside the mask changed"
+    for sim in sims:  # and the two step on alike (warm starts cleared the same way)
+        sim.step(torch.zeros(n, sim.num_actuators), 1)
+    after, twin = snapshot(sims[0], capabilities), snapshot(sims[1], capabilities)
+    for k in after:
+        assert torch.equal(after[k], twin[k]), f"{k}: a step after the mask form differs from one after the ids form"
+    # a bad value in a selected row: refused (at once, or at the next call with deferred checks)
+    bad = q.clone()
+    bad[3, 0] = float("nan")
+    with pytest.raises(NonFiniteError, match="qpos"):
+        sims[0].set_state(mask, bad, v)
+        sims[0].synchronize()
+    assert torch.equal(snapshot(sims[0], capabilities)["qpos"][3], after["qpos"][3])
 
 
 # ----------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from simbackend.errors import (
     NonFiniteError,
     UnknownNameError,
 )
+from simbackend.masked import rows_kept
 from simbackend.model_info import JOINT_HINGE, JOINT_SLIDE, JOINT_TYPE_NAMES
 
 __all__ = ["CombinedController", "Controller"]
@@ -210,9 +211,23 @@ class Controller(abc.ABC):
             env_ids: ``None`` (all envs), ``(n,)`` distinct env ids, or an ``(N,)``
                 boolean mask.
         """
+        if (
+            isinstance(env_ids, torch.Tensor)
+            and env_ids.dtype == torch.bool
+            and tuple(env_ids.shape) == (self.num_envs,)
+            and bool(getattr(self.backend, "deferred_checks", False))
+        ):  # a device mask: every env re-anchored, kept where the mask is set (no host read)
+            self.reanchor_masked(env_ids.to(self.backend.device))
+            return
         ids = self._env_rows(env_ids)
         if ids.numel():
             self.reanchor(ids)
+
+    def reanchor_masked(self, mask: torch.Tensor) -> None:
+        """:meth:`reanchor` of the envs ``mask`` (``(N,)`` bool on the device) selects, reading nothing
+        back: every row is re-anchored and the others get their targets back."""
+        with rows_kept(self, mask):
+            self.reanchor(torch.arange(self.num_envs, device=mask.device))
 
     def set_action(self, action: Any) -> None:
         """Store the targets that ``action`` asks for.
@@ -340,7 +355,8 @@ class Controller(abc.ABC):
     def _check_action(self, action: Any) -> torch.Tensor:
         dev = self.backend.device
         a = V.real_tensor(action, "action", (self.num_envs, self.action_dim), device=dev, dtype=torch.float32)
-        if dev.type == "cpu" and a.numel():
+        # a GPU (or deferred-checks) backend: a NaN action becomes NaN ctrl, reported at the next call
+        if dev.type == "cpu" and a.numel() and not getattr(self.backend, "deferred_checks", False):
             bad = V.nonfinite_rows(a)
             if bool(bad.any()):
                 raise NonFiniteError("action", torch.nonzero(bad).flatten().tolist())
@@ -494,6 +510,10 @@ class CombinedController(Controller):
     def reanchor(self, ids: torch.Tensor) -> None:
         for c in self.controllers.values():
             c.reanchor(ids)
+
+    def reanchor_masked(self, mask: torch.Tensor) -> None:
+        for c in self.controllers.values():
+            c.reanchor_masked(mask)
 
     def store_action(self, action: torch.Tensor) -> None:
         for name, c in self.controllers.items():

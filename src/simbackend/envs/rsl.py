@@ -16,7 +16,11 @@
     bootstraps the value of those);
   - ``"log"``: ``"/episode/return"``, ``"/episode/length"``, ``"/episode/success"``,
     each the mean over the envs whose episode ended in this step (absent when
-    none did); rsl-rl's logger averages them over an iteration;
+    none did); rsl-rl's logger averages them over an iteration. A backend with
+    deferred checks (GPU) leaves ``"log"`` out: deciding whether any episode
+    ended reads the device; ``"final"`` carries the same statistics, on the
+    device, and the step then reads nothing back to the host (the done envs
+    are reset by mask, :meth:`simbackend.tasks.Task.reset`);
   - ``"final"`` (simbackend's own): ``{"done", "episode_return", "episode_length",
     "success"}``, ``(N,)`` tensors of every env at the end of the step, *before*
     the resets, for callers that count episodes themselves (the trainer of
@@ -90,6 +94,7 @@ class RslRlVecEnv(VecEnv):
         self.max_episode_length = int(task.max_episode_length)
         self.device = task.device
         self.cfg = task.describe()
+        self._deferred = bool(getattr(getattr(task, "backend", None), "deferred_checks", False))
         self._obs = self._pack(task.observe())
 
     # ------------------------------------------------------------------
@@ -145,6 +150,9 @@ class RslRlVecEnv(VecEnv):
             "success": info["success"],
         }
         extras: dict[str, Any] = {"time_outs": out.truncated, "final": final}
+        if self._deferred:  # no host read: every step resets by mask (a no-op for envs not done), no "log"
+            self._obs = self._pack(self.task.reset(done))
+            return self._obs, out.reward, done.long(), extras
         if bool(done.any()):
             extras["log"] = {
                 LOG_KEYS[0]: info["episode_return"][done].float().mean(),

@@ -22,12 +22,14 @@ class EnvBook:
     def __init__(self, info: ModelInfo, num_envs: int, device: torch.device, dtype: torch.dtype):
         self.info, self.num_envs, self.device, self.dtype = info, num_envs, device, dtype
         try:
-            self.time = torch.zeros(num_envs, dtype=torch.float64, device=device)
-            self.ctrl = torch.zeros((num_envs, info.nu), dtype=dtype, device=device)
+            self._time = torch.zeros(num_envs, dtype=torch.float64, device=device)
+            self._ctrl = torch.zeros((num_envs, info.nu), dtype=dtype, device=device)
         except (RuntimeError, MemoryError) as e:  # torch reports an impossible allocation as a RuntimeError
             raise InvalidArgumentError(
                 f"num_envs: {num_envs} envs cannot be allocated ({' '.join(str(e).split())[:160]})"
             ) from None
+        # on the CPU, time is also a numpy view: a step adds to it at numpy's cost, not torch's
+        self._time_host = self._time.numpy() if device.type == "cpu" else None
         r = torch.as_tensor(np.array(info.actuator_ctrl_range), dtype=torch.float64, device=device)
         self._ctrl_lo, self._ctrl_hi = r[:, 0], r[:, 1]
         self._ctrl_bounds_host = np.array(info.actuator_ctrl_range).T
@@ -39,15 +41,41 @@ class EnvBook:
     # ------------------------------------------------------------------
     # time and controls
     # ------------------------------------------------------------------
+    @property
+    def time(self) -> torch.Tensor:
+        """``(N,)`` float64 time (edited in place only: :meth:`restore` puts back a saved copy)."""
+        return self._time
+
+    @property
+    def ctrl(self) -> torch.Tensor:
+        """``(N, nu)`` the controls last applied (edited in place only: :meth:`keep_ctrl`, :meth:`restore`)."""
+        return self._ctrl
+
+    def keep_ctrl(self, ctrl: torch.Tensor) -> None:
+        """Remember ``ctrl`` ``(N, nu)`` as the controls last applied (a copy: the caller may reuse its tensor)."""
+        self._ctrl.copy_(ctrl)
+
+    def restore(self, time: torch.Tensor, ctrl: torch.Tensor) -> None:
+        """Put back every env's time and controls from copies taken earlier."""
+        self._time.copy_(time)
+        self._ctrl.copy_(ctrl)
+
+    def advance_all(self, seconds: float) -> None:
+        """Add ``seconds`` to every env's time (a step in which no env stayed)."""
+        if self._time_host is not None:
+            self._time_host += seconds
+        else:
+            self._time += seconds
+
     def advance(self, seconds: float, stayed: torch.Tensor, defer: bool) -> None:
         """Add ``seconds`` to every env not in ``stayed`` (``(N,)`` bool on the device); ``defer``:
         no host read of the mask (a GPU backend)."""
-        if defer:
-            self.time.add_((~stayed).to(torch.float64), alpha=seconds)
+        if defer:  # no host read of the mask
+            torch.where(stayed, self._time, self._time + seconds, out=self._time)
         elif bool(stayed.any()):
-            self.time[~stayed] += seconds
+            self._time[~stayed] += seconds
         else:
-            self.time += seconds
+            self.advance_all(seconds)
 
     def clamped_ctrl(self, rows: torch.Tensor | None = None) -> torch.Tensor:
         """``(n, nu)`` float32 last controls of ``rows`` (all envs for ``None``), clamped to the ctrl ranges."""

@@ -48,16 +48,25 @@ class DeferredFaults:
             self.masks = grown
         return self.kinds.index(key)
 
-    def record(self, argument: str, problem: str, env_ids: torch.Tensor, bad: torch.Tensor) -> None:
-        """Mark ``env_ids[bad]`` (device tensors) for ``argument``; reads nothing back."""
+    def record(self, argument: str, problem: str, env_ids: torch.Tensor | None, bad: torch.Tensor) -> None:
+        """Mark ``env_ids[bad]`` (device tensors; ``None``: every env, ``bad`` ``(N,)``) for ``argument``;
+        reads nothing back."""
         k = self._row(argument, problem)  # may grow self.masks: index it afterwards
         row = self.masks[k]
-        row[env_ids] = row[env_ids] | bad  # ids are distinct
+        if env_ids is None:
+            row.logical_or_(bad)
+        else:
+            row[env_ids] = row[env_ids] | bad  # ids are distinct
         self.pending = True
+
+    def _capturing(self) -> bool:
+        """Whether a ``torch.cuda.graph`` is being captured: then the marks are kept on the device (the
+        graph's owner reads them between replays, :meth:`raise_if_any` with ``wait``)."""
+        return self.device.type == "cuda" and torch.cuda.is_current_stream_capturing()
 
     def publish(self) -> None:
         """Start the copy of the marks to the host (no wait)."""
-        if not self.pending:
+        if not self.pending or self._capturing():
             return
         if self.device.type == "cuda":
             if self.host is None or self.host.shape != tuple(self.masks.shape):
@@ -70,7 +79,9 @@ class DeferredFaults:
 
     def raise_if_any(self, wait: bool = False) -> None:
         """Raise the first recorded problem (clearing the marks), once its copy has arrived."""
-        if not self.pending or self.host is None:
+        if not self.pending or self._capturing():
+            return
+        if self.host is None:
             return
         if self.event is not None and not (wait or self.event.query()):
             return

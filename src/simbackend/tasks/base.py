@@ -33,7 +33,8 @@ import torch
 from simbackend import _validate as V
 from simbackend import checks
 from simbackend.errors import ArgumentTypeError, InvalidArgumentError, NonFiniteError
-from simbackend.randomization import IntervalScheduler, RandomizationPlan, uniforms
+from simbackend.masked import rows_kept
+from simbackend.randomization import IntervalScheduler, RandomizationPlan, uniforms, uniforms_torch
 
 __all__ = ["Task", "TaskConfig", "TaskStep", "check_non_negative", "load_plan"]
 
@@ -178,7 +179,8 @@ class Task:
         #: the random-stream key of the task's episode starts (env i's start depends on (seed, reset_key, i, episode))
         self.reset_key = int.from_bytes(hashlib.blake2b(f"task:{self.name}".encode(), digest_size=8).digest(), "little")
         n = self.num_envs
-        self.episode_count = np.zeros(n, np.int64)
+        #: ``(N,)`` int64 episodes started per env (the reset draws' counter), on the device
+        self.episode_count = torch.zeros(n, dtype=torch.int64, device=self.device)
         self.episode_step = torch.zeros(n, dtype=torch.int64, device=self.device)
         self.episode_return = torch.zeros(n, dtype=torch.float32, device=self.device)
         self.controller = self._build_controller()
@@ -199,6 +201,8 @@ class Task:
         if plan is not None and plan.phase_terms("init"):
             backend.apply_init_randomization(plan)
         self._obs: dict | None = None
+        self._deferred = bool(getattr(backend, "deferred_checks", False))
+        self._every_env = torch.arange(n, device=self.device)
         self.reset()
         self.observation_dims = {k: tuple(v.shape[1:]) for k, v in self._obs.items()}
 
@@ -279,23 +283,54 @@ class Task:
         Env ``i``'s start is drawn from ``(seed, task, i, episode count of i)``. Returns the
         observation dict of every env (the others unchanged).
         """
+        if self._resets_by_mask(env_ids):
+            self._reset_masked(env_ids.to(self.device))
+            return self.observe()
         ids = np.unique(V.env_ids(env_ids, self.num_envs))
         if ids.size:
-            u = torch.as_tensor(
-                uniforms(self.seed, self.reset_key, ids, self.episode_count[ids], max(self.reset_draws, 1)),
-                device=self.device,
-            )
             tids = torch.as_tensor(ids, device=self.device)
+            counts = self.episode_count[tids].cpu().numpy()
+            u = torch.as_tensor(
+                uniforms(self.seed, self.reset_key, ids, counts, max(self.reset_draws, 1)), device=self.device
+            )
             qpos, qvel = self._initial_state(tids, u)
             self.backend.set_state(ids, qpos, qvel, randomization=self._reset_plan)
             if self.controller is not None:
                 self.controller.reset(ids)
-            self.episode_count[ids] += 1
+            self.episode_count[tids] += 1
             self.episode_step[tids] = 0
             self.episode_return[tids] = 0
             if self._scheduler is not None:
                 self._scheduler.reset(ids)
         return self.observe()
+
+    def _resets_by_mask(self, env_ids: Any) -> bool:
+        """Whether :meth:`reset` takes the path that reads nothing from the device: a boolean mask tensor
+        on a backend with deferred checks, and no randomization drawn on the host at resets."""
+        return (
+            isinstance(env_ids, torch.Tensor)
+            and env_ids.dtype == torch.bool
+            and tuple(env_ids.shape) == (self.num_envs,)
+            and bool(getattr(self.backend, "deferred_checks", False))
+            and self._reset_plan is None
+            and self._scheduler is None
+        )
+
+    def _reset_masked(self, mask: torch.Tensor) -> None:
+        """:meth:`reset` of the envs ``mask`` selects, with no host read: every env's start is drawn (the
+        same values as the ids' path: the draws are a function of env and episode only), the per-env
+        tensors the draw rewrites keep their rows where ``mask`` is clear (:func:`simbackend.masked.rows_kept`),
+        and the backend writes the selected rows (``set_state`` with a mask and N rows)."""
+        every = self._every_env
+        u = uniforms_torch(self.seed, self.reset_key, every, self.episode_count, max(self.reset_draws, 1))
+        with rows_kept(self, mask):
+            qpos, qvel = self._initial_state(every, u)
+        self.backend.set_state(mask, qpos, qvel)
+        if self.controller is not None:
+            self.controller.reset(mask)
+        self.episode_count += mask
+        self.episode_step.masked_fill_(mask, 0)
+        self.episode_return.masked_fill_(mask, 0)
 
     def reseed(self, seed: int, env_ids: Any = None) -> None:
         """Set the reset seed and restart the episode counts of ``env_ids`` (``None``: all), so the
@@ -304,7 +339,7 @@ class Task:
         seed = V.seed_value(seed)
         ids = np.unique(V.env_ids(env_ids, self.num_envs))
         self.seed = seed
-        self.episode_count[ids] = 0
+        self.episode_count[torch.as_tensor(ids, device=self.device)] = 0
 
     def action_to_ctrl(self, action: torch.Tensor) -> torch.Tensor:
         """Direct control: ``(N, nu)`` ctrl from actions in ``[-1, 1]`` (tasks without a controller)."""
@@ -319,9 +354,10 @@ class Task:
         action = V.real_tensor(
             action, "action", (self.num_envs, self.action_dim), device=self.device, dtype=torch.float32
         )
-        bad = V.nonfinite_rows(action)
-        if bool(bad.any()):
-            raise NonFiniteError("action", torch.nonzero(bad).flatten().tolist())
+        if not self._deferred:  # deferred: a NaN action reaches the backend as NaN ctrl, reported at the next call
+            bad = V.nonfinite_rows(action)
+            if bool(bad.any()):
+                raise NonFiniteError("action", torch.nonzero(bad).flatten().tolist())
         action = action.clamp(-1.0, 1.0)
         if self.controller is not None:
             info = self.controller.apply(self._controller_action(action), self.config.decimation)

@@ -53,15 +53,16 @@ class CartpoleTask(Task):
     def _observations(self) -> dict[str, torch.Tensor]:
         return {"joint_pos": self.backend.get_dof_pos(), "joint_vel": self.backend.get_dof_vel()}
 
-    def _failed(self) -> torch.Tensor:
+    def _after_physics(self) -> None:
+        # reward, termination and success of this step judge one state: read it once
         pos = self.backend.get_dof_pos()
-        return (pos[:, 1].abs() > self.config.max_angle) | (pos[:, 0].abs() > self.config.max_cart)
+        self._fail = (pos[:, 1].abs() > self.config.max_angle) | (pos[:, 0].abs() > self.config.max_cart)
 
     def _reward(self, action: torch.Tensor) -> dict[str, torch.Tensor]:
-        return {"alive": (~self._failed()).to(torch.float32)}
+        return {"alive": (~self._fail).to(torch.float32)}
 
     def _terminated(self) -> torch.Tensor:
-        return self._failed()
+        return self._fail
 
     def _success(self) -> torch.Tensor:
-        return (~self._failed()) & (self.episode_step >= self.config.episode_length)
+        return (~self._fail) & (self.episode_step >= self.config.episode_length)

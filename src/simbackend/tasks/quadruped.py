@@ -104,6 +104,10 @@ class QuadrupedTask(Task):
         self.last_action = torch.zeros((n, len(JOINTS)), dtype=torch.float32, device=self.device)
         self._prev_action = torch.zeros_like(self.last_action)
         self._error_sum = torch.zeros(n, dtype=torch.float32, device=self.device)
+        # made once: a copy to the device at every reset would make a GPU loop wait (docs/conventions.md)
+        self._command_low, self._command_high = (
+            torch.tensor([r[k] for r in self.config.command_range], device=self.device) for k in (0, 1)
+        )
         self._gravity_w = torch.tensor([0.0, 0.0, -1.0], device=self.device)
         self._up_w = torch.tensor([0.0, 0.0, 1.0], device=self.device)
         self._dof_cols = b.get_joint_dof_pos_indices(list(JOINTS))
@@ -112,8 +116,7 @@ class QuadrupedTask(Task):
     def _initial_state(self, env_ids: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         u = u.to(torch.float32)
         n = env_ids.numel()
-        lo = torch.tensor([r[0] for r in self.config.command_range], device=self.device)
-        hi = torch.tensor([r[1] for r in self.config.command_range], device=self.device)
+        lo, hi = self._command_low, self._command_high
         self.commands[env_ids] = lo + (hi - lo) * u[:, :3]
         qpos = self._stand_qpos.expand(n, -1).clone()
         yaw = (2 * u[:, 3] - 1) * math.pi
@@ -121,9 +124,9 @@ class QuadrupedTask(Task):
         qpos[:, 6] = torch.sin(yaw / 2)
         qpos[:, 4:6] = 0
         qpos[:, self._qpos_cols] += self.config.joint_noise * (2 * u[:, 4:16] - 1)
-        self.last_action[env_ids] = 0
-        self._prev_action[env_ids] = 0
-        self._error_sum[env_ids] = 0
+        # index_fill_, not t[ids] = 0: that copies the 0 to the device inside index_put_, which waits
+        for t in (self.last_action, self._prev_action, self._error_sum):
+            t.index_fill_(0, env_ids, 0.0)
         return qpos, None
 
     def _base_frame(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -203,6 +203,7 @@ def _train(
     torch.manual_seed(tc.seed)
     task = make_task(task_name, sim, tc.num_envs, config=config, seed=tc.seed, device=device, **options)
     env = RslRlVecEnv(task, owns_task=True)
+    deferred = bool(task.backend.deferred_checks)
     log: TrainingLog | None = None
     bar = None
     try:
@@ -306,24 +307,30 @@ def _train(
                     break
                 t_iter = time.perf_counter()
                 finished = 0
+                finals: list = []  # deferred checks (GPU): each step's statistics, read once after collection
+                nan_seen = torch.zeros((), dtype=torch.bool, device=task.device)
                 with torch.inference_mode():
                     for _ in range(tc.num_steps_per_env):
                         actions = alg.act(obs)
                         obs, rewards, dones, extras = env.step(actions.to(env.device))
-                        check_nan(obs, rewards, dones)
+                        if deferred:  # no host read inside the rollout: NaN is looked for once, below
+                            nan_seen = nan_seen | rewards.isnan().any()
+                            for value in obs.values():
+                                nan_seen = nan_seen | value.isnan().any()
+                        else:
+                            check_nan(obs, rewards, dones)
                         obs, rewards, dones = obs.to(runner.device), rewards.to(runner.device), dones.to(runner.device)
                         alg.process_env_step(obs, rewards, dones, extras)
                         final = extras["final"]
-                        if "log" in extras:
-                            ids = final["done"]
-                            window.extend(
-                                zip(
-                                    final["episode_return"][ids].tolist(),
-                                    final["episode_length"][ids].tolist(),
-                                    final["success"][ids].float().tolist(),
-                                )
-                            )
-                            finished += int(ids.sum())
+                        if deferred:
+                            finals.append(final)
+                        elif "log" in extras:
+                            finished += _finished(window, final)
+                    if deferred:
+                        if bool(nan_seen):
+                            raise ValueError("the environment returned NaN observations or rewards in this rollout")
+                        for final in finals:
+                            finished += _finished(window, final)
                     collect_s = time.perf_counter() - t_iter
                     alg.compute_returns(obs)
                 t_learn = time.perf_counter()
@@ -419,3 +426,17 @@ def _train(
         if log is not None:
             log.close()
         env.close()
+
+
+def _finished(window: Any, final: Mapping[str, torch.Tensor]) -> int:
+    """Add the ``(return, length, success)`` of the episodes that ended in one step (``extras["final"]``)
+    to ``window``; returns how many ended."""
+    ids = final["done"].cpu()
+    window.extend(
+        zip(
+            final["episode_return"].cpu()[ids].tolist(),
+            final["episode_length"].cpu()[ids].tolist(),
+            final["success"].cpu()[ids].float().tolist(),
+        )
+    )
+    return int(ids.sum())

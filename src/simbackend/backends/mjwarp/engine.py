@@ -33,6 +33,7 @@ pipeline as warp kernels, on a CUDA GPU or on warp's CPU device. Design points
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import sys
@@ -178,7 +179,12 @@ class MJWarpEngine(Engine):
         self._site_body = np.asarray(mjm.site_bodyid, np.int64)
         self._site_quat = torch.as_tensor(np.asarray(mjm.site_quat), dtype=torch.float32, device=dev)
         self._body_root = torch.as_tensor(np.array(self.info.body_root, np.int64), device=dev)
-        self._graph: Any = None
+        self._graphs: dict[str, Any] = {}  # warp graphs of a substep and of the forward pass (GPU)
+        self._dev_ids: dict[tuple, torch.Tensor] = {}
+        self._jac_body: dict[int, Any] = {}
+        self._save_buf: Any = None
+        self._views: dict[str, torch.Tensor] = {}  # torch views of Data's derived arrays
+        self._external_captures: list = []  # warp's records of launches inside a caller's torch.cuda.graph
         self._graph_ok = dev.type == "cuda" and bool(e["graph"])
         self._ray_geoms: RayGeoms | None = None
         self._jac: tuple[Any, Any] | None = None
@@ -192,6 +198,7 @@ class MJWarpEngine(Engine):
             sensor_types=ALL_SENSOR_TYPES,
             rendering=True,  # MuJoCo's renderer draws the compiled model (simbackend.playback)
             ray_casting=True,
+            cuda_graphs=self.device.type == "cuda",  # kernels launched on a capturing torch stream (_scope)
             snapshot_restore=True,
             # warp's CPU kernels run in a fixed order; on a GPU, atomic sums may reorder between runs
             snapshot_exact=self.device.type == "cpu",
@@ -203,42 +210,88 @@ class MJWarpEngine(Engine):
         return ("MuJoCo Warp computes in float32 (C MuJoCo: float64)",)
 
     # -- derived quantities ------------------------------------------------------
+    def _torch_capturing(self) -> bool:
+        """Whether the caller is capturing a ``torch.cuda.graph`` on this device."""
+        return self.device.type == "cuda" and torch.cuda.is_current_stream_capturing()
+
+    def _scope(self) -> Any:
+        """Where warp launches: this device, and, inside a caller's ``torch.cuda.graph``, torch's capturing
+        stream, so that the kernels go into that graph."""
+        if not self._torch_capturing():
+            return wp.ScopedDevice(self.wp_device)
+        stack = contextlib.ExitStack()
+        stack.enter_context(wp.ScopedDevice(self.wp_device))
+        # no event wait on entry: the capturing stream may not wait on an event recorded outside the capture
+        capturing = wp.stream_from_torch(torch.cuda.current_stream(self.device))
+        stack.enter_context(wp.ScopedStream(capturing, sync_enter=False))
+        # warp told of the capture (torch.cuda.graph's default mode is global): it then defers the frees and
+        # module unloads the capture would forbid; the record keeps what the capture uses alive with the engine
+        capture = wp.ScopedCapture(external=True, capture_mode=wp.CaptureMode.GLOBAL)
+        stack.enter_context(capture)
+        self._external_captures.append(capture)
+        return stack
+
     def _refresh(self) -> None:
         if self._stale:
-            with wp.ScopedDevice(self.wp_device):
-                mjw.forward(self.m, self.d)
+            # a graph of the forward pass on a GPU: ~100 kernels in one launch
+            self._run(lambda: mjw.forward(self.m, self.d), 1, "forward")
             self._stale = False
 
     def _field(self, name: str) -> torch.Tensor:
         self._refresh()
-        return wp.to_torch(getattr(self.d, name))
+        view = self._views.get(name)
+        if view is None:  # Data's arrays live as long as the engine: one torch view each
+            view = self._views[name] = wp.to_torch(getattr(self.d, name))
+        return view
 
     # -- state -----------------------------------------------------------------
     def read_state(self) -> tuple[torch.Tensor, torch.Tensor]:
         return self._qpos, self._qvel
 
     def write_state(self, env_ids: np.ndarray, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
-        ids = torch.as_tensor(env_ids, device=self.device)
+        ids = self._dev(env_ids)
         self._qpos[ids] = qpos.to(self._qpos)
         self._qvel[ids] = qvel.to(self._qvel)
         self._warmstart[ids] = 0.0
         self._stale = True
 
+    def write_state_masked(self, mask: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
+        rows = mask.to(self.device)[:, None]  # torch.where: no host read on a GPU
+        self._qpos.copy_(torch.where(rows, qpos.to(self._qpos), self._qpos))
+        self._qvel.copy_(torch.where(rows, qvel.to(self._qvel), self._qvel))
+        self._warmstart.masked_fill_(rows, 0.0)
+        self._stale = True
+
+    def _dev(self, ids: np.ndarray) -> torch.Tensor:
+        """Host ids as a device index tensor, kept per distinct ids (a getter's ids are copied to the device
+        once, not at every call)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        key = (ids.shape, ids.tobytes())
+        t = self._dev_ids.get(key)
+        if t is None:
+            if len(self._dev_ids) >= 256:
+                self._dev_ids.clear()
+            t = self._dev_ids[key] = torch.as_tensor(ids, dtype=torch.int64, device=self.device)
+        return t
+
     # -- frames ------------------------------------------------------------------
     def body_pose(self, ids: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        return self._field("xpos")[:, ids], self._field("xquat")[:, ids]
+        i = self._dev(ids)
+        return self._field("xpos")[:, i], self._field("xquat")[:, i]
 
     def body_velocity(self, ids: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         """``cvel`` is ``[ang, lin]`` at the subtree centre of mass of each body's root: shifted to the frame origin."""
-        cvel = self._field("cvel")[:, ids]
-        com = self._field("subtree_com")[:, self._body_root[torch.as_tensor(ids, device=self.device)]]
+        i = self._dev(ids)
+        cvel = self._field("cvel")[:, i]
+        com = self._field("subtree_com")[:, self._body_root[i]]
         ang = cvel[..., :3]
-        return cvel[..., 3:] + cross(ang, self._field("xpos")[:, ids] - com), ang
+        return cvel[..., 3:] + cross(ang, self._field("xpos")[:, i] - com), ang
 
     def site_pose(self, ids: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        body_q = self._field("xquat")[:, self._site_body[ids]]
-        local = self._site_quat[torch.as_tensor(ids, device=self.device)].expand(self.num_envs, -1, -1)
-        return self._field("site_xpos")[:, ids], quat_mul(body_q, local)
+        i = self._dev(ids)
+        body_q = self._field("xquat")[:, self._dev(self._site_body[ids])]
+        local = self._site_quat[i].expand(self.num_envs, -1, -1)
+        return self._field("site_xpos")[:, i], quat_mul(body_q, local)
 
     def site_jacobian(self, site_id: int, cols: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         self._refresh()
@@ -250,10 +303,12 @@ class MJWarpEngine(Engine):
             )
         jacp, jacr = self._jac
         point = wp.from_torch(self._field("site_xpos")[:, site_id].contiguous(), dtype=wp.vec3)
-        body = wp.full(n, int(self._site_body[site_id]), dtype=int, device=self.wp_device)
-        with wp.ScopedDevice(self.wp_device):
+        body = self._jac_body.get(site_id)
+        if body is None:  # made once per site: no allocation (nor copy) in a step a caller's graph captures
+            body = self._jac_body[site_id] = wp.full(n, int(self._site_body[site_id]), dtype=int, device=self.wp_device)
+        with self._scope():
             mjw.jac(self.m, self.d, jacp, jacr, point, body)
-        c = torch.as_tensor(cols, device=self.device)
+        c = self._dev(cols)
         return wp.to_torch(jacp)[:, :, c], wp.to_torch(jacr)[:, :, c]
 
     def sensor(self, sensor_id: int) -> torch.Tensor:
@@ -267,7 +322,7 @@ class MJWarpEngine(Engine):
         return wp.to_torch(getattr(owner, name.split(".")[-1]))
 
     def write_params(self, env_ids: np.ndarray, values: Mapping[str, np.ndarray]) -> None:
-        ids = torch.as_tensor(env_ids, device=self.device)
+        ids = self._dev(env_ids)
         info = self.info
 
         def rows(v: np.ndarray) -> torch.Tensor:
@@ -282,7 +337,7 @@ class MJWarpEngine(Engine):
         if SETCONST_FIELDS.intersection(values):
             with wp.ScopedDevice(self.wp_device):
                 mjw.set_const(self.m, self.d)
-        self._graph = None  # a captured graph may hold the old arrays' launch parameters
+        self._graphs.clear()  # a captured graph may hold the old arrays' launch parameters
         self._stale = True
 
     def read_params(self, field: str) -> np.ndarray:
@@ -336,19 +391,21 @@ class MJWarpEngine(Engine):
         raise KeyError(name)
 
     def _get_state(self, out: Any) -> None:
-        with wp.ScopedDevice(self.wp_device):
+        with self._scope():
             mjw.get_state(self.m, self.d, out, _INTEGRATION)
 
     def _set_state(self, rows: Any, active: torch.Tensor | None) -> None:
         mask = None if active is None else wp.from_torch(active.to(torch.bool).contiguous(), dtype=wp.bool)
-        with wp.ScopedDevice(self.wp_device):
+        with self._scope():
             mjw.set_state(self.m, self.d, rows, _INTEGRATION, mask)
         self._stale = True
 
     def save_state(self, env_ids: np.ndarray) -> torch.Tensor:
-        out = wp.zeros((self.num_envs, self._nstate), dtype=float, device=self.wp_device)
+        out = self._save_buf
+        if out is None:  # made once: the rows returned are a copy
+            out = self._save_buf = wp.zeros((self.num_envs, self._nstate), dtype=float, device=self.wp_device)
         self._get_state(out)
-        return wp.to_torch(out)[torch.as_tensor(env_ids, device=self.device)].double()
+        return wp.to_torch(out)[self._dev(env_ids)].double()
 
     def check_saved(self, env_ids: np.ndarray, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         big = rows.abs() > float(np.finfo(np.float32).max)
@@ -359,7 +416,7 @@ class MJWarpEngine(Engine):
 
     def restore_state(self, env_ids: np.ndarray, rows: torch.Tensor) -> None:
         full = torch.zeros((self.num_envs, self._nstate), dtype=torch.float32, device=self.device)
-        ids = torch.as_tensor(env_ids, device=self.device)
+        ids = self._dev(env_ids)
         full[ids] = rows.to(full)
         active = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
         active[ids] = True
@@ -370,23 +427,30 @@ class MJWarpEngine(Engine):
         mjw.step(self.m, self.d)
 
     def _launch(self, nsteps: int) -> None:
+        self._run(self._substep, nsteps, "step")
+
+    def _run(self, fn: Any, times: int, name: str) -> None:
+        """``fn()`` ``times`` times: on a GPU one replay each of a warp graph of ``fn`` (captured at the first
+        call, kept under ``name``); eagerly on the CPU, and inside a caller's ``torch.cuda.graph`` (a warp graph
+        of its own would run on warp's stream, outside that capture)."""
+        if self._torch_capturing() or not self._graph_ok:
+            with self._scope():
+                for _ in range(times):
+                    fn()
+            return
         with wp.ScopedDevice(self.wp_device):
-            if not self._graph_ok:
-                for _ in range(nsteps):
-                    self._substep()
-                return
-            if self._graph is None:
+            graph = self._graphs.get(name)
+            if graph is None:
                 with wp.ScopedCapture() as capture:
-                    self._substep()
-                self._graph = capture.graph
-            for _ in range(nsteps):
-                wp.capture_launch(self._graph)
+                    fn()
+                graph = self._graphs[name] = capture.graph
+            for _ in range(times):
+                wp.capture_launch(graph)
 
     def step(self, ctrl: torch.Tensor, nsteps: int, forces: BodyForces | None) -> None:
         self._saved = False
         if self._revert_fast:  # before the new controls: a revert restores the old ones too
-            for saved, live in zip(self._revert_saved, self._revert_views):
-                saved.copy_(live)
+            torch._foreach_copy_(self._revert_saved, self._revert_views)  # one call for every array
         else:
             self._get_state(self._saved_wp)
         self._saved = True
@@ -395,7 +459,7 @@ class MJWarpEngine(Engine):
         if forces is None:
             self._launch(nsteps)
             return None
-        b = torch.as_tensor(forces.bodies, device=self.device)
+        b = self._dev(forces.bodies)
         force, torque = forces.force.to(self._xfrc), forces.torque.to(self._xfrc)
         try:  # MuJoCo applies xfrc at the centre of mass: shift the torque at every substep's pose
             for _ in range(nsteps):
@@ -416,13 +480,17 @@ class MJWarpEngine(Engine):
             self._set_state(self._saved_wp, envs.to(self.device))
             return
         mask = envs.to(device=self.device, dtype=torch.bool)
+        views: dict[int, torch.Tensor] = {}
         for saved, live in zip(self._revert_saved, self._revert_views):  # torch.where: no host sync on CUDA
-            live.copy_(torch.where(mask.view(-1, *(1,) * (live.dim() - 1)), saved, live))
+            m = views.get(live.dim())
+            if m is None:
+                m = views[live.dim()] = mask.view(-1, *(1,) * (live.dim() - 1))
+            torch.where(m, saved, live, out=live)
         self._stale = True
 
     def close(self) -> None:
-        for k in ("m", "d", "_qpos", "_qvel", "_ctrl", "_xfrc", "_warmstart", "_saved_wp", "_graph", "_jac",
-                  "_revert_views", "_revert_saved"):  # fmt: skip
+        for k in ("m", "d", "_qpos", "_qvel", "_ctrl", "_xfrc", "_warmstart", "_saved_wp", "_graphs", "_jac",
+                  "_jac_body", "_save_buf", "_dev_ids", "_external_captures", "_views", "_revert_views", "_revert_saved"):  # fmt: skip
             self.__dict__.pop(k, None)
 
 

@@ -64,6 +64,11 @@ _BAD_WARNINGS = np.array(
         for w in ("mjWARN_BADQACC", "mjWARN_BADQPOS", "mjWARN_BADQVEL", "mjWARN_BADCTRL")
     ]
 )
+_XYZ, _WXYZ = np.arange(3), np.arange(4)
+#: the same warnings as one slice of ``Batch.warning`` (adjacent in mjtWarning), so zeroing their counts is cheap
+_BAD_SLICE = slice(int(_BAD_WARNINGS.min()), int(_BAD_WARNINGS.max()) + 1)
+if _BAD_SLICE.stop - _BAD_SLICE.start != _BAD_WARNINGS.size:
+    raise ImportError(f"mujoco {mujoco.__version__}: the bad-state warnings are no longer adjacent in mjtWarning")
 #: substeps per call into the batch: a long ``step`` checks for Ctrl-C between chunks
 STEP_CHUNK = 64
 _INTEGRATORS = {
@@ -83,6 +88,33 @@ _CAPABILITIES = Capabilities(
     snapshot_restore=True,
     snapshot_exact=True,
 )
+
+
+class _Pair:
+    """The ``(a, b)`` a frame member returns, each computed when first read: a getter wanting positions
+    (``body_pose(ids)[0]``) does not pay for the orientations. Unpacks, indexes and pickles (to a shard's
+    caller) as a tuple."""
+
+    __slots__ = ("_make", "_done")
+
+    def __init__(self, first: Any, second: Any):
+        self._make = (first, second)
+        self._done: list[Any] = [None, None]
+
+    def __getitem__(self, i: int) -> Any:
+        v = self._done[i]
+        if v is None:
+            v = self._done[i] = self._make[i]()
+        return v
+
+    def __len__(self) -> int:
+        return 2
+
+    def __iter__(self) -> Any:
+        return iter((self[0], self[1]))
+
+    def __reduce__(self) -> Any:
+        return (tuple, ((self[0], self[1]),))
 
 
 class MuJoCoEngine(Engine):
@@ -134,6 +166,7 @@ class MuJoCoEngine(Engine):
         self._warmstart = b.bind("qacc_warmstart")
         self._prev_state = np.empty_like(self._state)
         self._warn = b.warning
+        self._bad_counts = b.warning[:, _BAD_SLICE, 1]  # a view: the per-call counts of the bad-state warnings
         self._ctrl_lo, self._ctrl_hi = self.info.actuator_ctrl_range.T.copy()
         self._site_quat_local = np.array(self.model.site_quat, dtype=np.float64)
         self._site_body = np.array(self.model.site_bodyid, dtype=np.int64)
@@ -143,6 +176,8 @@ class MuJoCoEngine(Engine):
             body = int(self.info.joint_body[j])
             if self.info.body_parent[body] == 0:
                 self._free_root[body] = (self.info.joint_qposadr[j], self.info.joint_dofadr[j])
+        self._any_free_root = bool((self._free_root[:, 0] >= 0).any())
+        self._free_cols: dict[bytes, tuple] = {}
         self._ray_geoms: Any = None
         self._saved = False  # whether _prev_state holds the pre-call state of the last step
         b.reset(stage=int(mujoco.mjtStage.mjSTAGE_NONE))  # derived fields are computed when first read
@@ -186,39 +221,54 @@ class MuJoCoEngine(Engine):
     # joint's qpos/qvel (MuJoCo's kinematics copies them). While the derived fields are stale (after a
     # step), such bodies are read from the state rows, with no forward pass: a task reading only a
     # floating base's pose and velocity pays nothing for the kinematics of the rest.
-    def _free_rows(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-        """qpos and qvel columns of the free joints of bodies ``ids`` if every one is a free root body
-        and the derived fields are stale, else ``None``."""
-        if not self._stale or not ids.size:
+    def _free_rows(self, ids: np.ndarray) -> tuple[np.ndarray, ...] | None:
+        """If every one of bodies ``ids`` is a free root body and the derived fields are stale: the qpos
+        columns of their positions ``(B, 3)`` and quaternions ``(B, 4)``, and the qvel columns of their
+        linear and angular velocities ``(B, 3)`` each; else ``None``. Kept per ids (a task reads the same
+        bodies every step)."""
+        if not self._stale or not self._any_free_root or not ids.size:
             return None
-        adr = self._free_root[ids]
-        if (adr[:, 0] < 0).any():
-            return None
-        return adr[:, 0], adr[:, 1]
+        key = ids.tobytes()
+        cols = self._free_cols.get(key)
+        if cols is None:
+            adr = self._free_root[ids]
+            if (adr[:, 0] < 0).any():
+                cols = ()
+            else:
+                q, v = adr[:, 0][:, None], adr[:, 1][:, None]
+                cols = (q + _XYZ, q + 3 + _WXYZ, v + _XYZ, v + 3 + _XYZ)
+            if len(self._free_cols) >= 64:
+                self._free_cols.clear()
+            self._free_cols[key] = cols
+        return cols or None
 
-    def body_pose(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def body_pose(self, ids: np.ndarray) -> Any:
         free = self._free_rows(ids)
         if free is not None:
-            q = free[0][:, None]
-            return self._qpos[:, q + np.arange(3)], quat_normalize(self._qpos[:, q + 3 + np.arange(4)])
-        return self._field("xpos")[:, ids], self._field("xquat")[:, ids]
+            pos, quat = free[0], free[1]
+            return _Pair(lambda: self._qpos[:, pos], lambda: quat_normalize(self._qpos[:, quat]))
+        return _Pair(lambda: self._field("xpos")[:, ids], lambda: self._field("xquat")[:, ids])
 
-    def body_velocity(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def body_velocity(self, ids: np.ndarray) -> Any:
         """World velocities of the body frame origins: MuJoCo's ``cvel`` is ``[ang, lin]`` at the subtree
         centre of mass of each body's root; shifted to the frame origin."""
         free = self._free_rows(ids)
         if free is not None:
-            q, v = free[0][:, None], free[1][:, None]
-            quat = quat_normalize(self._qpos[:, q + 3 + np.arange(4)])
-            return self._qvel[:, v + np.arange(3)], quat_apply(quat, self._qvel[:, v + 3 + np.arange(3)])
+            quat, lin, ang = free[1], free[2], free[3]
+            return _Pair(
+                lambda: self._qvel[:, lin],
+                lambda: quat_apply(quat_normalize(self._qpos[:, quat]), self._qvel[:, ang]),
+            )
         cvel = self._field("cvel")[:, ids]
         com = self._field("subtree_com")[:, self.info.body_root[ids]]
         ang = cvel[..., :3]
         return cvel[..., 3:] + cross(ang, self._field("xpos")[:, ids] - com), ang
 
-    def site_pose(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        body_q = self._field("xquat")[:, self._site_body[ids]]
-        return self._field("site_xpos")[:, ids], quat_mul(body_q, self._site_quat_local[ids])
+    def site_pose(self, ids: np.ndarray) -> Any:
+        return _Pair(
+            lambda: self._field("site_xpos")[:, ids],
+            lambda: quat_mul(self._field("xquat")[:, self._site_body[ids]], self._site_quat_local[ids]),
+        )
 
     def site_jacobian(self, site_id: int, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         point = self._field("site_xpos")[:, site_id]
@@ -312,9 +362,9 @@ class MuJoCoEngine(Engine):
         np.copyto(self._prev_state, self._state)  # before the new controls: a revert restores the old ones too
         self._saved = True
         # clamped here as the contract says, so MuJoCo's own check sees only unlimited controls
-        np.clip(ctrl.cpu().numpy(), self._ctrl_lo, self._ctrl_hi, out=self._ctrl)
-        failed = np.zeros(self.num_envs, dtype=bool)
-        warned = np.zeros(self.num_envs, dtype=bool)
+        c = ctrl.numpy() if ctrl.device.type == "cpu" else ctrl.cpu().numpy()
+        np.minimum(np.maximum(c, self._ctrl_lo, out=self._ctrl), self._ctrl_hi, out=self._ctrl)
+        bad: np.ndarray | None = None
         self._stale = True
         if forces is not None:
             b = forces.bodies
@@ -322,7 +372,7 @@ class MuJoCoEngine(Engine):
             try:  # the lever arm moves with the body: re-shift at the pose of every substep
                 for _ in range(nsteps):
                     self._write_xfrc(b, force, torque)
-                    failed |= self._advance(1, warned)
+                    bad = self._advance(1, bad)
                     self._stale = True
             finally:
                 self._xfrc[:, b] = 0.0
@@ -330,21 +380,26 @@ class MuJoCoEngine(Engine):
             left = nsteps
             while left:
                 chunk = min(left, STEP_CHUNK)
-                failed |= self._advance(chunk, warned)
+                bad = self._advance(chunk, bad)
                 left -= chunk
         self._stale = True
-        return failed | warned
+        return bad
 
-    def _advance(self, nsteps: int, warned: np.ndarray) -> np.ndarray:
-        """One call into the batch; returns envs MuJoCo failed, adds envs it warned about to ``warned``."""
-        failed = np.zeros(self.num_envs, dtype=bool)
-        self._warn[:, _BAD_WARNINGS, 1] = 0  # the batch counts warnings per call from here
+    def _advance(self, nsteps: int, bad: np.ndarray | None) -> np.ndarray | None:
+        """One call into the batch; returns ``bad`` (``None``: no env so far) with the envs MuJoCo failed
+        or warned about added."""
+        counts = self._bad_counts
+        counts[...] = 0  # the batch counts warnings per call from here
         try:
             self.batch.step(nstep=nsteps)
         except mjbatch.SimulationError as e:
+            failed = np.zeros(self.num_envs, dtype=bool)
             failed[np.asarray(e.ids)] = True
-        warned |= (self._warn[:, _BAD_WARNINGS, 1] > 0).any(axis=1)
-        return failed
+            bad = failed if bad is None else bad | failed
+        if counts.any():
+            warned = (counts > 0).reshape(self.num_envs, -1).any(axis=1)
+            bad = warned if bad is None else bad | warned
+        return bad
 
     def revert(self, envs: torch.Tensor) -> None:
         if not self._saved:
@@ -368,6 +423,7 @@ class MuJoCoEngine(Engine):
             "_warmstart",
             "_prev_state",
             "_warn",
+            "_bad_counts",
             "_derived",
             "_ray_geoms",
         ):
