@@ -85,6 +85,7 @@ bench: $(STAMP)
 	MUJOCO_GL=egl $(BIN)/python benchmarks/bench_motrix.py
 	MUJOCO_GL=egl $(BIN)/python benchmarks/bench_playback.py
 	MUJOCO_GL=egl $(BIN)/python benchmarks/bench_tasks.py
+	$(BIN)/python benchmarks/bench_overhead.py
 	$(BIN)/python benchmarks/report.py
 
 # the pictures in README.md and docs/playback.md, made with the CLI as a user would (recorded on PhysX, drawn by MuJoCo)

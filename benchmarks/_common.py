@@ -61,6 +61,23 @@ def positive_int(text: str) -> int:
 Call = Callable[[int], None]  # call(i) performs the i-th call of a variant (one step, one query, ...)
 
 
+class Prepared:
+    """A variant whose timed ``call(i)`` follows an untimed ``setup(i)``.
+
+    For a call that is measured in a given situation which itself takes work: a getter timed right
+    after a step (``setup`` steps, so that the getter finds its derived fields stale every time).
+    :func:`interleaved` runs ``setup(i)`` just before it times ``call(i)``; :func:`calibrate` counts
+    both, so that a round still lasts about ``block_s``.
+    """
+
+    def __init__(self, setup: Call, call: Call):
+        self.setup = setup
+        self.call = call
+
+    def __call__(self, i: int) -> None:
+        self.call(i)
+
+
 def calibrate(calls: dict[str, Call], settings: BaseSettings) -> int:
     """One iteration count for every variant: the slowest fills ``block_s`` per round.
 
@@ -68,11 +85,13 @@ def calibrate(calls: dict[str, Call], settings: BaseSettings) -> int:
     """
     per_call = []
     for call in calls.values():
-        call(0)
-        call(1)  # warm-up
+        setup = getattr(call, "setup", None)  # a Prepared variant: its untimed part fills the round too
+        run = call if setup is None else (lambda i, call=call, setup=setup: (setup(i), call(i)))
+        run(0)
+        run(1)  # warm-up
         n, t0 = 0, time.perf_counter()
         while True:
-            call(n)
+            run(n)
             n += 1
             elapsed = time.perf_counter() - t0
             if elapsed > 0.03 or n >= 20:
@@ -89,11 +108,13 @@ def interleaved(
     Each round makes ``iters`` calls of every variant, alternating variants
     call by call (A B C, B C A, C A B, ...), so that a slow spell of the shared
     machine hits every variant of the round alike and no variant always runs
-    right after the same other one.
+    right after the same other one. A :class:`Prepared` variant's ``setup(i)``
+    runs right before its timed ``call(i)``, outside the timing.
     """
     if iters is None:
         iters = calibrate(calls, settings)
     names = list(calls)
+    setups = {n: getattr(calls[n], "setup", None) for n in names}
     samples: dict[str, list[float]] = {n: [] for n in names}
     clock = time.perf_counter
     for r in range(settings.rounds):
@@ -102,6 +123,9 @@ def interleaved(
         for i in range(iters):
             k = (i + r) % len(names)
             for name in names[k:] + names[:k]:
+                setup = setups[name]
+                if setup is not None:
+                    setup(i)
                 t0 = clock()
                 calls[name](i)
                 total[name] += clock() - t0
@@ -118,6 +142,17 @@ def paired_ratio(num: list[float], den: list[float]) -> dict:
     """Median (and spread) over rounds of num[r] / den[r]."""
     ratios = [a / b for a, b in zip(num, den)]
     return {"median": median(ratios), "min": min(ratios), "max": max(ratios), "samples": ratios}
+
+
+def paired_difference(a: list[float], b: list[float], scale: float = 1e6) -> dict:
+    """Median (and spread) over rounds of (a[r] - b[r]) * scale: per-call seconds to µs by default.
+
+    The absolute cost one variant adds to another (a front end above the engine call it makes),
+    paired by round like :func:`paired_ratio`. ``report.py`` shows a key ``diff_us_<a>_vs_<b>``
+    holding it as "a - b (µs)".
+    """
+    diffs = [(x - y) * scale for x, y in zip(a, b)]
+    return {"median": median(diffs), "min": min(diffs), "max": max(diffs), "samples": diffs}
 
 
 def variant(samples: list[float], work_per_call: float, unit: str, iters: int, label: str) -> dict:

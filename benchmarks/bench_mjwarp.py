@@ -5,7 +5,7 @@ One section, ``step``: for each model (arm7, the quadruped, gymnasium's ant)
 and each N, the backend's ``step(ctrl, 1)`` + ``get_qpos()`` + one body's pose
 against a bare loop doing the same work on another engine instance built
 alike: the control written into ``Data.ctrl`` (clamped), ``mujoco_warp.step``
-(a CUDA graph replay on a GPU, as the backend), ``forward`` for the body pose
+(a CUDA graph replay on a GPU, as the backend), ``forward`` for the body pose (a graph replay too)
 (the backend's getters see the reached state), and the same float32 copies.
 Variants are interleaved within one process run and the ratio is the median of
 the per-round ratios (``_common.versus_bare``); target >= 0.9x.
@@ -75,7 +75,8 @@ class BareLoop:
     """An ``MJWarpEngine``'s ``Model``/``Data`` driven by hand: the least work giving the backend's outputs.
 
     Per call: ``ctrl`` clamped into ``Data.ctrl`` (torch view), ``mujoco_warp.step`` ``k`` times (a CUDA
-    graph of one step replayed on a GPU), ``mujoco_warp.forward`` (the reached state's poses), and float32
+    graph of one step replayed on a GPU), ``mujoco_warp.forward`` (the reached state's poses; a CUDA graph
+    too on a GPU, as the backend), and float32
     copies of ``qpos`` and one body's ``xpos``/``xquat``. No input checks, no divergence rule, no revert copy.
     """
 
@@ -93,6 +94,7 @@ class BareLoop:
         self.lo, self.hi = torch.as_tensor(lo, device=self.ctrl.device), torch.as_tensor(hi, device=self.ctrl.device)
         self.body = slice(body, body + 1)
         self.graph: Any = None
+        self.forward_graph: Any = None
         self.use_graph = self.ctrl.device.type == "cuda"
 
     def _step(self, k: int) -> None:
@@ -106,8 +108,13 @@ class BareLoop:
                     with wp.ScopedCapture() as capture:
                         mjw.step(self.m, self.d)
                     self.graph = capture.graph
+                    with wp.ScopedCapture() as capture:
+                        mjw.forward(self.m, self.d)
+                    self.forward_graph = capture.graph
                 for _ in range(k):
                     wp.capture_launch(self.graph)
+                wp.capture_launch(self.forward_graph)
+                return
             mjw.forward(self.m, self.d)
 
     def __call__(self, ctrl: Any, k: int) -> tuple[Any, Any, Any]:

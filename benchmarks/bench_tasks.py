@@ -55,6 +55,32 @@ class Settings(BaseSettings):
         self.train_envs = {"mujoco": 64 if quick else 256, "sapien": 32 if quick else 128}
 
 
+def quadruped_pd(task: Any, actions: list) -> tuple[Callable[[int], None], Callable[[Any, Any], Any]]:
+    """The quadruped task's PD law applied by hand, the least work giving the physics the task asks for.
+
+    Returns ``select(i)``, which takes the joint targets of ``actions[i % len(actions)]``, and
+    ``pd(sim, ctrl)``, a pre-step control function: the motors' ctrl at the current state, with the
+    gains, joints and ctrl ranges of the task's controller.
+    """
+    import torch
+
+    c = task.controller
+    qcols, vcols, kp, kd, scale = c._qpos_cols, c._qvel_cols, c.kp, c.kd, c._scale
+    lo, hi = c._ctrl_low, c._ctrl_high
+    stand = task._stand_joints
+    target = [stand + task.config.action_scale * a for a in actions]
+    state = {"target": target[0]}
+
+    def select(i: int) -> None:
+        state["target"] = target[i % len(target)]
+
+    def pd(sim: Any, ctrl: torch.Tensor) -> torch.Tensor:
+        torque = kp * (state["target"] - sim.get_qpos()[:, qcols]) - kd * sim.get_qvel()[:, vcols]
+        return torch.clamp(torque / scale, lo, hi)
+
+    return select, pd
+
+
 def _bare(task: Any, actions: list) -> Callable[[int], None]:
     """The bare loop of ``task``'s physics and reads, on its backend, without the task."""
     import torch
@@ -62,19 +88,10 @@ def _bare(task: Any, actions: list) -> Callable[[int], None]:
     b = task.backend
     k = task.config.decimation
     if task.name == "quadruped":
-        c = task.controller  # the gains and joints of the task's PD law, applied by hand
-        qcols, vcols, kp, kd, scale = c._qpos_cols, c._qvel_cols, c.kp, c.kd, c._scale
-        lo, hi = c._ctrl_low, c._ctrl_high
-        stand = task._stand_joints
-        target = [stand + task.config.action_scale * a for a in actions]
-        state = {"target": target[0]}
-
-        def pd(sim: Any, ctrl: torch.Tensor) -> torch.Tensor:
-            torque = kp * (state["target"] - sim.get_qpos()[:, qcols]) - kd * sim.get_qvel()[:, vcols]
-            return torch.clamp(torque / scale, lo, hi)
+        select, pd = quadruped_pd(task, actions)  # the task's PD law, applied by hand
 
         def call(i: int) -> None:
-            state["target"] = target[i % len(target)]
+            select(i)
             b.set_pre_step_control(pd)
             b.step(torch.zeros(b.num_envs, b.num_actuators), nsteps=k)
             b.set_pre_step_control(None)

@@ -125,9 +125,13 @@ def _ratio(value: dict[str, Any]) -> str:
 
 
 def _ratio_name(key: str) -> str:
-    """``ratio_backend_vs_raw_vel`` -> ``backend / raw_vel``; keys without ``_vs_`` stay as they are."""
+    """``ratio_backend_vs_raw_vel`` -> ``backend / raw_vel``, ``diff_us_backend_vs_raw`` (a paired
+    difference, ``_common.paired_difference``) -> ``backend - raw (µs)``; keys without ``_vs_`` stay
+    as they are."""
     if "_vs_" not in key:
         return key
+    if key.startswith("diff_us_"):
+        return " - ".join(key[len("diff_us_") :].split("_vs_")) + " (µs)"
     for prefix in ("rate_ratio_", "ratio_", "speedup_"):
         if key.startswith(prefix):
             key = key[len(prefix) :]
@@ -201,6 +205,7 @@ def _cases_table(cases: dict[str, dict[str, Any]]) -> list[str]:
                 if name not in names:
                     names.append(name)
     unit = _one_unit(all_variants)
+    per_call = unit == "calls/s"  # calls of different kinds: their times say more than their rates
     head = ["case", *(f"`{n}`" for n in names), *(_ratio_name(r) for r in ratios)]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     reasons: dict[str, str] = {}
@@ -208,7 +213,9 @@ def _cases_table(cases: dict[str, dict[str, Any]]) -> list[str]:
         row = [case_name]
         for name in names:
             v = case.get("variants", {}).get(name)
-            if v is not None:
+            if v is not None and per_call:
+                row.append(_number(1e3 * v.get("ms_per_call", math.nan)))
+            elif v is not None:
                 rate = _number(v.get("rate"))
                 row.append(rate if unit else f"{rate} {v.get('rate_unit', '')}".strip())
             elif name in case.get("skipped", {}):
@@ -222,7 +229,10 @@ def _cases_table(cases: dict[str, dict[str, Any]]) -> list[str]:
         row.extend(_ratio(case[r]) if r in case else "-" for r in ratios)
         out.append("| " + " | ".join(_cell(c) for c in row) + " |")
     out.append("")
-    text = (f"Rates in {unit}" if unit else "Rates") + " (median over rounds)"
+    if per_call:
+        text = "Times in µs per call (median over rounds)"
+    else:
+        text = (f"Rates in {unit}" if unit else "Rates") + " (median over rounds)"
     text += "; ratios: median of the per-round ratios (min..max)." if ratios else "."
     legend = _legend(labels)
     if legend:

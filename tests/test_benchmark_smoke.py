@@ -306,9 +306,13 @@ def test_sharded_bench_compares_shard_counts_doing_the_same_work(tmp_path: Path)
 
 
 def test_host_sync_probe_counts_the_reads_by_site(tmp_path: Path) -> None:
-    """probe_host_syncs.py: each phase runs its calls and names where host reads happen. On the CPU the front
-    end's input checks read their verdicts on the host (the GPU path defers them), so the step phase must
-    show scalar reads at named sites of the package; a probe that counted nothing would fail here."""
+    """probe_host_syncs.py: each phase runs its calls and names where host reads happen, by kind
+    (simbackend.host_reads), the per-kind counts adding up to the sites'. On the CPU the MuJoCo engine itself
+    reads the host (``set_state``'s values go to MjData through host copies), so the phases must show reads
+    at named sites of the package; a probe that counted nothing would fail here. What the counter catches,
+    op by op, is tests/test_host_reads.py's."""
+    from simbackend.host_reads import KINDS
+
     out = tmp_path / "syncs.json"
     proc = _run("--sim", "mujoco", "--device", "cpu", "--n", "4", "--steps", "3", "--tasks", "cartpole",
                 "--out", str(out), script=BENCHMARKS / "probe_host_syncs.py", timeout=120)  # fmt: skip
@@ -316,7 +320,125 @@ def test_host_sync_probe_counts_the_reads_by_site(tmp_path: Path) -> None:
     data = json.loads(out.read_text())
     phases = {row["phase"]: row for row in data["phases"]}
     assert len(phases) == 4 and data["errors"] == {} and all(row["calls"] == 3 for row in phases.values())
-    step = phases["backend step(ctrl, 1)"]
-    assert step["scalar_reads_per_call"] >= 1
-    assert sum(step["sites"].values()) == 3 * step["scalar_reads_per_call"]
-    assert all(site.startswith("scalar read at ") and ".py:" in site for site in step["sites"])
+    per_kind = ("scalar_reads", "data_dependent_shapes", "copies_to_host", "readback_calls")
+    for row in phases.values():
+        assert row["host_reads_per_call"] == pytest.approx(sum(row[f"{k}_per_call"] for k in per_kind)), row
+        assert sum(row["sites"].values()) == pytest.approx(3 * row["host_reads_per_call"]), row
+        assert all(site.split(" at ")[0] in KINDS and ".py:" in site for site in row["sites"]), row["sites"]
+    assert all(row["copies_to_host_per_call"] == 0 for row in phases.values())  # on the CPU no tensor is on a device
+    sites = [site for row in phases.values() for site in row["sites"]]  # named in the package, not the probe
+    assert sites and not any("probe_host_syncs.py" in site for site in sites), sites
+
+
+# ----------------------------------------------------------------------------
+# bench_overhead.py
+# ----------------------------------------------------------------------------
+OVERHEAD_SCRIPT = BENCHMARKS / "bench_overhead.py"
+
+
+@pytest.fixture(scope="module")
+def overhead_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench_overhead") / "overhead.json"
+    proc = _run("--quick", "--out", str(out), script=OVERHEAD_SCRIPT)
+    assert proc.returncode == 0, (
+        f"bench_overhead.py failed:\nstdout:\n{proc.stdout[-3000:]}\nstderr:\n{proc.stderr[-3000:]}"
+    )
+    return proc, json.loads(out.read_text()), out
+
+
+def test_overhead_sections_time_each_call_against_the_raw_engine(overhead_run):
+    """Every case pairs the contract call with the raw engine doing the same work: positive per-call
+    times, the per-round difference in µs and the throughput ratio, one sample per round; the steps
+    start from the same state and stay bit-identical over the checked calls."""
+    _, data, _ = overhead_run
+    assert data["settings"]["quick"] is True
+    assert set(data["sections"]) == {"cpu_n1", "cpu_n1024", "task", "gpu"}
+    rounds = data["settings"]["rounds"]
+    expected = {
+        "cpu_n1": {
+            "step cartpole",
+            "step inverted_pendulum",
+            "set_state cartpole",
+            "set_state inverted_pendulum",
+            *(f"{g} cartpole" for g in ("get_qpos", "get_qvel", "get_dof_pos", "get_body_pos_w", "get_body_quat_w")),
+            "get_base_lin_vel quadruped",
+            "get_site_pos_w arm7",
+        },
+        "cpu_n1024": {
+            "step k=1",
+            "step k=4",
+            "set_state 8 of 1024",
+            *("get_qpos", "get_qvel", "get_dof_pos", "get_body_pos_w", "get_site_pos_w"),
+        },
+        "task": {f"{t} N={n}" for t in ("cartpole", "quadruped") for n in (1, 1024)},
+    }
+    for name, cases in expected.items():
+        sec = data["sections"][name]
+        assert "error" not in sec, sec.get("error")
+        assert set(sec["cases"]) == cases, name
+        ours, base = ("task", "backend") if name == "task" else ("backend", "raw")
+        for case_name, case in sec["cases"].items():
+            assert set(case["variants"]) == {ours, base}, case_name
+            _check_variants(case["variants"], rounds)
+            diff, ratio = case[f"diff_us_{ours}_vs_{base}"], case[f"ratio_{ours}_vs_{base}"]
+            assert len(diff["samples"]) == len(ratio["samples"]) == rounds, case_name
+            assert diff["min"] <= diff["median"] <= diff["max"], case_name
+            assert 0 < ratio["min"] <= ratio["median"] <= ratio["max"], case_name
+            if "raw_bound" in case:  # the raw batch binds what the engine binds
+                assert case["raw_bound"] == case["engine_bound"], case_name
+        for key, check in sec.get("same_work_check", {}).items():
+            assert check["qpos_max_abs_diff"] == 0.0 and check["qvel_max_abs_diff"] == 0.0, (name, key)
+    assert set(data["sections"]["cpu_n1"]["same_work_check"]) == {"step cartpole", "step inverted_pendulum"}
+
+
+def test_overhead_figures_state_value_target_and_verdict(overhead_run):
+    proc, data, _ = overhead_run
+    figs = {name: data["sections"][name]["figures"] for name in ("cpu_n1", "cpu_n1024", "task")}
+    assert [(f["target"], f["op"], f["unit"]) for f in figs["cpu_n1"]] == [(30.0, "<=", "µs")] * 2 + [
+        (5.0, "<=", "µs")
+    ] * 7
+    assert [(f["target"], f["op"], f["unit"]) for f in figs["cpu_n1024"] + figs["task"]] == [(0.95, ">=", "x")] * 4
+    for f in (f for fs in figs.values() for f in fs):
+        assert f["min"] <= f["value"] <= f["max"], f["name"]
+        assert f["meets_target"] is (f["value"] <= f["target"] if f["op"] == "<=" else f["value"] >= f["target"])
+    assert "Figures vs targets" in proc.stdout and "above raw" in proc.stdout
+
+
+def test_overhead_gpu_section_says_why_it_did_not_run(overhead_run):
+    _, data, _ = overhead_run
+    gpu = data["sections"]["gpu"]
+    assert "--device cuda" in gpu["skipped"] and gpu["figures"] == []
+
+
+def test_overhead_results_render_into_the_performance_page(overhead_run, tmp_path):
+    import importlib.util
+
+    _, data, _ = overhead_run
+    (tmp_path / "overhead.json").write_text(json.dumps(data))
+    spec = importlib.util.spec_from_file_location("bench_report_overhead", BENCHMARKS / "report.py")
+    assert spec is not None and spec.loader is not None
+    report = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(report)
+    page = tmp_path / "performance.md"
+    assert report.main(["--results", str(tmp_path), "--out", str(page)]) == 0
+    text = page.read_text()
+    assert "## overhead (`bench_overhead.py`" in text
+    assert "| case | `backend` | `raw` | backend - raw (µs) | backend / raw |" in text
+    assert "| case | `task` | `backend` | task - backend (µs) | task / backend |" in text
+    assert "Times in µs per call" in text and "Skipped: needs --device cuda" in text
+
+
+def test_overhead_device_cuda_without_a_gpu_is_a_one_line_usage_error(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a CUDA device")
+    out = tmp_path / "x.json"
+    proc = _run("--quick", "--only", "gpu", "--device", "cuda", "--out", str(out), script=OVERHEAD_SCRIPT, timeout=120)
+    assert proc.returncode == 2 and not out.exists()
+    assert proc.stderr.strip().splitlines() == [
+        f"bench_overhead.py: --device cuda: no CUDA device here (torch {torch.__version__}: "
+        "torch.cuda.is_available() is False)"
+    ]
+    bad = _run("--device", "tpu", script=OVERHEAD_SCRIPT, timeout=120)
+    assert bad.returncode == 2 and "expected cpu, cuda or cuda:i, got 'tpu'" in bad.stderr
