@@ -330,6 +330,20 @@ def test_host_sync_probe_counts_the_reads_by_site(tmp_path: Path) -> None:
     assert sites and not any("probe_host_syncs.py" in site for site in sites), sites
 
 
+def test_gpu_loop_probe_runs_on_the_cpu_with_deferred_checks(tmp_path: Path) -> None:
+    """probe_gpu_loop.py on the CPU (its CUDA passes skipped): the quadruped's RL loop with resets by mask,
+    on MuJoCo Warp with deferred checks, counted: no host read (the H100 run's JSON is in results/)."""
+    pytest.importorskip("mujoco_warp")
+    out = tmp_path / "loop.json"
+    proc = _run("--device", "cpu", "--n", "4", "--iterations", "1", "--steps", "3", "--count-iterations", "2",
+                "--out", str(out), script=BENCHMARKS / "probe_gpu_loop.py", timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(out.read_text())
+    assert data["deferred_checks"] is True and data["device"] == "cpu"
+    assert data["count"] == {"iterations": 2, "host_reads": 0, "by_site": {}}
+    assert "sync_debug" not in data and "graph" not in data  # CUDA only
+
+
 # ----------------------------------------------------------------------------
 # bench_overhead.py
 # ----------------------------------------------------------------------------
