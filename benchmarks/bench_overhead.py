@@ -278,9 +278,9 @@ _GETTERS: dict[str, tuple[tuple[str, ...], bool]] = {
     "get_qvel": ((), False),
     "get_dof_pos": ((), False),
     "get_base_lin_vel": ((), False),  # a free root body: read from the qvel rows while stale
-    "get_body_pos_w": (("xpos", "xquat"), True),
-    "get_body_quat_w": (("xpos", "xquat"), True),
-    "get_site_pos_w": (("xquat", "site_xpos"), True),
+    "get_body_pos_w": (("xpos",), True),  # the engine computes only the half a getter reads
+    "get_body_quat_w": (("xquat",), True),
+    "get_site_pos_w": (("site_xpos",), True),
 }
 
 

@@ -23,6 +23,7 @@ import functools
 import os
 import socket
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,7 +67,7 @@ def to_numpy(x: Any) -> Any:
     """A fresh numpy copy of an engine output (tensor, array, tuple of them or ``None``)."""
     if x is None:
         return None
-    if isinstance(x, tuple):
+    if isinstance(x, Sequence) and not isinstance(x, (str, bytes)):  # a tuple, or a frame member's lazy pair
         return tuple(to_numpy(v) for v in x)
     if isinstance(x, torch.Tensor):
         return x.detach().cpu().numpy().copy()

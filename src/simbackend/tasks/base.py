@@ -354,7 +354,9 @@ class Task:
         action = V.real_tensor(
             action, "action", (self.num_envs, self.action_dim), device=self.device, dtype=torch.float32
         )
-        if not self._deferred:  # deferred: a NaN action reaches the backend as NaN ctrl, reported at the next call
+        # deferred: a NaN action reaches the backend as NaN ctrl, reported at the next call; on the CPU one
+        # reduction clears the common case
+        if not self._deferred and V.host_real(action, action.shape) is None:
             bad = V.nonfinite_rows(action)
             if bool(bad.any()):
                 raise NonFiniteError("action", torch.nonzero(bad).flatten().tolist())
@@ -369,7 +371,8 @@ class Task:
         self._after_physics()
         self.episode_step += 1
         terms = self._reward(action)
-        reward = torch.stack(list(terms.values())).sum(0).to(torch.float32)
+        parts = list(terms.values())
+        reward = (parts[0] if len(parts) == 1 else torch.stack(parts).sum(0)).to(torch.float32, copy=True)
         terminated = self._terminated() | diverged
         truncated = (self.episode_step >= self.config.episode_length) & ~terminated
         self.episode_return += reward

@@ -29,6 +29,7 @@ batch's thread pool. Design points (see docs/architecture.md):
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from typing import Any
 
 import mujoco
@@ -90,10 +91,10 @@ _CAPABILITIES = Capabilities(
 )
 
 
-class _Pair:
+class _Pair(Sequence):
     """The ``(a, b)`` a frame member returns, each computed when first read: a getter wanting positions
-    (``body_pose(ids)[0]``) does not pay for the orientations. Unpacks, indexes and pickles (to a shard's
-    caller) as a tuple."""
+    (``body_pose(ids)[0]``) does not pay for the orientations. A sequence: unpacks, indexes and pickles (to
+    a shard's caller) as a tuple."""
 
     __slots__ = ("_make", "_done")
 
