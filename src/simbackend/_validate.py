@@ -142,15 +142,13 @@ def host_real(x: Any, shape: tuple[int, ...]) -> np.ndarray | None:
     ):
         return None
     a = x.detach().numpy()
-    if a.size and not (float(a.max()) <= MAX_REAL_INPUT and float(a.min()) >= -MAX_REAL_INPUT):  # NaN fails
-        return None
-    return a
+    return a if bounded(a, MAX_REAL_INPUT) else None
 
 
-def within(t: torch.Tensor, limit: float) -> bool:
-    """Whether every value of CPU tensor ``t`` is finite with ``|value| <= limit`` (one reduction; NaN fails)."""
-    a = t.detach().numpy()
-    return not a.size or (float(a.max()) <= limit and float(a.min()) >= -limit)  # NaN fails both
+def bounded(a: np.ndarray, limit: float) -> bool:
+    """Whether every entry of ``a`` is finite and within ``[-limit, limit]``: a max and a min, no temporary
+    array (NaN propagates through both and compares false). The CPU fast paths' one reduction."""
+    return not a.size or (float(a.max()) <= limit and float(a.min()) >= -limit)
 
 
 def nonfinite_rows(t: torch.Tensor) -> torch.Tensor:

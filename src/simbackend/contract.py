@@ -669,7 +669,12 @@ class SimBackend:
             ids, qpos, qvel = ids[order], qpos[perm], qvel[perm]
         checks: list[tuple[str, Any, Any, Any]] = [("qpos", qpos, "nonfinite", None), ("qvel", qvel, "nonfinite", None)]
         checks += [("qpos", qpos, MAX_QPOS, None), ("qvel", qvel, MAX_QVEL, None)]
-        if not self._defers_checks and dev.type == "cpu" and V.within(qpos, MAX_QPOS) and V.within(qvel, MAX_QVEL):
+        if (
+            not self._defers_checks
+            and dev.type == "cpu"
+            and V.bounded(qpos.numpy(), MAX_QPOS)
+            and V.bounded(qvel.numpy(), MAX_QVEL)
+        ):
             checks = []  # the common case, one reduction each: finite and within the rule's bounds
         if self._quat_cols.numel():
             qpos, zero = V.normalised_quaternions(qpos, self._quat_cols)
@@ -1543,7 +1548,7 @@ class SimBackend:
         ids, never write them; left writeable, as torch warns about read-only arrays)."""
         ids = self._index_cache.get(kind)
         if ids is None:
-            ids = np.array([self._info.base_body]) if kind == "base" else np.arange(size, dtype=np.int64)
+            ids = np.array([self._info.base_body], np.int64) if kind == "base" else np.arange(size, dtype=np.int64)
             self._index_cache[kind] = ids
         return ids
 

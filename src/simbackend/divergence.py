@@ -46,6 +46,8 @@ from typing import Any
 
 import numpy as np
 
+from simbackend._validate import bounded
+
 #: |qpos| entries above this count as diverged (MuJoCo's mjMAXVAL)
 MAX_QPOS = 1e10
 #: |qvel| entries above this (m/s, rad/s) count as diverged (below PhysX's ~1e6 speed saturation)
@@ -67,17 +69,11 @@ def diverged_rows(qpos: Any, qvel: Any) -> Any:
     return ~ok
 
 
-def _bounded(a: np.ndarray, limit: float) -> bool:
-    """Whether every entry of ``a`` is within ``[-limit, limit]``: a min and a max, no temporary array
-    (NaN propagates through both and compares false)."""
-    return not a.size or (float(a.max()) <= limit and float(a.min()) >= -limit)
-
-
 def any_diverged(qpos: Any, qvel: Any) -> bool:
     """Whether some row of ``qpos``/``qvel`` breaks rules 1-3: one reduction per array, for a CPU
     backend's common case (no env diverged); :func:`diverged_rows` then says which."""
     if isinstance(qpos, np.ndarray):
-        return not (_bounded(qpos, MAX_QPOS) and _bounded(qvel, MAX_QVEL))
+        return not (bounded(qpos, MAX_QPOS) and bounded(qvel, MAX_QVEL))
     return not bool((qpos.abs() <= MAX_QPOS).all() & (qvel.abs() <= MAX_QVEL).all())
 
 
