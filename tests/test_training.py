@@ -140,6 +140,20 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> object:
     return train("cartpole", "mujoco", seed=3, train_config=SMALL, out_dir=out, progress=False)
 
 
+def test_training_with_deferred_checks_is_the_same_training(trained: object, tmp_path: Path) -> None:
+    """With deferred checks (a GPU's code path) the rollout reads nothing back and the episode statistics are
+    read once per iteration, stacked: the same episodes, counts, returns, losses and evaluations as the
+    immediate path, row for row."""
+    r = train(
+        "cartpole", "mujoco", seed=3, train_config=SMALL, out_dir=tmp_path, progress=False,
+        backend_options={"deferred_checks": True},
+    )  # fmt: skip
+    timing = {"wall_s", "fps", "collect_s", "learn_s"}
+    strip = [{k: v for k, v in row.items() if k not in timing} for row in trained.rows]
+    assert sum(row["episodes"] for row in strip) > 0  # episodes ended: the statistics were read
+    assert [{k: v for k, v in row.items() if k not in timing} for row in r.rows] == strip
+
+
 def test_training_writes_its_files(trained: object) -> None:
     out = trained.out_dir
     for name in (

@@ -326,11 +326,10 @@ def _train(
                             finals.append(final)
                         elif "log" in extras:
                             finished += _finished(window, final)
-                    if deferred:
+                    if deferred:  # the rollout's statistics stacked, step-major: one copy to the host each
                         if bool(nan_seen):
                             raise ValueError("the environment returned NaN observations or rewards in this rollout")
-                        for final in finals:
-                            finished += _finished(window, final)
+                        finished += _finished(window, {k: torch.stack([f[k] for f in finals]) for k in finals[0]})
                     collect_s = time.perf_counter() - t_iter
                     alg.compute_returns(obs)
                 t_learn = time.perf_counter()
@@ -429,14 +428,14 @@ def _train(
 
 
 def _finished(window: Any, final: Mapping[str, torch.Tensor]) -> int:
-    """Add the ``(return, length, success)`` of the episodes that ended in one step (``extras["final"]``)
-    to ``window``; returns how many ended."""
-    ids = final["done"].cpu()
+    """Add the ``(return, length, success)`` of the episodes that ended (``extras["final"]`` of one step,
+    ``(N,)`` each, or of several stacked, ``(T, N)``, in step order) to ``window``; returns how many ended."""
+    ids = final["done"].cpu().reshape(-1)
     window.extend(
         zip(
-            final["episode_return"].cpu()[ids].tolist(),
-            final["episode_length"].cpu()[ids].tolist(),
-            final["success"].cpu()[ids].float().tolist(),
+            final["episode_return"].cpu().reshape(-1)[ids].tolist(),
+            final["episode_length"].cpu().reshape(-1)[ids].tolist(),
+            final["success"].cpu().reshape(-1)[ids].float().tolist(),
         )
     )
     return int(ids.sum())
