@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from simbackend.errors import ArgumentTypeError, InvalidArgumentError
 from simbackend.graphs import CapturedStep, capture_blockers
 from simbackend.tasks import make_task
 
@@ -24,6 +25,10 @@ def test_each_blocker_is_named(deferred: bool) -> None:
         assert any("checks input values at once" in r for r in reasons) is (not deferred)
         step = CapturedStep(task)
         assert not step.captured and step.reason == "; ".join(reasons)
+        with pytest.raises(InvalidArgumentError, match="warmup"):  # a bad argument is an error, not a reason
+            CapturedStep(task, warmup=0)
+        with pytest.raises(ArgumentTypeError, match="capture"):
+            CapturedStep(task, capture="no")
         assert "eager" in repr(step)
     finally:
         task.close()

@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from simbackend import _validate as V
+from simbackend import checks
 
 __all__ = ["CapturedStep", "capture_blockers"]
 
@@ -71,6 +72,8 @@ class CapturedStep:
     """
 
     def __init__(self, task: Any, *, warmup: int = 3, capture: bool = True):
+        warmup = V.positive_int(warmup, "warmup")  # bad arguments raise; only the capture's failure is a reason
+        capture = checks.boolean(capture, "capture")
         self.task = task
         self.num_envs, self.action_dim, self.device = task.num_envs, task.action_dim, task.device
         blockers = capture_blockers(task) if capture else ["capture=False"]
@@ -80,7 +83,7 @@ class CapturedStep:
         self._out: Any = None
         if self.reason is None:
             try:
-                self._capture(V.positive_int(warmup, "warmup"))
+                self._capture(warmup)
             except Exception as e:  # noqa: BLE001 - any failure: eager steps, and the reason says which
                 self._graph = None
                 self.reason = f"the capture failed: {type(e).__name__}: {' '.join(str(e).split())[:300]}"
