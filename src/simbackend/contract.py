@@ -40,6 +40,7 @@ import numpy as np
 import torch
 
 from simbackend import _validate as V
+from simbackend import checks
 from simbackend.capabilities import Capabilities
 from simbackend.devices import require_device
 from simbackend.divergence import MAX_QPOS, MAX_QVEL, any_diverged, diverged_rows, forced_rows
@@ -138,6 +139,7 @@ class SimBackend:
         self._faults: DeferredFaults | None = None
         # decided on first use, from capabilities.gpu, unless the option says
         self._deferred: bool | None = opts.deferred_checks
+        self._contact_sensing = opts.contact_sensing
         self._pre_step: PreStepControl | None = None
         self._in_step = False
         self._observers: list = []
@@ -194,6 +196,11 @@ class SimBackend:
     def device(self) -> torch.device:
         """Torch device of every returned tensor."""
         return self._device
+
+    @property
+    def contact_sensing(self) -> bool:
+        """Whether contact forces are computed (the ``contact_sensing`` construction option)."""
+        return self._contact_sensing
 
     @property
     def deferred_checks(self) -> bool:
@@ -551,6 +558,29 @@ class SimBackend:
     def get_site_quat_w(self, site_ids: Ids = None) -> torch.Tensor:
         """``(N, S, 4)`` site orientations, wxyz, world frame."""
         return self._out(self._engine.site_pose(self._site_index(site_ids))[1])
+
+    def get_body_contact_force_w(self, body_ids: Ids = None) -> torch.Tensor:
+        """``(N, B, 3)`` net contact force on each body, world frame, N: the sum of the forces the
+        contacts of the body's geoms exerted on it in the last substep of the last ``step``.
+
+        A body resting on the floor reads its weight, upward; a body touching nothing reads zero.
+        Envs written since their last step (``set_state``, a reset, a divergence revert, a
+        snapshot restore) read zero until they step. Needs ``capabilities.contact_forces`` and
+        the ``contact_sensing=True`` construction option (MuJoCo pays an extra pass per substep).
+        """
+        self._require("contact_forces")
+        if not self._contact_sensing:
+            raise InvalidArgumentError(
+                "contact_sensing: contact forces are computed only in a backend built with contact_sensing=True"
+            )
+        return self._out(self._engine.contact_forces(self._body_index(body_ids)))
+
+    def get_body_contact_mask(self, body_ids: Ids = None, threshold: float = 1.0) -> torch.Tensor:
+        """``(N, B)`` bool: whether each body's net contact force (:meth:`get_body_contact_force_w`)
+        is larger than ``threshold`` newtons (a finite number >= 0)."""
+        limit = checks.real(threshold, "threshold", minimum=0.0)
+        force = self.get_body_contact_force_w(body_ids)
+        return (force * force).sum(-1) > limit * limit
 
     def get_sensor_data(self, name: str) -> torch.Tensor:
         """``(N, dim)`` reading of sensor ``name``, with MuJoCo's meaning and frame for its type."""

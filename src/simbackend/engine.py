@@ -26,6 +26,7 @@ member                   job
 ``site_pose``
 ``site_jacobian``        world-frame Jacobian of a site's point (optional)
 ``sensor``               one MuJoCo sensor's reading (default: computed from the frames)
+``contact_forces``       net contact force on some bodies in the last substep (optional)
 ``read_params``,         per-env model fields for domain randomization (optional)
 ``write_params``
 ``state_width``,         snapshots of the engine's own state (optional)
@@ -263,6 +264,15 @@ class Engine(abc.ABC):
         qvel columns ``cols`` (``capabilities.site_jacobians``)."""
         raise UnsupportedFeatureError(self.name, "site_jacobians")
 
+    def contact_forces(self, body_ids: np.ndarray) -> Any:
+        """``(N, B, 3)`` net contact force on bodies ``body_ids``, world frame, N: the sum over the
+        contacts touching each body's geoms of the force the contact exerted on that body, in the last
+        substep of the last :meth:`step` (``capabilities.contact_forces``; called only on an engine
+        built with ``options.contact_sensing``). Rows of envs written (:meth:`write_state`,
+        :meth:`write_state_masked`, :meth:`restore_state`) or reverted since their last step are zero.
+        Body forces the caller applied are not contact forces, nor are equality constraints."""
+        raise UnsupportedFeatureError(self.name, "contact_forces")
+
     def sensor(self, sensor_id: int) -> Any:
         """``(N, dim)`` reading of sensor ``sensor_id`` (a type in ``capabilities.sensor_types``).
 
@@ -361,6 +371,7 @@ ENGINE_MEMBERS = (
     "body_velocity",
     "site_pose",
     "site_jacobian",
+    "contact_forces",
     "sensor",
     "read_params",
     "write_params",
@@ -380,6 +391,7 @@ OPTIONAL_MEMBERS = (
     "notes",
     "write_state_masked",
     "site_jacobian",
+    "contact_forces",
     "sensor",
     "read_params",
     "write_params",

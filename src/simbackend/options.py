@@ -30,6 +30,9 @@ option                    value                        meaning
                                                        does (None: on for GPU backends); True on a
                                                        CPU backend runs a GPU training loop's code
                                                        path, to count its host reads on the CPU
+``contact_sensing``       True or False (False)        compute each body's net contact force every
+                                                       substep (``get_body_contact_force_w``); off by
+                                                       default, as it costs MuJoCo a pass per substep
 ``<engine name>``         dict                         options of that engine only; blocks named
                                                        after other registered engines are ignored
 ========================  ===========================  ===========================================
@@ -65,6 +68,7 @@ COMMON_OPTIONS = (
     "shards",
     "sharding",
     "deferred_checks",
+    "contact_sensing",
 )
 #: the subset passed to the model compiler
 MODEL_OPTIONS = ("package_dirs", "actuators", "fuse_static")
@@ -102,6 +106,7 @@ class BackendOptions:
     shards: int | None = None
     sharding: Mapping[str, Any] = field(default_factory=dict)
     deferred_checks: bool | None = None
+    contact_sensing: bool = False
 
 
 # ----------------------------------------------------------------------
@@ -176,6 +181,7 @@ SCALAR_OPTIONS: Mapping[str, Callable[[Any, str], Any]] = {
     "timestep": optional(check_positive_float),
     "shards": optional(lambda v, a: check_int(v, a, minimum=1, maximum=4096)),
     "deferred_checks": optional(check_bool),
+    "contact_sensing": check_bool,
 }
 
 
@@ -291,6 +297,7 @@ def parse_options(
         shards=shards,
         sharding=sharding,
         deferred_checks=SCALAR_OPTIONS["deferred_checks"](options.get("deferred_checks"), "deferred_checks"),
+        contact_sensing=SCALAR_OPTIONS["contact_sensing"](options.get("contact_sensing", False), "contact_sensing"),
     )
 
 

@@ -550,7 +550,7 @@ def test_sensor_types_as_declared(make_sim: Callable[..., Any], model: str) -> N
 
 
 def test_optional_features_as_declared(pair: tuple[Any, Any]) -> None:
-    """Clause: errors — a feature the backend declares absent (body_forces, site_jacobians, pre_step_control) raises UnsupportedFeatureError naming backend and capability; a declared one works."""
+    """Clause: errors — a feature the backend declares absent (body_forces, site_jacobians, pre_step_control, contact_forces) raises UnsupportedFeatureError naming backend and capability; a declared one works."""
     sim, _ = pair
     caps = sim.capabilities
     nb = len(sim.body_names)
@@ -566,6 +566,9 @@ def test_optional_features_as_declared(pair: tuple[Any, Any]) -> None:
             _expect(sim, None, capability, fn, UnsupportedFeatureError, sim.name, capability)
     if caps.pre_step_control:
         sim.set_pre_step_control(None)
+    if not caps.contact_forces:  # a declared one is checked in test_contacts.py (it needs contact_sensing)
+        fn = sim.get_body_contact_force_w
+        _expect(sim, None, "contact_forces", fn, UnsupportedFeatureError, sim.name, "contact_forces")
 
 
 # ----------------------------------------------------------------------------

@@ -157,6 +157,9 @@ class ShardedEngine(Engine):
     def sensor(self, sensor_id: int) -> Any:
         return self._get(("sensor", int(sensor_id)))
 
+    def contact_forces(self, body_ids: np.ndarray) -> Any:
+        return self._get(("contact_forces", tuple(int(i) for i in body_ids)))
+
     def cast_rays(self, origins: torch.Tensor, directions: torch.Tensor, exclude_body: int) -> Any:
         o, d = origins.cpu().numpy(), directions.cpu().numpy()
         args = {k: (o[self._rows(k)], d[self._rows(k)], int(exclude_body)) for k in self._live()}

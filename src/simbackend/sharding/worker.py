@@ -35,7 +35,7 @@ from simbackend.engine import BodyForces, Engine, EngineBuild
 #: engine members that change the state: their answer carries the state after them
 MUTATING = ("step", "revert", "write_state", "restore_state", "write_params")
 #: members that may be sent along with a mutating call (read keys: ``(member, *args)``)
-PREFETCHABLE = ("body_pose", "body_velocity", "site_pose", "sensor")
+PREFETCHABLE = ("body_pose", "body_velocity", "site_pose", "sensor", "contact_forces")
 #: positions of real-tensor arguments, per member (ids stay host numpy arrays)
 _REAL_ARGS = {"write_state": (1, 2), "step": (0,), "cast_rays": (0, 1)}
 _F64_ARGS = {"check_saved": (1,), "restore_state": (1,)}

@@ -15,6 +15,17 @@ warm starts through ``reset``. Body poses and velocities come from
 ``get_link_poses``/``get_link_*_velocities`` (frame origins, world frame),
 read for the bodies asked, once per state.
 
+Contact forces (``contact_sensing=True``): Motrix's contact-force report
+(``SceneModel.reports.contact_forces``), read with ``get_link_net_contact_forces``:
+per env of the batch and per link, the net contact force on the link in world
+frame, from the last substep of the last ``step``/``step_n`` (not summed over
+them), contacts with both sides (link-link contacts count once for each link,
+with its own sign), applied external forces excluded. Links are bodies one to
+one (:mod:`.mapping`); welded static bodies have their own link and read the
+reaction of what rests on them, as in MuJoCo. Motrix keeps a written env's
+last report through ``reset``: rows of envs written since their last step are
+zeroed here.
+
 Divergence: Motrix never raises from a step and reports no per-env failure;
 a blown-up env turns non-finite or huge, which the front end's rule
 (:mod:`simbackend.divergence`) flags on the state read after the call; ``revert``
@@ -91,7 +102,8 @@ class MotrixEngine(Engine):
     it; the trajectories are bit-identical for any count); ``solver_iterations``
     (Motrix's ``max_iterations``, default 100); ``timestep`` and the model
     options. The block ``motrix={...}`` takes ``solver_tolerance`` (default
-    1e-6, :data:`DEFAULT_TOLERANCE`; Motrix's own is 1e-4).
+    1e-6, :data:`DEFAULT_TOLERANCE`; Motrix's own is 1e-4). ``contact_sensing``
+    turns on Motrix's contact-force report (the trajectories stay bit-identical).
 
     Raises:
         ModelLoadError: the model holds something Motrix cannot represent
@@ -121,6 +133,9 @@ class MotrixEngine(Engine):
             o.max_iterations = opts.solver_iterations
         tol = opts.engine["solver_tolerance"]
         o.solver_tolerance = DEFAULT_TOLERANCE if tol is None else tol
+        self._contact_sensing = bool(opts.contact_sensing)
+        if self._contact_sensing:  # a model-wide switch; this engine's model is its own (loaded above)
+            mm.reports.contact_forces = True
         info = self.info
         if model_info(m).fingerprint != info.fingerprint:  # the source compiled again must be the same model
             raise ModelLoadError(
@@ -141,6 +156,8 @@ class MotrixEngine(Engine):
         self._sites = [mm.sites[int(k)] for k in mapping.site_index]
         self._ctrl = np.zeros((self.num_envs, mm.num_actuators), np.float32)
         self._dr_written: set[str] = set()
+        #: whether each env has stepped since it was last written (written envs read no contact force)
+        self._stepped = np.zeros(self.num_envs, dtype=bool)
         #: bodies Motrix folds into its static world (welded to it: Motrix holds no mass for them)
         self._static = frozenset(
             b
@@ -161,6 +178,7 @@ class MotrixEngine(Engine):
             rendering=True,  # MuJoCo's renderer draws the compiled model at this backend's state
             snapshot_restore=True,
             snapshot_exact=False,
+            contact_forces=True,  # with contact_sensing: Motrix's contact-force report
             domain_randomization=frozenset(f"{t}:{p}" for t in DR_TERMS for p in ("init", "reset", "interval")),
             renderers_absent=(
                 (
@@ -223,6 +241,22 @@ class MotrixEngine(Engine):
     def body_velocity(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return self._links("lin", ids), self._links("ang", ids)
 
+    def contact_forces(self, body_ids: np.ndarray) -> np.ndarray:
+        """Motrix's per-link net contact force (world frame, last substep; the moment about the link's
+        centre of mass is dropped), read for every link once per state. The world body has no link
+        and reads zero; so do envs written since their last step (Motrix keeps their old report)."""
+        assert self._contact_sensing  # the front end calls this only with contact_sensing
+        every = self._reads.get(("contact",))
+        if every is None:
+            every = self.mx_model.get_link_net_contact_forces(self.data)[..., :3]
+            self._reads[("contact",)] = every
+        links = self.map.body_link[body_ids]
+        force = np.zeros((self.num_envs, links.size, 3), every.dtype)
+        linked = links >= 0
+        force[:, linked] = every[:, links[linked]]
+        force[~self._stepped] = 0.0
+        return force
+
     def _site_poses(self, ids: np.ndarray) -> np.ndarray:
         """``(N, S, 7)`` site poses (pos + xyzw) of sites ``ids``."""
         out = np.empty((self.num_envs, ids.size, 7), np.float32)
@@ -265,6 +299,7 @@ class MotrixEngine(Engine):
         ``keep_caches``: an undone step (its envs go on as if it had not been called), not a new start."""
         if env_ids.size == self.num_envs and not keep_caches:
             self._fresh_data()
+        self._stepped[env_ids] = False  # their last contact report describes another state
         view = self._view(env_ids)
         dof_pos = np.ascontiguousarray(dof_pos, np.float32)
         view.reset(
@@ -308,6 +343,7 @@ class MotrixEngine(Engine):
             data.actuator_ctrls = self._ctrl
         done = 0
         self._invalidate()
+        self._stepped[:] = True  # a step that raises from here is reverted, which clears it again
         while done < nsteps:
             if pending:  # Motrix clears external forces after every substep: add them to each
                 for link, f, t in pending:

@@ -188,6 +188,16 @@ class MJWarpEngine(Engine):
         self._graph_ok = dev.type == "cuda" and bool(e["graph"])
         self._ray_geoms: RayGeoms | None = None
         self._jac: tuple[Any, Any] | None = None
+        #: contact sensing: every body's net contact force of the last substep, (N * nbody, 3), computed
+        #: after each step from the contacts that substep solved (a later forward pass replaces them)
+        self._sensing = bool(opts.contact_sensing)
+        self._stepped = torch.zeros(n, dtype=torch.bool, device=dev)
+        if self._sensing:
+            cmax = int(d.naconmax)
+            self._cf_ids = wp.array(np.arange(cmax, dtype=np.int32), dtype=int, device=self.wp_device)
+            self._cf_out = wp.zeros(cmax, dtype=wp.spatial_vector, device=self.wp_device)
+            self._geom_body = torch.as_tensor(np.asarray(mjm.geom_bodyid, np.int64), device=dev)
+            self._body_force = torch.zeros((n * int(mjm.nbody), 3), dtype=torch.float32, device=dev)
 
     @property
     def capabilities(self) -> Capabilities:
@@ -199,6 +209,7 @@ class MJWarpEngine(Engine):
             rendering=True,  # MuJoCo's renderer draws the compiled model (simbackend.playback)
             ray_casting=True,
             cuda_graphs=self.device.type == "cuda",  # kernels launched on a capturing torch stream (_scope)
+            contact_forces=True,
             snapshot_restore=True,
             # warp's CPU kernels run in a fixed order; on a GPU, atomic sums may reorder between runs
             snapshot_exact=self.device.type == "cpu",
@@ -253,6 +264,7 @@ class MJWarpEngine(Engine):
         self._qpos[ids] = qpos.to(self._qpos)
         self._qvel[ids] = qvel.to(self._qvel)
         self._warmstart[ids] = 0.0
+        self._stepped[ids] = False
         self._stale = True
 
     def write_state_masked(self, mask: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
@@ -260,6 +272,7 @@ class MJWarpEngine(Engine):
         self._qpos.copy_(torch.where(rows, qpos.to(self._qpos), self._qpos))
         self._qvel.copy_(torch.where(rows, qvel.to(self._qvel), self._qvel))
         self._warmstart.masked_fill_(rows, 0.0)
+        self._stepped.masked_fill_(rows[:, 0], False)
         self._stale = True
 
     def _dev(self, ids: np.ndarray) -> torch.Tensor:
@@ -310,6 +323,27 @@ class MJWarpEngine(Engine):
             mjw.jac(self.m, self.d, jacp, jacr, point, body)
         c = self._dev(cols)
         return wp.to_torch(jacp)[:, :, c], wp.to_torch(jacr)[:, :, c]
+
+    def _sense_contacts(self) -> None:
+        """Sum the last substep's contact forces (world frame, on geom 2's body; the opposite on geom 1's)
+        per body and world: device work only, captured with the step in a caller's graph."""
+        out = wp.to_torch(self._cf_out)
+        out.zero_()  # the kernel writes only the contacts that exist
+        with self._scope():
+            mjw.contact_force(self.m, self.d, self._cf_ids, True, self._cf_out)
+        nbody = int(self.model.nbody)
+        force = out[:, :3]
+        geom = wp.to_torch(self.d.contact.geom).long().clamp(min=0)  # unused slots: zero force, any index
+        world = wp.to_torch(self.d.contact.worldid).long().clamp(0, self.num_envs - 1) * nbody
+        acc = self._body_force
+        acc.zero_()
+        acc.index_add_(0, world + self._geom_body[geom[:, 1]], force)
+        acc.index_add_(0, world + self._geom_body[geom[:, 0]], -force)
+
+    def contact_forces(self, body_ids: np.ndarray) -> torch.Tensor:
+        per_body = self._body_force.view(self.num_envs, -1, 3)[:, self._dev(body_ids)]
+        keep = self._stepped[:, None, None] & self._dev(body_ids)[None, :, None].ne(0)  # the world body: zero
+        return torch.where(keep, per_body, 0.0)
 
     def sensor(self, sensor_id: int) -> torch.Tensor:
         adr, dim = int(self.info.sensor_adr[sensor_id]), int(self.info.sensor_dim[sensor_id])
@@ -420,6 +454,7 @@ class MJWarpEngine(Engine):
         full[ids] = rows.to(full)
         active = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
         active[ids] = True
+        self._stepped[ids] = False
         self._set_state(wp.from_torch(full), active)
 
     # -- stepping -------------------------------------------------------------------
@@ -456,8 +491,11 @@ class MJWarpEngine(Engine):
         self._saved = True
         torch.clamp(ctrl.to(self._ctrl), self._ctrl_lo, self._ctrl_hi, out=self._ctrl)
         self._stale = True
+        self._stepped.fill_(True)
         if forces is None:
             self._launch(nsteps)
+            if self._sensing:
+                self._sense_contacts()
             return None
         b = self._dev(forces.bodies)
         force, torque = forces.force.to(self._xfrc), forces.torque.to(self._xfrc)
@@ -471,11 +509,14 @@ class MJWarpEngine(Engine):
                 self._stale = True
         finally:
             self._xfrc[:, b] = 0.0
+        if self._sensing:
+            self._sense_contacts()
         return None
 
     def revert(self, envs: torch.Tensor) -> None:
         if not self._saved:
             return
+        self._stepped.masked_fill_(envs.to(device=self.device, dtype=torch.bool), False)
         if not self._revert_fast:
             self._set_state(self._saved_wp, envs.to(self.device))
             return
@@ -490,7 +531,8 @@ class MJWarpEngine(Engine):
 
     def close(self) -> None:
         for k in ("m", "d", "_qpos", "_qvel", "_ctrl", "_xfrc", "_warmstart", "_saved_wp", "_graphs", "_jac",
-                  "_jac_body", "_save_buf", "_dev_ids", "_external_captures", "_views", "_revert_views", "_revert_saved"):  # fmt: skip
+                  "_jac_body", "_save_buf", "_dev_ids", "_external_captures", "_views", "_revert_views", "_revert_saved",
+                  "_cf_ids", "_cf_out", "_body_force"):  # fmt: skip
             self.__dict__.pop(k, None)
 
 

@@ -51,6 +51,7 @@ from .pipeline import (
     SETCONST_FIELDS,
     apply_options,
     compiled_model_fields,
+    contact_probe_model,
     fold_disabled_gravity,
     read_gains,
     write_gains,
@@ -88,6 +89,7 @@ _CAPABILITIES = Capabilities(
     ray_casting=True,
     snapshot_restore=True,
     snapshot_exact=True,
+    contact_forces=True,
 )
 
 
@@ -143,6 +145,8 @@ class MuJoCoEngine(Engine):
         opts = build.options
         # the batch keeps a pointer to the model: keep our own copy, immune to caller edits
         self.model = copy.copy(build.info.compiled)
+        if opts.contact_sensing:
+            self.model = contact_probe_model(self.model, build.source, opts.model)
         apply_options(self.model, opts, _INTEGRATORS, _SOLVERS)
         # MuJoCo would silently reset an env whose state blows up (even inside set_state's
         # forward pass); the contract instead reports it and restores the pre-call state.
@@ -156,7 +160,8 @@ class MuJoCoEngine(Engine):
             ) from e
         self.nthread = self.batch.nthread
         b = self.batch
-        self._stage = _ACC if (np.asarray(self.model.sensor_needstage) >= _ACC).any() else _VEL
+        # the model's own sensors decide (a contact probe is evaluated inside every substep anyway)
+        self._stage = _ACC if (np.asarray(build.info.compiled.sensor_needstage) >= _ACC).any() else _VEL
         self._state = b.state
         self._derived: dict[str, np.ndarray] = {}
         self._stale = False  # derived fields describe an older state than the rows
@@ -181,6 +186,11 @@ class MuJoCoEngine(Engine):
         self._free_cols: dict[bytes, tuple] = {}
         self._ray_geoms: Any = None
         self._saved = False  # whether _prev_state holds the pre-call state of the last step
+        #: contact sensing: per-body constraint forces of the last substep, whether each env has stepped
+        #: since it was last written, and the body forces applied in that substep (not contact forces)
+        self._cfrc = b.bind("cfrc_ext") if opts.contact_sensing else None
+        self._stepped = np.zeros(self.num_envs, dtype=bool)
+        self._applied: tuple[np.ndarray, np.ndarray] | None = None
         b.reset(stage=int(mujoco.mjtStage.mjSTAGE_NONE))  # derived fields are computed when first read
 
     @property
@@ -214,6 +224,7 @@ class MuJoCoEngine(Engine):
         self._qpos[env_ids] = qpos.cpu().numpy()
         self._qvel[env_ids] = qvel.cpu().numpy()
         self._warmstart[env_ids] = 0.0
+        self._stepped[env_ids] = False
         if self._derived and not self._stale:
             self._forward(env_ids)  # the other envs' derived fields are current: keep them
 
@@ -275,6 +286,20 @@ class MuJoCoEngine(Engine):
         point = self._field("site_xpos")[:, site_id]
         jacp, jacr = self.batch.jac(int(self._site_body[site_id]), point)
         return jacp[:, :, cols], jacr[:, :, cols]
+
+    def contact_forces(self, body_ids: np.ndarray) -> np.ndarray:
+        """``cfrc_ext``'s force part (world frame; MuJoCo fills it in every substep for the contact probe,
+        :func:`.pipeline.contact_probe_model`) less the body forces applied in the last substep."""
+        assert self._cfrc is not None  # the front end calls this only with contact_sensing
+        force = self._cfrc[:, body_ids, 3:].copy()
+        if self._applied is not None:
+            bodies, applied = self._applied
+            hit = np.flatnonzero(np.isin(body_ids, bodies))
+            if hit.size:
+                force[:, hit] -= applied[:, np.searchsorted(bodies, body_ids[hit])]
+        force[:, body_ids == 0] = 0.0  # the world body: every contact's other side, not a reading
+        force[~self._stepped] = 0.0
+        return force
 
     def sensor(self, sensor_id: int) -> np.ndarray:
         adr, dim = int(self.info.sensor_adr[sensor_id]), int(self.info.sensor_dim[sensor_id])
@@ -348,6 +373,7 @@ class MuJoCoEngine(Engine):
 
     def restore_state(self, env_ids: np.ndarray, rows: torch.Tensor) -> None:
         self._state[env_ids] = rows.cpu().numpy()
+        self._stepped[env_ids] = False
         if self._derived and not self._stale:
             self._forward(env_ids)  # the other envs' derived fields are current: keep them
 
@@ -367,6 +393,8 @@ class MuJoCoEngine(Engine):
         np.minimum(np.maximum(c, self._ctrl_lo, out=self._ctrl), self._ctrl_hi, out=self._ctrl)
         bad: np.ndarray | None = None
         self._stale = True
+        self._applied = None
+        self._stepped[:] = True
         if forces is not None:
             b = forces.bodies
             force, torque = forces.force.cpu().numpy(), forces.torque.cpu().numpy()
@@ -377,6 +405,7 @@ class MuJoCoEngine(Engine):
                     self._stale = True
             finally:
                 self._xfrc[:, b] = 0.0
+                self._applied = (b, force)
         else:
             left = nsteps
             while left:
@@ -411,6 +440,7 @@ class MuJoCoEngine(Engine):
         else:
             ids = np.flatnonzero(mask)
             self._state[ids] = self._prev_state[ids]
+        self._stepped[mask] = False
         self._stale = True
 
     def close(self) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 import mujoco
 import numpy as np
 
+from simbackend.errors import InvalidArgumentError
 from simbackend.math import quat_to_matrix
 
 #: the contract's per-env model fields -> MuJoCo's model fields (actuator gains: gainprm/biasprm)
@@ -117,3 +118,51 @@ def compiled_model_fields(m: Any, info: Any) -> dict[str, np.ndarray]:
         "timestep": np.array(m.opt.timestep, dtype=np.float64),
         "gravity": np.array(m.opt.gravity, dtype=np.float64),
     }
+
+
+#: sensor types whose evaluation makes MuJoCo run ``mj_rnePostConstraint`` (which fills ``cfrc_ext``)
+_RNE_POST_SENSORS = frozenset(
+    int(getattr(mujoco.mjtSensor, f"mjSENS_{t}"))
+    for t in ("ACCELEROMETER", "FORCE", "TORQUE", "FRAMELINACC", "FRAMEANGACC")
+)
+
+
+def contact_probe_model(model: Any, source: Any, model_options: Mapping[str, Any]) -> Any:
+    """``model``, or the same model compiled again from ``source`` with one sensor more, so that every
+    substep computes ``cfrc_ext`` (the per-body constraint forces).
+
+    MuJoCo fills ``cfrc_ext`` only when a sensor needs it. The added sensor (the world body's linear
+    acceleration) comes last, so the model's own sensors keep their ids and addresses; it costs one
+    ``mj_rnePostConstraint`` per substep. A model that already has such a sensor is returned as is.
+    """
+    from simbackend.models.compiler import compiled, prepared_spec
+
+    if any(int(t) in _RNE_POST_SENSORS for t in np.asarray(model.sensor_type)):
+        return model
+    if isinstance(source, mujoco.MjModel):
+        raise InvalidArgumentError(
+            "contact_sensing: MuJoCo computes contact forces only with an acceleration sensor in the model;"
+            " pass the model as a path, built-in name or mujoco.MjSpec (it is added for you), or add"
+            ' <sensor><framelinacc objtype="body" objname="world"/></sensor> to it'
+        )
+    opts = model_options
+    spec, label, urdf = prepared_spec(source, opts.get("package_dirs"), opts.get("actuators"), opts.get("fuse_static"))
+    spec.add_sensor(
+        name="simbackend_contact_probe",
+        type=mujoco.mjtSensor.mjSENS_FRAMELINACC,
+        objtype=mujoco.mjtObj.mjOBJ_BODY,
+        objname="world",
+    )
+    probed = compiled(spec, label, urdf)
+    same = (probed.nq, probed.nv, probed.nu, probed.nbody, probed.ngeom, probed.nsensor - 1) == (
+        model.nq,
+        model.nv,
+        model.nu,
+        model.nbody,
+        model.ngeom,
+        model.nsensor,
+    )
+    if not same or not np.array_equal(probed.body_mass, model.body_mass):
+        raise InvalidArgumentError(f"contact_sensing: {label} compiled again is not the model the backend holds")
+    probed.opt.timestep = model.opt.timestep  # the front end's edit (the timestep option)
+    return probed

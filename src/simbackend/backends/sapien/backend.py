@@ -30,6 +30,17 @@ serialised state decodes to non-finite values). ``revert`` gives envs back
 their pre-call state (PhysX's own serialisation on the CPU, masked device
 writes on the GPU).
 
+Contact forces (``contact_sensing``): read on demand, never while stepping,
+from PhysX's report of each env's last substep: the impulses of the contacts
+between two rigid components, acting on the first and opposite on the second,
+over the substep. Every MuJoCo body with geoms is its own PhysX link (the
+intermediate links of multi-joint bodies and the anchors of hinged roots carry
+no shapes), so a link's contacts are its body's; bodies welded to the world are
+links of fixed-root articulations and read their contacts; world-body geoms are
+the static actor, and the world body reads zero. Bodies MuJoCo fuses at
+compile time (``fuse_static``) are not bodies of the compiled model: their
+geoms, and so their contacts, are their parent's.
+
 Delegated physics: where PhysX has no counterpart for a model feature
 (equalities, frictionloss on a driven joint, tendon forces, fluid, actuators
 without a PhysX drive), MuJoCo computes the force each CPU substep
@@ -90,6 +101,8 @@ def _capabilities(gpu: bool, delegated: tuple[str, ...], known: tuple[KnownDiffe
         snapshot_restore=not gpu,
         snapshot_exact=False,
         max_envs=None if gpu else MAX_CPU_SCENES,  # CPU: one scene per env, SAPIEN's cap (see .cpu)
+        # PhysX's contact report of the last substep, read on demand (CPU: .cpu; GPU: SAPIEN's body-impulse query)
+        contact_forces=True,
         delegated=frozenset(delegated),
         renderers_absent=_RENDERERS_ABSENT,
         # what PhysX cannot hold as compiled (massless bodies get MIN_MASS): the parity suite's KNOWN rows
@@ -163,6 +176,7 @@ class SapienEngine(Engine):
             from .cpu import CpuPhysx
 
             self.physx = CpuPhysx(plan, self.num_envs, iters, self.solver == "tgs")
+            self.physx.contact_sensing = opts.contact_sensing
         #: MuJoCo's forces for what PhysX lacks (delegated physics); holds nothing where nothing is delegated
         self.mujoco_forces = MujocoForces(m, plan, self.num_envs)
         #: (qpos, qvel) float64 numpy decoded from the CPU states the last step serialised; None when stale
@@ -172,6 +186,13 @@ class SapienEngine(Engine):
         self.layout = Layout(plan, p.rows, p.cols, p.origins, site_pose, self.device)
         self._params = None if self._gpu else EnvParams(self)
         self._ray_caster: Any = None
+        #: (N,) whether each env has stepped since it was last written or reverted (contact forces);
+        #: numpy on the CPU, a bool tensor on the device on the GPU (no host read)
+        self._stepped: Any = (
+            torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+            if self._gpu
+            else np.zeros(self.num_envs, bool)
+        )
         if self._gpu:  # place every env at qpos0 through the CUDA buffers (links start at their entity poses)
             ids = np.arange(self.num_envs)
             q0 = torch.as_tensor(
@@ -236,9 +257,14 @@ class SapienEngine(Engine):
 
     def write_state(self, env_ids: np.ndarray, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
         self._stale()
+        self._unstep(env_ids)
         packed = self.layout.pack_state(env_ids, qpos, qvel)
         self.physx.write_state(env_ids, packed)
         self.mujoco_forces.forget(env_ids)  # a fresh scene has no previous substep
+
+    def _unstep(self, env_ids: np.ndarray) -> None:
+        """Envs ``env_ids`` (host ids) are written: they read no contact force until they step."""
+        self._stepped[self.layout.ids(env_ids) if self._gpu else env_ids] = False
 
     def _stale(self) -> None:
         """The state changes: the states serialised by the last step no longer describe it."""
@@ -270,6 +296,21 @@ class SapienEngine(Engine):
         data = self.physx.link_data(None, arts=np.array([art]) if art >= 0 else None)  # joint frames of its tree
         return self.layout.site_jacobian(data, site_id, cols)
 
+    def contact_forces(self, body_ids: np.ndarray) -> Any:
+        """PhysX's contact report of the last substep (see the module docstring): float64 numpy on
+        the CPU, a device tensor on the GPU; zero for the world body and for envs written or
+        reverted since their last step."""
+        world = body_ids == 0
+        if self._gpu:
+            force = self.physx.contact_forces(self.layout.ids(body_ids))
+            if world.any():
+                force[:, self.layout.ids(np.flatnonzero(world))] = 0.0
+            return torch.where(self._stepped[:, None, None], force, 0.0)
+        force = self.physx.contact_forces(body_ids)
+        force[:, world] = 0.0
+        force[~self._stepped] = 0.0
+        return force
+
     # ------------------------------------------------------------------
     # stepping
     # ------------------------------------------------------------------
@@ -281,16 +322,19 @@ class SapienEngine(Engine):
         if delegated.active:
             delegated.set_ctrl(ctrl.cpu().numpy())
             delegated.save()
-        return self.physx.step(drive, nsteps, forces_tuple, self._mujoco_qfrc if delegated.active else None)
+        failed = self.physx.step(drive, nsteps, forces_tuple, self._mujoco_qfrc if delegated.active else None)
+        self._stepped[:] = True  # envs the front end reverts next read zero again
+        return failed
 
     def _mujoco_qfrc(self, states: np.ndarray) -> np.ndarray:
         """The per-substep hook of the CPU path: MuJoCo's forces for the serialised states PhysX is in."""
         return self.mujoco_forces.qfrc(*self.layout.state_from_pack(states))
 
     def revert(self, envs: torch.Tensor) -> None:
-        mask = envs if self._gpu else envs.cpu().numpy()
+        mask: Any = envs if self._gpu else envs.cpu().numpy()
         self._stale()  # restored envs no longer hold the states the step reached
-        self.physx.revert(mask)
+        if self.physx.revert(mask):  # a step that raised mid-way is reverted too: its envs read zero
+            self._stepped &= ~(mask.to(torch.bool) if self._gpu else np.asarray(mask, bool))
         if not self._gpu:
             self.mujoco_forces.restore(np.asarray(mask, bool))
 
@@ -317,6 +361,7 @@ class SapienEngine(Engine):
 
     def restore_state(self, env_ids: np.ndarray, rows: torch.Tensor) -> None:
         self._stale()
+        self._unstep(env_ids)
         r = rows.cpu().numpy()
         width = self.physx.cols.pack_size
         self.physx.restore_serialised(env_ids, r[:, :width].astype(np.float32))

@@ -21,6 +21,10 @@ origin (kept apart by collision bits, which does reproduce each env's
 trajectory bit for bit) would need a new scene for all of them whenever one
 is reset, which perturbs the others (measurements in docs/engines.md, "The CPU
 scene cap").
+
+Contact forces (:meth:`CpuPhysx.contact_forces`) are read on demand from each
+scene's contact report of its last ``system.step()`` (the last substep):
+nothing is computed while stepping.
 """
 
 from __future__ import annotations
@@ -129,6 +133,16 @@ class CpuPhysx(PhysxPath):
         self._free = np.flatnonzero(kinds == JOINT_FREE)
         #: (N, D) joint forces of the running step's motors, per articulation that has motors
         self._qf: dict = {}
+        #: per env, {link component: MuJoCo body} of the links that carry collision shapes (built on
+        #: first use, dropped with the env's scene); a component not in it is the static world
+        self._contact_body: list[dict | None] = [None] * num_envs
+        #: whether contact forces are read (the engine's ``contact_sensing`` option)
+        self.contact_sensing = False
+        #: envs given new scenes that keep their state (:meth:`regravitate`): the ``(nbody, 3)`` contact
+        #: forces their old scene reported, read until the next step
+        self._held: dict[int, np.ndarray] = {}
+        #: ``(N, nbody, 3)`` contact forces of the last step, computed on the first read after it
+        self._contact_cache: np.ndarray | None = None
         self._set_drives()
         for n in range(num_envs):
             self._cache_joints(n)
@@ -157,6 +171,10 @@ class CpuPhysx(PhysxPath):
             with scene_config(g, self._tgs):
                 self.systems[n], self.scenes[n], self.arts[n], self.comps[n] = self._build_env()
             self._packed[n] = None
+            self._contact_body[n] = None
+            self._held.pop(int(n), None)
+            if self._contact_cache is not None:
+                self._contact_cache[n] = 0.0  # a new scene has reported no contact
         self._set_drives(env_ids)
         for n in env_ids:
             self._cache_joints(n)
@@ -168,9 +186,17 @@ class CpuPhysx(PhysxPath):
         made, so they get new scenes carrying their state over (PhysX's serialisation)."""
         self.env_gravity = np.array(gravity, np.float64)
         states = [self.systems[n].pack() for n in env_ids]
+        held = None
+        if self.contact_sensing:  # a new scene has reported no contact: keep the old one's, until the next step
+            ids = np.asarray(env_ids, np.int64)
+            held = self._body_contact_forces(ids) if self._contact_cache is None else self._contact_cache[ids]
         self._rebuild(env_ids)
         for n, packed in zip(env_ids, states):
             self.systems[n].unpack(packed)
+        if held is not None:
+            self._held.update({int(n): f for n, f in zip(env_ids, held)})
+            if self._contact_cache is not None:
+                self._contact_cache[env_ids] = held
         self._stale()
 
     def serialised(self, env_ids: np.ndarray) -> np.ndarray:
@@ -263,6 +289,66 @@ class CpuPhysx(PhysxPath):
         return torch.from_numpy(self._qvel)
 
     # ------------------------------------------------------------------
+    # contact forces
+    # ------------------------------------------------------------------
+    def _contact_map(self, n: int) -> dict:
+        """Env ``n``'s {link component: MuJoCo body} of the links with collision shapes."""
+        found = self._contact_body[n]
+        if found is None:
+            comps = self.comps[n]
+            found = self._contact_body[n] = {
+                comps[a][l]: b
+                for b, (a, l) in enumerate(self.plan.body_link)
+                if a >= 0 and self.plan.articulations[a].links[l].shapes
+            }
+        return found
+
+    def _body_contact_forces(self, envs: np.ndarray) -> np.ndarray:
+        """``(len(envs), nbody, 3)`` float64 net contact force on every body, world frame, N, that
+        the last ``system.step()`` of envs ``envs``' scenes reported.
+
+        PhysX reports each contact between two rigid components with its points' impulses over
+        the substep, acting on the first component (``contact.bodies[0]``) and opposite on the
+        second; a contact adds ``impulse / dt`` to the first body and subtracts it from the
+        second. Row 0 (the static world actor) is zero. The Python work is one pass over the
+        contacts (a scene reports only shape pairs within the contact offset); the sums are numpy.
+        """
+        nbody = self.plan.info.nbody
+        pairs: list[int] = []  # per contact: flat (env, body) index of its first and second body
+        counts: list[int] = []  # per contact: its points
+        impulses: list = []  # per point
+        for i, n in enumerate(envs):
+            body_of = self._contact_map(int(n))
+            base = i * nbody
+            for c in self.systems[n].get_contacts():
+                b0, b1 = c.bodies
+                points = c.points
+                impulses += [p.impulse for p in points]
+                pairs += (base + body_of.get(b0, 0), base + body_of.get(b1, 0))
+                counts.append(len(points))
+        flat = np.zeros((len(envs) * nbody, 3))
+        if impulses:
+            imp = np.array(impulses, np.float64) / self.plan.timestep  # (M, 3)
+            at = np.repeat(np.asarray(pairs).reshape(-1, 2), counts, axis=0)  # (M, 2)
+            np.add.at(flat, at[:, 0], imp)
+            np.subtract.at(flat, at[:, 1], imp)
+        out = flat.reshape(len(envs), nbody, 3)
+        out[:, 0] = 0.0
+        return out
+
+    def contact_forces(self, body_ids: np.ndarray) -> np.ndarray:
+        """``(N, B, 3)`` float64 net contact force on bodies ``body_ids`` in every env's last substep
+        (see :meth:`_body_contact_forces`), a new array; whether an env has stepped since it was
+        written is the engine's to apply. Every body's forces are computed on the first read after
+        a step and kept for the reads that follow it (a task reads feet and other bodies apart)."""
+        cache = self._contact_cache
+        if cache is None:
+            cache = self._contact_cache = self._body_contact_forces(np.arange(self.num_envs))
+            for n, held in self._held.items():
+                cache[n] = held
+        return cache[:, body_ids]
+
+    # ------------------------------------------------------------------
     # writes
     # ------------------------------------------------------------------
     def write_state(self, env_ids: np.ndarray, packed: dict) -> None:
@@ -314,6 +400,8 @@ class CpuPhysx(PhysxPath):
                 comp.add_force_torque(zero, t[n, i])
 
     def _save(self) -> None:
+        self._held.clear()  # the step's own contacts replace what was held
+        self._contact_cache = None
         # the state each env had at the end of the last call is its pre-call state now
         self._before = [b if b is not None else s.pack() for b, s in zip(self._packed, self.systems)]
 
@@ -395,7 +483,10 @@ class CpuPhysx(PhysxPath):
 
     def close(self) -> None:
         self._finalizer()  # the scenes no longer count against MAX_CPU_SCENES
+        self._held.clear()
+        self._contact_cache = None
         for held in (
+            self._contact_body,
             self._joint_objs,
             self._packed,
             self._before,

@@ -12,6 +12,12 @@ divergence mask is computed and acted on on the device (pre-call state in
 preallocated buffers, masked writes, a fixed-length restore index aimed at a
 spare sub-scene: :func:`restore_index`).
 
+Contact forces: one SAPIEN body-impulse query over the links that carry
+collision shapes in every sub-scene (:func:`contact_query_bodies`), made on
+first use; each read runs it (PhysX's net impulse per link in the last
+substep; SAPIEN waits for its stream here, the one host synchronisation of the
+read) and gathers the requested bodies (:func:`gather_contact_forces`).
+
 Not available on the GPU path (declared in the capabilities): body forces.
 """
 
@@ -86,6 +92,45 @@ def restore_index(envs: torch.Tensor, env_rows: torch.Tensor, spare_rows: torch.
     """
     picked = torch.where(envs[:, None], env_rows, spare_rows[None])  # (N, A)
     return torch.cat([picked.reshape(-1), spare_rows]).to(torch.int32)
+
+
+def contact_query_bodies(plan: Plan) -> tuple[np.ndarray, np.ndarray]:
+    """The bodies of a contact query: ``(K,)`` the MuJoCo bodies whose links carry collision shapes,
+    in body order, and ``(nbody,)`` each body's column among them (-1: the world, shapeless bodies).
+
+    The query lists env n's link of ``bodies[k]`` at position ``n * K + k``.
+    """
+    nbody = plan.info.nbody
+    bodies = np.array(
+        [
+            b
+            for b in range(nbody)
+            if plan.body_link[b, 0] >= 0 and plan.articulations[plan.body_link[b, 0]].links[plan.body_link[b, 1]].shapes
+        ],
+        np.int64,
+    )
+    columns = np.full(nbody, -1, np.int64)
+    columns[bodies] = np.arange(bodies.size)
+    return bodies, columns
+
+
+def gather_contact_forces(
+    impulses: torch.Tensor | None, columns: torch.Tensor, body_ids: torch.Tensor, num_envs: int, timestep: float
+) -> torch.Tensor:
+    """``(N, B, 3)`` float64 net contact force on bodies ``body_ids`` from a body-impulse query's
+    ``(N*K, 3)`` net impulses (laid out as :func:`contact_query_bodies` says; ``None`` when K = 0),
+    over one substep ``timestep``. Bodies without a column (the world, shapeless bodies) read zero.
+
+    Pure torch on ``columns``' device: the layout is checked on CPU tensors, without PhysX.
+    """
+    col = columns[body_ids]  # (B,)
+    out = torch.zeros((num_envs, body_ids.numel(), 3), dtype=torch.float64, device=columns.device)
+    if impulses is None:
+        return out
+    per_env = impulses.reshape(num_envs, -1, 3).to(torch.float64) / timestep  # (N, K, 3)
+    hit = col >= 0
+    picked = per_env[:, col.clamp(min=0)]  # (N, B, 3)
+    return torch.where(hit[None, :, None], picked, out)
 
 
 class RowRestorer:
@@ -206,6 +251,9 @@ class GpuPhysx(PhysxPath):
         self._sj_rows = torch.as_tensor(self.rows[:, plan.joint_link[sj, 0]], device=dev)
         self._sj_cols = torch.as_tensor(self.cols.joint_dof[sj], device=dev)[None].expand_as(self._sj_rows)
         self._fresh = {"pose": False, "vel": False, "qpos": False, "qvel": False}
+        #: the contact query (made on first use): SAPIEN's query, or None when no link has shapes
+        self._contact_query: Any = None
+        self._contact_columns: torch.Tensor | None = None
         self.system.gpu_update_articulation_kinematics()
 
     # ------------------------------------------------------------------
@@ -235,6 +283,26 @@ class GpuPhysx(PhysxPath):
             self.system.gpu_fetch_articulation_qvel()
             self._fresh["qvel"] = True
         return self._qvel
+
+    def contact_forces(self, body_ids: torch.Tensor) -> torch.Tensor:
+        """``(N, B, 3)`` float64 net contact force on bodies ``body_ids`` (a device tensor) in every
+        sub-scene's last substep (see the module docstring); whether an env has stepped since it
+        was written is the engine's to apply."""
+        if self._contact_columns is None:
+            bodies, columns = contact_query_bodies(self.plan)
+            if bodies.size:
+                bl = self.plan.body_link[bodies]
+                links = [self.comps[n][a][l] for n in range(self.num_envs) for a, l in bl]
+                self._contact_query = self.system.gpu_create_contact_body_impulse_query(links)
+            self._contact_columns = torch.as_tensor(columns, device=self._qpos.device)
+        query = self._contact_query
+        impulses = None
+        if query is not None:
+            self.system.gpu_query_contact_body_impulses(query)
+            impulses = query.cuda_impulses.torch()
+        return gather_contact_forces(
+            impulses, self._contact_columns, body_ids, self.num_envs, float(self.plan.timestep)
+        )
 
     # ------------------------------------------------------------------
     # writes
@@ -309,6 +377,7 @@ class GpuPhysx(PhysxPath):
 
     def close(self) -> None:
         self._keep.clear()
+        self._contact_query = None
         self._spare = None
         self.scenes.clear()
         self.arts.clear()

@@ -161,12 +161,14 @@ class PhysxPath(abc.ABC):
         self.reached = self._serialised()
         return physx_failures(self._qacc(), self._rows_index, self.plan.timestep)
 
-    def revert(self, envs: Any) -> None:
+    def revert(self, envs: Any) -> bool:
         """Envs ``envs`` ``(N,)`` bool (numpy on the CPU path, a device tensor on the GPU path) get back
         the state they had before the last :meth:`step`; buffers stay consistent. After a step that
-        raised before it had kept the pre-call state, nothing has changed and nothing is done."""
+        raised before it had kept the pre-call state, nothing has changed and nothing is done.
+        Returns whether anything was restored."""
         if self._saved:
             self._restore(envs)
+        return self._saved
 
     #: the ``(N, pack_size)`` serialised states the last step reached (CPU path), else ``None``
     reached: np.ndarray | None = None

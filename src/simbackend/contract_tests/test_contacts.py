@@ -1,0 +1,171 @@
+"""Conformance: contact forces (``get_body_contact_force_w``, ``get_body_contact_mask``).
+
+Physical answers, the same on every engine: a box at rest on the floor feels its
+weight, upward; a box in the air feels nothing; a falling box feels nothing
+until it lands; in a stack, the bottom box feels the floor's push less the top
+box's weight. The tolerances are the spread of resting contact between the
+engines here (MuJoCo's soft contact and PhysX's rigid one both settle within
+0.5 % of ``m g``); a force in the wrong frame, of the wrong sign, from the
+wrong body or summed over both sides of a contact is off by ``m g`` or more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from simbackend.contract_tests.helpers import to_np
+from simbackend.errors import IndexRangeError, InvalidArgumentError
+
+#: relative tolerance on a resting contact force, against m g
+REST_RTOL = 0.03
+
+STACK_MJCF = """
+<mujoco model="stack">
+  <option timestep="0.002" gravity="0 0 -9.81"/>
+  <worldbody>
+    <geom name="floor" type="plane" size="2 2 0.1"/>
+    <body name="bottom" pos="0 0 0.1">
+      <freejoint/>
+      <geom type="box" size="0.1 0.1 0.1" mass="2"/>
+    </body>
+    <body name="top" pos="0 0 0.3">
+      <freejoint/>
+      <geom type="box" size="0.08 0.08 0.08" mass="1"/>
+    </body>
+    <body name="apart" pos="1 0 0.3">
+      <freejoint/>
+      <geom type="sphere" size="0.05" mass="0.5"/>
+    </body>
+  </worldbody>
+</mujoco>
+"""
+
+
+def _settled(sim: Any, substeps: int = 400) -> None:
+    for _ in range(substeps // 10):
+        sim.step(None, nsteps=10)
+
+
+def _weight(sim: Any, body: str) -> float:
+    b = int(sim.get_body_ids(body)[0])
+    return float(to_np(sim.get_env_body_mass())[0, b]) * 9.81
+
+
+def test_box_at_rest_feels_its_weight_upward(make_sim: Callable[..., Any], require: Callable[..., None]) -> None:
+    """Clause: contact forces — a box at rest on the floor reads m g upward (world frame) on every env; the world body reads zero; the contact mask is set above the threshold and clear below."""
+    require("contact_forces")
+    sim = make_sim("box_drop", 3, contact_sensing=True)
+    _settled(sim)
+    box = sim.get_body_ids("box")
+    f = to_np(sim.get_body_contact_force_w(box))[:, 0]
+    mg = _weight(sim, "box")
+    np.testing.assert_allclose(f[:, 2], mg, rtol=REST_RTOL, err_msg="vertical contact force on a resting box")
+    np.testing.assert_allclose(f[:, :2], 0.0, atol=REST_RTOL * mg, err_msg="horizontal force on a resting box")
+    whole = to_np(sim.get_body_contact_force_w())
+    assert whole.shape == (3, len(sim.body_names), 3)
+    np.testing.assert_array_equal(whole[:, 0], 0.0, err_msg="the world body reads zero")
+    np.testing.assert_allclose(whole[:, int(box[0])], f, rtol=1e-6, atol=1e-6)
+    mask = sim.get_body_contact_mask(box, threshold=0.5 * mg)
+    assert mask.dtype == torch.bool and tuple(mask.shape) == (3, 1) and bool(mask.all())
+    assert not bool(sim.get_body_contact_mask(box, threshold=2 * mg).any())
+
+
+def test_falling_box_feels_nothing_until_it_lands(make_sim: Callable[..., Any], require: Callable[..., None]) -> None:
+    """Clause: contact forces — a box in the air reads zero at every substep of its fall, and its weight's order once it lands."""
+    require("contact_forces")
+    sim = make_sim("box_drop", 2, contact_sensing=True)
+    qpos = np.tile(to_np(sim.get_default_qpos()), (2, 1))
+    qpos[1, 2] = 0.6  # env 1 starts higher: still falling when env 0 has landed
+    sim.set_state(None, qpos)
+    box = sim.get_body_ids("box")
+    mg = _weight(sim, "box")
+    landed = [False, False]
+    for _ in range(300):
+        sim.step(None)
+        z = to_np(sim.get_body_pos_w(box))[:, 0, 2]
+        f = to_np(sim.get_body_contact_force_w(box))[:, 0]
+        for e in range(2):
+            if z[e] > 0.102 and not landed[e]:  # 2 mm above the floor and not bounced yet
+                np.testing.assert_array_equal(f[e], 0.0, err_msg=f"env {e} in the air at z = {z[e]:.4f}")
+            elif np.abs(f[e]).max() > 0:
+                landed[e] = True
+    assert all(landed), "a box that fell onto the floor never read a contact force"
+    _settled(sim, 600)
+    f = to_np(sim.get_body_contact_force_w(box))[:, 0]
+    np.testing.assert_allclose(f[:, 2], mg, rtol=REST_RTOL)
+
+
+def test_stack_reads_each_bodys_own_contacts(
+    make_sim: Callable[..., Any], require: Callable[..., None], tmp_path: Path
+) -> None:
+    """Clause: contact forces — in a resting stack the bottom box reads its weight (the floor's push less the top box's weight) and the top box its weight; a sphere dropped apart reads its own: each body reads the force on itself, one side of each contact."""
+    require("contact_forces")
+    path = tmp_path / "stack.xml"
+    path.write_text(STACK_MJCF)
+    sim = make_sim(str(path), 2, contact_sensing=True)
+    _settled(sim, 600)
+    ids = sim.get_body_ids(["bottom", "top", "apart"])
+    f = to_np(sim.get_body_contact_force_w(ids))
+    w_bottom, w_top = _weight(sim, "bottom"), _weight(sim, "top")
+    np.testing.assert_allclose(f[:, 0, 2], w_bottom, rtol=REST_RTOL, err_msg="bottom box: floor push less top box")
+    np.testing.assert_allclose(f[:, 1, 2], w_top, rtol=REST_RTOL, err_msg="top box: its weight")
+    np.testing.assert_allclose(f[:, 2, 2], _weight(sim, "apart"), rtol=REST_RTOL, err_msg="sphere on the floor")
+    np.testing.assert_allclose(f[..., :2], 0.0, atol=REST_RTOL * w_bottom, err_msg="horizontal forces at rest")
+    order = to_np(sim.get_body_contact_force_w(ids[[1, 0]]))
+    np.testing.assert_array_equal(order, f[:, [1, 0]], err_msg="bodies are read in the order given")
+
+
+def test_applied_force_is_not_a_contact_force(make_sim: Callable[..., Any], require: Callable[..., None]) -> None:
+    """Clause: contact forces — a body force lifting half a resting box's weight halves its contact force: the readout holds contact forces only."""
+    require("contact_forces")
+    require("body_forces")
+    sim = make_sim("box_drop", 2, contact_sensing=True)
+    _settled(sim)
+    box = sim.get_body_ids("box")
+    mg = _weight(sim, "box")
+    lift = np.zeros((2, 1, 3))
+    lift[0, 0, 2] = 0.5 * mg
+    for _ in range(100):
+        sim.apply_body_force(box, lift)
+        sim.step(None)
+    f = to_np(sim.get_body_contact_force_w(box))[:, 0, 2]
+    np.testing.assert_allclose(f, [0.5 * mg, mg], rtol=REST_RTOL)
+
+
+def test_written_envs_read_zero_until_they_step(make_sim: Callable[..., Any], require: Callable[..., None]) -> None:
+    """Clause: contact forces — set_state zeroes the written envs' contact forces until their next step; the others keep theirs."""
+    require("contact_forces")
+    sim = make_sim("box_drop", 3, contact_sensing=True)
+    _settled(sim)
+    box = sim.get_body_ids("box")
+    before = to_np(sim.get_body_contact_force_w(box))
+    qpos = to_np(sim.get_qpos())
+    sim.set_state([1], qpos[1:2])
+    after = to_np(sim.get_body_contact_force_w(box))
+    np.testing.assert_array_equal(after[1], 0.0)
+    np.testing.assert_array_equal(after[[0, 2]], before[[0, 2]])
+    sim.step(None)
+    assert to_np(sim.get_body_contact_force_w(box))[1, 0, 2] > 0.5 * _weight(sim, "box")
+
+
+def test_contact_force_bad_arguments(make_sim: Callable[..., Any], require: Callable[..., None]) -> None:
+    """Clause: errors — contact forces without the contact_sensing option, a body id out of range and a negative or NaN threshold each raise one line naming the argument."""
+    require("contact_forces")
+    plain = make_sim("box_drop", 1)
+    with pytest.raises(InvalidArgumentError, match="contact_sensing"):
+        plain.get_body_contact_force_w()
+    with pytest.raises(InvalidArgumentError, match="contact_sensing"):
+        plain.get_body_contact_mask()
+    sim = make_sim("box_drop", 1, contact_sensing=True)
+    nb = len(sim.body_names)
+    with pytest.raises(IndexRangeError, match="body_ids"):
+        sim.get_body_contact_force_w([nb])
+    for bad in (-1.0, float("nan"), "1"):
+        with pytest.raises((InvalidArgumentError, TypeError), match="threshold"):
+            sim.get_body_contact_mask(None, threshold=bad)
