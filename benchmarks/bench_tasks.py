@@ -67,7 +67,7 @@ def quadruped_pd(task: Any, actions: list) -> tuple[Callable[[int], None], Calla
     c = task.controller
     qcols, vcols, kp, kd, scale = c._qpos_cols, c._qvel_cols, c.kp, c.kd, c._scale
     lo, hi = c._ctrl_low, c._ctrl_high
-    stand = task._stand_joints
+    stand = task.robot.default_joints
     target = [stand + task.config.action_scale * a for a in actions]
     state = {"target": target[0]}
 
@@ -97,6 +97,11 @@ def _bare(task: Any, actions: list) -> Callable[[int], None]:
             b.set_pre_step_control(None)
             b.get_base_pos(), b.get_base_quat(), b.get_base_lin_vel(), b.get_base_ang_vel()
             b.get_dof_pos(), b.get_dof_vel()
+            r = task.robot  # what the velocity task reads besides: IMU frame, feet and body contacts, feet speed
+            if r.imu_site is not None:
+                b.get_site_quat_w(r.imu_site)
+            b.get_body_contact_force_w(r.feet), b.get_body_contact_force_w(r.termination)
+            b.get_body_lin_vel_w(r.feet)
 
         return call
     ctrls = [task.action_to_ctrl(a) for a in actions]

@@ -14,10 +14,13 @@ Usage::
     python benchmarks/sim_to_sim.py --task reach --seeds 0 1 --time-budget 300 --dr both
     python benchmarks/sim_to_sim.py --task quadruped --train-sims mujoco --seeds 0 --time-budget 900
     python benchmarks/sim_to_sim.py --task reach --train-sims sapien --shards 2 --dr off --seeds 0 --out ...
+    python benchmarks/sim_to_sim.py --task velocity --robot go1 --train-sims mujoco --seeds 0 1 2 --time-budget 900
+
+``--robot NAME`` runs the velocity task on that robot, with the plan ``plans/<robot>_dr.json``.
 
 ``--shards K`` trains on K Ray actors (``make_backend(..., shards=K)``); evaluations run in this process.
 
-Writes ``results/sim_to_sim_<task>.json`` (every run's figures) and prints a Markdown table.
+Writes ``results/sim_to_sim_<task>[_<robot>].json`` (every run's figures) and prints a Markdown table.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--task", required=True)
+    p.add_argument("--robot", default=None, help="robot of the velocity task (its plan: plans/<robot>_dr.json)")
     p.add_argument("--train-sims", nargs="+", default=["mujoco", "sapien"])
     p.add_argument("--eval-sims", nargs="+", default=["mujoco", "sapien"])
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2], help="training seeds")
@@ -65,7 +69,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from simbackend.training import evaluate, train
 
-    plan = HERE / "plans" / f"{args.task}_dr.json"
+    label = args.task if args.robot is None else f"{args.task}_{args.robot}"
+    plan = HERE / "plans" / f"{args.robot or args.task}_dr.json"
+    task_config = None if args.robot is None else {"robot": args.robot}
     settings = {"off": [False], "on": [True], "both": [False, True]}[args.dr]
     overrides = {}
     if args.time_budget is not None:
@@ -77,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         for train_sim in args.train_sims:
             for seed in args.seeds:
                 sharded = f"_k{args.shards}" if args.shards else ""
-                name = f"{args.task}_{train_sim}{sharded}_{'dr' if dr else 'nodr'}_s{seed}"
+                name = f"{label}_{train_sim}{sharded}_{'dr' if dr else 'nodr'}_s{seed}"
                 print(f"[sim_to_sim] training {name} ...", file=sys.stderr, flush=True)
                 t0 = time.perf_counter()
                 result = train(
@@ -86,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
                     num_envs=args.num_envs,
                     seed=seed,
                     randomization=str(plan) if dr else None,
+                    task_config=task_config,
                     train_config=overrides or None,
                     out_dir=args.runs / name,
                     progress=False,
@@ -95,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
                 run = {
                     "name": name,
                     "task": args.task,
+                    "robot": args.robot,
                     "train_sim": train_sim,
                     "shards": args.shards,
                     "dr": dr,
@@ -124,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 runs.append(run)
 
-    out = args.out or HERE / "results" / f"sim_to_sim_{args.task}.json"
+    out = args.out or HERE / "results" / f"sim_to_sim_{label}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     import platform
 
@@ -132,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         json.dumps(
             {
                 "task": args.task,
+                "robot": args.robot,
                 "args": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
                 "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform()},
                 "runs": runs,
@@ -141,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     print(
-        f"\n{args.task}: training seeds {args.seeds}, evaluation seeds {args.eval_seeds} x {args.episodes}"
+        f"\n{label}: training seeds {args.seeds}, evaluation seeds {args.eval_seeds} x {args.episodes}"
         " episodes; mean ± 95 % t-interval over training seeds\n"
     )
     print("| trained on | DR | evaluated on | success rate | return | train wall s | env steps |")
@@ -152,9 +161,9 @@ def main(argv: list[str] | None = None) -> int:
             for eval_sim in args.eval_sims:
                 succ = [r["eval"][eval_sim]["success_rate"]["mean"] for r in group]
                 ret = [r["eval"][eval_sim]["mean_return"]["mean"] for r in group]
-                label = f"{train_sim} ({args.shards} shards)" if args.shards else train_sim
+                who = f"{train_sim} ({args.shards} shards)" if args.shards else train_sim
                 print(
-                    f"| {label} | {'plan' if dr else 'off'} | {eval_sim} | {_cell(succ, '.3f')} |"
+                    f"| {who} | {'plan' if dr else 'off'} | {eval_sim} | {_cell(succ, '.3f')} |"
                     f" {_cell(ret, '.1f')} | {_cell([r['train_wall_s'] for r in group], '.0f')} |"
                     f" {_cell([float(r['env_steps']) for r in group], '.0f')} |"
                 )

@@ -11,6 +11,8 @@ Commands:
 * ``simbackend parity --sim NAME --model MODEL [--tier T ...] [--json]``:
   compare a backend with the MuJoCo reference, tier by tier.
 * ``simbackend models``: the built-in models.
+* ``simbackend robots [ROBOT] [--sim NAME ...]``: the registered robots, or what one
+  resolves to on each engine (:mod:`simbackend.robots`).
 * ``simbackend record --sim NAME --model MODEL --out RUN.h5 ...``: run with random
   or zero controls and record chosen envs (:mod:`simbackend.cli.play`).
 * ``simbackend play RUN.h5 [--sim NAME] [--dynamic] --out VIDEO.mp4``: replay a
@@ -246,6 +248,81 @@ def models() -> None:
     for name in builtin_models():
         table.add_row(name, str(builtin_model_path(name)))
     console.print(table)
+
+
+# ----------------------------------------------------------------------
+# robots
+# ----------------------------------------------------------------------
+@app.command()
+def robots(
+    name: str | None = typer.Argument(None, metavar="[ROBOT]", help="A robot name or JSON description file."),
+    sims: list[str] | None = typer.Option(
+        None, "--sim", "-s", help="Engines to resolve it on (repeatable; default: every registered one)."
+    ),
+) -> None:
+    """List the registered robots, or show what ROBOT resolves to on each engine.
+
+    For ROBOT: its description (model, joints in policy order, default pose, actuation, base, feet) and, per engine,
+    whether its scene builds there, its sizes, the feet's bodies and the base's standing height. Exit code 2: an
+    unknown robot or engine; 1: the description fails against its model (the message names the field).
+    """
+    from simbackend.errors import SimBackendError
+    from simbackend.robots import available_robots, get_robot, resolve, robot_scene
+
+    if name is None:
+        table = Table(title="Robots (--robot NAME)", title_justify="left")
+        for col in ("name", "model", "policy joints", "actuation", "feet"):
+            table.add_column(col, overflow="fold")
+        for r in available_robots():
+            d = get_robot(r)
+            table.add_row(r, os.path.basename(os.fspath(d.model)), str(len(d.joints)), d.actuation, ", ".join(d.feet))
+        console.print(table)
+        return
+    try:
+        desc = get_robot(name)
+    except SimBackendError as e:
+        raise fail(f"ROBOT: {e}", code=2) from None
+    for sim in sims or []:
+        check_sim(sim)
+    try:
+        scene = robot_scene(desc)
+    except SimBackendError as e:
+        raise fail(f"robot {desc.name!r}: {e}") from None
+    table = Table(title=f"Robot {desc.name!r}", title_justify="left", show_header=False)
+    table.add_column("field", style="bold")
+    table.add_column("value", overflow="fold")
+    table.add_row("model", str(desc.model_path()))
+    table.add_row("scene", Text(scene.path))
+    table.add_row("policy joints", ", ".join(desc.joints))
+    if desc.held_joints:
+        table.add_row("held joints", ", ".join(desc.held_joints))
+    table.add_row("actuation", desc.actuation)
+    table.add_row("base | feet", f"{desc.base_body} | {', '.join(desc.feet)}")
+    table.add_row("default base height", f"{scene.default_qpos[2]:.4f} m")
+    console.print(table)
+    from simbackend.registry import make_backend
+
+    per = Table(title="Resolved on each engine", title_justify="left")
+    for col in ("engine", "loads", "nq / nv / nu", "feet (body ids)", "contact forces"):
+        per.add_column(col, overflow="fold")
+    failed = False
+    for sim in sims or list(available_backends()):
+        try:
+            with make_backend(sim, scene.path, 1, **desc.engine_options) as b:
+                r = resolve(desc, b, scene.default_qpos)
+                per.add_row(
+                    sim,
+                    "yes",
+                    f"{b.nq} / {b.nv} / {b.num_actuators}",
+                    ", ".join(f"{b.body_names[i]} ({i})" for i in r.feet),
+                    "yes" if b.capabilities.contact_forces else "no",
+                )
+        except (SimBackendError, ImportError) as e:
+            failed = True
+            per.add_row(sim, "no", Text(" ".join(str(e).split())), "", "")
+    console.print(per)
+    if failed and sims:
+        raise typer.Exit(1)
 
 
 # ----------------------------------------------------------------------

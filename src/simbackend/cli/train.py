@@ -50,6 +50,27 @@ def _check_task(task: str) -> str:
     return task
 
 
+def _robot_config(task: str, robot: str | None) -> dict | None:
+    """The task config ``{"robot": robot}`` (``None`` without ``--robot``); exit 2 naming ``--robot`` for a
+    task that takes no robot or a robot that is not registered."""
+    if robot is None:
+        return None
+    import dataclasses
+
+    from simbackend.errors import SimBackendError
+    from simbackend.robots import get_robot
+    from simbackend.tasks import get_task_class
+
+    cls = get_task_class(task)
+    if "robot" not in {f.name for f in dataclasses.fields(cls.config_class)}:
+        raise fail(f"--robot: task {task!r} takes no robot (the velocity task does)", code=2)
+    try:
+        get_robot(robot)
+    except SimBackendError as e:
+        raise fail(f"--robot: {e}", code=2) from None
+    return {"robot": robot}
+
+
 def _parse_seeds(text: str) -> tuple[int, ...]:
     """``"0,1,2"`` or ``"0-4"`` (or a mix) as distinct non-negative ints; exit 2 naming ``--seeds``."""
     out: list[int] = []
@@ -107,6 +128,13 @@ def _fmt_ci(est: Any, digits: int = 3) -> str:
 def train_command(
     task: str = typer.Option(..., "--task", "-t", metavar="TASK", help="Registered task (e.g. cartpole)."),
     sim: str = sim_option(),
+    robot: str | None = typer.Option(
+        None,
+        "--robot",
+        "-r",
+        metavar="ROBOT",
+        help="Robot of a locomotion task: a name (simbackend robots) or a JSON description file.",
+    ),
     num_envs: int | None = typer.Option(
         None, "--num-envs", "-n", min=1, help="Parallel training envs (default: the task's training default)."
     ),
@@ -159,9 +187,11 @@ def train_command(
     if time_budget is not None and not (time_budget > 0 and math.isfinite(time_budget)):
         raise fail(f"--time-budget: expected a number of seconds > 0, got {time_budget!r}", code=2)
     task = _check_task(task)
+    task_config = _robot_config(task, robot)
     rate = _parse_rate(stop_at_success)
     if out is None:
-        out = str(Path("runs") / f"{task}-{sim}-{time.strftime('%Y%m%d-%H%M%S')}")
+        label = task if robot is None else f"{task}-{Path(robot).stem}"
+        out = str(Path("runs") / f"{label}-{sim}-{time.strftime('%Y%m%d-%H%M%S')}")
     check_output_folder(out, "--out", overwrite)
 
     from simbackend.errors import SimBackendError
@@ -189,6 +219,7 @@ def train_command(
                 task,
                 sim,
                 train_config=config,
+                task_config=task_config,
                 randomization=plan,
                 out_dir=staged,
                 progress=progress,

@@ -2,7 +2,8 @@
 
 A task is one file: a :class:`Task` subclass with a config dataclass,
 decorated with :func:`register_task`. Built-in tasks (``cartpole``,
-``reach``, ``quadruped``) load on first lookup; third-party packages add
+``reach``, ``velocity`` over any robot of :mod:`simbackend.robots`, and
+``quadruped``, the velocity task on the built-in quadruped) load on first lookup; third-party packages add
 theirs through the entry-point group ``simbackend.tasks`` (``name =
 "package.module:TaskClass"``).
 
@@ -32,7 +33,7 @@ __all__ = [
 ]
 
 #: built-in task modules, imported on first lookup
-_BUILTIN = ("cartpole", "reach", "quadruped")
+_BUILTIN = ("cartpole", "reach", "velocity")
 _TASKS: dict[str, type[Task]] = {}
 _loaded = False
 
@@ -104,7 +105,8 @@ def make_task(
     cls = get_task_class(name)
     if config is None or not isinstance(config, cls.config_class):
         config = cls.config_class.from_dict(config)
-    backend = make_backend(sim, cls.model, num_envs, device=device, seed=seed, **backend_options)
+    options = {**cls.backend_options(config), **backend_options}
+    backend = make_backend(sim, cls.model_source(config), num_envs, device=device, seed=seed, **options)
     try:
         return cls(backend, config, seed=seed, owns_backend=True)
     except BaseException:

@@ -209,6 +209,16 @@ class Task:
     # ------------------------------------------------------------------
     # hooks
     # ------------------------------------------------------------------
+    @classmethod
+    def model_source(cls, config: Any) -> Any:
+        """The model source :func:`~simbackend.tasks.make_task` builds the backend on (default: ``model``)."""
+        return cls.model
+
+    @classmethod
+    def backend_options(cls, config: Any) -> dict:
+        """Construction options the task needs (``contact_sensing``, engine blocks); the caller's win."""
+        return {}
+
     def _build_controller(self) -> Any:
         """The task's controller (:mod:`simbackend.controllers`), or ``None``: actions in ``[-1, 1]``
         map linearly onto every actuator's ctrl range."""

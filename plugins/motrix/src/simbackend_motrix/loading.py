@@ -101,13 +101,19 @@ def _label(source: Any) -> str:
 
 
 def _strip_visual_attributes(path: Path) -> None:
-    """Drop MuJoCo 4's texture ``colorspace="auto"``, which Motrix's parser refuses (pictures only)."""
+    """Drop MuJoCo 4's texture ``colorspace="auto"``, which Motrix's parser refuses (pictures only), and the
+    ``<sensor>`` section: the engine serves sensors from its frames (``simbackend.sensors``), never from
+    Motrix's, and Motrix refuses sensors that read the world body (a robot's up-vector sensor does)."""
     tree = ET.parse(path)
     changed = False
     for tex in tree.getroot().iter("texture"):
         if tex.get("colorspace") == "auto":
             del tex.attrib["colorspace"]
             changed = True
+    root = tree.getroot()
+    for section in root.findall("sensor"):
+        root.remove(section)
+        changed = True
     if changed:
         tree.write(path)
 

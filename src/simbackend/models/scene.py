@@ -1,0 +1,278 @@
+"""A robot's scene (:mod:`simbackend.robots`): its model with a floor, its actuation and timestep, written once as one MJCF file.
+
+A locomotion task runs on a file, not on an in-memory spec, so that every
+engine (and every shard of a sharded backend, in another process) builds from
+the same source. :func:`robot_scene` composes it with MuJoCo's model editor
+(``mujoco.MjSpec``): the floor plane, a free joint where the description asks,
+the actuators the description's actuation needs (added on joints that have
+none, or their gains and force limits replaced), then writes it through
+:func:`simbackend.models.export_mjcf` into a cache folder keyed by the content,
+with the default state beside it (the base placed so that the lowest
+collision geom rests on the floor).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from simbackend.errors import InvalidArgumentError, ModelLoadError, closest_names_hint
+from simbackend.models.compiler import compiled, one_line, prepared_spec
+from simbackend.models.mujoco_extra import import_mujoco
+
+if TYPE_CHECKING:  # pragma: no cover
+    from simbackend.robots import RobotDescription
+
+__all__ = ["RobotScene", "robot_scene", "cache_folder", "pattern_values"]
+
+#: the floor's name in a composed scene
+FLOOR = "floor"
+#: clearance (m) between the lowest collision geom and the floor in the default state
+CLEARANCE = 0.002
+#: bump when the composition changes: cached scenes of older versions are not reused
+_VERSION = 1
+
+
+@dataclass(frozen=True)
+class RobotScene:
+    """What :func:`robot_scene` made: the model file and the default state.
+
+    Attributes:
+        path: the scene's MJCF file (absolute).
+        default_qpos: ``(nq,)`` the default pose, base on the floor at the origin, level.
+    """
+
+    path: str
+    default_qpos: tuple[float, ...]
+
+
+def cache_folder() -> Path:
+    """Where composed scenes are kept: ``$SIMBACKEND_CACHE/scenes`` or ``~/.cache/simbackend/scenes``."""
+    root = os.environ.get("SIMBACKEND_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "simbackend"
+    )
+    return Path(root) / "scenes"
+
+
+def pattern_values(values: Any, names: tuple[str, ...], where: str) -> dict[str, float]:
+    """``{joint: value}`` for the ``names`` a gain or pose (a number, or ``{name or glob: value}``) covers;
+    a pattern that matches none of ``names`` raises naming ``where`` (a typo must not pass unnoticed)."""
+    if values is None:
+        return {}
+    if not isinstance(values, dict):
+        return {n: float(values) for n in names}
+    out: dict[str, float] = {}
+    for pattern, v in values.items():
+        hit = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
+        if not hit:
+            raise InvalidArgumentError(
+                f"{where}: {pattern!r} matches none of the robot's joints{closest_names_hint(pattern, names)}"
+            )
+        for n in hit:
+            out[n] = float(v)
+    return out
+
+
+def robot_scene(desc: RobotDescription) -> RobotScene:
+    """The description's scene, composed and written on first use (then read from the cache)."""
+    mujoco = import_mujoco()
+    opts = desc.model_options
+    spec, label, urdf = prepared_spec(desc.model_path(), opts.get("package_dirs"), None, opts.get("fuse_static"))
+    _compose(spec, desc, label)
+    placed = json.dumps([desc.default_pose, desc.base_keyframe, desc.base_body, desc.driven_joints], sort_keys=True)
+    key = hashlib.sha256(f"{_VERSION}\n{placed}\n{spec.to_xml()}".encode()).hexdigest()[:20]
+    folder = cache_folder() / f"{desc.name}-{key}"
+    done = folder / "scene.json"
+    if done.is_file():
+        meta = json.loads(done.read_text())
+        if Path(meta["path"]).is_file():
+            return RobotScene(meta["path"], tuple(meta["default_qpos"]))
+    model = compiled(spec, label, urdf)
+    qpos = _default_qpos(mujoco, model, desc)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{desc.name}-", dir=folder.parent))
+    from simbackend.models.export import export_mjcf
+
+    _, written = export_mjcf(spec, tmp)
+    final = folder / written.name
+    meta = {"path": str(final), "default_qpos": [float(x) for x in qpos], "robot": desc.name}
+    (tmp / "scene.json").write_text(json.dumps(meta))
+    try:
+        os.replace(tmp, folder)  # another process may have written the same scene: theirs is as good
+    except OSError:
+        pass
+    if not done.is_file():
+        raise ModelLoadError(f"robot {desc.name!r}: could not write its scene into {folder}")
+    return RobotScene(str(final), tuple(meta["default_qpos"]))
+
+
+def _compose(spec: Any, desc: RobotDescription, label: str) -> None:
+    """Edit ``spec`` in place: free joint, actuation, floor, timestep."""
+    mujoco = import_mujoco()
+    joints = {j.name: j for j in spec.joints}
+    bodies = {b.name for b in spec.bodies}
+    for name in desc.driven_joints:
+        if name not in joints:
+            field = "joints" if name in desc.joints else "held_joints"
+            raise InvalidArgumentError(
+                f"robot.{field}: {label} has no joint {name!r}{closest_names_hint(name, list(joints))}"
+            )
+    if desc.base_body not in bodies:
+        raise InvalidArgumentError(
+            f"robot.base_body: {label} has no body {desc.base_body!r}{closest_names_hint(desc.base_body, bodies)}"
+        )
+    base = spec.body(desc.base_body)
+    if desc.add_free_joint and not any(j.type == mujoco.mjtJoint.mjJNT_FREE for j in base.joints):
+        if base.parent.name != spec.worldbody.name:
+            raise InvalidArgumentError(f"robot.add_free_joint: body {desc.base_body!r} is not a child of the world")
+        if base.joints:
+            raise InvalidArgumentError(
+                f"robot.add_free_joint: body {desc.base_body!r} already has joints {[j.name for j in base.joints]}"
+            )
+        base.add_freejoint(name=f"{desc.base_body}_free")
+    _actuate(spec, desc, joints, label)
+    if desc.add_floor:
+        taken = {g.name for g in spec.geoms}
+        spec.worldbody.add_geom(
+            name=FLOOR if FLOOR not in taken else f"{desc.name}_{FLOOR}",
+            type=mujoco.mjtGeom.mjGEOM_PLANE,
+            size=[50.0, 50.0, 0.05],
+            contype=1,
+            conaffinity=1,
+            condim=3,
+            friction=[1.0, 0.005, 0.0001],
+            rgba=[0.3, 0.35, 0.4, 1.0],
+        )
+        spec.worldbody.add_light(pos=[0.0, 0.0, 4.0], dir=[0.0, 0.0, -1.0])
+        spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
+    spec.option.timestep = desc.timestep
+
+
+def _actuate(spec: Any, desc: RobotDescription, joints: dict, label: str) -> None:
+    """Give every driven joint the actuator the actuation needs (see :class:`RobotDescription`)."""
+    mujoco = import_mujoco()
+    names = desc.driven_joints
+    kp = pattern_values(desc.kp, names, "robot.kp")
+    kd = pattern_values(desc.kd, names, "robot.kd")
+    effort = pattern_values(desc.effort_limit, names, "robot.effort_limit")
+    on_joint: dict[str, list] = {}
+    for a in spec.actuators:
+        if a.trntype == mujoco.mjtTrn.mjTRN_JOINT:
+            on_joint.setdefault(a.target, []).append(a)
+    for name in names:
+        acts = on_joint.get(name, [])
+        if len(acts) > 1:
+            raise InvalidArgumentError(
+                f"robot.joints: joint {name!r} has {len(acts)} actuators; a driven joint needs exactly one"
+            )
+        kind = _kind(mujoco, acts[0]) if acts else None
+        if desc.actuation == "servo":
+            if kind is None:
+                if name not in kp:
+                    raise InvalidArgumentError(
+                        f"robot.kp: {label} has no actuator on joint {name!r}: give kp (and kd) to add a servo"
+                    )
+                act = spec.add_actuator(name=f"{name}_servo", target=name, trntype=mujoco.mjtTrn.mjTRN_JOINT)
+                act.set_to_position(kp=kp[name], kv=kd.get(name, 0.0))
+                acts = [act]
+            elif kind != "position":
+                raise InvalidArgumentError(
+                    f"robot.actuation: joint {name!r} has a {kind} actuator; 'servo' needs position actuators"
+                    " (use actuation='pd' for motors)"
+                )
+            else:
+                a = acts[0]
+                if name in kp:
+                    a.gainprm[0] = kp[name]
+                    a.biasprm[1] = -kp[name]
+                if name in kd:
+                    a.biasprm[2] = -kd[name]
+        else:
+            if kind is None:
+                act = spec.add_actuator(name=f"{name}_motor", target=name, trntype=mujoco.mjtTrn.mjTRN_JOINT)
+                act.set_to_motor()
+                if name in effort:
+                    act.ctrllimited = mujoco.mjtLimited.mjLIMITED_TRUE
+                    act.ctrlrange = [-effort[name], effort[name]]
+                acts = [act]
+            elif kind != "motor":
+                raise InvalidArgumentError(
+                    f"robot.actuation: joint {name!r} has a {kind} actuator; 'pd' needs motors"
+                    " (use actuation='servo' for position actuators)"
+                )
+        if name in effort:
+            a = acts[0]
+            a.forcelimited = mujoco.mjtLimited.mjLIMITED_TRUE
+            a.forcerange = [-effort[name], effort[name]]
+
+
+def _kind(mujoco: Any, act: Any) -> str:
+    """``motor``, ``position``, ``velocity`` or ``other``, as MuJoCo's shortcut elements set the parameters."""
+    if int(act.gaintype) != int(mujoco.mjtGain.mjGAIN_FIXED):
+        return "other"
+    if int(act.biastype) == int(mujoco.mjtBias.mjBIAS_NONE):
+        return "motor"
+    if int(act.biastype) == int(mujoco.mjtBias.mjBIAS_AFFINE):
+        if act.biasprm[1] != 0:
+            return "position"
+        if act.biasprm[2] != 0:
+            return "velocity"
+    return "other"
+
+
+def _default_qpos(mujoco: Any, model: Any, desc: RobotDescription) -> np.ndarray:
+    """The default pose with the base level at the origin, lifted so the lowest collision geom clears the
+    floor by :data:`CLEARANCE` (the model's own pose where it has no floor plane)."""
+    qpos = np.array(model.qpos0, dtype=np.float64)
+    keys = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_KEY, k) for k in range(model.nkey)]
+    keyframe = desc.default_pose if isinstance(desc.default_pose, str) else desc.base_keyframe
+    if keyframe is not None:
+        if keyframe not in keys:
+            field = "default_pose" if isinstance(desc.default_pose, str) else "base_keyframe"
+            raise InvalidArgumentError(
+                f"robot.{field}: the model has no keyframe {keyframe!r}{closest_names_hint(keyframe, keys)}"
+            )
+        qpos = np.array(model.key_qpos[keys.index(keyframe)], dtype=np.float64)
+    if isinstance(desc.default_pose, dict):
+        pose = pattern_values(desc.default_pose, desc.driven_joints, "robot.default_pose")
+        for name, angle in pose.items():
+            j = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, name)
+            qpos[int(model.jnt_qposadr[j])] = angle
+    base = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, desc.base_body)
+    free = [j for j in range(model.njnt) if model.jnt_bodyid[j] == base and model.jnt_type[j] == 0]
+    if not free or model.body_parentid[base] != 0:
+        raise InvalidArgumentError(
+            f"robot.base_body: {desc.base_body!r} has no free joint to the world: a locomotion task needs a"
+            " floating base (a URDF's root link gets one with add_free_joint=True)"
+        )
+    adr = int(model.jnt_qposadr[free[0]])
+    z0 = float(qpos[adr + 2])
+    qpos[adr : adr + 3] = (0.0, 0.0, z0)
+    qpos[adr + 3 : adr + 7] = (1.0, 0.0, 0.0, 0.0)
+    floors = [g for g in range(model.ngeom) if model.geom_bodyid[g] == 0 and model.geom_type[g] == 0]
+    if floors:
+        data = mujoco.MjData(model)
+        data.qpos[:] = qpos
+        mujoco.mj_forward(model, data)
+        fromto = np.zeros(6)
+        robot = [
+            g
+            for g in range(model.ngeom)
+            if model.geom_bodyid[g] != 0 and model.geom_contype[g] | model.geom_conaffinity[g]
+        ]
+        try:
+            gap = min(mujoco.mj_geomDistance(model, data, floors[0], g, 10.0, fromto) for g in robot)
+        except Exception as e:  # noqa: BLE001 - a geom type MuJoCo cannot measure: say which robot it is
+            raise ModelLoadError(
+                f"robot {desc.name!r}: cannot place its default pose on the floor: {one_line(e)}"
+            ) from e
+        qpos[adr + 2] = z0 + CLEARANCE - gap
+    return qpos

@@ -1,0 +1,342 @@
+"""``velocity``: a legged robot tracks a commanded planar velocity, on flat ground; any robot description.
+
+The legged_gym / Isaac Lab recipe, over :mod:`simbackend.robots`:
+``make_task("velocity", config={"robot": "go1"})`` (``--task velocity --robot
+go1``). ``quadruped`` is the same task on the built-in toy quadruped.
+
+Episode: a start at the robot's default pose (base level on the floor, random
+heading, joint angles ``default +- joint_noise``), and a command (forward and
+lateral velocity in the heading frame, yaw rate) drawn anew every
+``resample_time`` seconds. All draws of an episode come from the task's
+counter-based reset streams, so every engine sees the same episodes.
+
+Action: ``(N, k)`` in ``[-1, 1]`` for the robot's ``joints``: joint targets
+``default + action_scale * action``, driven by the robot's actuation (position
+servos, or a PD law on motors at the physics rate); ``held_joints`` keep their
+default targets.
+
+Observations (the base's frame, or the IMU site's when the robot names one):
+``base_lin_vel`` (3), ``base_ang_vel`` (3), ``projected_gravity`` (3),
+``command`` (3), ``joint_pos`` (k, from the default), ``joint_vel`` (k),
+``last_action`` (k).
+
+Reward (per policy step, each term scaled by the control period): velocity and
+yaw-rate tracking ``exp(-err^2 / sigma)``; penalties on vertical velocity,
+roll/pitch rate, tilt, action rate, joint velocity, joint torque (the
+actuation's PD estimate), joints beyond 90 % of their range; with contact
+forces, feet air time (steps of at least ``air_time`` s, when commanded to
+move) and foot slip (a foot's planar speed while in contact).
+
+Terminated when the robot falls: base below ``min_height`` of its default
+height, tilted more than ``max_tilt`` rad, or, with contact forces, a
+``termination_bodies`` body touching anything. Success: the episode reaches
+its time limit with the mean planar velocity error at most ``success_error``
+m/s.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from simbackend.controllers import JointPDConfig, JointPositionConfig, make_controller
+from simbackend.controllers.base import joint_actuators
+from simbackend.errors import InvalidArgumentError
+from simbackend.math import quat_apply, quat_apply_inverse
+from simbackend.robots import get_robot, resolve, robot_scene
+from simbackend.robots import joint_gains as _joint_gains
+
+from . import register_task
+from .base import Task, TaskConfig, check_non_negative
+
+#: reward weights (per second of control), overridable through ``VelocityConfig.reward_weights``
+REWARD_WEIGHTS = {
+    "track_lin_vel": 1.0,
+    "track_yaw_rate": 0.5,
+    "lin_vel_z": -2.0,
+    "ang_vel_xy": -0.05,
+    "tilt": -1.0,
+    "action_rate": -0.01,
+    "joint_vel": -1e-4,
+    "torques": -2e-5,
+    "joint_limits": -1.0,
+    "feet_air_time": 0.5,
+    "foot_slip": -0.1,
+}
+#: fraction of a joint's range beyond which the joint-limit penalty grows
+SOFT_LIMIT = 0.9
+
+
+@dataclass(frozen=True)
+class VelocityConfig(TaskConfig):
+    """Velocity tracking. Defaults: 500 policy steps of 20 ms (10 s) for a robot at a 5 ms substep.
+
+    Attributes:
+        robot: a registered robot name (:func:`simbackend.robots.available_robots`) or a JSON description file.
+        command_range: ``((vx_lo, vx_hi), (vy_lo, vy_hi), (yaw_lo, yaw_hi))``, m/s and rad/s.
+        resample_time: seconds between command draws within an episode.
+        action_scale: joint-target offset (rad) of a unit action.
+        joint_noise: start joint angles uniform in ``default +- joint_noise`` (clipped to the range).
+        min_height: fall when the base is below this fraction of its default height.
+        max_tilt: fall when the base's up axis is this far from vertical (rad).
+        tracking_sigma: width of the tracking rewards, (m/s)^2.
+        success_error: mean planar velocity error (m/s) of a successful episode.
+        contact_threshold: a foot or body is in contact above this force (N).
+        air_time: the step duration (s) the air-time reward asks for.
+        reward_weights: ``{term: weight}`` replacing :data:`REWARD_WEIGHTS`' (0 drops a term).
+    """
+
+    episode_length: int = 500
+    decimation: int = 4
+    robot: str = "go1"
+    command_range: tuple = ((-1.0, 1.0), (-0.5, 0.5), (-1.0, 1.0))
+    resample_time: float = 5.0
+    action_scale: float = 0.25
+    joint_noise: float = 0.1
+    min_height: float = 0.5
+    max_tilt: float = 1.0
+    tracking_sigma: float = 0.25
+    success_error: float = 0.3
+    contact_threshold: float = 1.0
+    air_time: float = 0.3
+    reward_weights: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        rng = self.command_range
+        try:
+            rng = tuple((float(lo), float(hi)) for lo, hi in rng)
+        except (TypeError, ValueError):
+            raise InvalidArgumentError(f"config.command_range: expected three (low, high) pairs, got {rng!r}") from None
+        if len(rng) != 3 or any(not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi) for lo, hi in rng):
+            raise InvalidArgumentError(f"config.command_range: expected three finite (low <= high) pairs, got {rng!r}")
+        object.__setattr__(self, "command_range", rng)
+        check_non_negative(
+            self,
+            "action_scale",
+            "joint_noise",
+            "min_height",
+            "max_tilt",
+            "tracking_sigma",
+            "success_error",
+            "contact_threshold",
+            "air_time",
+            "resample_time",
+        )
+        for name in ("tracking_sigma", "resample_time"):
+            if getattr(self, name) == 0:
+                raise InvalidArgumentError(f"config.{name}: expected a number > 0, got 0")
+        if not isinstance(self.robot, str) or not self.robot:
+            raise InvalidArgumentError(f"config.robot: expected a robot name or a JSON file, got {self.robot!r}")
+        weights = self.reward_weights
+        if not isinstance(weights, Mapping):
+            raise InvalidArgumentError(f"config.reward_weights: expected {{term: weight}}, got {weights!r}")
+        unknown = sorted(set(weights) - set(REWARD_WEIGHTS))
+        if unknown:
+            raise InvalidArgumentError(
+                f"config.reward_weights: unknown terms {unknown}; known: {sorted(REWARD_WEIGHTS)}"
+            )
+        for k, v in weights.items():
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
+                raise InvalidArgumentError(f"config.reward_weights[{k!r}]: expected a finite number, got {v!r}")
+        object.__setattr__(self, "reward_weights", {k: float(v) for k, v in weights.items()})
+
+
+@register_task
+class VelocityTask(Task):
+    name = "velocity"
+    config_class = VelocityConfig
+
+    @classmethod
+    def model_source(cls, config: Any) -> str:
+        """The robot's scene file (:func:`simbackend.robots.robot_scene`)."""
+        return robot_scene(get_robot(config.robot)).path
+
+    @classmethod
+    def backend_options(cls, config: Any) -> dict:
+        """Contact sensing, and the engine blocks the robot asks for."""
+        return {"contact_sensing": True, **get_robot(config.robot).engine_options}
+
+    def _build_controller(self) -> Any:
+        b, c = self.backend, self.config
+        desc = get_robot(c.robot)
+        r = self.robot = resolve(desc, b, robot_scene(desc).default_qpos)
+        k, dev, n = r.qpos_cols.numel(), self.device, self.num_envs
+        self._contacts = bool(b.capabilities.contact_forces) and bool(getattr(b, "contact_sensing", False))
+        self._resamples = max(1, math.ceil(c.episode_length * self.control_dt / c.resample_time - 1e-9))
+        self._resample_steps = max(1, round(c.resample_time / self.control_dt))
+        #: 3 draws per command of the episode, 1 heading, k joint offsets
+        self.reset_draws = 3 * self._resamples + 1 + k
+        self.weights = {**REWARD_WEIGHTS, **c.reward_weights}
+        self.commands = torch.zeros((n, 3), dtype=torch.float32, device=dev)
+        self._episode_commands = torch.zeros((n, self._resamples, 3), dtype=torch.float32, device=dev)
+        self.last_action = torch.zeros((n, k), dtype=torch.float32, device=dev)
+        self._prev_action = torch.zeros_like(self.last_action)
+        self._error_sum = torch.zeros(n, dtype=torch.float32, device=dev)
+        nf = r.feet.size
+        self._air_time = torch.zeros((n, nf), dtype=torch.float32, device=dev)
+        self._was_in_contact = torch.zeros((n, nf), dtype=torch.bool, device=dev)
+        self._command_low, self._command_high = (
+            torch.tensor([rr[i] for rr in c.command_range], device=dev) for i in (0, 1)
+        )
+        self._gravity_w = torch.tensor([0.0, 0.0, -1.0], device=dev)
+        self._up_w = torch.tensor([0.0, 0.0, 1.0], device=dev)
+        self._min_z = float(r.default_qpos[2]) * c.min_height
+        lo, hi = r.joint_low, r.joint_high
+        mid, half = (lo + hi) / 2, (hi - lo) / 2
+        finite = torch.isfinite(half)
+        self._soft_lo = torch.where(finite, mid - SOFT_LIMIT * half, lo)
+        self._soft_hi = torch.where(finite, mid + SOFT_LIMIT * half, hi)
+        held = r.held_default
+        targets = torch.cat([r.default_joints, held])
+        spread = torch.cat([torch.full_like(r.default_joints, c.action_scale), torch.full_like(held, 1e-3)])
+        low, high = (targets - spread).tolist(), (targets + spread).tolist()
+        joints = desc.driven_joints
+        self._zeros_held = torch.zeros((n, held.numel()), dtype=torch.float32, device=dev)
+        if desc.actuation == "pd":
+            kp, kd = _joint_gains(desc, self.name)
+            self._kp = torch.tensor(kp[:k], device=dev)
+            self._kd = torch.tensor(kd[:k], device=dev)
+            return make_controller(b, JointPDConfig(joints=joints, kp=kp, kd=kd, low=low, high=high))
+        gains = b.get_model_actuator_gains()
+        ids = b.get_joint_ids(list(desc.joints)).cpu().numpy()
+        acts = joint_actuators(b, ids, desc.joints, "position", "robot.joints", "")
+        self._kp, self._kd = gains.kp[acts].to(dev), gains.kv[acts].to(dev)
+        return make_controller(b, JointPositionConfig(joints=joints, low=low, high=high))
+
+    def _action_dim(self) -> int:
+        return int(self.robot.qpos_cols.numel())
+
+    def _controller_action(self, action: torch.Tensor) -> torch.Tensor:
+        self._prev_action.copy_(self.last_action)
+        self.last_action.copy_(action)
+        return torch.cat([action, self._zeros_held], dim=1) if self._zeros_held.shape[1] else action
+
+    def _initial_state(self, env_ids: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        u = u.to(torch.float32)
+        r, c = self.robot, self.config
+        n, m = env_ids.numel(), self._resamples
+        lo, hi = self._command_low, self._command_high
+        cmds = lo + (hi - lo) * u[:, : 3 * m].reshape(n, m, 3)
+        self._episode_commands[env_ids] = cmds
+        self.commands[env_ids] = cmds[:, 0]
+        qpos = r.default_qpos.expand(n, -1).clone()
+        yaw = (2 * u[:, 3 * m] - 1) * math.pi
+        qpos[:, 3] = torch.cos(yaw / 2)
+        qpos[:, 6] = torch.sin(yaw / 2)
+        qpos[:, 4:6] = 0
+        joints = r.default_joints + c.joint_noise * (2 * u[:, 3 * m + 1 :] - 1)
+        qpos[:, r.qpos_cols] = torch.maximum(torch.minimum(joints, r.joint_high), r.joint_low)
+        # index_fill_, not t[ids] = 0: that copies the 0 to the device inside index_put_, which waits
+        for t in (self.last_action, self._prev_action, self._error_sum, self._air_time):
+            t.index_fill_(0, env_ids, 0.0)
+        self._was_in_contact.index_fill_(0, env_ids, False)
+        return qpos, None
+
+    def _after_physics(self) -> None:
+        step = (self.episode_step + 1) // self._resample_steps  # the step about to be counted
+        idx = step.clamp(max=self._resamples - 1)
+        self.commands.copy_(self._episode_commands.gather(1, idx.view(-1, 1, 1).expand(-1, 1, 3)).squeeze(1))
+        self._frame = self._base_frame()
+        if self._contacts:
+            self._in_contact = self.backend.get_body_contact_mask(self.robot.feet, self.config.contact_threshold)
+
+    def _base_quat(self) -> torch.Tensor:
+        if self.robot.imu_site is None:
+            return self.backend.get_base_quat()
+        return self.backend.get_site_quat_w(self.robot.imu_site)[:, 0]
+
+    def _base_frame(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        q = self._base_quat()
+        return (
+            quat_apply_inverse(q, self.backend.get_base_lin_vel()),
+            quat_apply_inverse(q, self.backend.get_base_ang_vel()),
+            quat_apply_inverse(q, self._gravity_w.expand(self.num_envs, 3)),
+        )
+
+    def _observations(self) -> dict[str, torch.Tensor]:
+        lin, ang, grav = self._base_frame()
+        r = self.robot
+        return {
+            "base_lin_vel": lin,
+            "base_ang_vel": ang,
+            "projected_gravity": grav,
+            "command": self.commands.clone(),
+            "joint_pos": self.backend.get_dof_pos()[:, r.dof_cols] - r.default_joints,
+            "joint_vel": self.backend.get_dof_vel()[:, r.dof_cols],
+            "last_action": self.last_action.clone(),
+        }
+
+    def _reward(self, action: torch.Tensor) -> dict[str, torch.Tensor]:
+        lin, ang, grav = self._frame
+        dt, sigma, w, r = self.control_dt, self.config.tracking_sigma, self.weights, self.robot
+        err_xy = ((lin[:, :2] - self.commands[:, :2]) ** 2).sum(1)
+        err_yaw = (ang[:, 2] - self.commands[:, 2]) ** 2
+        self._error_sum += err_xy.sqrt()
+        q = self.backend.get_dof_pos()[:, r.dof_cols]
+        qd = self.backend.get_dof_vel()[:, r.dof_cols]
+        target = self.controller.targets[:, : q.shape[1]]
+        torque = self._kp * (target - q) - self._kd * qd
+        beyond = (q - self._soft_hi).clamp(min=0) + (self._soft_lo - q).clamp(min=0)
+        terms = {
+            "track_lin_vel": torch.exp(-err_xy / sigma),
+            "track_yaw_rate": torch.exp(-err_yaw / sigma),
+            "lin_vel_z": lin[:, 2] ** 2,
+            "ang_vel_xy": (ang[:, :2] ** 2).sum(1),
+            "tilt": (grav[:, :2] ** 2).sum(1),
+            "action_rate": ((action - self._prev_action) ** 2).sum(1),
+            "joint_vel": (qd**2).sum(1),
+            "torques": (torque**2).sum(1),
+            "joint_limits": beyond.sum(1),
+        }
+        if self._contacts:
+            contact = self._in_contact
+            first = contact & ~self._was_in_contact
+            moving = (self.commands[:, :2].norm(dim=1) > 0.1).to(torch.float32)
+            air = ((self._air_time - self.config.air_time) * first).sum(1) * moving
+            self._air_time = torch.where(contact, torch.zeros_like(self._air_time), self._air_time + dt)
+            self._was_in_contact = contact
+            feet_v = self.backend.get_body_lin_vel_w(r.feet)[..., :2]
+            terms["feet_air_time"] = air
+            terms["foot_slip"] = ((feet_v**2).sum(-1) * contact).sum(1)
+        return {k: w[k] * dt * v for k, v in terms.items() if w[k] != 0.0}
+
+    def _fallen(self) -> torch.Tensor:
+        up = quat_apply(self.backend.get_base_quat(), self._up_w.expand(self.num_envs, 3))
+        fallen = (self.backend.get_base_pos()[:, 2] < self._min_z) | (up[:, 2] < math.cos(self.config.max_tilt))
+        if self._contacts and self.robot.termination.size:
+            hit = self.backend.get_body_contact_mask(self.robot.termination, self.config.contact_threshold)
+            fallen = fallen | hit.any(1)
+        return fallen
+
+    def _terminated(self) -> torch.Tensor:
+        self._fell = self._fallen()
+        return self._fell
+
+    def mean_velocity_error(self) -> torch.Tensor:
+        """``(N,)`` mean planar velocity error (m/s) of the current episodes so far."""
+        return self._error_sum / self.episode_step.clamp(min=1).to(torch.float32)
+
+    def _success(self) -> torch.Tensor:
+        done = self.episode_step >= self.config.episode_length
+        return done & ~self._fell & (self.mean_velocity_error() <= self.config.success_error)
+
+
+@dataclass(frozen=True)
+class QuadrupedConfig(VelocityConfig):
+    """The velocity task on the built-in toy quadruped: 500 policy steps of 20 ms (10 physics substeps of 2 ms)."""
+
+    decimation: int = 10
+    robot: str = "quadruped"
+    action_scale: float = 0.5
+    min_height: float = 0.54
+
+
+@register_task
+class QuadrupedTask(VelocityTask):
+    name = "quadruped"
+    config_class = QuadrupedConfig
