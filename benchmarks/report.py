@@ -390,7 +390,7 @@ def _sim_to_sim(stem: str, result: dict[str, Any]) -> list[str]:
     out.append(f"Machine: {machine.get('cpu_count')} cores, {machine.get('platform', 'unknown platform')}.\n")
     seeds = sorted({r.get("seed") for r in runs}, key=str)
     out.append(
-        f"Task `{result.get('task')}`; training seeds {', '.join(map(str, seeds))}; evaluation seeds "
+        f"Task `{result.get('task')}`{f' on robot `{robot}`' if (robot := result.get('robot')) else ''}; training seeds {', '.join(map(str, seeds))}; evaluation seeds "
         f"{', '.join(map(str, args.get('eval_seeds', [])))} x {args.get('episodes', '?')} episodes; cells: mean "
         "± 95 % Student-t half-width over training seeds (none for one seed).\n"
     )
@@ -445,9 +445,8 @@ def readme_table(results: dict[str, dict[str, Any]]) -> str:
                 if len(group) == 1
                 else f"{len(group)} training seeds"
             )
-            out.append(
-                f"| {result.get('task')} | {train_sim} | {'plan' if dr else 'off'} | {' | '.join(cells)} | {seeds} |"
-            )
+            task = result.get("task") if not result.get("robot") else f"{result.get('task')} ({result.get('robot')})"
+            out.append(f"| {task} | {train_sim} | {'plan' if dr else 'off'} | {' | '.join(cells)} | {seeds} |")
     return "\n".join(out)
 
 

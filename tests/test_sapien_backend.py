@@ -1137,3 +1137,32 @@ def test_randomized_friction_combines_by_average(tmp_path) -> None:
             slid[name] = float(sim.get_body_pos_w(sim.get_body_ids("box"))[0, 0, 0])
     np.testing.assert_allclose(slid["mujoco"], v0**2 / (2 * max(box_mu, floor_mu) * g), rtol=0.01)
     np.testing.assert_allclose(slid["sapien"], v0**2 / (2 * (box_mu + floor_mu) / 2 * g), rtol=0.01)
+
+
+def test_gpu_contact_query_layout_gives_the_cpu_paths_forces() -> None:
+    """The GPU path's body-impulse query, laid out as ``contact_query_bodies`` says and turned into forces by
+    ``gather_contact_forces``, gives the CPU path's contact forces (the impulses here are the CPU path's, over
+    one substep): the world and shapeless bodies read zero, the others their own rows, in the order asked."""
+    from simbackend.backends.sapien.gpu import contact_query_bodies, gather_contact_forces
+
+    n = 2
+    sim = make_backend("sapien", "quadruped", n, contact_sensing=True)
+    try:
+        for _ in range(30):
+            sim.step(torch.zeros(n, sim.num_actuators), nsteps=4)
+        every = np.arange(sim.info.nbody)
+        cpu = sim.get_body_contact_force_w(every).double()
+        bodies, columns = contact_query_bodies(sim.engine.plan)
+        assert 0 not in bodies.tolist() and bodies.size < sim.info.nbody
+        dt = sim.physics_dt
+        impulses = (cpu[:, bodies] * dt).reshape(n * bodies.size, 3)  # env n's body k at row n * K + k
+        asked = torch.as_tensor([4, 0, 1, 13])
+        got = gather_contact_forces(impulses, torch.as_tensor(columns), asked, n, dt)
+        torch.testing.assert_close(got, cpu[:, asked], atol=1e-4, rtol=1e-6)
+        assert float(cpu[:, [4, 7, 10, 13], 2].sum()) > 0  # the feet carry the robot
+        assert torch.equal(
+            gather_contact_forces(None, torch.as_tensor(columns), asked, n, dt),
+            torch.zeros(n, 4, 3, dtype=torch.float64),
+        )
+    finally:
+        sim.close()
