@@ -431,6 +431,9 @@ def readme_table(results: dict[str, dict[str, Any]]) -> str:
             shards = f" ({r['shards']} shards)" if r.get("shards") else ""
             groups.setdefault((f"{r.get('train_sim')}{shards}", bool(r.get("dr"))), []).append(r)
         for (train_sim, dr), group in groups.items():
+            its = sorted({int(r["iterations"]) for r in group if "iterations" in r})
+            if its:  # how long it trained: a row of policies trained twice as long is another row
+                train_sim = f"{train_sim}, {its[0]}{f'-{its[-1]}' if len(its) > 1 else ''} it"
             cells = []
             for e in engines:
                 rates = [r["eval"][e]["success_rate"] for r in group if e in r.get("eval", {})]

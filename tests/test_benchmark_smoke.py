@@ -456,3 +456,23 @@ def test_overhead_device_cuda_without_a_gpu_is_a_one_line_usage_error(tmp_path):
     ]
     bad = _run("--device", "tpu", script=OVERHEAD_SCRIPT, timeout=120)
     assert bad.returncode == 2 and "expected cpu, cuda or cuda:i, got 'tpu'" in bad.stderr
+
+
+def test_engine_gap_probe_separates_actuation_from_contact() -> None:
+    """``probe_engine_gap.py``: one row per robot and case; in the air MuJoCo and PhysX agree on the
+    quadruped's PD-driven joints (the actuation is the same computation), on the floor they part."""
+    import os
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "probe_engine_gap.py"), "--robots", "quadruped", "--steps", "8"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "MUJOCO_GL": "egl"},
+    )
+    assert out.returncode == 0, out.stderr
+    rows = [line.split("|")[1:-1] for line in out.stdout.splitlines() if line.startswith("| quadruped")]
+    assert [r[1].strip() for r in rows] == ["in the air", "on the floor"]
+    air, floor = (float(r[2]) for r in rows)
+    assert air < 1e-3 and floor > 10 * max(air, 1e-4)

@@ -88,7 +88,8 @@ def test_make_demo_suggests_commands_that_exist_with_the_flags_it_names():
 
 def test_readme_sim_to_sim_table_is_the_one_the_results_give():
     """The README's sim-to-sim figures are written by benchmarks/report.py from benchmarks/results/: rerunning
-    it would not change them (so they never drift from the JSON), and the quadruped rows carry intervals."""
+    it would not change them (so they never drift from the JSON), and the legged robots' rows carry intervals over
+    training seeds on every engine."""
     import importlib.util
 
     path = README.parent / "benchmarks" / "report.py"
@@ -98,6 +99,7 @@ def test_readme_sim_to_sim_table_is_the_one_the_results_give():
     text = README.read_text()
     block = text.split(report.README_BEGIN, 1)[1].split(report.README_END, 1)[0].strip()
     assert block == report.readme_table(report.load(README.parent / "benchmarks" / "results"))
-    quadruped = [line for line in block.splitlines() if line.startswith("| quadruped |")]
-    assert {line.split(" | ")[2] for line in quadruped} == {"off", "plan"}
-    assert all(line.count(" ± ") >= 2 for line in quadruped)
+    go1 = [line for line in block.splitlines() if line.startswith("| velocity (go1) |")]
+    assert {line.split(" | ")[2] for line in go1} == {"off", "plan"}
+    legged = go1 + [line for line in block.splitlines() if line.startswith("| quadruped |")]
+    assert all(line.endswith("| 3 training seeds |") and line.count("±") == 4 for line in legged)

@@ -163,11 +163,17 @@ def _build(desc: RobotDescription) -> None:
 @pytest.mark.parametrize(
     ("changes", "match"),
     [
-        ({"joints": ("FR_hip_joint", "FR_thigh_jont")}, r"robot\.joints: .* no joint 'FR_thigh_jont'; closest .*'FR_thigh_joint'"),
+        (
+            {"joints": ("FR_hip_joint", "FR_thigh_jont")},
+            r"robot\.joints: .* no joint 'FR_thigh_jont'; closest .*'FR_thigh_joint'",
+        ),
         ({"feet": ("FR_foot_colision",)}, r"robot\.feet: the model has no body or geom 'FR_foot_colision'; closest"),
         ({"base_body": "trunc"}, r"robot\.base_body: .* no body 'trunc'; closest .*'trunk'"),
         ({"base_body": "FR_hip"}, r"robot\.base_body: 'FR_hip' has no free joint"),
-        ({"default_pose": {"FR_calf_joint": 0.5}}, r"robot\.default_pose: joint 'FR_calf_joint' at 0\.5 is outside its range"),
+        (
+            {"default_pose": {"FR_calf_joint": 0.5}},
+            r"robot\.default_pose: joint 'FR_calf_joint' at 0\.5 is outside its range",
+        ),
         ({"default_pose": {"*_knee_joint": 0.5}}, r"robot\.default_pose: '\*_knee_joint' matches none"),
         ({"default_pose": "stand"}, r"robot\.default_pose: the model has no keyframe 'stand'; known names: 'home'"),
         ({"imu_site": "imu2"}, r"robot\.imu_site: .* no site 'imu2'"),

@@ -64,7 +64,7 @@ REWARD_WEIGHTS = {
     "joint_vel": -1e-4,
     "torques": -2e-5,
     "joint_limits": -1.0,
-    "feet_air_time": 0.5,
+    "feet_air_time": 1.0,
     "foot_slip": -0.1,
 }
 #: fraction of a joint's range beyond which the joint-limit penalty grows
@@ -95,7 +95,7 @@ class VelocityConfig(TaskConfig):
     robot: str = "go1"
     command_range: tuple = ((-1.0, 1.0), (-0.5, 0.5), (-1.0, 1.0))
     resample_time: float = 5.0
-    action_scale: float = 0.25
+    action_scale: float = 0.5
     joint_noise: float = 0.1
     min_height: float = 0.5
     max_tilt: float = 1.0
@@ -332,7 +332,6 @@ class QuadrupedConfig(VelocityConfig):
 
     decimation: int = 10
     robot: str = "quadruped"
-    action_scale: float = 0.5
     min_height: float = 0.54
 
 
