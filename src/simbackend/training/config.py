@@ -260,17 +260,6 @@ TASK_DEFAULTS: dict[str, dict[str, Any]] = {
         "save_interval": 50,
         "init_at_random_ep_len": True,
     },
-    "quadruped": {
-        "num_envs": 256,
-        "max_iterations": 1000,
-        "num_steps_per_env": 24,
-        "actor_hidden_dims": (128, 128),
-        "critic_hidden_dims": (128, 128),
-        "learning_rate": 1e-3,
-        "entropy_coef": 0.005,
-        "eval_interval": 25,
-        "eval_episodes": 32,
-        "save_interval": 50,
-        "init_at_random_ep_len": True,
-    },
 }
+#: the quadruped task is the velocity task on the built-in quadruped: the same training defaults
+TASK_DEFAULTS["quadruped"] = TASK_DEFAULTS["velocity"]
