@@ -222,13 +222,15 @@ def test_contract_side_modules_load_no_engine() -> None:
 
     Backends, the model compiler and the playback renderer are left out; a
     test module that skips itself at import (``pytest.importorskip``) is fine.
+    So is the torchrl adapter: ``import torchrl.envs`` itself loads mujoco (for
+    torchrl's MuJoCo Playground wrapper); the static rule above still covers its source.
     """
     code = textwrap.dedent(
         """
         import importlib, pkgutil, sys
         import simbackend, _pytest.outcomes
         names = []
-        skip = ("simbackend.backends", "simbackend.models", "simbackend.playback.render")
+        skip = ("simbackend.backends", "simbackend.models", "simbackend.playback.render", "simbackend.envs.torchrl")
         def walk(name, path):  # pkgutil.walk_packages would import the skipped packages to walk them
             names.append(name)
             for info in pkgutil.iter_modules(path, name + "."):

@@ -146,7 +146,7 @@ def _disabled_run(make) -> list[tuple]:
 def test_next_step_autoreset_resets_on_the_step_after_the_end_and_ignores_its_action(make) -> None:
     _, second, third = starts(make)
     plain = _disabled_run(make)
-    env = make(config=SHORT, autoreset_mode="next_step")
+    env = make(config=SHORT, autoreset_mode="next_step", episode_key="episode")
     assert env.metadata["autoreset_mode"] is AutoresetMode.NEXT_STEP
     stagger(env)
     a = env.step(zeros(env))  # env 0: step 1 of 3, env 1: step 2 of 3
@@ -183,7 +183,7 @@ def test_next_step_autoreset_resets_on_the_step_after_the_end_and_ignores_its_ac
 def test_same_step_autoreset_returns_the_new_episode_and_the_final_obs_in_info(make) -> None:
     _, second, third = starts(make)
     plain = _disabled_run(make)
-    env = make(config=SHORT, autoreset_mode="same_step")
+    env = make(config=SHORT, autoreset_mode="same_step", episode_key="episode")
     assert env.metadata["autoreset_mode"] is AutoresetMode.SAME_STEP
     stagger(env)
     a = env.step(zeros(env))
@@ -349,8 +349,8 @@ def test_render_gives_one_picture_per_env_and_images_join_state_dicts(make) -> N
 def test_gymnasium_record_episode_statistics_agrees_with_the_native_episode_info(make, mode) -> None:
     """Random actions on 8-step cartpole episodes: terminations and truncations at different times."""
     kw = {"config": {"episode_length": 8}, "tensors": "numpy", "autoreset_mode": mode}
-    wrapped = gymnasium.wrappers.vector.RecordEpisodeStatistics(make(3, episode_key=None, **kw))
-    native = make(3, **kw)
+    wrapped = gymnasium.wrappers.vector.RecordEpisodeStatistics(make(3, **kw))  # its defaults, the env's
+    native = make(3, episode_key="episode", **kw)
     wrapped.reset(seed=0)
     native.reset(seed=0)
     rng = np.random.default_rng(1)
@@ -366,8 +366,8 @@ def test_gymnasium_record_episode_statistics_agrees_with_the_native_episode_info
             np.testing.assert_allclose(info_n["episode"]["r"], info_w["episode"]["r"])
             np.testing.assert_array_equal(info_n["episode"]["l"], info_w["episode"]["l"])
     assert ended >= 6 and wrapped.episode_count == ended
-    # with the native key on, the wrapper refuses to overwrite it (hence episode_key=None above)
-    clash = gymnasium.wrappers.vector.RecordEpisodeStatistics(make(1, **kw))
+    # with the native key on, the wrapper refuses to overwrite it (hence the default episode_key=None)
+    clash = gymnasium.wrappers.vector.RecordEpisodeStatistics(make(1, episode_key="episode", **kw))
     clash.reset(seed=0)
     with pytest.raises(ValueError, match="already exists"):
         for _ in range(9):
@@ -375,7 +375,7 @@ def test_gymnasium_record_episode_statistics_agrees_with_the_native_episode_info
 
 
 def test_gymnasium_info_and_action_wrappers_work(make) -> None:
-    env = gymnasium.wrappers.vector.DictInfoToList(make(2, config=SHORT, tensors="numpy"))
+    env = gymnasium.wrappers.vector.DictInfoToList(make(2, config=SHORT, tensors="numpy", episode_key="episode"))
     env.reset(seed=0)
     for _ in range(3):
         *_, infos = env.step(np.zeros((2, 1), np.float32))
@@ -384,6 +384,324 @@ def test_gymnasium_info_and_action_wrappers_work(make) -> None:
     clipped = gymnasium.wrappers.vector.ClipAction(make(2, tensors="numpy"))
     clipped.reset(seed=0)
     assert clipped.step(np.full((2, 1), 5.0, np.float32))[0] in clipped.observation_space
+
+
+W = gymnasium.wrappers.vector
+
+
+def _same(a, b, **kw) -> None:
+    np.testing.assert_allclose(np_(a), np_(b), rtol=1e-6, atol=1e-6, **kw)
+
+
+def _first_key(env) -> str:
+    return next(iter(env.single_observation_space.spaces))
+
+
+#: every gymnasium vector wrapper that applies to the adapter's spaces: name -> (obs_mode, wrap,
+#: action given to the wrapped env from a, action given to the bare env from a, check(bare, wrapped) per step)
+WRAPPER_CASES = {
+    "VectorizeTransformObservation": (
+        "state",
+        lambda e: W.VectorizeTransformObservation(
+            e, gymnasium.wrappers.TransformObservation, func=lambda o: 2 * o, observation_space=None
+        ),
+        None,
+        None,
+        lambda b, w, e: _same(w[0], 2 * b[0]),
+    ),
+    "VectorizeTransformAction": (
+        "state",
+        lambda e: W.VectorizeTransformAction(e, gymnasium.wrappers.ClipAction),
+        lambda a: 3 * a,
+        lambda a: np.clip(3 * a, -1, 1),
+        lambda b, w, e: _same(w[0], b[0]),
+    ),
+    "VectorizeTransformReward": (
+        "state",
+        lambda e: W.VectorizeTransformReward(e, gymnasium.wrappers.ClipReward, min_reward=0.0, max_reward=0.5),
+        None,
+        None,
+        lambda b, w, e: _same(w[1], np.clip(b[1], 0, 0.5)),
+    ),
+    "DictInfoToList": (
+        "state",
+        W.DictInfoToList,
+        None,
+        None,
+        lambda b, w, e: [
+            _same(w[4][i].get("success", False), b[4]["success"][i] if b[4]["_success"][i] else False) for i in range(3)
+        ],
+    ),
+    "TransformObservation": (
+        "state",
+        lambda e: W.TransformObservation(e, func=lambda o: o + 1.0),
+        None,
+        None,
+        lambda b, w, e: _same(w[0], b[0] + 1.0),
+    ),
+    "FilterObservation": (
+        "state_dict",
+        lambda e: W.FilterObservation(e, filter_keys=[_first_key(e)]),
+        None,
+        None,
+        lambda b, w, e: (list(w[0]) == [_first_key(e)], _same(w[0][_first_key(e)], b[0][_first_key(e)])),
+    ),
+    "FlattenObservation": (
+        "state_dict",
+        W.FlattenObservation,
+        None,
+        None,
+        lambda b, w, e: _same(
+            w[0],
+            np.stack(
+                [spaces.flatten(e.single_observation_space, {k: v[i] for k, v in b[0].items()}) for i in range(3)]
+            ),
+        ),
+    ),
+    "ReshapeObservation": (
+        "state",
+        lambda e: W.ReshapeObservation(e, shape=(2, 2)),
+        None,
+        None,
+        lambda b, w, e: _same(w[0], b[0].reshape(3, 2, 2)),
+    ),
+    "DtypeObservation": (
+        "state",
+        lambda e: W.DtypeObservation(e, dtype=np.float64),
+        None,
+        None,
+        lambda b, w, e: (_same(w[0], b[0]), np_(w[0]).dtype == np.float64 or pytest.fail("dtype")),
+    ),
+    "NormalizeObservation": (
+        "state",
+        W.NormalizeObservation,
+        None,
+        None,
+        lambda b, w, e: np.isfinite(np_(w[0])).all() or pytest.fail("non-finite"),
+    ),
+    "TransformAction": (
+        "state",
+        lambda e: W.TransformAction(e, func=lambda a: a / 2),
+        None,
+        lambda a: a / 2,
+        lambda b, w, e: _same(w[0], b[0]),
+    ),
+    "ClipAction": (
+        "state",
+        W.ClipAction,
+        lambda a: 3 * a,
+        lambda a: np.clip(3 * a, -1, 1),
+        lambda b, w, e: _same(w[0], b[0]),
+    ),
+    "RescaleAction": (
+        "state",
+        lambda e: W.RescaleAction(e, min_action=np.float32(0), max_action=np.float32(1)),
+        lambda a: (a + 1) / 2,
+        None,
+        lambda b, w, e: _same(w[0], b[0]),
+    ),
+    "TransformReward": (
+        "state",
+        lambda e: W.TransformReward(e, func=lambda r: 2 * r),
+        None,
+        None,
+        lambda b, w, e: _same(w[1], 2 * b[1]),
+    ),
+    "ClipReward": (
+        "state",
+        lambda e: W.ClipReward(e, min_reward=0.0, max_reward=0.5),
+        None,
+        None,
+        lambda b, w, e: _same(w[1], np.clip(b[1], 0, 0.5)),
+    ),
+    "NormalizeReward": (
+        "state",
+        W.NormalizeReward,
+        None,
+        None,
+        lambda b, w, e: (np.isfinite(np_(w[1])).all() and (np.sign(np_(w[1])) == np.sign(b[1])).all()) or pytest.fail(),
+    ),
+    "RecordEpisodeStatistics": (
+        "state",
+        W.RecordEpisodeStatistics,
+        None,
+        None,
+        lambda b, w, e: _same(np_(w[4]["_episode"]) if "_episode" in w[4] else np.zeros(3, bool), b[2] | b[3]),
+    ),
+}
+#: gymnasium vector wrappers that do not apply, and why (the docs say the same)
+WRAPPERS_NOT_APPLICABLE = {
+    "RescaleObservation": "needs finite observation bounds; state terms are unbounded",
+    "GrayscaleObservation": "needs a Box image observation; images come inside obs_mode='state_dict'",
+    "ResizeObservation": "needs a Box image observation; images come inside obs_mode='state_dict'",
+    "RecordVideo": "needs moviepy; simbackend records videos itself (--video)",
+    "HumanRendering": "needs a display (pygame)",
+    "JaxToNumpy": "JAX",
+    "JaxToTorch": "JAX",
+    "ArrayConversion": "the conversion itself (the torch-mode test runs it)",
+    "NumpyToTorch": "the conversion itself (the torch-mode test runs it)",
+}
+
+
+def test_every_gymnasium_vector_wrapper_is_covered() -> None:
+    assert set(W.__all__) == set(WRAPPER_CASES) | set(WRAPPERS_NOT_APPLICABLE)
+
+
+@pytest.mark.parametrize("tensors", ["numpy", "torch"])
+@pytest.mark.parametrize("name", sorted(WRAPPER_CASES))
+def test_gymnasium_vector_wrappers_run_with_their_defaults(make, name, tensors) -> None:
+    """Each wrapper with its defaults: in numpy mode on the env as it is, in torch mode behind gymnasium's
+    ArrayConversion (torch -> numpy) and NumpyToTorch; stepped beside a bare numpy env (4-step episodes,
+    autoresets included) and checked against what the wrapper does to the bare env's output."""
+    obs_mode, wrap, act_wrapped, act_bare, check = WRAPPER_CASES[name]
+    kw = {"config": {"episode_length": 4}, "obs_mode": obs_mode}
+    bare = make(3, tensors="numpy", **kw)
+    inner = make(3, tensors=tensors, **kw)
+    if tensors == "torch" and name == "DictInfoToList":  # numpy in, a list of dicts out: it goes last
+        wrapped = wrap(W.ArrayConversion(inner, env_xp=torch, target_xp=np))
+    elif tensors == "torch":
+        wrapped = W.NumpyToTorch(wrap(W.ArrayConversion(inner, env_xp=torch, target_xp=np)))
+    else:
+        wrapped = wrap(inner)
+    bare.reset(seed=0)
+    obs = wrapped.reset(seed=0)[0]
+    torch_out = tensors == "torch" and name != "DictInfoToList"
+    assert isinstance(next(iter(obs.values())) if isinstance(obs, dict) else obs, torch.Tensor) == torch_out
+    rng = np.random.default_rng(0)
+    for _ in range(6):
+        a = rng.uniform(-1, 1, (3, 1)).astype(np.float32)
+        b = bare.step(act_bare(a) if act_bare else a)
+        aw = act_wrapped(a) if act_wrapped else a
+        w = wrapped.step(torch.from_numpy(aw) if tensors == "torch" else aw)
+        check(b, w, bare)
+        _same(w[2], b[2])
+        _same(w[3], b[3])
+
+
+@pytest.mark.parametrize("mode", ["next_step", "same_step"])
+def test_torch_wrappers_give_gymnasiums_numbers_on_tensors(make, mode) -> None:
+    """simbackend.envs.wrappers in torch mode beside gymnasium's wrappers in numpy mode, same episodes
+    (random 4-to-8-step episodes, terminations and truncations at different times)."""
+    from simbackend.envs import wrappers as T
+
+    kw = {"config": {"episode_length": 8}, "autoreset_mode": mode}
+    stats_r = W.RecordEpisodeStatistics(make(3, tensors="numpy", **kw))
+    stats_o = T.RecordEpisodeStatistics(make(3, **kw))
+    ref, ours = W.NormalizeReward(stats_r, gamma=0.9), T.NormalizeReward(stats_o, gamma=0.9)
+    if mode == "next_step":  # gymnasium's NormalizeObservation needs next-step autoreset
+        ref, ours = W.NormalizeObservation(ref), T.NormalizeObservation(ours)
+    obs_r, obs_o = ref.reset(seed=0)[0], ours.reset(seed=0)[0]
+    _same(obs_o, obs_r)
+    rng = np.random.default_rng(1)
+    ended = 0
+    for _ in range(30):
+        a = rng.uniform(-1, 1, (3, 1)).astype(np.float32)
+        r, o = ref.step(a), ours.step(torch.from_numpy(a))
+        assert all(isinstance(x, torch.Tensor) for x in o[:4])
+        for x, y in zip(o[:4], r[:4]):
+            np.testing.assert_allclose(np_(x), y, rtol=1e-4, atol=1e-5)
+        assert ("episode" in o[4]) == ("episode" in r[4])
+        if "episode" in r[4]:
+            ended += int(r[4]["_episode"].sum())
+            _same(o[4]["_episode"], r[4]["_episode"])
+            _same(o[4]["episode"]["r"], r[4]["episode"]["r"])
+            _same(o[4]["episode"]["l"], r[4]["episode"]["l"])
+    assert ended >= 6 and stats_o.episode_count == stats_r.episode_count == ended
+    np.testing.assert_allclose(list(stats_o.return_queue), list(stats_r.return_queue), rtol=1e-6)
+    assert list(stats_o.length_queue) == list(stats_r.length_queue)
+
+
+def test_torch_wrappers_refuse_numpy_envs_and_bad_arguments(make) -> None:
+    from simbackend.envs import wrappers as T
+
+    env = T.RecordEpisodeStatistics(make(1, tensors="numpy"))
+    env.reset(seed=0)
+    with pytest.raises(
+        ArgumentTypeError,
+        match=r"^RecordEpisodeStatistics: expected the env's rewards as torch .*"
+        r"gymnasium.wrappers.vector.RecordEpisodeStatistics",
+    ):
+        env.step(np.zeros((1, 1), np.float32))
+    with pytest.raises(
+        InvalidArgumentError, match=r"^RecordEpisodeStatistics: stats_key: info already holds 'episode'"
+    ):
+        clash = T.RecordEpisodeStatistics(make(1, config=SHORT, episode_key="episode"))
+        clash.reset(seed=0)
+        for _ in range(3):
+            clash.step(torch.zeros(1, 1))
+    for build, pattern in [
+        (lambda: T.NormalizeReward(make(1), gamma=1.5), r"^gamma: expected a number in \[0, 1\], got 1.5"),
+        (lambda: T.NormalizeReward(make(1), epsilon=0), r"^epsilon: expected a finite number > 0, got 0"),
+        (lambda: T.NormalizeObservation(make(1), epsilon=float("nan")), r"^epsilon: "),
+        (lambda: T.NormalizeObservation(make(1, autoreset_mode="same_step")), r"^NormalizeObservation: .*NEXT_STEP"),
+        (lambda: T.RecordEpisodeStatistics(make(1), buffer_length=0), r"^buffer_length: "),
+    ]:
+        with pytest.raises(InvalidArgumentError, match=pattern):
+            build()
+    with pytest.raises(ArgumentTypeError, match=r"^NormalizeObservation: expected a Box observation space"):
+        T.NormalizeObservation(make(1, obs_mode="state_dict"))
+    norm = T.NormalizeObservation(make(2))
+    with pytest.raises(InvalidArgumentError, match="partial resets"):
+        norm.reset(options={"reset_mask": np.array([True, False])})
+
+
+# ----------------------------------------------------------------------
+# the sub-environment API (call, get_attr, set_attr)
+# ----------------------------------------------------------------------
+def test_call_get_attr_and_set_attr_answer_as_sync_vector_env(make) -> None:
+    env = make(3, render_mode="rgb_array", render_size=(32, 24))
+    env.reset(seed=0)
+    assert env.get_attr("render_mode") == ("rgb_array",) * 3
+    assert env.get_attr("observation_space") == (env.single_observation_space,) * 3  # a sub-env's own space
+    assert env.get_attr("action_space") == (env.single_action_space,) * 3
+    assert env.get_attr("control_dt") == (env.task.control_dt,) * 3  # the task's attributes too
+    steps = env.get_attr("episode_step")  # a per-env tensor comes back row by row
+    assert len(steps) == 3 and all(int(s) == 0 for s in steps)
+    frames = env.call("render")  # skrl's render(): one picture per env
+    assert len(frames) == 3 and all(f.shape == (24, 32, 3) and f.dtype == torch.uint8 for f in frames)
+    torch.testing.assert_close(torch.stack(frames), env.render(), rtol=0, atol=0)
+    observed = env.call("observe")  # a method is called on the batch: its per-env result split in rows
+    assert len(observed) == 3 and set(observed[0]) == set(env.task.observation_dims)
+    assert make(2, tensors="numpy", render_mode="rgb_array", render_size=(8, 8)).call("render")[1].shape == (8, 8, 3)
+
+    env.set_attr("my_flag", 7)  # unknown names land on the env, as gymnasium's set_wrapper_attr does
+    assert env.get_attr("my_flag") == (7, 7, 7) and env.my_flag == 7
+    env.set_attr("my_flag", [5, 5, 5])
+    assert env.my_flag == 5
+    env.set_attr("my_array", [np.ones(2)] * 3)
+    np.testing.assert_array_equal(env.my_array, np.ones(2))
+    config = env.task.config
+    env.set_attr("config", config)  # a task attribute is set on the task
+    assert env.task.config is config
+
+
+def test_sub_env_api_refuses_bad_names_and_values_and_leaves_the_env_as_it_was(make) -> None:
+    env = make(3)
+    with pytest.raises(
+        AttributeError, match=r"^get_attr: neither this SimVectorEnv nor its task 'cartpole' has 'nope'$"
+    ):
+        env.get_attr("nope")
+    with pytest.raises(AttributeError, match=r"^call: neither .* has 'nope'$"):
+        env.call("nope")
+    with pytest.raises(InvalidArgumentError, match=r"^get_attr: name: '_ended' is private"):
+        env.get_attr("_ended")
+    with pytest.raises(ArgumentTypeError, match=r"^call: name: expected an attribute name \(str\), got 3"):
+        env.call(3)
+    for name in ("num_envs", "observation_space", "single_action_space", "task", "tensors", "control_dt"):
+        with pytest.raises(InvalidArgumentError, match=rf"^set_attr: name: '{name}' is fixed when the env is built"):
+            env.set_attr(name, 1)
+    with pytest.raises(
+        InvalidArgumentError,
+        match=r"^set_attr: values: expected one value or a list of num_envs=3"
+        r" values, got 2$",
+    ):
+        env.set_attr("my_flag", [1, 2])
+    with pytest.raises(InvalidArgumentError, match=r"^set_attr: values: the 3 envs share one task, .*envs \[2\]"):
+        env.set_attr("my_flag", [1, 1, 2])
+    assert not hasattr(env, "my_flag") and env.num_envs == 3
+    env.close()
+    with pytest.raises(BackendClosedError, match="^get_attr: this SimVectorEnv is closed"):
+        env.get_attr("render_mode")
 
 
 @pytest.mark.parametrize("obs_mode", ["state", "state_dict"])
@@ -497,8 +815,8 @@ def test_bad_arguments_name_the_argument_and_the_allowed_values(make) -> None:
 # ----------------------------------------------------------------------
 def test_sapien_gives_the_same_episodes_and_steps(make) -> None:
     pytest.importorskip("sapien")
-    mj = make(3, config=SHORT)
-    px = make(3, "sapien", config=SHORT)
+    mj = make(3, config=SHORT, episode_key="episode")
+    px = make(3, "sapien", config=SHORT, episode_key="episode")
     assert (px.task.backend.name, mj.task.backend.name) == ("sapien", "mujoco")
     assert px.single_observation_space == mj.single_observation_space
     assert px.single_action_space == mj.single_action_space

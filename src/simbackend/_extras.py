@@ -26,6 +26,8 @@ EXTRAS = {
     "tensordict": ("tensordict", "train"),
     "matplotlib": ("matplotlib", "train"),
     "tqdm": ("tqdm", "train"),
+    "stable_baselines3": ("stable-baselines3", "sb3"),
+    "torchrl": ("torchrl", "torchrl"),
     "ray": ("ray", "ray"),
     "pytest": ("pytest", "contract"),
     "hypothesis": ("hypothesis", "contract"),

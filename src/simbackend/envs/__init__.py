@@ -5,7 +5,15 @@ importing :mod:`simbackend.envs` loads no RL library):
 
 - :mod:`simbackend.envs.gym`: :class:`SimVectorEnv`, a ``gymnasium.vector.VectorEnv``,
   and :func:`make_vector_env`.
+- :mod:`simbackend.envs.wrappers`: gymnasium's episode-statistics and normalization
+  wrappers on torch tensors, for :class:`SimVectorEnv`'s torch mode.
 - :mod:`simbackend.envs.rsl`: :class:`RslRlVecEnv`, rsl-rl's ``VecEnv`` (same-step autoreset).
+- :mod:`simbackend.envs.sb3`: :class:`SB3VecEnv`, stable-baselines3's ``VecEnv``, and
+  :func:`make_sb3_env`.
+- :mod:`simbackend.envs.torchrl`: :class:`TorchRLEnv`, torchrl's ``EnvBase``, and
+  :func:`make_torchrl_env`.
+
+skrl needs no adapter: its ``wrap_env`` takes a :class:`SimVectorEnv` as it is.
 """
 
 from __future__ import annotations
@@ -18,6 +26,10 @@ _EXPORTS = {
     "SimVectorEnv": "gym",
     "make_vector_env": "gym",
     "RslRlVecEnv": "rsl",
+    "SB3VecEnv": "sb3",
+    "make_sb3_env": "sb3",
+    "TorchRLEnv": "torchrl",
+    "make_torchrl_env": "torchrl",
 }
 
 __all__ = list(_EXPORTS)

@@ -38,13 +38,23 @@ Conventions:
 
 * Info (gymnasium's vector convention, key plus ``"_key"`` bool mask): every
   per-env entry of the task's step info (``"success"``, ``"diverged"``,
-  ``"reward_terms"`` ...), masked out for envs that were autoreset in this step;
-  and, in steps where some episode ended, ``info["episode"] = {"r": return,
+  ``"reward_terms"`` ...), masked out for envs that were autoreset in this step.
+  Episode statistics are a wrapper's job, as with ``SyncVectorEnv``: gymnasium's
+  ``RecordEpisodeStatistics`` in numpy mode, :mod:`simbackend.envs.wrappers`'
+  torch one in torch mode. ``episode_key="episode"`` writes them without a
+  wrapper, in steps where some episode ended: ``info["episode"] = {"r": return,
   "l": length, "t": seconds}`` with ``"_episode"`` the envs whose episode ended,
-  as ``gymnasium.wrappers.vector.RecordEpisodeStatistics`` writes it (CleanRL-style
-  loops read it unchanged). To wrap the env in that wrapper instead, pass
-  ``episode_key=None`` (or another key): the wrapper refuses an info that
-  already holds its key.
+  as that wrapper writes them (the wrapper then refuses the env: the key is taken).
+* Sub-environment API: :meth:`~SimVectorEnv.call`, :meth:`~SimVectorEnv.get_attr`
+  and :meth:`~SimVectorEnv.set_attr` answer as ``SyncVectorEnv``'s do (a tuple
+  with one entry per env; ``call("render")`` gives the ``N`` pictures), so code
+  and libraries written for gymnasium's vector envs (skrl's ``render()``) run.
+* Wrappers: gymnasium's vector wrappers work unchanged in numpy mode. In torch
+  mode use :mod:`simbackend.envs.wrappers` (episode statistics, observation and
+  reward normalization on the env's device), or convert: gymnasium's
+  ``ArrayConversion(env, env_xp=torch, target_xp=numpy)``, then any gymnasium
+  wrapper, then ``NumpyToTorch`` (needs ``gymnasium[torch]``, which the ``gym``
+  extra installs). docs/training.md lists what the tests run.
 * Seeding: env ``i``'s ``k``-th episode is drawn from ``(seed, task, i, k)``.
   ``reset(seed=s)`` sets the task seed to ``s`` and restarts the episode counts
   of the reset envs at 0, so it always replays the same episodes, on any engine.
@@ -94,6 +104,62 @@ RENDER_MODES = (None, "rgb_array")
 
 #: task step-info keys that ``info["episode"]`` replaces
 _EPISODE_SO_FAR = ("episode_return", "episode_length")
+
+
+#: a sub-environment's spaces are this env's single-env spaces (``call``, ``get_attr``)
+_PER_ENV_SPACES = {"observation_space": "single_observation_space", "action_space": "single_action_space"}
+#: what ``set_attr`` refuses: the env's structure, fixed when it is built
+_FIXED_ATTRS = frozenset(
+    {
+        "task",
+        "num_envs",
+        "device",
+        "obs_mode",
+        "tensors",
+        "autoreset_mode",
+        "episode_key",
+        "owns_task",
+        "metadata",
+        "closed",
+        "observation_space",
+        "action_space",
+        "single_observation_space",
+        "single_action_space",
+        "render_mode",
+        "render_camera",
+        "render_size",
+        "spec",
+        "unwrapped",
+        "np_random",
+        "np_random_seed",
+        "backend",
+        "control_dt",
+        "action_dim",
+        "observation_size",
+        "observation_dims",
+        "image_terms",
+        "name",
+    }
+)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two values given for two envs are one value (arrays and tensors by content)."""
+    if a is b:
+        return True
+    if isinstance(a, (np.ndarray, torch.Tensor)) or isinstance(b, (np.ndarray, torch.Tensor)):
+        try:
+            return bool(np.array_equal(np.asarray(_host(a)), np.asarray(_host(b))))
+        except (TypeError, ValueError):
+            return False
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):
+        return False
+
+
+def _host(x: Any) -> Any:
+    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else x
 
 
 def _choice(value: Any, allowed: tuple, argument: str) -> Any:
@@ -176,7 +242,7 @@ class SimVectorEnv(VectorEnv):
         render_mode: str | None = None,
         render_camera: str = "free",
         render_size: tuple[int, int] = (320, 240),
-        episode_key: str | None = "episode",
+        episode_key: str | None = None,
         owns_task: bool = True,
     ):
         if not isinstance(task, Task):
@@ -415,6 +481,87 @@ class SimVectorEnv(VectorEnv):
         images = self.task.backend.render(None, camera=self.render_camera, width=width, height=height)
         return self._export(images)
 
+    # ------------------------------------------------------------------
+    # the sub-environment API of gymnasium's Sync/AsyncVectorEnv
+    # ------------------------------------------------------------------
+    def _owner(self, name: Any, method: str) -> tuple[Any, str] | None:
+        """Where ``name`` lives: ``(self or the task, attribute)``, or ``None`` when neither has it."""
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ArgumentTypeError(f"{method}: name: expected an attribute name (str), got {name!r}")
+        if name.startswith("_"):
+            raise InvalidArgumentError(f"{method}: name: {name!r} is private; expected a public attribute")
+        name = _PER_ENV_SPACES.get(name, name)
+        for owner in (self, self.task):
+            if hasattr(owner, name):
+                return owner, name
+        return None
+
+    def _per_env(self, value: Any) -> tuple[Any, ...]:
+        """``value`` once per env: the rows of a per-env array (leading dimension ``num_envs``), or ``value``."""
+        n = self.num_envs
+        if isinstance(value, (torch.Tensor, np.ndarray)) and value.ndim >= 1 and value.shape[0] == n:
+            rows = self._export(value) if isinstance(value, torch.Tensor) else value
+            return tuple(rows[i] for i in range(n))
+        return tuple(value for _ in range(n))
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """What ``SyncVectorEnv.call`` gives: one result per env, as a tuple.
+
+        ``name`` is looked up on this env, then on its task (``"observation_space"`` and
+        ``"action_space"`` are the single-env spaces, as a sub-environment's are). A method
+        is called once, on the whole batch; a per-env result (an array or tensor whose
+        leading dimension is ``num_envs``) is split into its rows, in the env's array
+        type, and any other result is repeated for every env. So ``call("render")`` gives
+        the ``N`` pictures of :meth:`render`.
+        """
+        self._check_open("call")
+        found = self._owner(name, "call")
+        if found is None:
+            raise AttributeError(f"call: neither this SimVectorEnv nor its task {self.task.name!r} has {name!r}")
+        value = getattr(*found)
+        return self._per_env(value(*args, **kwargs) if callable(value) else value)
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """What ``SyncVectorEnv.get_attr`` gives: the attribute once per env (see :meth:`call`)."""
+        self._check_open("get_attr")
+        found = self._owner(name, "get_attr")
+        if found is None:
+            raise AttributeError(f"get_attr: neither this SimVectorEnv nor its task {self.task.name!r} has {name!r}")
+        return self._per_env(getattr(*found))
+
+    def set_attr(self, name: str, values: Any) -> None:
+        """Set an attribute of every env, as ``SyncVectorEnv.set_attr`` does.
+
+        ``values`` is one value for all envs, or a list or tuple of ``num_envs`` values.
+        The envs share one task, so the values of a list must all be equal. The
+        attribute is set where :meth:`call` finds it (this env, then its task), or on
+        this env when neither has it. The env's structure (its task, spaces, modes and
+        sizes) cannot be set: build another env instead.
+        """
+        self._check_open("set_attr")
+        found = self._owner(name, "set_attr")
+        if name in _FIXED_ATTRS or (found is not None and found[1] in _FIXED_ATTRS):
+            raise InvalidArgumentError(
+                f"set_attr: name: {name!r} is fixed when the env is built; build another env to change it"
+            )
+        if isinstance(values, (list, tuple)):
+            if len(values) != self.num_envs:
+                raise InvalidArgumentError(
+                    f"set_attr: values: expected one value or a list of num_envs={self.num_envs} values,"
+                    f" got {len(values)}"
+                )
+            differ = [i for i, v in enumerate(values) if not _same(v, values[0])]
+            if differ:
+                raise InvalidArgumentError(
+                    f"set_attr: values: the {self.num_envs} envs share one task, so {name!r} takes one value"
+                    f" for all; envs {differ} differ from env 0"
+                )
+            value = values[0]
+        else:
+            value = values
+        owner, attr = found if found is not None else (self, name)
+        setattr(owner, attr, value)
+
     def close_extras(self, **kwargs: Any) -> None:
         """Close the task (and the backend it owns) when ``owns_task``."""
         if self.owns_task:
@@ -442,7 +589,7 @@ def make_vector_env(
     render_mode: str | None = None,
     render_camera: str = "free",
     render_size: tuple[int, int] = (320, 240),
-    episode_key: str | None = "episode",
+    episode_key: str | None = None,
     **backend_options: Any,
 ) -> SimVectorEnv:
     """Build task ``task_name`` on backend ``sim`` and a :class:`SimVectorEnv` over it (which owns it).

@@ -1,0 +1,224 @@
+"""stable-baselines3's :class:`~stable_baselines3.common.vec_env.VecEnv` over any task: :class:`SB3VecEnv`,
+:func:`make_sb3_env`.
+
+>>> from stable_baselines3 import PPO                                   # doctest: +SKIP
+>>> env = make_sb3_env("cartpole", sim="mujoco", num_envs=16)           # doctest: +SKIP
+>>> PPO("MlpPolicy", env).learn(20_000)                                 # doctest: +SKIP
+
+It drives a :class:`~simbackend.envs.SimVectorEnv` in numpy mode with same-step
+autoreset and speaks SB3's conventions, as ``DummyVecEnv`` does:
+
+* ``step`` returns ``(obs, rewards, dones, infos)``: ``dones = terminated |
+  truncated``; an env whose episode ended is reset in the same step and its
+  returned observation is the new episode's first; ``infos`` is a list of ``N``
+  dicts, with ``"terminal_observation"`` (the ended episode's last observation)
+  and ``"TimeLimit.truncated"`` (the time limit, not a termination, ended it:
+  SB3 bootstraps those), and the task's per-env step info (``"success"``,
+  ``"reward_terms"`` ...).
+* ``seed(s)`` sets the task's reset seed at the next ``reset()``; env ``i``'s
+  ``k``-th episode is drawn from ``(s, i, k)``, on any engine.
+* ``get_attr``, ``set_attr``, ``env_method`` reach the env and its task as
+  :meth:`SimVectorEnv.call <simbackend.envs.SimVectorEnv.call>` does. The envs
+  share one task: a method is called once, on the batch (``indices`` selects
+  which results come back), and ``set_attr`` sets one value for all envs.
+* ``render()`` / ``get_images()`` with ``render_mode="rgb_array"``.
+
+:func:`make_sb3_env` wraps it in SB3's ``VecMonitor`` by default, as SB3's
+``make_vec_env`` wraps its envs in ``Monitor``, so the training logs show
+``ep_rew_mean`` and ``ep_len_mean``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from simbackend._extras import require_extra
+
+require_extra("stable_baselines3", "gymnasium", purpose="the stable-baselines3 adapter (simbackend.envs.sb3)")
+
+from stable_baselines3.common.vec_env import VecEnv, VecMonitor  # noqa: E402
+
+from simbackend import _validate as V  # noqa: E402
+from simbackend.envs.gym import SimVectorEnv  # noqa: E402
+from simbackend.errors import ArgumentTypeError, InvalidArgumentError  # noqa: E402
+
+__all__ = ["SB3VecEnv", "make_sb3_env"]
+
+#: SimVectorEnv info keys that SB3's per-env infos carry otherwise (or not at all)
+_OWN_KEYS = ("final_obs", "final_info")
+
+
+def _row(value: Any, i: int) -> Any:
+    return {k: _row(v, i) for k, v in value.items()} if isinstance(value, Mapping) else value[i]
+
+
+class SB3VecEnv(VecEnv):
+    """SB3's ``VecEnv`` over a :class:`~simbackend.envs.SimVectorEnv` (module doc).
+
+    Args:
+        env: a ``SimVectorEnv`` built with ``tensors="numpy"`` and ``autoreset_mode="same_step"``
+            (:func:`make_sb3_env` builds one).
+    """
+
+    def __init__(self, env: SimVectorEnv):
+        if not isinstance(env, SimVectorEnv):
+            raise ArgumentTypeError(f"env: expected a simbackend.envs.SimVectorEnv, got {type(env).__name__}")
+        if env.tensors != "numpy" or env.autoreset_mode.name != "SAME_STEP":
+            raise InvalidArgumentError(
+                "env: expected a SimVectorEnv with tensors='numpy' and autoreset_mode='same_step' (SB3's"
+                f" conventions), got tensors={env.tensors!r}, autoreset_mode={env.autoreset_mode.name};"
+                " make_sb3_env builds one"
+            )
+        self.env = env
+        self._actions: np.ndarray | None = None
+        self._seed: int | None = None
+        super().__init__(env.num_envs, env.single_observation_space, env.single_action_space)
+
+    # ------------------------------------------------------------------
+    # stepping
+    # ------------------------------------------------------------------
+    def reset(self) -> Any:
+        """New episodes in every env (seeded when :meth:`seed` was called since the last reset)."""
+        if any(self._options):
+            raise InvalidArgumentError(f"options: a simbackend env's resets take no options, got {self._options[0]!r}")
+        seed, self._seed = self._seed, None
+        obs, _ = self.env.reset(seed=seed)
+        self.reset_infos = [{} for _ in range(self.num_envs)]
+        self._reset_seeds()
+        self._reset_options()
+        return obs
+
+    def step_async(self, actions: np.ndarray) -> None:
+        self._actions = actions
+
+    def step_wait(self) -> tuple[Any, np.ndarray, np.ndarray, list[dict]]:
+        if self._actions is None:
+            raise InvalidArgumentError("step_wait: no actions; call step_async(actions) first")
+        actions, self._actions = self._actions, None
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        dones = terminated | truncated
+        infos = self._infos(info, terminated, truncated)
+        return obs, reward.astype(np.float32, copy=False), dones, infos
+
+    def _infos(self, info: dict, terminated: np.ndarray, truncated: np.ndarray) -> list[dict]:
+        """gymnasium's vector info (key + ``"_key"`` mask) as SB3's list of per-env dicts."""
+        infos: list[dict] = [{} for _ in range(self.num_envs)]
+        for key, value in info.items():
+            if key.startswith("_") or key in _OWN_KEYS:
+                continue
+            mask = info.get(f"_{key}")
+            if mask is None:  # one value for the batch
+                for entry in infos:
+                    entry[key] = value
+                continue
+            for i in np.flatnonzero(mask):
+                infos[i][key] = _row(value, int(i))
+        for i in np.flatnonzero(terminated | truncated):
+            infos[i]["terminal_observation"] = _row(info["final_obs"], int(i))
+        for i, flag in enumerate(truncated & ~terminated):
+            infos[i]["TimeLimit.truncated"] = bool(flag)
+        return infos
+
+    def seed(self, seed: int | None = None) -> Sequence[int | None]:
+        """Seed the next :meth:`reset`: the task's reset seed becomes ``seed`` (a random one for ``None``)."""
+        if seed is None:
+            seed = int(np.random.randint(0, np.iinfo(np.uint32).max, dtype=np.uint32))
+        self._seed = V.seed_value(seed)
+        return [self._seed] * self.num_envs
+
+    def close(self) -> None:
+        self.env.close()
+
+    # ------------------------------------------------------------------
+    # attributes and methods of the envs
+    # ------------------------------------------------------------------
+    def _indices(self, indices: Any) -> list[int]:
+        if indices is None:
+            return list(range(self.num_envs))
+        ids = [indices] if isinstance(indices, (int, np.integer)) else list(indices)
+        bad = [i for i in ids if not isinstance(i, (int, np.integer)) or not 0 <= i < self.num_envs]
+        if bad:
+            raise InvalidArgumentError(f"indices: expected env ids in [0, {self.num_envs}), got {bad}")
+        return [int(i) for i in ids]
+
+    def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
+        values = self.env.get_attr(attr_name)
+        return [values[i] for i in self._indices(indices)]
+
+    def set_attr(self, attr_name: str, value: Any, indices: Any = None) -> None:
+        if indices is not None and sorted(set(self._indices(indices))) != list(range(self.num_envs)):
+            raise InvalidArgumentError(
+                f"indices: the {self.num_envs} envs share one task, so set_attr({attr_name!r}) sets every env;"
+                " pass indices=None"
+            )
+        self.env.set_attr(attr_name, value)
+
+    def env_method(self, method_name: str, *method_args: Any, indices: Any = None, **method_kwargs: Any) -> list[Any]:
+        values = self.env.call(method_name, *method_args, **method_kwargs)
+        return [values[i] for i in self._indices(indices)]
+
+    def env_is_wrapped(self, wrapper_class: type, indices: Any = None) -> list[bool]:
+        """Always ``False``: the envs are rows of one batch, not gymnasium envs in wrappers."""
+        return [False for _ in self._indices(indices)]
+
+    def get_images(self) -> Sequence[np.ndarray | None]:
+        """One ``(H, W, 3)`` uint8 picture per env (``render_mode="rgb_array"``), else ``None`` per env."""
+        images = self.env.render()
+        if images is None:
+            return [None] * self.num_envs
+        return list(images)
+
+    def __repr__(self) -> str:
+        return f"SB3VecEnv({self.env!r})"
+
+
+def make_sb3_env(
+    task_name: str,
+    sim: str = "mujoco",
+    num_envs: int = 1,
+    *,
+    config: Any = None,
+    seed: int = 0,
+    device: Any = None,
+    obs_mode: str = "state",
+    render_mode: str | None = None,
+    render_camera: str = "free",
+    render_size: tuple[int, int] = (320, 240),
+    monitor: bool = True,
+    info_keywords: Iterable[str] = (),
+    **backend_options: Any,
+) -> VecEnv:
+    """Build task ``task_name`` on backend ``sim`` as an SB3 ``VecEnv`` (module doc).
+
+    Args:
+        task_name, sim, num_envs, config, seed, device, obs_mode, render_mode, render_camera,
+            render_size, **backend_options: as in :func:`simbackend.envs.make_vector_env`.
+        monitor: wrap it in SB3's ``VecMonitor`` (episode returns and lengths in the logs).
+        info_keywords: per-env info keys that ``VecMonitor`` copies into its episode record
+            (e.g. ``("success",)``).
+    """
+    from simbackend.envs.gym import make_vector_env
+
+    if not isinstance(monitor, bool):
+        raise ArgumentTypeError(f"monitor: expected a bool, got {type(monitor).__name__}")
+    keywords = tuple(info_keywords) if not isinstance(info_keywords, str) else (info_keywords,)
+    env = make_vector_env(
+        task_name,
+        sim,
+        num_envs,
+        config=config,
+        seed=seed,
+        device=device,
+        obs_mode=obs_mode,
+        tensors="numpy",
+        autoreset_mode="same_step",
+        render_mode=render_mode,
+        render_camera=render_camera,
+        render_size=render_size,
+        **backend_options,
+    )
+    vec: VecEnv = SB3VecEnv(env)
+    return VecMonitor(vec, info_keywords=keywords) if monitor else vec

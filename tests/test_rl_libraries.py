@@ -1,0 +1,341 @@
+"""The RL libraries people already use, on simbackend's adapters as their users would use them:
+stable-baselines3 (``simbackend.envs.sb3``), skrl (its ``wrap_env`` on ``SimVectorEnv``, no glue) and
+torchrl (``simbackend.envs.torchrl``). Each trains or collects a few iterations; the adapters' conventions
+are checked against the gymnasium adapter they share with every engine.
+
+The episodes are cartpole's (short ones, so that autoresets, truncations and terminations happen).
+Run with ``MUJOCO_GL=egl`` on a machine without a display (``make test`` does).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from simbackend.envs import make_vector_env
+from simbackend.errors import ArgumentTypeError, InvalidArgumentError
+
+SHORT = {"episode_length": 6}
+
+
+#: env 0's cart is pushed one way: its pole falls in ~8 steps (terminations); the others are left alone
+#: and reach the 12-step limit first (truncations)
+PUSH = np.array([[1.0], [0.0], [0.0]], np.float32)
+
+
+# ----------------------------------------------------------------------
+# stable-baselines3
+# ----------------------------------------------------------------------
+sb3 = pytest.importorskip("stable_baselines3")
+from stable_baselines3.common import env_checker as sb3_checks  # noqa: E402
+from stable_baselines3.common.preprocessing import check_for_nested_spaces  # noqa: E402
+from stable_baselines3.common.vec_env import VecCheckNan, VecMonitor, VecNormalize  # noqa: E402
+
+from simbackend.envs.sb3 import SB3VecEnv, make_sb3_env  # noqa: E402
+
+
+def test_sb3_steps_as_dummy_vec_env_does_terminal_observation_and_time_limit() -> None:
+    """Beside the gymnasium adapter in same-step mode: the same observations, rewards and dones; the
+    ended episode's last observation in ``terminal_observation``; ``TimeLimit.truncated`` only for
+    truncations (:data:`PUSH`)."""
+    cfg = {"episode_length": 12}
+    env = make_sb3_env("cartpole", "mujoco", 3, config=cfg, monitor=False)
+    ref = make_vector_env("cartpole", "mujoco", 3, config=cfg, tensors="numpy", autoreset_mode="same_step")
+    assert isinstance(env, SB3VecEnv) and env.num_envs == 3
+    assert env.observation_space == ref.single_observation_space and env.action_space == ref.single_action_space
+    env.seed(4)
+    np.testing.assert_array_equal(env.reset(), ref.reset(seed=4)[0])
+    seen = {"terminated": 0, "truncated": 0}
+    for _ in range(30):
+        actions = PUSH
+        obs, rewards, dones, infos = env.step(actions)
+        r_obs, r_rew, r_term, r_trunc, r_info = ref.step(actions)
+        np.testing.assert_array_equal(obs, r_obs)
+        np.testing.assert_array_equal(rewards, r_rew)
+        assert rewards.dtype == np.float32 and dones.dtype == np.bool_ and isinstance(infos, list) and len(infos) == 3
+        np.testing.assert_array_equal(dones, r_term | r_trunc)
+        for i in range(3):
+            assert infos[i]["TimeLimit.truncated"] == bool(r_trunc[i] and not r_term[i])
+            assert ("terminal_observation" in infos[i]) == bool(dones[i])
+            if dones[i]:
+                np.testing.assert_array_equal(infos[i]["terminal_observation"], r_info["final_obs"][i])
+                assert not np.array_equal(infos[i]["terminal_observation"], obs[i])  # obs is the new episode's
+                seen["terminated" if r_term[i] else "truncated"] += 1
+            assert infos[i]["success"] == r_info["success"][i]
+            assert infos[i]["reward_terms"]["alive"] == r_info["reward_terms"]["alive"][i]
+    assert seen["terminated"] >= 2 and seen["truncated"] >= 2
+    env.close()
+    ref.close()
+
+
+def test_sb3_vec_env_passes_sb3s_checks_and_its_wrappers() -> None:
+    """What SB3's check_env checks of a single env, applied to every env of the batch, with warnings as
+    errors; SB3's VecCheckNan (raise on any NaN or inf) over autoresets; VecNormalize and VecMonitor."""
+    for obs_mode in ("state", "state_dict"):
+        env = make_sb3_env("cartpole", "mujoco", 2, config=SHORT, obs_mode=obs_mode, monitor=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert not sb3_checks._check_unsupported_spaces(env, env.observation_space, env.action_space)
+            check_for_nested_spaces(env.observation_space)
+            spaces_ = getattr(env.observation_space, "spaces", {"": env.observation_space})
+            for key, space in spaces_.items():
+                sb3_checks._check_box_obs(space, key)
+            obs = env.reset()
+            for step in range(8):
+                rows = [{k: v[i] for k, v in obs.items()} if isinstance(obs, dict) else obs[i] for i in range(2)]
+                for row in rows:
+                    if isinstance(row, dict):
+                        for k, v in row.items():
+                            sb3_checks._check_obs(v, env.observation_space[k], "step" if step else "reset")
+                    else:
+                        sb3_checks._check_obs(row, env.observation_space, "step" if step else "reset")
+                obs, *_ = env.step(np.stack([env.action_space.sample() for _ in range(2)]))
+        env.close()
+    checked = VecCheckNan(
+        VecNormalize(
+            VecMonitor(
+                SB3VecEnv(
+                    make_vector_env("cartpole", "mujoco", 2, config=SHORT, tensors="numpy", autoreset_mode="same_step")
+                )
+            )
+        ),
+        raise_exception=True,
+    )
+    checked.reset()
+    for _ in range(14):
+        _, _, dones, infos = checked.step(np.random.default_rng(0).uniform(-1, 1, (2, 1)).astype(np.float32))
+        assert all(("episode" in info) == bool(d) for info, d in zip(infos, dones))  # VecMonitor's records
+    checked.close()
+
+
+def test_sb3_seed_attributes_methods_and_pictures() -> None:
+    env = make_sb3_env("cartpole", "mujoco", 3, config=SHORT, render_mode="rgb_array", render_size=(16, 12))
+    base = env.unwrapped
+    assert isinstance(env, VecMonitor) and isinstance(base, SB3VecEnv)
+    assert env.seed(7) == [7, 7, 7]  # every env draws its episodes from (7, i, k)
+    first = env.reset()
+    env.seed(7)
+    np.testing.assert_array_equal(env.reset(), first)
+    env.seed(8)
+    assert not np.array_equal(env.reset(), first)
+    assert env.get_attr("render_mode") == ["rgb_array"] * 3 and env.render_mode == "rgb_array"
+    assert env.get_attr("control_dt", indices=[2]) == [base.env.task.control_dt]
+    assert [int(s) for s in env.get_attr("episode_step", indices=1)] == [0]
+    observed = env.env_method("observe", indices=[0, 2])  # a method runs once, on the batch
+    assert len(observed) == 2 and set(observed[0]) == set(base.env.task.observation_dims)
+    assert env.env_is_wrapped(VecMonitor) == [False] * 3
+    env.set_attr("my_flag", 3)
+    assert env.get_attr("my_flag") == [3, 3, 3]
+    images = base.get_images()
+    assert len(images) == 3 and images[0].shape == (12, 16, 3) and images[0].dtype == np.uint8
+    assert env.render().shape == (24, 32, 3)  # SB3 tiles the pictures: 2 x 2 for 3 envs
+
+    with pytest.raises(InvalidArgumentError, match=r"^indices: expected env ids in \[0, 3\), got \[3\]"):
+        env.get_attr("render_mode", indices=[3])
+    with pytest.raises(InvalidArgumentError, match=r"^indices: the 3 envs share one task"):
+        env.set_attr("my_flag", 1, indices=[0])
+    with pytest.raises(InvalidArgumentError, match=r"^set_attr: name: 'num_envs' is fixed"):
+        env.set_attr("num_envs", 1)
+    with pytest.raises(InvalidArgumentError, match=r"^seed: "):
+        env.seed(-1)
+    env.set_options({"reset_mask": np.ones(3, bool)})
+    with pytest.raises(InvalidArgumentError, match=r"^options: a simbackend env's resets take no options"):
+        env.reset()
+    with pytest.raises(ArgumentTypeError, match=r"^env: expected a simbackend.envs.SimVectorEnv"):
+        SB3VecEnv(env)
+    with pytest.raises(InvalidArgumentError, match=r"^env: expected a SimVectorEnv with tensors='numpy'"):
+        SB3VecEnv(make_vector_env("cartpole", "mujoco", 1))
+    env.close()
+
+
+def test_sb3_ppo_trains_on_the_adapter_and_evaluates() -> None:
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.evaluation import evaluate_policy
+
+    env = VecNormalize(make_sb3_env("cartpole", "mujoco", 8, config={"episode_length": 20}, info_keywords=("success",)))
+    model = PPO("MlpPolicy", env, n_steps=16, batch_size=64, n_epochs=2, seed=0, device="cpu")
+    before = [p.detach().clone() for p in model.policy.parameters()]
+    model.learn(total_timesteps=3 * 16 * 8)
+    assert model.num_timesteps == 3 * 16 * 8
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.policy.parameters()))
+    assert len(model.ep_info_buffer) >= 8 and {"r", "l", "success"} <= set(model.ep_info_buffer[0])
+    mean, _ = evaluate_policy(model, env, n_eval_episodes=8)
+    assert np.isfinite(mean) and 0 < mean <= 20
+    env.close()
+    dict_env = make_sb3_env("cartpole", "mujoco", 4, config=SHORT, obs_mode="state_dict")
+    PPO("MultiInputPolicy", dict_env, n_steps=8, batch_size=32, n_epochs=1, device="cpu").learn(32)
+    dict_env.close()
+
+
+# ----------------------------------------------------------------------
+# skrl: its wrap_env on SimVectorEnv, no glue
+# ----------------------------------------------------------------------
+def test_skrl_ppo_trains_on_the_gymnasium_adapter_through_wrap_env() -> None:
+    pytest.importorskip("skrl")
+    from skrl.agents.torch.ppo import PPO, PPO_CFG
+    from skrl.envs.wrappers.torch import wrap_env
+    from skrl.memories.torch import RandomMemory
+    from skrl.models.torch import DeterministicMixin, GaussianMixin, Model
+    from skrl.trainers.torch import SequentialTrainer
+
+    class Policy(GaussianMixin, Model):
+        def __init__(self, observation_space, action_space, device):
+            Model.__init__(self, observation_space=observation_space, action_space=action_space, device=device)
+            GaussianMixin.__init__(self, clip_actions=True)
+            self.net = torch.nn.Sequential(
+                torch.nn.Linear(self.num_observations, 32), torch.nn.Tanh(), torch.nn.Linear(32, self.num_actions)
+            )
+            self.log_std = torch.nn.Parameter(torch.zeros(self.num_actions))
+
+        def compute(self, inputs, role=""):
+            return self.net(inputs["observations"]), {"log_std": self.log_std}
+
+    class Value(DeterministicMixin, Model):
+        def __init__(self, observation_space, action_space, device):
+            Model.__init__(self, observation_space=observation_space, action_space=action_space, device=device)
+            DeterministicMixin.__init__(self)
+            self.net = torch.nn.Sequential(
+                torch.nn.Linear(self.num_observations, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1)
+            )
+
+        def compute(self, inputs, role=""):
+            return self.net(inputs["observations"]), {}
+
+    # numpy mode: skrl's gymnasium wrapper converts through numpy in either mode, and warns on tensors
+    gym_env = make_vector_env(
+        "cartpole",
+        "mujoco",
+        8,
+        config={"episode_length": 20},
+        tensors="numpy",
+        render_mode="rgb_array",
+        render_size=(16, 12),
+    )
+    env = wrap_env(gym_env)
+    assert env.num_envs == 8 and env.observation_space.shape == (4,)
+    frames = env.render()  # skrl's render is env.call("render")
+    assert len(frames) == 8 and tuple(frames[0].shape) == (12, 16, 3)
+    models = {
+        "policy": Policy(env.observation_space, env.action_space, env.device),
+        "value": Value(env.observation_space, env.action_space, env.device),
+    }
+    cfg = PPO_CFG(rollouts=16, learning_epochs=2, mini_batches=2)
+    cfg.experiment.write_interval = 0
+    cfg.experiment.checkpoint_interval = 0
+    cfg.experiment.directory = ""
+    agent = PPO(
+        models=models,
+        memory=RandomMemory(memory_size=16, num_envs=8, device=env.device),
+        observation_space=env.observation_space,
+        action_space=env.action_space,
+        device=env.device,
+        cfg=cfg,
+    )
+    before = [p.detach().clone() for p in models["policy"].parameters()]
+    trainer = SequentialTrainer(
+        env=env,
+        agents=agent,
+        cfg={"timesteps": 48, "headless": True, "disable_progressbar": True, "close_environment_at_exit": False},
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        trainer.train()
+    assert any(not torch.equal(a, b) for a, b in zip(before, models["policy"].parameters()))
+    trainer.eval()
+    env.close()
+
+
+# ----------------------------------------------------------------------
+# torchrl: an EnvBase on the task's device
+# ----------------------------------------------------------------------
+def test_torchrl_env_passes_check_env_specs_and_resets_as_torchrl_asks() -> None:
+    pytest.importorskip("torchrl")
+    from torchrl.envs.utils import check_env_specs
+
+    from simbackend.envs.torchrl import TorchRLEnv, make_torchrl_env
+
+    env = make_torchrl_env("cartpole", "mujoco", 3, config={"episode_length": 3})
+    assert isinstance(env, TorchRLEnv) and tuple(env.batch_size) == (3,)
+    check_env_specs(env, seed=0)
+    ref = make_vector_env("cartpole", "mujoco", 3, config={"episode_length": 3})
+    env.set_seed(5)
+    starts = [ref.reset(seed=5)[0], ref.reset()[0], ref.reset()[0]]  # episodes 0, 1, 2 of each env
+    td = env.reset()
+    torch.testing.assert_close(td["observation"], starts[0], rtol=0, atol=0)
+    assert not td["done"].any() and td["done"].shape == (3, 1)
+    # a rollout that goes on through the ends: torchrl resets the done envs (episode 1 after step 3)
+    env.set_seed(5)  # the rollout resets first: episode 0 of seed 5 again
+    rollout = env.rollout(7, break_when_any_done=False)
+    torch.testing.assert_close(rollout["observation"][:, 0], starts[0], rtol=0, atol=0)
+    assert rollout["next", "truncated"][:, 2].all() and not rollout["next", "terminated"].any()
+    assert rollout["next", "reward"].shape == (3, 7, 1) and (rollout["next", "reward"] == 1.0).all()
+    assert rollout["next", "success"][:, 2].all() and not rollout["next", "success"][:, 1].any()
+    torch.testing.assert_close(rollout["observation"][:, 3], starts[1], rtol=0, atol=0)
+    torch.testing.assert_close(rollout["observation"][:, 6], starts[2], rtol=0, atol=0)
+    # a partial reset ("_reset", as collectors send it) starts new episodes in those envs only
+    from torchrl.envs.utils import step_mdp
+
+    env.set_seed(5)
+    td = step_mdp(env.step(env.reset().set("action", torch.zeros(3, 1))))
+    before = td["observation"].clone()
+    out = env.reset(td.set("_reset", torch.tensor([[False], [True], [False]])))
+    torch.testing.assert_close(out["observation"][1], starts[1][1], rtol=0, atol=0)
+    torch.testing.assert_close(out["observation"][[0, 2]], before[[0, 2]], rtol=0, atol=0)
+    torch.testing.assert_close(env.task.flatten(env.task.observe())[[0, 2]], before[[0, 2]], rtol=0, atol=0)
+    assert env.task.episode_step.tolist() == [1, 0, 1]
+    env.close()
+    ref.close()
+    with pytest.raises(InvalidArgumentError, match=r"^obs_mode: expected one of 'state', 'state_dict', got 'pixels'"):
+        make_torchrl_env("cartpole", "mujoco", 1, obs_mode="pixels")
+    with pytest.raises(ArgumentTypeError, match=r"^task: expected a simbackend.tasks.Task"):
+        TorchRLEnv("cartpole")
+
+
+def test_torchrl_ppo_collects_and_trains_a_few_iterations() -> None:
+    """torchrl's PPO recipe (its collector, GAE and clipped loss) on the adapter, as its tutorial writes it."""
+    pytest.importorskip("torchrl")
+    from tensordict.nn import NormalParamExtractor, TensorDictModule
+    from torchrl.collectors import Collector
+    from torchrl.modules import ProbabilisticActor, TanhNormal, ValueOperator
+    from torchrl.objectives import ClipPPOLoss
+    from torchrl.objectives.value import GAE
+
+    from simbackend.envs.torchrl import make_torchrl_env
+
+    env = make_torchrl_env("cartpole", "mujoco", 8, config={"episode_length": 20})
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 32), torch.nn.Tanh(), torch.nn.Linear(32, 2), NormalParamExtractor())
+    actor = ProbabilisticActor(
+        TensorDictModule(net, in_keys=["observation"], out_keys=["loc", "scale"]),
+        spec=env.action_spec,
+        in_keys=["loc", "scale"],
+        distribution_class=TanhNormal,
+        return_log_prob=True,
+    )
+    critic = ValueOperator(
+        torch.nn.Sequential(torch.nn.Linear(4, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1)), in_keys=["observation"]
+    )
+    advantage = GAE(gamma=0.99, lmbda=0.95, value_network=critic)
+    loss = ClipPPOLoss(actor, critic)
+    optim = torch.optim.Adam(loss.parameters(), lr=3e-4)
+    collector = Collector(env, actor, frames_per_batch=160, total_frames=480)
+    before = [p.detach().clone() for p in net.parameters()]
+    ended = 0
+    for batch in collector:
+        assert tuple(batch.batch_size) == (8, 20)
+        ended += int(batch["next", "done"].sum())
+        with torch.no_grad():
+            advantage(batch)
+        out = loss(batch.reshape(-1))
+        total = out["loss_objective"] + out["loss_critic"] + out["loss_entropy"]
+        assert torch.isfinite(total)
+        optim.zero_grad()
+        total.backward()
+        optim.step()
+    collector.shutdown()
+    assert ended >= 8  # the collector restarted the envs whose episodes ended
+    assert any(not torch.equal(a, b) for a, b in zip(before, net.parameters()))
+    env.close()
