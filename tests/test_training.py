@@ -225,11 +225,30 @@ def test_evaluate_on_every_engine(trained: object) -> None:
 
 
 def test_cartpole_learns_to_balance(tmp_path: Path) -> None:
-    # the task's defaults: 64 envs, evaluation of 16 episodes every 5 iterations, stop at 100 % success
-    r = train("cartpole", "mujoco", seed=0, train_config={"max_iterations": 20}, out_dir=tmp_path, progress=False)
-    assert r.stop_reason == "success" and r.final_eval["success"] == 1.0 and r.final_eval["length"] == 250.0
+    """The task's defaults (64 envs, 16 evaluation episodes on the default schedule) without the early stop, 11
+    iterations: the learning curve has a point at every evaluation before the first success (where the default
+    stop_at_success=1.0 stops a run; evaluations leave training as it is), and the training success, per
+    iteration, rises once the first training episodes last the 250 steps (8 iterations of 32 steps at least)."""
+    r = train(
+        "cartpole", "mujoco", seed=0, train_config={"max_iterations": 11, "stop_at_success": None}, out_dir=tmp_path,
+        progress=False,
+    )  # fmt: skip
     first = r.rows[0]
     assert first["mean_length"] < 50  # the initial random policy drops the pole at once
+    rows = json.loads((tmp_path / "log.json").read_text())["rows"]  # the curve's data, as written
+    evals = [
+        (row["iteration"], row["eval_success"], row["eval_length"]) for row in rows if row["eval_success"] is not None
+    ]
+    assert [it for it, _, _ in evals] == [1, 2, 3, 4, 5, 6, 7, 8, 10, 11]  # TrainConfig(max_iterations=11)'s schedule
+    solved = next(it for it, success, length in evals if success == 1.0 and length == 250.0)  # learnt to balance
+    assert evals[0][1] == 0.0 and solved <= 8
+    assert len([it for it, _, _ in evals if it <= solved]) >= 3  # a run stopping at success there has a curve
+    # training success: over the episodes that ended in the iteration (a whole number of them succeeded; none
+    # ended: no value), not over a window of the last 100
+    series = [(row["success_rate"], row["episodes"]) for row in rows]
+    assert all((s is None) == (n == 0) for s, n in series)
+    assert all(s * n == pytest.approx(round(s * n), abs=1e-9) for s, n in series if n)
+    assert series[0][0] == 0.0 and series[-1][0] >= 0.3  # none lasts 250 steps at first; a third or more at the end
 
 
 def test_time_budget_and_early_stop(tmp_path: Path) -> None:
@@ -239,16 +258,16 @@ def test_time_budget_and_early_stop(tmp_path: Path) -> None:
     )
     assert r.stop_reason == "time_budget" and r.iterations == 1
     assert not list((tmp_path / "budget").glob("checkpoint_[0-9]*.pt"))
-    # with 3-step episodes every evaluation succeeds: the first one stops the run
+    # with 3-step episodes every evaluation succeeds: the first one (after iteration 1 by default) stops the run
     r = train(
         "cartpole",
         "mujoco",
         task_config={"episode_length": 3},
-        train_config=dict(quick, stop_at_success=1.0),
+        train_config=dict(quick, stop_at_success=1.0, eval_interval=None),
         out_dir=tmp_path / "solved",
         progress=False,
     )
-    assert r.stop_reason == "success" and r.iterations == 2 and r.final_eval["success"] == 1.0
+    assert r.stop_reason == "success" and r.iterations == 1 and r.final_eval["success"] == 1.0
 
 
 def test_randomization_reaches_the_task(tmp_path: Path) -> None:
@@ -263,6 +282,7 @@ def test_randomization_reaches_the_task(tmp_path: Path) -> None:
         progress=False,
         train_config=dict(SMALL, max_iterations=1, eval_interval=0, eval_episodes=2, save_interval=0),
     )
+    assert r.rows[-1]["eval_success"] is not None  # eval_interval=0: the final evaluation, on the last row
     ckpt = load_checkpoint(r.checkpoint)
     assert RandomizationPlan.from_dict(ckpt.task_config["randomization"]) == plan
     config = json.loads((tmp_path / "run" / "config.json").read_text())
@@ -287,6 +307,26 @@ def test_train_config_defaults_and_round_trip() -> None:
         TrainConfig(gamma=1.5)
     with pytest.raises(InvalidArgumentError, match="stop_at_success"):
         TrainConfig(stop_at_success=0.0)
+
+
+def test_evaluation_schedule() -> None:
+    """By default every task evaluates after each of its first 5 iterations, then on widening gaps up to its
+    max_iterations (13 to 21 evaluations from 20 iterations up); an explicit interval wins, 0 leaves the end only."""
+    assert all("eval_interval" not in d for d in TASK_DEFAULTS.values())
+    c = TrainConfig.for_task("cartpole")
+    assert c.eval_interval is None and TrainConfig().eval_interval is None
+    assert c.eval_iterations() == (1, 2, 3, 4, 5, 9, 15, 21, 29, 38, 47, 59, 71, 84, 99, 115, 132, 150)
+    assert [i for i in range(1, 151) if c.evaluates_at(i)] == list(c.eval_iterations())
+    assert TrainConfig(max_iterations=3).eval_iterations() == (1, 2, 3)
+    for n in (20, 150, 500, 1000, 10**6):
+        its = TrainConfig(max_iterations=n).eval_iterations()
+        assert 13 <= len(its) <= 21 and its[:5] == (1, 2, 3, 4, 5) and its[-1] == n, n
+    every40 = TrainConfig.for_task("cartpole", eval_interval=40)
+    assert every40.eval_iterations() == (40, 80, 120) == tuple(i for i in range(1, 151) if every40.evaluates_at(i))
+    assert TrainConfig.for_task("velocity", eval_interval=0).eval_iterations() == ()
+    assert TrainConfig.from_dict(json.loads(json.dumps(c.to_dict()))).eval_interval is None
+    with pytest.raises(InvalidArgumentError, match="eval_interval"):
+        TrainConfig(eval_interval=-1)
 
 
 def test_load_checkpoint_rejects_other_files(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ per-task defaults (:data:`TASK_DEFAULTS`, :meth:`TrainConfig.for_task`)."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -11,7 +12,14 @@ from typing import Any
 from simbackend import checks
 from simbackend.errors import ArgumentTypeError, InvalidArgumentError
 
-__all__ = ["TASK_DEFAULTS", "TrainConfig"]
+__all__ = ["EVAL_FIRST", "EVAL_POINTS", "TASK_DEFAULTS", "TrainConfig"]
+
+#: the default evaluation schedule (``eval_interval=None``): after each of the first ``EVAL_FIRST``
+#: iterations ...
+EVAL_FIRST = 5
+#: ... and after iteration ``max_iterations * (j / EVAL_POINTS) ** 2``, rounded half up, for
+#: ``j = 1 .. EVAL_POINTS``
+EVAL_POINTS = 16
 
 
 @dataclass(frozen=True)
@@ -34,7 +42,13 @@ class TrainConfig:
         obs_normalization: running mean/std normalisation of the observations (stored in the checkpoint).
         init_at_random_ep_len: start the first episodes at random steps (rsl-rl's option; de-synchronises
             the envs' time limits).
-        eval_interval: evaluate the deterministic policy every this many iterations (0: only at the end).
+        eval_interval: evaluate the deterministic policy every this many iterations; 0: only at the end;
+            ``None`` (the default): after each of the first :data:`EVAL_FIRST` iterations (where a run
+            that learns fast stops at success) and after iteration ``max_iterations * (j / 16) ** 2``
+            (rounded half up) for ``j = 1 .. 16``, gaps that widen as training slows down
+            (:meth:`eval_iterations`): every iteration of a run of up to 10 iterations, 13 to 21
+            evaluations for 20 or more. Either way a run also evaluates at its last iteration when that
+            is not one of them.
         eval_episodes: episodes of each evaluation (one per env of a separate task).
         eval_seed: seed of the evaluation task: every evaluation, on every engine, sees the same episodes.
         save_interval: write ``checkpoint_<iteration>.pt`` every this many iterations (0: only the final one).
@@ -69,7 +83,7 @@ class TrainConfig:
     obs_normalization: bool = True
     # loop
     init_at_random_ep_len: bool = False
-    eval_interval: int = 10
+    eval_interval: int | None = None
     eval_episodes: int = 32
     eval_seed: int = 1000
     save_interval: int = 50
@@ -105,8 +119,13 @@ class TrainConfig:
             "eval_episodes",
         ):
             integer(name, 1)
-        for name in ("eval_interval", "save_interval", "seed", "eval_seed", "torch_threads"):
+        for name in ("save_interval", "seed", "eval_seed", "torch_threads"):
             integer(name, 0)
+        object.__setattr__(
+            self,
+            "eval_interval",
+            checks.integer(self.eval_interval, "train_config.eval_interval", minimum=0, allow_none=True),
+        )
         number("time_budget_s", 0.0, optional=True, open_lo=True)
         number("learning_rate", 0.0, open_lo=True)
         number("desired_kl", 0.0, open_lo=True)
@@ -137,6 +156,22 @@ class TrainConfig:
                 raise ArgumentTypeError(f"train_config.{name}: expected a bool, got {getattr(self, name)!r}")
 
     # ------------------------------------------------------------------
+    def evaluates_at(self, iteration: int) -> bool:
+        """Whether training evaluates after ``iteration`` (1-based) on its schedule (``eval_interval``);
+        the evaluation at a run's last iteration comes on top."""
+        if self.eval_interval is None:
+            return iteration in _auto_eval_iterations(self.max_iterations)
+        return self.eval_interval > 0 and iteration % self.eval_interval == 0
+
+    def eval_iterations(self) -> tuple[int, ...]:
+        """The iterations after which training evaluates on its schedule, up to ``max_iterations``
+        (``(1, 2, 3, 4, 5, 9, 15, 21, 29, 38, 47, 59, 71, 84, 99, 115, 132, 150)`` for cartpole's defaults)."""
+        if self.eval_interval is None:
+            return tuple(sorted(_auto_eval_iterations(self.max_iterations)))
+        if self.eval_interval == 0:
+            return ()
+        return tuple(range(self.eval_interval, self.max_iterations + 1, self.eval_interval))
+
     @classmethod
     def for_task(cls, task: str, **overrides: Any) -> TrainConfig:
         """The defaults of ``task`` (:data:`TASK_DEFAULTS`, the generic defaults for another task) with
@@ -214,12 +249,23 @@ class TrainConfig:
         }
 
 
+@functools.lru_cache(maxsize=64)
+def _auto_eval_iterations(max_iterations: int) -> frozenset[int]:
+    """The default schedule (``eval_interval=None``): the first :data:`EVAL_FIRST` iterations and
+    ``round(max_iterations * (j / EVAL_POINTS) ** 2)``, halves up, for ``j = 1 .. EVAL_POINTS`` (in integers)."""
+    square = EVAL_POINTS * EVAL_POINTS
+    points = {(max_iterations * j * j + square // 2) // square for j in range(1, EVAL_POINTS + 1)}
+    points.update(range(1, EVAL_FIRST + 1))
+    return frozenset(i for i in points if 1 <= i <= max_iterations)
+
+
 #: per-task defaults over :class:`TrainConfig`'s generic ones. ``cartpole``'s were measured on a shared
 #: 2-core CPU machine (seed 0, 64 envs): the deterministic policy balances all 16 evaluation episodes after
-#: 5 iterations (10k env steps; 1 s on MuJoCo, 4 s on SAPIEN), seeds 0-5 stop after 5-40 iterations, and
-#: without the early stop the stochastic training policy reaches 100 % by ~60 iterations (14 s MuJoCo,
-#: 52 s SAPIEN). ``reach`` and ``quadruped`` are starting points after the usual IsaacLab/mjlab
-#: settings, not tuned yet.
+#: 5 iterations (10k env steps; 1 s on MuJoCo, 4 s on SAPIEN), seeds 0-5 stopped after 5-40 iterations
+#: (evaluated every 5 then), and without the early stop the stochastic training policy reaches 100 % by
+#: ~60 iterations (14 s MuJoCo, 52 s SAPIEN). ``reach`` and ``quadruped`` are starting points after the
+#: usual IsaacLab/mjlab settings, not tuned yet. No task sets ``eval_interval``: all take the default
+#: schedule (:meth:`TrainConfig.eval_iterations`).
 TASK_DEFAULTS: dict[str, dict[str, Any]] = {
     "cartpole": {
         "num_envs": 64,
@@ -229,7 +275,6 @@ TASK_DEFAULTS: dict[str, dict[str, Any]] = {
         "critic_hidden_dims": (32, 32),
         "learning_rate": 1e-3,
         "entropy_coef": 0.005,
-        "eval_interval": 5,
         "eval_episodes": 16,
         "save_interval": 50,
         "stop_at_success": 1.0,
@@ -242,7 +287,6 @@ TASK_DEFAULTS: dict[str, dict[str, Any]] = {
         "critic_hidden_dims": (64, 64),
         "entropy_coef": 0.001,
         "init_noise_std": 0.5,
-        "eval_interval": 10,
         "eval_episodes": 32,
         "init_at_random_ep_len": True,
         "stop_at_success": 1.0,
@@ -255,7 +299,6 @@ TASK_DEFAULTS: dict[str, dict[str, Any]] = {
         "critic_hidden_dims": (128, 128),
         "learning_rate": 1e-3,
         "entropy_coef": 0.005,
-        "eval_interval": 25,
         "eval_episodes": 32,
         "save_interval": 50,
         "init_at_random_ep_len": True,

@@ -16,11 +16,12 @@ COLUMNS = (
     "iteration",  # PPO updates done (1-based)
     "env_steps",  # training env steps so far
     "wall_s",  # seconds since training started (evaluations included)
-    "mean_return",  # training episodes: mean return of the last 100 finished (rsl-rl's window)
+    "mean_return",  # training episodes that ended in this iteration: mean return (empty when none ended)
     "mean_length",  # ... their mean length (policy steps)
     "success_rate",  # ... the fraction that met the task's success criterion
-    "episodes",  # training episodes finished in this iteration
-    "eval_return",  # evaluation of this iteration (deterministic policy, fixed seed): mean return
+    "episodes",  # ... how many (training episodes that ended in this iteration)
+    "eval_return",  # evaluation after this iteration (deterministic policy, fixed seed; on the schedule of
+    # TrainConfig.eval_iterations and at the last iteration, empty otherwise): mean return
     "eval_length",  # ... mean episode length
     "eval_success",  # ... success rate
     "fps",  # env steps per second of this iteration (rollout and update)
@@ -41,8 +42,9 @@ def _clean(v: Any) -> Any:
 
 
 class TrainingLog:
-    """``log.csv`` (a row appended and flushed every iteration) and ``log.json`` (``{"meta", "columns",
-    "rows"}``, rewritten by :meth:`write_json`: at evaluations, checkpoints and the end)."""
+    """``log.csv`` (a row appended and flushed every iteration; written again when :meth:`update_last`
+    adds the final evaluation to the last row) and ``log.json`` (``{"meta", "columns", "rows"}``, rewritten
+    by :meth:`write_json`: at evaluations, checkpoints and the end)."""
 
     def __init__(self, out_dir: Path, meta: dict):
         self.out_dir = Path(out_dir)
@@ -62,6 +64,17 @@ class TrainingLog:
         self._csv.writerow({k: ("" if v is None else v) for k, v in row.items()})
         self._file.flush()
 
+    def update_last(self, **values: Any) -> None:
+        """Set columns of the last row (the final evaluation of a run that stopped between two scheduled ones)
+        and write ``log.csv`` again with it."""
+        self.rows[-1].update({k: _clean(v) for k, v in values.items() if k in COLUMNS})
+        self._file.seek(0)
+        self._file.truncate()
+        self._csv.writeheader()
+        for row in self.rows:
+            self._csv.writerow({k: ("" if v is None else v) for k, v in row.items()})
+        self._file.flush()
+
     def write_json(self, **extra: Any) -> None:
         self.meta.update(extra)
         tmp = self.json_path.with_name(self.json_path.name + ".tmp")
@@ -79,7 +92,7 @@ class TrainingLog:
 
 
 def plot_learning_curve(rows: list[dict], path: Any, title: str | None = None) -> Path:
-    """Return and success rate against env steps (training window and evaluations) as a PNG.
+    """Return and success rate against env steps (training episodes per iteration and evaluations) as a PNG.
 
     Uses matplotlib's Agg canvas directly (no pyplot, no display, no global backend change).
     """
@@ -100,7 +113,7 @@ def plot_learning_curve(rows: list[dict], path: Any, title: str | None = None) -
         (ax_s, "success_rate", "eval_success", "success rate"),
     ):
         x, y = series(train_key)
-        ax.plot(x, y, color="tab:blue", lw=1.2, label="training (last 100 episodes)")
+        ax.plot(x, y, ".-", color="tab:blue", ms=2, lw=1, label="training (episodes ended in the iteration)")
         x, y = series(eval_key)
         ax.plot(x, y, "o-", color="tab:orange", ms=3, lw=1, label="evaluation (deterministic)")
         ax.set_xlabel("env steps")

@@ -3,10 +3,12 @@
 :func:`train` builds the task (``make_task``), wraps it in :class:`~simbackend.envs.rsl.RslRlVecEnv`
 and builds rsl-rl's :class:`~rsl_rl.runners.OnPolicyRunner` (its PPO, actor and critic models,
 rollout storage). The iteration loop is the runner's own ``learn`` loop, written out so that every
-iteration's losses, episode figures and timing reach the log, a progress bar, periodic evaluations,
-checkpoints and a time budget: ``alg.act`` -> ``env.step`` -> ``alg.process_env_step`` for
-``num_steps_per_env`` steps, ``alg.compute_returns``, ``alg.update``; rsl-rl's logger is not used
-(``log_dir=None``).
+iteration's losses, episode figures and timing reach the log, a progress bar, periodic evaluations
+(:meth:`~simbackend.training.TrainConfig.evaluates_at`), checkpoints and a time budget: ``alg.act`` ->
+``env.step`` -> ``alg.process_env_step`` for ``num_steps_per_env`` steps, ``alg.compute_returns``,
+``alg.update``; rsl-rl's logger is not used (``log_dir=None``). The training figures of a log row are
+those of the episodes that ended during that iteration (not rsl-rl's window of the last 100, which
+keeps early failures for many iterations once episodes get long and few of them end).
 
 Files written in ``out_dir``: ``config.json`` (task, engine, configs, networks), ``log.csv`` and
 ``log.json`` (:data:`~simbackend.training.logs.COLUMNS`), ``learning_curve.png``,
@@ -23,7 +25,6 @@ import json
 import math
 import sys
 import time
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -284,7 +285,6 @@ def _train(
         obs = env.get_observations().to(runner.device)
         alg.train_mode()
         steps_per_iteration = tc.num_envs * tc.num_steps_per_env
-        window: deque = deque(maxlen=100)  # (return, length, success) of finished training episodes
         bar = tqdm(
             total=tc.max_iterations,
             unit="it",
@@ -306,7 +306,7 @@ def _train(
                     stop_reason = "time_budget"
                     break
                 t_iter = time.perf_counter()
-                finished = 0
+                ended: list = []  # (return, length, success) of the training episodes that end in this iteration
                 finals: list = []  # deferred checks (GPU): each step's statistics, read once after collection
                 nan_seen = torch.zeros((), dtype=torch.bool, device=task.device)
                 with torch.inference_mode():
@@ -325,11 +325,11 @@ def _train(
                         if deferred:
                             finals.append(final)
                         elif "log" in extras:
-                            finished += _finished(window, final)
+                            _finished(ended, final)
                     if deferred:  # the rollout's statistics stacked, step-major: one copy to the host each
                         if bool(nan_seen):
                             raise ValueError("the environment returned NaN observations or rewards in this rollout")
-                        finished += _finished(window, {k: torch.stack([f[k] for f in finals]) for k in finals[0]})
+                        _finished(ended, {k: torch.stack([f[k] for f in finals]) for k in finals[0]})
                     collect_s = time.perf_counter() - t_iter
                     alg.compute_returns(obs)
                 t_learn = time.perf_counter()
@@ -341,10 +341,10 @@ def _train(
                 fps = steps_per_iteration / (collect_s + learn_s)
 
                 evaluation = None
-                if tc.eval_interval and iteration % tc.eval_interval == 0:
+                if tc.evaluates_at(iteration):
                     evaluation = last_eval = evaluate_now(iteration)
-                if window:
-                    rets, lens, succ = zip(*window)
+                if ended:
+                    rets, lens, succ = zip(*ended)
                     mean_return, mean_length, success_rate = (sum(v) / len(v) for v in (rets, lens, succ))
                 else:
                     mean_return = mean_length = success_rate = None
@@ -356,7 +356,7 @@ def _train(
                         "mean_return": mean_return,
                         "mean_length": mean_length,
                         "success_rate": success_rate,
-                        "episodes": finished,
+                        "episodes": len(ended),
                         "eval_return": evaluation and evaluation["return"],
                         "eval_length": evaluation and evaluation["length"],
                         "eval_success": evaluation and evaluation["success"],
@@ -398,6 +398,10 @@ def _train(
         env_steps = iteration * steps_per_iteration
         if last_eval is None or last_eval["iteration"] != iteration:
             last_eval = evaluate_now(iteration)
+            if log.rows and log.rows[-1]["iteration"] == iteration:  # the curve ends at the final evaluation
+                log.update_last(
+                    eval_return=last_eval["return"], eval_length=last_eval["length"], eval_success=last_eval["success"]
+                )
         wall_s = time.perf_counter() - t_start
         checkpoint = save_checkpoint(out / "checkpoint_final.pt", checkpoint_data(iteration, env_steps, last_eval))
         log.write_json(
@@ -427,11 +431,11 @@ def _train(
         env.close()
 
 
-def _finished(window: Any, final: Mapping[str, torch.Tensor]) -> int:
-    """Add the ``(return, length, success)`` of the episodes that ended (``extras["final"]`` of one step,
-    ``(N,)`` each, or of several stacked, ``(T, N)``, in step order) to ``window``; returns how many ended."""
+def _finished(ended: list, final: Mapping[str, torch.Tensor]) -> int:
+    """Append the ``(return, length, success)`` of the episodes that ended (``extras["final"]`` of one step,
+    ``(N,)`` each, or of several stacked, ``(T, N)``, in step order) to ``ended``; returns how many ended."""
     ids = final["done"].cpu().reshape(-1)
-    window.extend(
+    ended.extend(
         zip(
             final["episode_return"].cpu().reshape(-1)[ids].tolist(),
             final["episode_length"].cpu().reshape(-1)[ids].tolist(),
