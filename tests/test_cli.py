@@ -109,6 +109,63 @@ def test_help_lists_commands(runner: CliRunner) -> None:
     assert "mujoco" in _flat(invoke(runner, "run", "--help").output)
 
 
+def _bracketed(text: str | None) -> set[str]:
+    """Every ``[...]`` of a help text (``pip install 'simbackend[ray]'``, ``[-1, 1]``, ``'["a", "b"]'``)."""
+    return {" ".join(found.split()) for found in re.findall(r"\[[^\[\]]*\]", text or "")}
+
+
+def test_every_help_keeps_its_brackets() -> None:
+    """rich markup must not eat bracketed text: every `[...]` of a command's help or of one of its options'
+    help (read from the click commands typer builds, so a new command or option is covered) is in that
+    command's rendered --help."""
+    import typer.main
+
+    import simbackend.cli.main  # noqa: F401 - registers every command on the app
+
+    group = typer.main.get_command(app)
+    commands = {"": group, **{name: group.commands[name] for name in group.commands}}  # type: ignore[attr-defined]
+    checked = 0
+    for name, command in commands.items():
+        expected = _bracketed(command.help)
+        for param in command.params:
+            expected |= _bracketed(getattr(param, "help", None))
+        result = CliRunner().invoke(app, [*([name] if name else []), "--help"], env={"COLUMNS": "400"})
+        assert result.exit_code == 0, result.output
+        shown = _flat(result.output)
+        missing = sorted(e for e in expected if e not in shown)
+        assert not missing, f"`simbackend {name} --help` lost {missing}"
+        checked += len(expected)
+    assert checked >= 10  # the help texts hold brackets: [ray] of --shards and --ray among them
+    shards = _flat(CliRunner().invoke(app, ["run", "--help"], env={"COLUMNS": "400"}).output)
+    assert "(pip install 'simbackend[ray]')" in shards
+
+
+def test_messages_are_literal_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the commands print is never read as rich markup: strings, table cells and titles as they are; a
+    missing extra's error names `pip install 'simbackend[ray]'` whole."""
+    from rich.table import Table
+
+    from simbackend.cli.common import console, err_console
+
+    for con in (console, err_console):
+        table = Table(title="[b]q[elbow][/b]")
+        table.add_column("[ray]")
+        table.add_row("runs/arm[v2]/log.csv")
+        with con.capture() as captured:
+            con.print("pip install 'simbackend[ray]'")
+            con.print(table)
+        text = captured.get()
+        for literal in ("pip install 'simbackend[ray]'", "[b]q[elbow][/b]", "[ray]", "arm[v2]"):
+            assert literal in text, text
+    monkeypatch.setitem(sys.modules, "ray", None)  # the ray extra missing
+    result = CliRunner().invoke(
+        app, ["run", "--model", "pendulum", "-n", "2", "-s", "1", "--shards", "2"], env={"COLUMNS": "300"}
+    )
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith("error: could not build backend 'mujoco'"), result.output
+    assert "install the extra: pip install 'simbackend[ray]'" in result.output, result.output
+
+
 def test_help_imports_no_engine_nor_torch(tmp_path: Path) -> None:
     code = textwrap.dedent(
         """
@@ -206,9 +263,34 @@ def test_run_prints_throughput_and_state(runner: CliRunner) -> None:
     assert 0 <= _figure(result.output, "physics share") <= 100
     assert _figure(result.output, "diverged env-steps") == 0
     flat = _flat(result.output)
-    assert "env 0 base position [+0.0000, +0.0000, +1.0000]" in flat  # pendulum's fixed base body
+    assert "env 0 base position" not in flat  # the pendulum's base is fixed: its tip says what it does
+    assert re.search(r"env 0 end effector \(site tip\) \[[-+]\d\.\d{4}, [-+]\d\.\d{4}, [-+]\d\.\d{4}\]", flat), flat
     assert re.search(r"env 0 dof pos\[:4\] \[[-+]\d\.\d{4}\]", flat), flat
     assert _figure(result.output, "mean |qvel|") > 0  # random torques moved it
+
+
+@pytest.mark.parametrize(
+    ("model", "label", "point"),
+    [
+        ("arm7", "env 0 end effector (site ee_site)", lambda b: b.get_site_pos_w(b.get_site_ids("ee_site"))[0, 0]),
+        ("quadruped", "env 0 base position", lambda b: b.get_base_pos()[0]),
+    ],
+)
+def test_run_shows_where_the_model_is(runner: CliRunner, model: str, label: str, point: Any) -> None:
+    """run's one position of env 0 says what the model does: a fixed-base arm's end effector (the last site of
+    the deepest body of its chain), a floating base's position; the same run through the contract gives it."""
+    from simbackend.cli.common import RandomControls
+    from simbackend.registry import make_backend
+
+    result = invoke(runner, "run", "--sim", "mujoco", "--model", model, "-n", "1", "-s", "2", "-k", "2")
+    assert result.exit_code == 0, result.output
+    with make_backend("mujoco", model, 1, seed=0) as backend:  # run's defaults: seed 0, its random controls
+        controls = RandomControls(backend, 0)
+        for _ in range(2):
+            backend.step(controls(), nsteps=2)
+        expected = "[" + ", ".join(f"{float(v):+.4f}" for v in point(backend)) + "]"
+    assert f"{label} {expected}" in _flat(result.output), _flat(result.output)
+    assert ("base position" in result.output) == (model == "quadruped")
 
 
 def test_run_json(runner: CliRunner, tmp_path: Path) -> None:
@@ -322,20 +404,56 @@ def test_run_unknown_model_is_a_clean_error(runner: CliRunner) -> None:
 # ----------------------------------------------------------------------
 # info and models
 # ----------------------------------------------------------------------
+def _capabilities(output: str) -> dict[str, dict[str, str]]:
+    """``{capability: {backend: value}}`` from info's plain capability lines (what a pipe gets, CliRunner too):
+    ``key  backends: value`` (``all: value``), further groups under the value column, wrapped text deeper."""
+    lines = output[output.index("Capabilities (probe model") :].splitlines()[1:]
+    column = len(lines[0]) - len(lines[0][len("backends") :].lstrip())
+    names = lines[0][column:].split(", ")
+    groups: dict[str, list[str]] = {}
+    key = ""
+    for line in lines[1:]:
+        indent = len(line) - len(line.lstrip())
+        if not line.strip() or line.startswith(("PASSED", "error")):
+            break
+        if indent == 0:
+            key = line[:column].strip()
+            groups[key] = [line[column:].strip()]
+        elif indent == column:
+            groups[key].append(line.strip())
+        else:  # a value wrapped over lines
+            groups[key][-1] += " " + line.strip()
+    table: dict[str, dict[str, str]] = {}
+    for key, entries in groups.items():
+        table[key] = {}
+        for entry in entries:
+            who, value = entry.split(": ", 1)
+            for name in names if who == "all" else who.split(", "):
+                table[key][name] = value
+    return table
+
+
 def test_info_lists_backends_versions_and_capabilities(runner: CliRunner) -> None:
+    """info's backends with their engines' versions (each backend declares its engine's distributions:
+    mjwarp is MuJoCo Warp on warp, not simbackend's first requirement), devices, the capability table."""
     import torch
 
     result = invoke(runner, "info")
     assert result.exit_code == 0, result.output
     flat = _flat(result.output)
     assert f"mujoco mujoco {metadata.version('mujoco')}" in flat
+    if "mjwarp" in available_backends():
+        versions = f"mujoco-warp {metadata.version('mujoco-warp')}, warp-lang {metadata.version('warp-lang')}"
+        assert f"mjwarp {versions} simbackend.backends.mjwarp" in flat, flat
+    assert "numpy" not in flat
     assert f"torch {torch.__version__}" in flat
     assert re.search(r"devices cpu\b", flat)
     for f in fields(Capabilities):
         assert re.search(rf"\b{f.name}\b", flat), f"capability row {f.name!r} missing"
-    assert re.search(r"status ok", flat)
-    assert re.search(r"divergence_detection yes", flat)
-    assert re.search(r"sensor_types [^|]*all 8 core; ", flat)  # long sets are summarised (any column order)
+    caps = _capabilities(result.output)
+    assert set(caps["status"]) == set(available_backends()) and set(caps["status"].values()) == {"ok"}
+    assert caps["divergence_detection"]["mujoco"] == "yes"
+    assert caps["sensor_types"]["mujoco"].startswith("all 8 core; ")  # long sets are summarised
     assert "tendonpos" not in flat
 
 
@@ -395,8 +513,8 @@ def test_info_shows_max_envs(runner: CliRunner) -> None:
         unregister_backend("cli-capped")
         unregister_backend("cli-older")
     assert result.exit_code == 0, result.output
-    # columns in name order: cli-capped, cli-older, mujoco
-    assert "max_envs 640 unlimited unlimited" in _flat(result.output), _flat(result.output)
+    max_envs = _capabilities(result.output)["max_envs"]
+    assert (max_envs["cli-capped"], max_envs["cli-older"], max_envs["mujoco"]) == ("640", "unlimited", "unlimited")
 
 
 def test_info_survives_a_backend_that_fails_to_load(runner: CliRunner) -> None:
@@ -409,14 +527,9 @@ def test_info_survives_a_backend_that_fails_to_load(runner: CliRunner) -> None:
     finally:
         unregister_backend("cli-exploding")
     assert result.exit_code == 0, result.output
-    flat = _flat(result.output)
-    assert "cli-exploding" in flat
-    # columns in name order: the failing backend's status first, then the others', still probed (a cell
-    # may wrap over two table lines when many backends are installed)
-    status = re.search(r"status failed to load: RuntimeError: engine (.*?) gpu ", flat)
-    assert status, flat
-    assert re.fullmatch(r"(ok )*exploded on purpose( ok)*", status.group(1)), status.group(1)
-    assert status.group(1).count("ok") == len(available_backends()), status.group(1)  # cli-exploding is gone
+    status = _capabilities(result.output)["status"]
+    assert status.pop("cli-exploding") == "failed to load: RuntimeError: engine exploded on purpose"
+    assert status == dict.fromkeys(available_backends(), "ok")  # the others still probed; cli-exploding is gone
 
 
 def test_models_lists_builtins(runner: CliRunner) -> None:
@@ -430,9 +543,13 @@ def test_models_lists_builtins(runner: CliRunner) -> None:
 # ----------------------------------------------------------------------
 # parity
 # ----------------------------------------------------------------------
-def test_parity_mujoco_against_itself_passes(runner: CliRunner) -> None:
-    result = invoke(runner, "parity", "--sim", "mujoco", "--model", "double_pendulum", "-n", "4")
+def test_parity_mujoco_against_itself_passes() -> None:
+    """Piped at 80 columns (CliRunner is no terminal): plain lines that fit, every tier name whole."""
+    result = CliRunner().invoke(
+        app, ["parity", "--sim", "mujoco", "--model", "double_pendulum", "-n", "4"], env={"COLUMNS": "80"}
+    )
     assert result.exit_code == 0, result.output
+    _readable(result.output)
     flat = _flat(result.output)
     assert flat.startswith("mujoco vs mujoco on double_pendulum")
     for tier in ("load", "model", "kinematics", "jacobian", "dynamics"):
@@ -1071,17 +1188,27 @@ def test_run_dr_plan_the_model_cannot_take_is_a_clean_error(runner: CliRunner, t
     assert result.exit_code == 1 and "no_such_body" in result.output, result.output
 
 
-def test_info_lists_dr_terms_by_phase(runner: CliRunner) -> None:
-    result = invoke(runner, "info")
+def _readable(output: str, width: int = 80) -> None:
+    """Plain lines: none wider than ``width`` (but a single word longer than a line, left whole), no box
+    drawing, nothing cut short with an ellipsis."""
+    wide = [line for line in output.splitlines() if len(line) > width and " " in line.strip()]
+    assert not wide, f"lines wider than {width}: {wide}"
+    assert "…" not in output and not re.search(r"[│┃╭╮╰╯━┏┓┗┛┡┩└┘┌┐]", output), output
+
+
+def test_info_lists_dr_terms_by_phase_readable_at_80_columns() -> None:
+    """Piped (CliRunner is no terminal) at 80 columns, info prints plain lines that fit, every backend
+    name whole; the dr:<term> rows list the phases per backend."""
+    result = CliRunner().invoke(app, ["info"], env={"COLUMNS": "80", "SIMBACKEND_SIM": None})
     assert result.exit_code == 0, result.output
-    rows = {
-        line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
-        for line in result.output.splitlines()
-        if line.startswith("│ dr:")
-    }
-    assert rows["dr:body_mass"][0] == "init, reset, interval"
-    assert rows["dr:body_velocity_delta"][0] == "init, reset, interval"
-    assert len(rows) == 13
+    _readable(result.output)
+    words = set(re.split(r"[\s,:()]+", result.output))
+    assert set(available_backends()) <= words, result.output
+    caps = _capabilities(result.output)
+    assert set(caps["status"]) == set(available_backends())
+    assert caps["dr:body_mass"]["mujoco"] == "init, reset, interval"
+    assert caps["dr:body_velocity_delta"]["mujoco"] == "init, reset, interval"
+    assert len([key for key in caps if key.startswith("dr:")]) == 13
 
 
 # ----------------------------------------------------------------------

@@ -25,12 +25,16 @@ TINY = ("--num-envs", 8, "--iterations", 2, "--eval-interval", 0, "--stop-at-suc
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("cli") / "run"
-    result = _invoke("train", "--task", "cartpole", "--sim", "mujoco", "--seed", 1, "--out", out, *TINY)
+    result = _invoke("train", "--task", "cartpole", "--sim", "mujoco", "--seed", 1, "--out", out, "--num-envs", 8,
+                     "--iterations", 2, "--stop-at-success", "off", "--no-progress")  # fmt: skip
     assert result.exit_code == 0, result.output
     # paths wrap on narrow consoles but are never cut short: read the value column back joined
     joined = re.sub(r"\n\s*", "", result.output)
     assert str(out / "checkpoint_final.pt") in joined and "stopped: max_iterations" in result.output
     assert (out / "log.csv").is_file() and (out / "learning_curve.png").is_file()
+    # without --eval-interval a short run evaluates after each of its first iterations, not only at the end
+    rows = json.loads((out / "log.json").read_text())["rows"]
+    assert [row["iteration"] for row in rows if row["eval_success"] is not None] == [1, 2]
     return out / "checkpoint_final.pt"
 
 
@@ -67,6 +71,8 @@ def test_train_on_mjwarp_then_eval_on_mujoco(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     d = json.loads(result.output[result.output.index("{") :])
     assert d["iterations"] == 2 and d["env_steps"] > 0 and d["stop_reason"] == "max_iterations"
+    rows = json.loads((out / "log.json").read_text())["rows"]
+    assert [row["eval_success"] is not None for row in rows] == [False, True]  # --eval-interval 0: the end only
     ev = _invoke("eval", "--checkpoint", out / "checkpoint_final.pt", "--sim", "mujoco", "--episodes", 1, "--json")
     assert ev.exit_code == 0, ev.output
     e = json.loads(ev.output[ev.output.index("{") :])
@@ -109,6 +115,7 @@ def test_train_json_reports_the_run(tmp_path: Path) -> None:
         (("train", "--task", "cartpole", "--time-budget", 0), "--time-budget"),
         (("train", "--task", "cartpole", "--stop-at-success", 2), "--stop-at-success"),
         (("train", "--task", "cartpole", "--num-envs", 0), "--num-envs"),
+        (("train", "--task", "cartpole", "--eval-interval", -1), "--eval-interval"),
         (("eval", "--checkpoint", "missing.pt"), "--checkpoint"),
         (("eval", "--checkpoint", "A_FILE"), "--checkpoint"),
         (("eval", "--checkpoint", "CKPT", "--task", "reach"), "--task"),
@@ -131,8 +138,16 @@ def test_bad_arguments_exit_2_naming_the_flag(
     assert not list(tmp_path.glob("**/*.pt")) and not list(tmp_path.glob("**/log.csv"))
 
 
-def test_train_on_sharded_sapien_then_eval_sharded_and_in_process(tmp_path: Path) -> None:
-    """`--shards K` trains on K Ray actors under the unchanged adapters; the policy evaluates on either."""
+#: what Ray prints when it starts, unless told not to (simbackend.sharding.cluster.QUIET)
+RAY_BANNER = ("Started a local Ray instance", "Connected to Ray cluster", "dashboard", "Token authentication")
+
+
+def test_train_on_sharded_sapien_then_eval_sharded_and_in_process(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """`--shards K` trains on K Ray actors under the unchanged adapters; the policy evaluates on either. The
+    command says on how many shards it ran (and that one env capped two shards to one); Ray's start-up banner
+    and notices reach neither the command's output nor the process's."""
     pytest.importorskip("ray")
     out = tmp_path / "s"
     result = _invoke(
@@ -140,14 +155,23 @@ def test_train_on_sharded_sapien_then_eval_sharded_and_in_process(tmp_path: Path
         "--json", *TINY,
     )  # fmt: skip
     assert result.exit_code == 0, result.output
-    d = json.loads(result.output[result.output.index("{") :])
+    # one line, on stderr, though the final evaluation's task (32 envs) runs on two shards too
+    shard_lines = [line for line in result.stderr.splitlines() if "(Ray actors)" in line]
+    assert shard_lines == ["sapien: 8 envs on 2 shards (Ray actors), 4 envs each"], result.stderr
+    assert not any(banner in result.stderr for banner in RAY_BANNER), result.stderr
+    d = json.loads(result.stdout)  # the line is on stderr: stdout stays JSON
     assert d["iterations"] == 2 and d["env_steps"] > 0
     for extra in ((), ("--shards", 2, "-o", "sharding.pool=true")):
         ev = _invoke("eval", "--checkpoint", out / "checkpoint_final.pt", "--sim", "mujoco", "--episodes", 1, "--json",
                      *extra)  # fmt: skip
         assert ev.exit_code == 0, ev.output
-        e = json.loads(ev.output[ev.output.index("{") :])
+        e = json.loads(ev.stdout)
         assert (e["sim"], e["trained_on"], e["task"]) == ("mujoco", "sapien", "reach")
+        capped = "mujoco: 1 env on 1 shard (Ray actors), 1 env each; 2 shards asked for, capped at one per env"
+        assert (capped in ev.stderr) == bool(extra), ev.stderr
+    printed = capfd.readouterr()
+    for banner in RAY_BANNER:
+        assert banner not in result.output + printed.out + printed.err, banner
 
 
 def test_a_bad_shard_count_is_refused_by_name() -> None:

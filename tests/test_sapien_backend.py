@@ -1088,8 +1088,9 @@ def test_cpu_scene_limit_is_a_clear_error() -> None:
 
     with make_backend("sapien", "pendulum", 2) as sim:
         assert sim.capabilities.max_envs == MAX_CPU_SCENES
-        with pytest.raises(InvalidArgumentError, match="device='cuda'"):
+        with pytest.raises(InvalidArgumentError, match="device='cuda'") as refused:
             make_backend("sapien", "pendulum", MAX_CPU_SCENES - 1)
+        assert "shards=K" in str(refused.value) and "--shards K" in str(refused.value)  # the way out: shards
     make_backend("sapien", "pendulum", 2).close()  # closed scenes count no more
 
 

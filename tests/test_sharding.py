@@ -87,11 +87,40 @@ def test_env_i_is_bit_identical_to_the_unsharded_env_i(engine: str, shards: int)
         assert torch.equal(a, b), f"output {i} differs: max {float((a - b).abs().max())}"
 
 
-def test_more_shards_than_envs_gives_one_env_per_shard() -> None:
-    with make_backend("mujoco", "pendulum", 2, shards=5, sharding=POOL) as sim:
+def test_more_shards_than_envs_gives_one_env_per_shard(caplog: pytest.LogCaptureFixture) -> None:
+    """Never more shards than envs; the backend says so (logger simbackend.sharding, the CLI's shard line)."""
+    with caplog.at_level("INFO", logger="simbackend.sharding"):
+        sim = make_backend("mujoco", "pendulum", 2, shards=5, sharding=POOL)
+    with sim:
         assert sim.engine._starts.tolist() == [0, 1, 2]
         sim.step(torch.ones(2, 1))
         assert sim.get_time().tolist() == [sim.physics_dt] * 2
+    said = [r.getMessage() for r in caplog.records if r.name == "simbackend.sharding"]
+    assert said == ["mujoco: 2 envs on 2 shards (Ray actors), 1 env each; 5 shards asked for, capped at one per env"]
+
+
+def test_ray_starts_quietly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The one ray.init call keeps Ray's start-up banner, dashboard and notices off the terminal (and the
+    actors' output in Ray's log files), started here or joined; a Ray initialised already is left alone."""
+    import logging
+
+    import ray
+
+    from simbackend.sharding import cluster
+
+    calls: list[dict] = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **kwargs: calls.append(kwargs))
+    cluster.connect(None)
+    cluster.connect("auto")
+    for kwargs in calls:
+        assert kwargs["configure_logging"] is True and kwargs["logging_level"] >= logging.ERROR, kwargs
+        assert kwargs["log_to_driver"] is False, kwargs
+    assert calls[0]["include_dashboard"] is False and "address" not in calls[0]
+    assert calls[1]["address"] == "auto"
+    monkeypatch.setattr(ray, "is_initialized", lambda: True)
+    cluster.connect(None)
+    assert len(calls) == 2
 
 
 def test_getters_ride_on_the_step_answer() -> None:

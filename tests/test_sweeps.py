@@ -55,13 +55,16 @@ def test_parity_over_models_as_ray_tasks_equals_each_model_run_here(tmp_path: Pa
 
 
 def test_parity_over_models_prints_one_summary_table() -> None:
-    result = _invoke(
-        "parity", "--sim", "mujoco", "-m", "pendulum", "-m", "double_pendulum", "-n", 2, "-t", "kinematics", "--ray"
-    )
+    """One table; piped at 80 columns (CliRunner is no terminal), plain lines that fit, nothing cut short."""
+    args = ["parity", "--sim", "mujoco", "-m", "pendulum", "-m", "double_pendulum", "-n", "2", "-t", "kinematics"]
+    result = runner.invoke(app, [*args, "--ray"], env={"COLUMNS": "80", "SIMBACKEND_SIM": None})
     assert result.exit_code == 0, result.output
     assert "2 models" in result.output
     lines = [line for line in result.output.splitlines() if "pendulum" in line and "pass" in line]
     assert len(lines) == 2, result.output
+    assert all(len(line) <= 80 for line in result.output.splitlines()), result.output
+    assert "…" not in result.output and "│" not in result.output, result.output
+    assert "worst error / tolerance: 0 (kinematics/body_pos)" in result.output, result.output
 
 
 @pytest.fixture(scope="module")

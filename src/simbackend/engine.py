@@ -12,6 +12,7 @@ member                   job
 =======================  ====================================================================
 ``name``, ``dtype``,     identity, the real dtype the engine takes and gives, its option block
 ``options``, ``devices`` (``make_backend(..., <name>={...})``) and the device types it runs on
+``distributions``        the engine library's distributions (their versions: ``simbackend info``)
 ``__init__(build)``      build ``num_envs`` copies of the compiled model (:class:`EngineBuild`)
 ``capabilities``         what it supports (:class:`~simbackend.capabilities.Capabilities`)
 ``read_state``           ``(qpos (N, nq), qvel (N, nv))``, current
@@ -156,6 +157,9 @@ class Engine(abc.ABC):
     options: ClassVar[Mapping[str, EngineOption]] = {}
     #: device types the engine runs on (``"cpu"``, ``"cuda"``)
     devices: ClassVar[tuple[str, ...]] = ("cpu",)
+    #: the Python distributions (pip names) of the engine it drives, the engine's own first: ``simbackend
+    #: info`` reports their versions (``("mujoco-warp", "warp-lang")``); none: the backend's own distribution's
+    distributions: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, build: EngineBuild) -> None:
         self.info: ModelInfo = build.info
@@ -359,6 +363,7 @@ ENGINE_MEMBERS = (
     "dtype",
     "options",
     "devices",
+    "distributions",
     "__init__",
     "capabilities",
     "notes",
@@ -388,6 +393,7 @@ OPTIONAL_MEMBERS = (
     "dtype",
     "options",
     "devices",
+    "distributions",
     "notes",
     "write_state_masked",
     "site_jacobian",

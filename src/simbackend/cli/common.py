@@ -21,6 +21,7 @@ command succeeds (:func:`staged_outputs`, :func:`staged_folder`).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import secrets
 import sys
@@ -46,14 +47,16 @@ except ImportError:  # pragma: no cover - an older typer, on click itself
     from click import core as click_core  # type: ignore[no-redef]
     from click import exceptions as click_exceptions  # type: ignore[no-redef]
 
-#: distribution names of the engines behind the known backends (for version reports)
-ENGINE_DISTRIBUTIONS = {"mujoco": ("mujoco",), "sapien": ("sapien",)}
-
 #: model every backend is built on to read its capabilities
 CAPABILITY_PROBE_MODEL = "pendulum"
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+# Everything the commands print is literal text: no rich markup, so that ``dof_pos[elbow]``, a path such as
+# ``runs/arm[2]`` or ``pip install 'simbackend[ray]'`` is printed as it is (a string, a table cell or a title).
+console = Console(highlight=False, markup=False)
+err_console = Console(stderr=True, highlight=False, markup=False)
+
+#: the logger the sharded engine says how it runs on (simbackend.sharding.engine); the commands print it
+SHARDING_LOGGER = "simbackend.sharding"
 
 
 def usage_message(e: click_exceptions.ClickException) -> str:
@@ -76,12 +79,71 @@ def usage_message(e: click_exceptions.ClickException) -> str:
     return message
 
 
+def literal_help(command: Any) -> None:
+    """Escape the rich markup in the help texts of ``command``, its parameters and its subcommands.
+
+    typer renders help through rich markup, which takes ``[ray]`` in ``pip install 'simbackend[ray]'``
+    for a style and drops it. Every help text of this application is literal, so each is escaped once,
+    here, when the application's click command is built (:class:`Commands`); a new command or option is
+    covered without escapes of its own.
+    """
+    from rich.markup import escape
+
+    for attr in ("help", "short_help", "epilog"):
+        text = getattr(command, attr, None)
+        if isinstance(text, str):
+            setattr(command, attr, escape(text))
+    for param in getattr(command, "params", ()):
+        if isinstance(getattr(param, "help", None), str):
+            param.help = escape(param.help)
+    for sub in getattr(command, "commands", {}).values():
+        literal_help(sub)
+
+
+class ShardNotices(logging.Handler):
+    """Prints on stderr what the sharded engine says of how it runs (:data:`SHARDING_LOGGER`): on how many
+    Ray actors, and whether ``--shards`` was capped to the number of envs. One line per engine and shard
+    count: a training's evaluation task on as many shards says nothing new; one capped to fewer does."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.seen: set[Any] = set()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        key = getattr(record, "shards", None) or record.getMessage()
+        if key not in self.seen:
+            self.seen.add(key)
+            err_console.print(Text(record.getMessage()), soft_wrap=True)
+
+    @classmethod
+    @contextlib.contextmanager
+    def shown(cls) -> Iterator[None]:
+        """Within the block, the sharding notices are printed (here only: not again by a handler that
+        something else set on the root logger)."""
+        logger = logging.getLogger(SHARDING_LOGGER)
+        handler, level, propagate = cls(), logger.level, logger.propagate
+        logger.addHandler(handler)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False
+        try:
+            yield
+        finally:
+            logger.removeHandler(handler)
+            logger.setLevel(level)
+            logger.propagate = propagate
+
+
 class Commands(typer.core.TyperGroup):
     """The application's command group. Every usage error click or typer detects (an unknown flag or
     command, a missing or malformed value, a value out of a flag's range, a callback's
     ``typer.BadParameter``) is printed as one line ``error: ...`` on stderr with exit 2, like the
     commands' own checks (:func:`fail`), instead of a framed panel; a contract error or an OS error
-    a command lets through while it runs is one line with exit 1."""
+    a command lets through while it runs is one line with exit 1. Help texts are literal
+    (:func:`literal_help`), and a sharded backend says how it runs (:class:`ShardNotices`)."""
+
+    def __init__(self, **attrs: Any) -> None:
+        super().__init__(**attrs)
+        literal_help(self)
 
     def main(  # type: ignore[override]
         self,
@@ -92,9 +154,11 @@ class Commands(typer.core.TyperGroup):
         **extra: Any,
     ) -> Any:
         if not standalone_mode:
-            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            with ShardNotices.shown():
+                return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
-            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            with ShardNotices.shown():
+                rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click_exceptions.ClickException as e:
             if type(e).__name__ != "NoArgsIsHelpError":  # typer has printed the help already
                 fail(usage_message(e), code=e.exit_code)

@@ -45,7 +45,6 @@ from simbackend.registry import available_backends
 
 from .common import (
     CAPABILITY_PROBE_MODEL,
-    ENGINE_DISTRIBUTIONS,
     BuildFlags,
     PictureFlags,
     RandomControls,
@@ -65,33 +64,45 @@ from .common import (
     with_build_flags,
     with_picture_flags,
 )
+from .layout import columns, show
 
 
 # ----------------------------------------------------------------------
 # info
 # ----------------------------------------------------------------------
 def _engine_version(name: str) -> str:
-    """``"<engine distribution> <version>"``: the known engines by name; a plugin's, from what its
-    distribution requires besides simbackend (read from metadata, nothing imported)."""
+    """``"<distribution> <version>, ..."``: the distributions backend ``name``'s engine class declares
+    (``Engine.distributions``); for a plugin that declares none, what its distribution requires besides
+    simbackend (read from metadata). A backend whose extra is missing says which to install."""
     import re
     from importlib import metadata
 
-    candidates = list(ENGINE_DISTRIBUTIONS.get(name, ()))
-    if not candidates:
+    from simbackend.errors import MissingExtraError
+    from simbackend.plugins import get_backend_factory
+
+    try:
+        factory = get_backend_factory(name)
+    except MissingExtraError as e:
+        return f"not installed (pip install 'simbackend[{e.extra}]')" if e.extra else "not installed"
+    except Exception:  # a backend that fails to load is reported by the capability table
+        factory = None
+    names = [str(d) for d in getattr(factory, "distributions", None) or ()]
+    if not names:
         ep = next((e for e in metadata.entry_points(group="simbackend.backends") if e.name.lower() == name), None)
         dist = getattr(ep, "dist", None)
-        for req in (dist.requires or []) if dist is not None else []:
-            if "extra ==" in req:
-                continue
-            dep = re.split(r"[\s<>=!~;\[(]", req.strip(), maxsplit=1)[0]
-            if dep and dep.lower() != "simbackend":
-                candidates.append(dep)
-    for dist_name in (*candidates, name):
+        if dist is not None and dist.name.lower() != "simbackend":  # a plugin's own requirements
+            for req in dist.requires or []:
+                dep = re.split(r"[\s<>=!~;\[(]", req.strip(), maxsplit=1)[0]
+                if "extra ==" not in req and dep and dep.lower() != "simbackend":
+                    names.append(dep)
+                    break
+    versions = []
+    for dist_name in names:
         try:
-            return f"{dist_name} {metadata.version(dist_name)}"
+            versions.append(f"{dist_name} {metadata.version(dist_name)}")
         except metadata.PackageNotFoundError:
-            continue
-    return "-"
+            versions.append(f"{dist_name} (not installed)")
+    return ", ".join(versions) or "-"
 
 
 def _provider(name: str) -> str:
@@ -188,50 +199,65 @@ def info(
     check_model(model, build)
     names = available_backends()
 
-    backends = Table(title="Registered backends", title_justify="left")
-    backends.add_column("backend", style="bold")
-    backends.add_column("engine")
-    backends.add_column("provided by", overflow="fold")
-    for name in names:
-        backends.add_row(name, _engine_version(name), Text(_provider(name)))
-    console.print(backends)
+    show(
+        console,
+        "Registered backends",
+        ("backend", "engine", "provided by"),
+        [(name, _engine_version(name), _provider(name)) for name in names],
+        wrap=(1, 2),
+    )
 
     import torch
 
     devices = ["cpu"]
     if torch.cuda.is_available():
         devices += [f"cuda:{i} ({torch.cuda.get_device_name(i)})" for i in range(torch.cuda.device_count())]
-    env = Table(title="Environment", title_justify="left", show_header=False)
-    env.add_column("key", style="bold")
-    env.add_column("value", overflow="fold")
-    env.add_row("simbackend", simbackend.__version__)
-    env.add_row("python", f"{platform.python_version()} ({sys.executable})")
-    env.add_row("torch", torch.__version__)
-    env.add_row("devices", ", ".join(devices))
-    env.add_row("cpu count", str(os.cpu_count()))
-    console.print(env)
+    environment = [
+        ("simbackend", simbackend.__version__),
+        ("python", f"{platform.python_version()} ({sys.executable})"),
+        ("torch", torch.__version__),
+        ("devices", ", ".join(devices)),
+        ("cpu count", str(os.cpu_count())),
+    ]
+    show(console, "Environment", ("key", "value"), environment, wrap=(1,), show_header=False)
 
     if not capabilities or not names:
         return
     probed = {name: _probe_capabilities(name, model, build.device, build.options) for name in names}
-    rows: list[str] = []
+    keys: list[str] = []
     for caps, _ in probed.values():
         for key, _value in caps or ():
-            if key not in rows:
-                rows.append(key)
-    table = Table(title=f"Capabilities (probe model: {model})", title_justify="left")
-    table.add_column("capability", style="bold")
-    for name in names:
-        table.add_column(name, overflow="fold")
-    status = [Text(s, style="green") if s == "ok" else Text(s, style="red") for _, s in probed.values()]
-    table.add_row("status", *status)
-    for key in rows:
+            if key not in keys:
+                keys.append(key)
+    rows: list[list[Text]] = [["status", *(Text(s, style="green" if s == "ok" else "red") for _, s in probed.values())]]
+    for key in keys:
         cells = []
         for caps, _ in probed.values():
             text = dict(caps)[key] if caps and key in dict(caps) else "?"
             cells.append(Text(text if full else _abbreviate(key, text)))
-        table.add_row(key, *cells)
-    console.print(table)
+        rows.append([key, *cells])
+    show(
+        console,
+        f"Capabilities (probe model: {model})",
+        ("capability", *names),
+        rows,
+        wrap=range(1, len(names) + 1),
+        plain=[("backends", [", ".join(names)])] + [(str(row[0]), _grouped(names, row[1:])) for row in rows],
+    )
+
+
+def _grouped(names: tuple[str, ...], cells: list[Text]) -> list[Text]:
+    """One capability's values, each once, after the backends that have it (``mujoco, sapien: yes``;
+    ``all: yes`` when every backend has the same), for the plain layout."""
+    groups: dict[str, list[str]] = {}
+    styles: dict[str, Any] = {}
+    for name, cell in zip(names, cells, strict=True):
+        groups.setdefault(cell.plain, []).append(name)
+        styles[cell.plain] = cell.style
+    if len(groups) == 1 and len(names) > 1:
+        value = next(iter(groups))
+        return [Text(f"all: {value}", style=styles[value])]
+    return [Text(f"{', '.join(who)}: {value}", style=styles[value]) for value, who in groups.items()]
 
 
 # ----------------------------------------------------------------------
@@ -255,7 +281,7 @@ def models() -> None:
 # ----------------------------------------------------------------------
 @app.command()
 def robots(
-    name: str | None = typer.Argument(None, metavar="[ROBOT]", help="A robot name or JSON description file."),
+    name: str | None = typer.Argument(None, metavar="ROBOT", help="A robot name or JSON description file."),
     sims: list[str] | None = typer.Option(
         None, "--sim", "-s", help="Engines to resolve it on (repeatable; default: every registered one)."
     ),
@@ -330,6 +356,27 @@ def robots(
 # ----------------------------------------------------------------------
 def _fmt_vec(values: Any) -> str:
     return "[" + ", ".join(f"{float(v):+.4f}" for v in values) + "]"
+
+
+def _tracked_point(backend: Any) -> tuple[str, Any]:
+    """``(label, (3,) position)``: where env 0's model is, in one point, read through the contract.
+
+    A floating base: the base's position. A fixed base (an arm): its end effector, the last site of
+    the deepest body of the base's kinematic chain (that body's origin where it holds no site).
+    """
+    base = backend.base_body_id
+    if backend.has_floating_base or base == 0:
+        return "env 0 base position", backend.get_base_pos()[0].cpu()
+    parent = backend.info.body_parent
+    depth: dict[int, int] = {}
+    for body in backend.get_body_subtree_ids(base).tolist():  # parents before children
+        depth[body] = 0 if body == base else depth[int(parent[body])] + 1
+    end = max(depth, key=lambda b: (depth[b], b))
+    sites = [i for i, body in enumerate(backend.info.site_body.tolist()) if body == end]
+    if sites:
+        site = sites[-1]
+        return f"env 0 end effector (site {backend.site_names[site]})", backend.get_site_pos_w([site])[0, 0].cpu()
+    return f"env 0 end effector (body {backend.body_names[end]})", backend.get_body_pos_w([end])[0, 0].cpu()
 
 
 @app.command()
@@ -447,6 +494,7 @@ def run(
                 TimeRemainingColumn(),
                 console=err_console,
                 transient=True,
+                disable=not err_console.is_terminal,  # a bar is for a terminal: nothing in a pipe or a file
             )
             t0 = time.perf_counter()
             with progress:
@@ -468,6 +516,7 @@ def run(
                 console.print(Text(f"{frames.close()} frames written to {video_path}"))
 
             base_pos = backend.get_base_pos()[0].cpu()
+            point_label, point = _tracked_point(backend)
             dof_pos = backend.get_dof_pos()[0, :4].cpu()
             mean_abs_qvel = float(backend.get_qvel().abs().mean()) if backend.nv else 0.0
 
@@ -505,7 +554,7 @@ def run(
         table.add_row("wall time", f"{wall_s:.3f} s")
         table.add_row("physics share", f"{100 * figures['physics_share']:.1f} %")
         table.add_row("diverged env-steps", f"{diverged}")
-        table.add_row("env 0 base position", _fmt_vec(base_pos))
+        table.add_row(point_label, _fmt_vec(point))
         table.add_row("env 0 dof pos[:4]", _fmt_vec(dof_pos) if dof_pos.numel() else "(no dofs)")
         table.add_row("mean |qvel|", f"{mean_abs_qvel:.4f}")
         console.print(table)
@@ -567,27 +616,44 @@ def _check_tiers(values: list[str] | None) -> list[str] | None:
     return out
 
 
-def _parity_table(report: Any) -> Table:
-    table = Table(title=f"{report.sim} vs {report.reference} on {report.model}", title_justify="left")
-    table.add_column("tier", style="bold")
-    table.add_column("quantity")
-    table.add_column("max error", justify="right")
-    table.add_column("tolerance", justify="right")
-    table.add_column("result")
-    table.add_column("first failing step", justify="right")
-    table.add_column("detail", overflow="fold")
-    styles = {"pass": "green", "FAIL": "bold red", "skip": "yellow", "KNOWN": "cyan"}
+#: styles of the parity rows' results
+_RESULT_STYLES = {"pass": "green", "FAIL": "bold red", "skip": "yellow", "KNOWN": "cyan"}
+
+
+def _print_parity(report: Any) -> None:
+    """A parity report's rows: a boxed table where it fits, else plain columns with each row's detail
+    on the line below (``dof_pos[elbow]`` and the other names are literal text, never markup)."""
+    rows, details = [], []
     for r in report.rows:
-        table.add_row(
-            Text(r.tier),
-            Text(r.quantity),  # "dof_pos[elbow]" is no rich markup
-            "-" if r.max_error is None else f"{r.max_error:.3g}",
-            "-" if r.tolerance is None else f"{r.tolerance:.3g}",
-            Text(r.status + ("*" if r.delegated else ""), style=styles[r.status]),
-            "-" if r.first_step is None else str(r.first_step),
-            Text(r.detail),
+        rows.append(
+            (
+                r.tier,
+                r.quantity,
+                "-" if r.max_error is None else f"{r.max_error:.3g}",
+                "-" if r.tolerance is None else f"{r.tolerance:.3g}",
+                Text(r.status + ("*" if r.delegated else ""), style=_RESULT_STYLES[r.status]),
+                "-" if r.first_step is None else str(r.first_step),
+                r.detail,
+            )
         )
-    return table
+        details.append(r.detail)
+    right = (False, False, True, True, False, True)
+    show(
+        console,
+        f"{report.sim} vs {report.reference} on {report.model}",
+        ("tier", "quantity", "max error", "tolerance", "result", "first failing step", "detail"),
+        rows,
+        wrap=(6,),
+        right=(2, 3, 5),
+        least=24,
+        plain=lambda: columns(
+            console,
+            ("tier", "quantity", "max error", "tolerance", "result", "fail step"),
+            [row[:6] for row in rows],
+            right,
+            details,
+        ),
+    )
 
 
 @app.command()
@@ -669,7 +735,7 @@ def parity(
     if as_json:
         sys.stdout.write(json.dumps(report.to_dict(), indent=2) + "\n")
     else:
-        console.print(_parity_table(report))
+        _print_parity(report)
         known = report.known_note()
         if known:
             console.print(Text(known, style="cyan"), soft_wrap=True)
@@ -734,12 +800,11 @@ def _parity_sweep(
         ]
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
         raise typer.Exit(0 if ok else 1)
-    table = Table(title=f"parity: {sim} against {reference}, {len(models)} models")
-    for column in ("model", "rows", "failed", "worst error / tolerance", "result"):
-        table.add_column(column, justify="right" if column in ("rows", "failed") else "left", overflow="fold")
+    rows, notes = [], []
     for m, r in zip(models, reports, strict=True):
         if isinstance(r, JobFailed):
-            table.add_row(m, "-", "-", Text(r.error), Text("ERROR", style="bold red"))
+            rows.append((m, "-", "-", r.error, Text("ERROR", style="bold red")))
+            notes.append(f"error: {r.error}")
             continue
         worst = max(
             (x for x in r.rows if x.max_error is not None and x.tolerance), key=lambda x: x.max_error / x.tolerance,
@@ -748,8 +813,24 @@ def _parity_sweep(
         where = "-" if worst is None else f"{worst.max_error / worst.tolerance:.3g} ({worst.tier}/{worst.quantity})"
         known = f" ({len(r.known_rows)} KNOWN)" if r.known_rows else ""  # rows excused as declared differences
         verdict = Text(f"pass{known}", style="green") if r.passed else Text("FAIL", style="bold red")
-        table.add_row(m, str(len(r.rows)), str(len(r.failures)), where, verdict)
-    console.print(table)
+        rows.append((m, str(len(r.rows)), str(len(r.failures)), where, verdict))
+        notes.append(f"worst error / tolerance: {where}")
+    show(
+        console,
+        f"parity: {sim} against {reference}, {len(models)} models",
+        ("model", "rows", "failed", "worst error / tolerance", "result"),
+        rows,
+        wrap=(3,),
+        right=(1, 2),
+        least=24,
+        plain=lambda: columns(
+            console,
+            ("model", "rows", "failed", "result"),
+            [(m, n, f, verdict) for m, n, f, _, verdict in rows],
+            (False, True, True, False),
+            notes,
+        ),
+    )
     raise typer.Exit(0 if ok else 1)
 
 

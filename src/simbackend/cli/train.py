@@ -161,7 +161,11 @@ def train_command(
         " refused without --overwrite.",
     ),
     eval_interval: int | None = typer.Option(
-        None, "--eval-interval", min=0, help="Evaluate every this many iterations (0: only at the end)."
+        None,
+        "--eval-interval",
+        min=0,
+        help="Evaluate every this many iterations (0: only at the end; default: after each of the first 5, then"
+        " 16 times at widening gaps up to --iterations). The last iteration is always evaluated.",
     ),
     stop_at_success: str | None = typer.Option(
         None,

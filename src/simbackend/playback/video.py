@@ -200,6 +200,7 @@ def write_video(
 
 def _progress(path: Path, total: int | None) -> tuple[Any, Any]:
     from rich.console import Console  # noqa: PLC0415
+    from rich.markup import escape  # noqa: PLC0415
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: PLC0415
 
     bar = Progress(
@@ -210,7 +211,7 @@ def _progress(path: Path, total: int | None) -> tuple[Any, Any]:
         console=Console(stderr=True),
         transient=False,
     )
-    task = bar.add_task(path.name, total=total)
+    task = bar.add_task(escape(path.name), total=total)  # the column is markup: a name's [..] kept
     return bar, task
 
 

@@ -20,6 +20,7 @@ warm actor a few milliseconds. :func:`shutdown_pool` ends the idle ones.
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
@@ -37,20 +38,24 @@ def ray_module() -> Any:
     return ray
 
 
+#: ``ray.init``'s arguments that keep Ray quiet: no start-up banner ("Started a local Ray instance", the
+#: dashboard's address) nor its notices below errors (the "ray" logger at ERROR), no dashboard, and the
+#: actors' own output kept in Ray's log files instead of being copied to this process's terminal
+QUIET = {"configure_logging": True, "logging_level": logging.ERROR, "log_to_driver": False}
+
+
 def connect(address: str | None) -> Any:
-    """Ray, initialised: joined to ``address`` or started in this process (``None``)."""
+    """Ray, initialised: joined to ``address`` or started in this process (``None``), quietly (:data:`QUIET`).
+
+    A Ray this process initialised already (``ray.init(...)`` called by the user, with their own logging
+    settings) is used as it is.
+    """
     ray = ray_module()
     if not ray.is_initialized():
-        os.environ.setdefault("RAY_DEDUP_LOGS", "0")
         if address is None:
-            ray.init(
-                include_dashboard=False,
-                configure_logging=False,
-                num_cpus=os.cpu_count() or 1,
-                namespace="simbackend",
-            )
+            ray.init(include_dashboard=False, num_cpus=os.cpu_count() or 1, namespace="simbackend", **QUIET)
         else:
-            ray.init(address=address, configure_logging=False, namespace="simbackend")
+            ray.init(address=address, namespace="simbackend", **QUIET)
     return ray
 
 

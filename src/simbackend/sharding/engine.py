@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import logging
 import os
 import pickle
 import time
@@ -45,6 +46,26 @@ _POLL = 0.01
 _START_TIMEOUT = 300.0
 
 
+#: where a sharded backend says how it runs (the command line prints it; a library user may listen): one
+#: INFO record per backend built, its ``shards`` attribute ``(engine, shards, shards asked for)``
+_log = logging.getLogger("simbackend.sharding")
+
+
+def shard_notice(engine: str, num_envs: int, asked: int, sizes: list[int]) -> str:
+    """One line saying how a sharded backend runs: on how many Ray actors, how many envs each, and
+    whether the shards asked for were capped to the number of envs."""
+
+    def count(n: int, what: str) -> str:
+        return f"{n} {what}{'' if n == 1 else 's'}"
+
+    low, high = min(sizes), max(sizes)
+    each = count(low, "env") if low == high else f"{low}-{high} envs"
+    line = f"{engine}: {count(num_envs, 'env')} on {count(len(sizes), 'shard')} (Ray actors), {each} each"
+    if asked > len(sizes):
+        line += f"; {asked} shards asked for, capped at one per env"
+    return line
+
+
 class ShardRestartWarning(RuntimeWarning):
     """A shard died or timed out and was restarted (``sharding={"restart": True}``)."""
 
@@ -64,7 +85,8 @@ class ShardedEngine(Engine):
         self._restart_on: bool = cfg["restart"]
         self._timeout: float = cfg["timeout"]
         self._pool: bool = cfg["pool"]
-        count = min(int(build.options.shards or 1), build.num_envs)
+        asked = int(build.options.shards or 1)
+        count = min(asked, build.num_envs)  # never more shards than envs
         sizes = [len(a) for a in np.array_split(np.arange(build.num_envs), count)]
         self._starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self._builds = [self._shard_build(build, n, count) for n in sizes]
@@ -92,6 +114,7 @@ class ShardedEngine(Engine):
         self._upd: list[Update] = [metas[k]["update"] for k in range(count)]
         self._before: list[Update] = list(self._upd)
         self._building = False
+        _log.info(shard_notice(inner.name, build.num_envs, asked, sizes), extra={"shards": (inner.name, count, asked)})
 
     # ------------------------------------------------------------------
     # what it is

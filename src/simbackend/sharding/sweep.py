@@ -45,18 +45,19 @@ def fan_out(
         use_ray: run the jobs as Ray tasks (Ray started here, or joined at ``address``).
         address: the Ray cluster to join (``"auto"``, ``"HOST:PORT"``); ``None``: a Ray in this process.
         label: what the progress bar counts.
-        progress: show the progress bar (on stderr).
+        progress: show the progress bar (on stderr, when it is a terminal).
     """
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    err = Console(stderr=True)
     bar = Progress(
-        TextColumn(label),
+        TextColumn(label, markup=False),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=Console(stderr=True),
-        disable=not progress,
+        console=err,
+        disable=not progress or not err.is_terminal,  # a bar is for a terminal: nothing in a pipe or a file
         transient=True,
     )
     results: list[Any] = [None] * len(jobs)

@@ -113,6 +113,7 @@ class MotrixEngine(Engine):
 
     name = "motrix"
     dtype = torch.float32
+    distributions = ("motrixsim",)
     options = {
         "solver_tolerance": EngineOption(None, optional(check_positive_float), "Motrix solver tolerance"),
     }

@@ -99,6 +99,7 @@ class MJWarpEngine(Engine):
     name = "mjwarp"
     dtype = torch.float32
     devices = ("cpu", "cuda")
+    distributions = ("mujoco-warp", "warp-lang")
     options = {
         "integrator": EngineOption(None, check_choice(*_INTEGRATORS), "numerical integrator (model's if unset)"),
         "solver": EngineOption(None, check_choice(*_SOLVERS), "constraint solver (model's if unset)"),

@@ -134,6 +134,7 @@ class MuJoCoEngine(Engine):
 
     name = "mujoco"
     devices = ("cpu", "cuda")
+    distributions = ("mujoco",)
     options = {
         "integrator": EngineOption(None, check_choice(*_INTEGRATORS), "numerical integrator (model's if unset)"),
         "solver": EngineOption(None, check_choice(*_SOLVERS), "constraint solver (model's if unset)"),

@@ -136,6 +136,7 @@ class SapienEngine(Engine):
 
     name = "sapien"
     devices = ("cpu", "cuda")
+    distributions = ("sapien",)
     options = {
         "solver": EngineOption("pgs", check_choice("pgs", "tgs"), "PhysX solver"),
         "solver_velocity_iterations": EngineOption(

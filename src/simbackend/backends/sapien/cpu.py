@@ -71,7 +71,9 @@ class CpuPhysx(PhysxPath):
             raise InvalidArgumentError(
                 f"num_envs: {num_envs} CPU PhysX scenes with {_alive[0]} already alive in this process exceed"
                 f" {MAX_CPU_SCENES}: SAPIEN {sapien.__version__} aborts the interpreter when it frees more;"
-                " close other sapien backends, or use device='cuda' (one GPU system holds every env)"
+                " split the envs over processes with shards=K, about 500 envs a shard or fewer (command line:"
+                " --shards K; each shard is a Ray actor, docs/sharding.md), close other sapien backends, or use"
+                " device='cuda' (one GPU system holds every env)"
             )
         _alive[0] += num_envs
         self._finalizer = weakref.finalize(self, _release, num_envs)
