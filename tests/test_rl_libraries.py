@@ -339,3 +339,39 @@ def test_torchrl_ppo_collects_and_trains_a_few_iterations() -> None:
     assert ended >= 8  # the collector restarted the envs whose episodes ended
     assert any(not torch.equal(a, b) for a, b in zip(before, net.parameters()))
     env.close()
+
+
+# ----------------------------------------------------------------------
+# on a GPU: the torch paths keep their tensors on the device (run where CUDA is; skipped elsewhere)
+# ----------------------------------------------------------------------
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_torch_paths_stay_on_a_cuda_device_and_give_the_cpu_numbers() -> None:
+    """MuJoCo's backend with ``device="cuda"`` (tensors on the GPU): the torch wrappers and TorchRLEnv
+    return CUDA tensors, equal to the CPU run's, over autoresets."""
+    pytest.importorskip("torchrl")
+    from simbackend.envs import wrappers as T
+    from simbackend.envs.torchrl import make_torchrl_env
+
+    runs = {}
+    for device in ("cpu", "cuda"):
+        kw = {"config": {"episode_length": 5}, "device": device}
+        env = T.NormalizeReward(
+            T.NormalizeObservation(T.RecordEpisodeStatistics(make_vector_env("cartpole", "mujoco", 4, **kw)))
+        )
+        out = [env.reset(seed=0)[0]]
+        for t in range(12):
+            obs, reward, terminated, truncated, info = env.step(torch.full((4, 1), 0.3 * (t % 3 - 1), device=device))
+            assert obs.device.type == reward.device.type == terminated.device.type == device
+            if "episode" in info:
+                assert info["episode"]["r"].device.type == device
+            out += [obs, reward]
+        env.close()
+        trl = make_torchrl_env("cartpole", "mujoco", 4, **kw)
+        rollout = trl.rollout(
+            12, lambda td: td.set("action", 0.5 * td["observation"][:, :1].tanh()), break_when_any_done=False
+        )
+        assert all(v.device.type == device for v in rollout.values(True, True))
+        trl.close()
+        runs[device] = [x.cpu() for x in out] + [rollout.cpu()["next", "observation"]]
+    for a, b in zip(runs["cpu"], runs["cuda"]):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
