@@ -183,7 +183,7 @@ def _row_from_errors(
     """Row of an error array: its max, and ``where(index)`` of the worst element in the detail."""
     if err.size == 0:
         return ParityRow(tier, quantity, 0.0, tol, True, detail="nothing to compare")
-    idx = np.unravel_index(int(np.argmax(err)), err.shape)
+    idx = tuple(int(i) for i in np.unravel_index(int(np.argmax(err)), err.shape))  # ints: details read (7,)
     worst = float(err[idx])
     detail = f"identical ({err.size} values)" if worst == 0 else f"worst: {where(idx)}"
     return ParityRow(tier, quantity, worst, tol, bool(worst <= tol), detail=detail)
