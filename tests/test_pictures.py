@@ -3,7 +3,9 @@ dress adds the floor, light and sky a model lacks, to rgb pictures only.
 
 Measured on videos of every built-in model driven by random controls, on the CPU: in every frame the moving
 parts (found in the segmentation image of the same camera) are in the picture, uncut by its edges, and span a
-good part of it; the dressed frame has no black background left."""
+good part of it; the dressed frame has no black background left. On dressed stills: the floor meets the sky at
+a level, soft horizon (no floor edge cutting across the sky, no hard line where the floor ends), and every dark
+patch on the floor is a shadow touching what casts it (no stray dashes of MuJoCo's shadow map)."""
 
 from __future__ import annotations
 
@@ -191,3 +193,154 @@ def test_the_moving_parts_are_read_once_per_renderer(monkeypatch: pytest.MonkeyP
             r.render(q[:1], dress=True)
         r.render(q[:1], modes=("segmentation",))
     assert len(calls) == 1
+
+
+# ----------------------------------------------------------------------
+# the horizon and the shadows of dressed pictures
+# ----------------------------------------------------------------------
+#: luma (0-255) a row of floor-or-sky above the subject may spread over (5th to 95th percentile), and by
+#: which the median of neighbouring rows may differ: a floor's far edge across the sky spreads a row over
+#: the floor and the sky (~200), a floor ending in a line jumps from floor to sky (~170)
+HORIZON_SPREAD = HORIZON_STEP = 40.0
+#: a floor pixel is dark below this fraction of its row's median floor luma
+DARK = 0.6
+#: envs of a tiled view in one pose cast shadows alike: each at least this fraction of the largest (by area,
+#: relative to the env's own); the first env's alone was cast where a tiled view's lights became directional
+SHADOW_LIKE = 1 / 3
+
+
+def _luma(rgb: np.ndarray) -> np.ndarray:
+    return rgb.astype(np.float32) @ np.array([0.299, 0.587, 0.114], np.float32)
+
+
+def _dressed(model: str, n: int, size: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(rgb (H, W, 3), segmentation (H, W) geom ids, floor (H, W) bool)`` of a dressed picture of ``model``
+    in its standing keyframe (its first state), ``n`` > 1 envs tiled; floor: the model's planes of the
+    world body (seen in segmentation)."""
+    with make_backend("mujoco", model, num_envs=1) as sim:
+        m = sim.info.compiled
+        key = next((k for k in ("stand", "home") if k in sim.info.keyframe_names), None)
+        q = (sim.get_keyframe_qpos(key) if key else sim.get_qpos()[0]).numpy()[None].repeat(n, 0)
+    with Renderer(m, *size) as r:
+        modes = ("rgb", "segmentation")
+        out = (
+            r.render_tiled(q, modes=modes, dress=True)
+            if n > 1
+            else {k: v[0] for k, v in r.render(q, modes=modes, dress=True).items()}
+        )
+    seg = out["segmentation"][..., 0].numpy()
+    planes = np.flatnonzero(
+        (np.asarray(m.geom_bodyid) == 0) & (np.asarray(m.geom_type) == int(mujoco.mjtGeom.mjGEOM_PLANE))
+    )
+    return out["rgb"].numpy(), seg, np.isin(seg, planes)
+
+
+def _dilate(mask: np.ndarray, k: int = 1) -> np.ndarray:
+    for _ in range(k):
+        grown = mask.copy()
+        grown[1:] |= mask[:-1]
+        grown[:-1] |= mask[1:]
+        grown[:, 1:] |= mask[:, :-1]
+        grown[:, :-1] |= mask[:, 1:]
+        mask = grown
+    return mask
+
+
+def horizon_rows(rgb: np.ndarray, seg: np.ndarray, floor: np.ndarray) -> tuple[float, float]:
+    """``(spread, step)`` of the floor-or-sky above the subject (everything drawn that is not a floor):
+    the largest luma spread of a row (5th to 95th percentile, rows at least half floor-or-sky) and the
+    largest difference of neighbouring rows' medians."""
+    h, w = floor.shape
+    open_ = floor | (seg < 0)
+    rows = np.flatnonzero((~open_).any(axis=1))
+    top = int(rows[0]) - 1 if rows.size else h
+    luma = _luma(rgb)
+    spread, step, last = 0.0, 0.0, None
+    for y in range(max(top, 0)):
+        v = luma[y][open_[y]]
+        if v.size < w // 2:
+            last = None
+            continue
+        lo, median, hi = np.percentile(v, (5, 50, 95))
+        spread = max(spread, float(hi - lo))
+        if last is not None:
+            step = max(step, abs(float(median) - last))
+        last = float(median)
+    return spread, step
+
+
+def _grow(seed: np.ndarray, within: np.ndarray) -> np.ndarray:
+    """The pixels of ``within`` that a path of ``within`` pixels joins to ``seed``."""
+    while True:
+        grown = _dilate(seed) & within
+        if (grown == seed).all():
+            return seed
+        seed = grown
+
+
+def shadows(rgb: np.ndarray, seg: np.ndarray, floor: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """``(subject, shadow, stray)``: everything drawn that is not a floor, the dark floor pixels (below
+    :data:`DARK` of their row's median floor luma, at or below the subject's top) that a path of dark
+    pixels joins to the subject (widened by a fiftieth of the picture's width), and the count of the
+    other dark floor pixels: shadows touch what casts them, stray dashes do not."""
+    h, w = floor.shape
+    subject = (seg >= 0) & ~floor
+    luma = _luma(rgb)
+    dark = np.zeros_like(floor)
+    for y in range(int(np.flatnonzero(subject.any(axis=1))[0]), h):
+        v = luma[y][floor[y]]
+        if v.size >= 8:
+            dark[y] = floor[y] & (luma[y] < DARK * np.median(v))
+    shadow = _grow(_dilate(subject, max(2, w // 50)) & dark, dark)
+    return subject, shadow, int((dark & ~shadow).sum())
+
+
+def _components(mask: np.ndarray) -> list[np.ndarray]:
+    """The connected parts of ``mask``."""
+    parts, left = [], mask.copy()
+    while left.any():
+        seed = np.zeros_like(left)
+        seed.flat[int(np.flatnonzero(left)[0])] = True
+        part = _grow(seed, left)
+        parts.append(part)
+        left &= ~part
+    return parts
+
+
+@pytest.mark.parametrize(
+    ("model", "n"),
+    [("quadruped", 1), ("quadruped", 4), ("box_drop", 1), ("pendulum", 1)],
+    ids=["quadruped", "quadruped-tiled", "box_drop", "pendulum"],
+)
+def test_the_floor_meets_the_sky_at_a_level_soft_horizon(model: str, n: int) -> None:
+    """A model's own finite floor (the quadruped's 10 m square seen corner-on, box_drop's 2 m one) and the
+    dress's floor (the pendulum) reach the horizon and fade into the sky: above the subject every row of
+    floor-or-sky is one colour (no floor edge cutting across the sky), and it changes smoothly from row to
+    row (no hard line where the floor or the far clipping plane ends it)."""
+    rgb, seg, floor = _dressed(model, n, (160, 120))
+    spread, step = horizon_rows(rgb, seg, floor)
+    assert spread < HORIZON_SPREAD, f"{model}: a row of floor-or-sky spreads over {spread:.0f} levels of luma"
+    assert step < HORIZON_STEP, f"{model}: neighbouring rows of floor-or-sky differ by {step:.0f} levels of luma"
+
+
+def test_shadows_on_the_floor_touch_what_casts_them(tmp_path: Path) -> None:
+    """MuJoCo's shadow map made a floor shade itself: stray dark dashes all over a floor under a tilted
+    directional light, and around the envs of a tiled view, whose lights become directional; and it covered
+    the first env of a tiled view only. Dressed, every dark patch on the floor is a shadow joined to a
+    subject, and every env of a tiled view casts one."""
+    xml = tmp_path / "lit.xml"
+    xml.write_text(
+        '<mujoco><worldbody><light directional="true" pos="0 0 4" dir="0.2 0.3 -1"/>'
+        '<geom name="floor" type="plane" size="10 10 0.1" rgba="0.3 0.35 0.4 1"/>'
+        '<body pos="0 0 0.2"><freejoint/><geom type="box" size="0.3 0.2 0.2" rgba="0.8 0.5 0.2 1"/></body>'
+        "</worldbody></mujoco>"
+    )
+    for model, n in ((str(xml), 1), (str(xml), 4), ("quadruped", 4)):
+        rgb, seg, floor = _dressed(model, n, (W, H))
+        subject, shadow, stray = shadows(rgb, seg, floor)
+        assert stray == 0, f"{model} ({n} envs): {stray} dark floor pixels away from any shadow"
+        envs = _components(_dilate(subject, 3))  # an env's parts, joined
+        assert len(envs) == n, f"{model} ({n} envs): {len(envs)} separate subjects in the picture"
+        # the envs stand alike: each casts a shadow alike (its area over the env's, within a factor)
+        cast = [(shadow & _dilate(env, W // 50)).sum() / (env & subject).sum() for env in envs]
+        assert min(cast) > SHADOW_LIKE * max(cast), f"{model} ({n} envs): shadows of {np.round(cast, 2)} of each env"

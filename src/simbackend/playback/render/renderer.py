@@ -40,7 +40,7 @@ from simbackend.playback.render.cameras import (
     pixel_rays,
     resolve_camera,
 )
-from simbackend.playback.render.dress import MAX_SQUARES, Dress
+from simbackend.playback.render.dress import MAX_HORIZON_TILES, MAX_SQUARES, Dress
 from simbackend.playback.render.framing import MovingParts, moving_parts
 from simbackend.playback.render.gl import context_failure_hint, gl_context_class
 from simbackend.playback.render.tiling import (
@@ -60,8 +60,8 @@ _GEOM_NONE = int(mujoco.mjtGeom.mjGEOM_NONE)
 _SEGMENT = int(mujoco.mjtRndFlag.mjRND_SEGMENT)
 _IDCOLOR = int(mujoco.mjtRndFlag.mjRND_IDCOLOR)
 _CAT_ALL = int(mujoco.mjtCatBit.mjCAT_ALL)
-#: scene geoms a dressed picture adds at most (the floor and its squares)
-_DRESS_ROOM = MAX_SQUARES + 2
+#: scene geoms a dressed picture adds at most (the floor, its squares and its copies to the horizon)
+_DRESS_ROOM = MAX_SQUARES + MAX_HORIZON_TILES + 2
 
 
 class Renderer:
@@ -528,18 +528,22 @@ class Renderer:
         if "rgb" in modes:
             scn.flags[_SEGMENT] = 0
             scn.flags[_IDCOLOR] = 0
-            before = dress.add(scn, self._target, self._cover) if dress is not None else None
+            undo = dress.add(scn, con, self._target, self._cover) if dress is not None else None
             try:
                 mujoco.mjr_render(rect, scn, con)
             finally:
-                if before is not None:
-                    Dress.remove(scn, before)
+                if undo is not None:
+                    Dress.remove(scn, con, undo)
             sky = dress is not None and dress.sky
             mujoco.mjr_readPixels(self._pixels, self._depth if sky else None, rect, con)
             out["rgb"] = self._pixels[::-1].copy()
             if sky:
-                assert dress is not None
-                dress.paint_sky(out["rgb"], self._depth[::-1] >= 1.0)
+                assert dress is not None and undo is not None
+                raw = self._depth[::-1]
+                background = raw >= 1.0
+                if undo.haze is not None:  # the floor fully hazed is sky (its anti-aliased far edge too)
+                    background |= metric_depth(self._glcamera(), raw, background) >= undo.haze[1]
+                dress.paint_sky(out["rgb"], background)
         if "depth" in modes or "segmentation" in modes:
             # segmentation colours: no lighting, reflections or skybox; depth from the same pass
             want_depth = "depth" in modes
