@@ -242,7 +242,8 @@ def test_thirdparty_in_cli_info(thirdparty_dir: Path, tmp_path: Path) -> None:
     proc = _run_script(["info"], thirdparty_dir, tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = proc.stdout
-    assert re.search(r"thirdparty\s.*thirdparty_sim:ThirdPartyBackend \(thirdparty_sim 0\.1\)", out), out
+    # the backend's line, then its entry point and distribution on the next (info's plain layout)
+    assert re.search(r"^thirdparty\s.*\n\s+thirdparty_sim:ThirdPartyBackend \(thirdparty_sim 0\.1\)", out, re.M), out
     assert "thirdparty-missing" in out
     assert "failed to load" in out and "thirdparty_sim_not_installed" in out  # shown, not fatal
     assert "Traceback" not in proc.stderr
