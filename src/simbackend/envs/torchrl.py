@@ -107,15 +107,10 @@ class TorchRLEnv(EnvBase):
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
         n = self.batch_size[0]
         mask = None if tensordict is None else tensordict.get("_reset", None)
-        if mask is not None:
-            mask = mask.reshape(n).to(torch.bool)
-            if not bool(mask.any()):  # torchrl may ask for a reset of no env
-                mask = None
-                obs = self.task.observe()
-                success = self._success
-            else:
-                obs = self.task.reset(mask.cpu().numpy())
-                success = self._success.masked_fill(mask.to(self._success.device)[:, None], False)
+        if mask is not None:  # the task takes the mask as it is: no host read on a GPU backend
+            mask = mask.reshape(n).to(device=self.device, dtype=torch.bool)
+            obs = self.task.reset(mask)
+            success = self._success.masked_fill(mask[:, None], False)
         else:
             obs = self.task.reset()
             success = torch.zeros(n, 1, dtype=torch.bool, device=self.device)
