@@ -662,6 +662,9 @@ def test_call_get_attr_and_set_attr_answer_as_sync_vector_env(make) -> None:
     torch.testing.assert_close(torch.stack(frames), env.render(), rtol=0, atol=0)
     observed = env.call("observe")  # a method is called on the batch: its per-env result split in rows
     assert len(observed) == 3 and set(observed[0]) == set(env.task.observation_dims)
+    for i in range(3):  # a dict of per-env tensors: env i gets its own rows, as a sub-env would
+        for key, value in env.task.observe().items():
+            torch.testing.assert_close(observed[i][key], value[i], rtol=0, atol=0)
     assert make(2, tensors="numpy", render_mode="rgb_array", render_size=(8, 8)).call("render")[1].shape == (8, 8, 3)
 
     env.set_attr("my_flag", 7)  # unknown names land on the env, as gymnasium's set_wrapper_attr does

@@ -496,13 +496,23 @@ class SimVectorEnv(VectorEnv):
                 return owner, name
         return None
 
-    def _per_env(self, value: Any) -> tuple[Any, ...]:
-        """``value`` once per env: the rows of a per-env array (leading dimension ``num_envs``), or ``value``."""
+    def _rows(self, value: Any) -> list[Any] | None:
+        """Env ``i``'s part of a per-env value (an array or tensor whose leading dimension is ``num_envs``,
+        in the env's array type, or a dict of them), or ``None`` for a value of the whole batch."""
         n = self.num_envs
         if isinstance(value, (torch.Tensor, np.ndarray)) and value.ndim >= 1 and value.shape[0] == n:
             rows = self._export(value) if isinstance(value, torch.Tensor) else value
-            return tuple(rows[i] for i in range(n))
-        return tuple(value for _ in range(n))
+            return [rows[i] for i in range(n)]
+        if isinstance(value, Mapping) and value:
+            parts = {k: self._rows(v) for k, v in value.items()}
+            if all(p is not None for p in parts.values()):
+                return [{k: p[i] for k, p in parts.items()} for i in range(n)]  # type: ignore[index]
+        return None
+
+    def _per_env(self, value: Any) -> tuple[Any, ...]:
+        """``value`` once per env: each env's rows of a per-env value (:meth:`_rows`), else ``value``."""
+        rows = self._rows(value)
+        return tuple(rows) if rows is not None else tuple(value for _ in range(self.num_envs))
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """What ``SyncVectorEnv.call`` gives: one result per env, as a tuple.
@@ -510,8 +520,8 @@ class SimVectorEnv(VectorEnv):
         ``name`` is looked up on this env, then on its task (``"observation_space"`` and
         ``"action_space"`` are the single-env spaces, as a sub-environment's are). A method
         is called once, on the whole batch; a per-env result (an array or tensor whose
-        leading dimension is ``num_envs``) is split into its rows, in the env's array
-        type, and any other result is repeated for every env. So ``call("render")`` gives
+        leading dimension is ``num_envs``, or a dict of them) is split into its rows, in
+        the env's array type, and any other result is repeated for every env. So ``call("render")`` gives
         the ``N`` pictures of :meth:`render`.
         """
         self._check_open("call")
