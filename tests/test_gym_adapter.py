@@ -611,6 +611,23 @@ def test_torch_wrappers_give_gymnasiums_numbers_on_tensors(make, mode) -> None:
     assert list(stats_o.length_queue) == list(stats_r.length_queue)
 
 
+def test_torch_wrappers_read_nothing_back_but_the_episode_ends(make) -> None:
+    """On a GPU every host read stalls the loop: the normalizers read nothing back, episode statistics
+    one ``(N,)`` flag per step (whether some episode ended, as gymnasium needs to add its key), and the
+    values of the episodes that ended."""
+    from simbackend.envs import wrappers as T
+    from simbackend.host_reads import count_host_reads
+
+    env = T.NormalizeReward(T.NormalizeObservation(T.RecordEpisodeStatistics(make(3, config=SHORT))))
+    env.reset(seed=0)
+    with count_host_reads() as reads:
+        for _ in range(7):  # two episode ends (steps 3 and 7), autoresets at 4
+            env.step(torch.zeros(3, 1))
+    ours = [n for site, n in reads.by_site().items() if "wrappers.py" in site]
+    assert ours.count(7) == 1, reads.summary()  # one flag per step
+    assert all(n <= 2 for n in ours if n != 7), reads.summary()  # the rest in the 2 steps where episodes ended
+
+
 def test_torch_wrappers_refuse_numpy_envs_and_bad_arguments(make) -> None:
     from simbackend.envs import wrappers as T
 

@@ -83,21 +83,28 @@ class RunningMeanStd:
     ):
         self.mean = torch.zeros(shape, dtype=dtype, device=device)
         self.var = torch.ones(shape, dtype=dtype, device=device)
-        self.count = float(epsilon)
+        #: a 0-d float64 tensor on the device: a masked update reads nothing back to the host
+        self.count = torch.tensor(float(epsilon), dtype=torch.float64, device=device)
 
-    def update(self, x: torch.Tensor) -> None:
-        """Add the rows of ``x`` ``(B, *shape)``."""
+    def to(self, device: Any) -> None:
+        """Move the statistics to ``device``."""
+        self.mean, self.var, self.count = self.mean.to(device), self.var.to(device), self.count.to(device)
+
+    def update(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> None:
+        """Add the rows of ``x`` ``(B, *shape)``, or only those ``mask`` ``(B,)`` selects (none: no change),
+        without a host read."""
         x = x.to(self.mean.dtype)
-        batch = x.shape[0]
-        if batch == 0:
-            return
-        batch_mean = x.mean(dim=0)
-        batch_var = x.var(dim=0, unbiased=False)
+        w = torch.ones(x.shape[0], dtype=x.dtype, device=x.device) if mask is None else mask.to(x.dtype)
+        w = w.view(-1, *([1] * (x.dim() - 1)))
+        batch = w.sum(dim=0).reshape(()) if x.shape[0] else x.new_zeros(())
+        per = batch.clamp(min=1.0)
+        batch_mean = (w * x).sum(dim=0) / per
+        batch_var = (w * (x - batch_mean).square()).sum(dim=0) / per
         delta = batch_mean - self.mean
         total = self.count + batch
-        self.mean = self.mean + delta * (batch / total)
+        self.mean = self.mean + delta * (batch / total).to(self.mean.dtype)
         m2 = self.var * self.count + batch_var * batch + delta.square() * (self.count * batch / total)
-        self.var = m2 / total
+        self.var = (m2 / total).to(self.var.dtype)
         self.count = total
 
 
@@ -133,12 +140,14 @@ class RecordEpisodeStatistics(VectorWrapper):
             self.episode_returns = torch.zeros(n, dtype=torch.float64, device=self._device)
             self.episode_lengths = torch.zeros(n, dtype=torch.int64, device=self._device)
             self.prev_dones = torch.zeros(n, dtype=torch.bool, device=self._device)
+            self._prev_host = np.zeros(n, dtype=bool)  # the same, read once per step already
             return
         self.episode_start_times[mask] = now
         m = torch.as_tensor(mask, device=self._device)
         self.episode_returns = self.episode_returns.masked_fill(m, 0.0)
         self.episode_lengths = self.episode_lengths.masked_fill(m, 0)
         self.prev_dones = self.prev_dones.masked_fill(m, False)
+        self._prev_host[mask] = False
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
         obs, info = super().reset(seed=seed, options=options)
@@ -163,10 +172,11 @@ class RecordEpisodeStatistics(VectorWrapper):
             counted = ~self.prev_dones
             self.episode_returns = torch.where(counted, self.episode_returns + rewards, 0.0)
             self.episode_lengths = torch.where(counted, self.episode_lengths + 1, 0)
-            self.episode_start_times[self.prev_dones.cpu().numpy()] = time.perf_counter()
+            self.episode_start_times[self._prev_host] = time.perf_counter()
         dones = _tensor(terminations, "RecordEpisodeStatistics", "terminations") | truncations
         self.prev_dones = dones
-        done_np = dones.cpu().numpy()
+        done_np = dones.cpu().numpy()  # the step's one host read: gymnasium adds the key only when some ended
+        self._prev_host = done_np.copy()
         if done_np.any():
             key = self._stats_key
             if key in infos or f"_{key}" in infos:
@@ -224,7 +234,7 @@ class NormalizeObservation(VectorWrapper):
         obs = _tensor(obs, "NormalizeObservation", "observations")
         rms = self.obs_rms
         if rms.mean.device != obs.device:
-            rms.mean, rms.var = rms.mean.to(obs.device), rms.var.to(obs.device)
+            rms.to(obs.device)
         if self.update_running_mean:
             rms.update(obs)
         return ((obs - rms.mean) / torch.sqrt(rms.var + self.epsilon)).to(torch.float32)
@@ -277,16 +287,15 @@ class NormalizeReward(VectorWrapper):
         if self.accumulated_reward.device != device:
             self.accumulated_reward = self.accumulated_reward.to(device)
             self._prev_dones = self._prev_dones.to(device)
-            self.return_rms.mean = self.return_rms.mean.to(device)
-            self.return_rms.var = self.return_rms.var.to(device)
+            self.return_rms.to(device)
         if self._autoreset is AutoresetMode.SAME_STEP:
             active = torch.ones_like(self._prev_dones)
         else:  # the autoreset step after an end does not count
             active = ~self._prev_dones
         keep = self.gamma * (~terminated).to(torch.float32)
         self.accumulated_reward = torch.where(active, self.accumulated_reward * keep + reward, self.accumulated_reward)
-        if self.update_running_mean and bool(active.any()):
-            self.return_rms.update(self.accumulated_reward[active])
+        if self.update_running_mean:  # masked: no host read
+            self.return_rms.update(self.accumulated_reward, active)
         self._prev_dones = terminated | truncated
         if self._autoreset is AutoresetMode.SAME_STEP:
             self.accumulated_reward = self.accumulated_reward.masked_fill(self._prev_dones, 0.0)
