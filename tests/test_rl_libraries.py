@@ -141,9 +141,16 @@ def test_sb3_seed_attributes_methods_and_pictures() -> None:
         env.set_attr("num_envs", 1)
     with pytest.raises(InvalidArgumentError, match=r"^seed: "):
         env.seed(-1)
+    env.seed(7)
     env.set_options({"reset_mask": np.ones(3, bool)})
-    with pytest.raises(InvalidArgumentError, match=r"^options: a simbackend env's resets take no options"):
+    with pytest.raises(
+        InvalidArgumentError,
+        match=r"^options: a simbackend env's resets take no options.*"
+        r"set_options\(None\)$",
+    ):
         env.reset()
+    env.set_options(None)  # the refused reset changed nothing: the seed given before it still waits
+    np.testing.assert_array_equal(env.reset(), first)
     with pytest.raises(ArgumentTypeError, match=r"^env: expected a simbackend.envs.SimVectorEnv"):
         SB3VecEnv(env)
     with pytest.raises(InvalidArgumentError, match=r"^env: expected a SimVectorEnv with tensors='numpy'"):

@@ -83,7 +83,10 @@ class SB3VecEnv(VecEnv):
     def reset(self) -> Any:
         """New episodes in every env (seeded when :meth:`seed` was called since the last reset)."""
         if any(self._options):
-            raise InvalidArgumentError(f"options: a simbackend env's resets take no options, got {self._options[0]!r}")
+            raise InvalidArgumentError(
+                f"options: a simbackend env's resets take no options, got {self._options[0]!r};"
+                " clear them with set_options(None)"
+            )
         seed, self._seed = self._seed, None
         obs, _ = self.env.reset(seed=seed)
         self.reset_infos = [{} for _ in range(self.num_envs)]
