@@ -311,7 +311,8 @@ def eval_command(
     and one table (or a JSON list) follows a progress bar.
 
     Each metric is the mean over seeds of the per-seed means, with a 95 % confidence interval from Student's t
-    distribution over the seeds (n-1 degrees of freedom; none for one seed). The same seeds play the same episodes
+    distribution over the seeds (n-1 degrees of freedom; none for one seed); the success rate's is Wilson's score
+    interval over all the episodes (a proportion's: within [0, 1]). The same seeds play the same episodes
     on every engine. Exit code: 0 when evaluated, 1 when the evaluation failed, 2 for bad arguments (missing or
     unreadable checkpoint, a --task other than the checkpoint's, malformed --seeds, a bad --video path).
     """
@@ -409,7 +410,10 @@ def _eval_sweep(
     if len(rows) == 1 and ok:
         _print_evaluation(rows[0])
         return
-    table = Table(title=f"{len(ckpts)} checkpoints x {len(seeds)} seeds; 95% CI: Student's t over seeds")
+    table = Table(
+        title=f"{len(ckpts)} checkpoints x {len(seeds)} seeds; 95% CI: Student's t over seeds, the success rate's"
+        " Wilson's over all episodes"
+    )
     for column in ("checkpoint", "task", "trained on", "evaluated on", "return", "success rate", "episode length"):
         table.add_column(column, overflow="fold")  # a path is never cut short
     for c, r in zip(ckpts, rows, strict=True):
@@ -452,7 +456,8 @@ def _print_evaluation(result: Any) -> None:
         Text(
             f"{n} seed{'s' if n > 1 else ''} ({', '.join(map(str, result.seeds))}) x"
             f" {result.episodes_per_seed} episodes, {result.num_envs} envs; 95% CI: Student's t over seeds"
-            f" (n-1 dof{', none for one seed' if n == 1 else ''}) | {result.wall_s:.1f} s"
+            f" (n-1 dof{', none for one seed' if n == 1 else ''}), the success rate's Wilson's over all"
+            f" {n * result.episodes_per_seed} episodes | {result.wall_s:.1f} s"
         ),
         soft_wrap=True,
     )

@@ -22,9 +22,15 @@ from simbackend import checks
 from simbackend.errors import InvalidArgumentError
 
 from .checkpoint import Checkpoint, load_checkpoint
-from .stats import Estimate, estimate
+from .stats import Estimate, estimate, wilson
 
-__all__ = ["EvalResult", "evaluate", "merge_seeds", "run_episodes", "torch_threads"]
+__all__ = ["EvalResult", "evaluate", "merge_seeds", "run_episodes", "success_estimate", "torch_threads"]
+
+#: how the intervals of an evaluation are made (its JSON's ``ci``, the tables' footnote)
+CI_NOTE = (
+    "95% two-sided; return and length: Student's t over seeds (n-1 dof, none for one seed);"
+    " success rate: Wilson's score interval over all episodes"
+)
 
 
 @contextlib.contextmanager
@@ -98,9 +104,12 @@ class EvalResult:
         checkpoint: its path. iteration, env_steps: of the checkpoint.
         seeds, episodes_per_seed, num_envs: the evaluation's design.
         per_seed: ``[{"seed", "mean_return", "success_rate", "mean_length", "wall_s"}]``.
-        mean_return, success_rate, mean_length: means over seeds of the per-seed figures, each with its
-            95 % confidence interval from Student's t over the seeds (``n - 1`` degrees of freedom;
-            no interval for one seed).
+        mean_return, mean_length: means over seeds of the per-seed figures, each with its 95 %
+            confidence interval from Student's t over the seeds (``n - 1`` degrees of freedom; no
+            interval for one seed).
+        success_rate: the share of successful episodes over every seed's episodes (the mean of the
+            per-seed rates), with Wilson's 95 % score interval over those episodes (within [0, 1];
+            its ``n`` is the number of episodes).
         wall_s: total wall time. video: the video written, or ``None``.
     """
 
@@ -140,7 +149,7 @@ class EvalResult:
             "mean_return": self.mean_return.to_dict(),
             "success_rate": self.success_rate.to_dict(),
             "mean_length": self.mean_length.to_dict(),
-            "ci": "95% two-sided, Student's t over seeds (n-1 dof)",
+            "ci": CI_NOTE,
             "wall_s": self.wall_s,
             "video": self.video,
         }
@@ -165,6 +174,14 @@ class _Frames:
 
     def abort(self) -> None:
         self.writer.abort()
+
+
+def success_estimate(per_seed: Sequence[Mapping[str, Any]], episodes_per_seed: int) -> Estimate:
+    """The success rate over every episode of ``per_seed`` (each row's ``success_rate`` over
+    ``episodes_per_seed`` episodes), with Wilson's score interval: a proportion's interval, within
+    [0, 1] (:func:`~simbackend.training.stats.wilson`)."""
+    successes = sum(round(float(row["success_rate"]) * episodes_per_seed) for row in per_seed)
+    return wilson(successes, episodes_per_seed * len(per_seed))
 
 
 def _merged_config(checkpoint: Checkpoint, override: Mapping[str, Any] | None) -> dict:
@@ -245,7 +262,7 @@ def merge_seeds(results: Sequence[EvalResult]) -> EvalResult:
         seeds=seeds,
         per_seed=per_seed,
         mean_return=estimate(s["mean_return"] for s in per_seed),
-        success_rate=estimate(s["success_rate"] for s in per_seed),
+        success_rate=success_estimate(per_seed, first.episodes_per_seed),
         mean_length=estimate(s["mean_length"] for s in per_seed),
         wall_s=sum(r.wall_s for r in results),
         video=next((r.video for r in results if r.video), None),
@@ -325,7 +342,7 @@ def _evaluate(
         num_envs=n,
         per_seed=per_seed,
         mean_return=estimate(s["mean_return"] for s in per_seed),
-        success_rate=estimate(s["success_rate"] for s in per_seed),
+        success_rate=success_estimate(per_seed, episodes),
         mean_length=estimate(s["mean_length"] for s in per_seed),
         wall_s=time.perf_counter() - t0,
         video=None if video is None else str(Path(video)),
