@@ -140,6 +140,25 @@ def test_every_help_keeps_its_brackets() -> None:
     assert "(pip install 'simbackend[ray]')" in shards
 
 
+@pytest.mark.parametrize("columns", ["80", "60"])
+def test_help_shows_every_option_name_whole(columns: str) -> None:
+    """--help at 80 columns (a pipe's width) and narrower never cuts an option name (`--stop-at-succe…`) nor a
+    default (`runs/TASK-SIM-TI…`) short: the help texts fold instead, every flag of every command is whole."""
+    import typer.main
+
+    import simbackend.cli.main  # noqa: F401 - registers every command on the app
+
+    group = typer.main.get_command(app)
+    for name, command in {"": group, **group.commands}.items():  # type: ignore[attr-defined]
+        result = CliRunner().invoke(app, [*([name] if name else []), "--help"], env={"COLUMNS": columns})
+        assert result.exit_code == 0, result.output
+        assert "…" not in result.output, f"`simbackend {name} --help` at {columns} columns:\n{result.output}"
+        flags = {o for p in command.params for o in (*p.opts, *p.secondary_opts) if o.startswith("--")}
+        words = set(re.split(r"[\s│,]+", result.output))
+        missing = sorted(flags - words)
+        assert not missing, f"`simbackend {name} --help` at {columns} columns lacks {missing}:\n{result.output}"
+
+
 def test_messages_are_literal_text(monkeypatch: pytest.MonkeyPatch) -> None:
     """What the commands print is never read as rich markup: strings, table cells and titles as they are; a
     missing extra's error names `pip install 'simbackend[ray]'` whole."""
@@ -538,6 +557,32 @@ def test_models_lists_builtins(runner: CliRunner) -> None:
     assert "arm7" in result.output
     for name in builtin_models():
         assert name in result.output
+
+
+#: rich's box drawing: none of it in what a pipe or a file gets
+BOX = re.compile(r"[│┃╭╮╰╯─━┏┓┗┛┡┩└┘┌┐╇┳┻╋┼┬┴├┤]")
+
+
+@pytest.mark.parametrize(
+    "args,shown",
+    [
+        (("models",), ("arm7", "pendulum.xml")),
+        (("robots",), ("go1", "go1.xml", "FR_foot_collision")),
+        (("robots", "quadruped", "--sim", "mujoco"), ("policy joints", "default base height", "mujoco", "yes")),
+        (("run", "--sim", "mujoco", "--model", "pendulum", "-n", "2", "-s", "2"), ("env-steps/s", "mean |qvel|")),
+    ],
+)
+def test_tables_are_plain_lines_when_stdout_is_not_a_terminal(args: tuple[str, ...], shown: tuple[str, ...]) -> None:
+    """docs/cli.md: piped (CliRunner's output is no terminal), every table is plain lines: no box drawing, nothing
+    cut short with an ellipsis."""
+    from simbackend.cli import main
+
+    result = CliRunner().invoke(main.app, list(args), env={"COLUMNS": "80", "SIMBACKEND_SIM": None})
+    assert result.exit_code == 0, result.output
+    assert not BOX.search(result.stdout), result.stdout
+    assert "…" not in result.stdout, result.stdout
+    for text in shown:
+        assert text in result.stdout, (text, result.stdout)
 
 
 # ----------------------------------------------------------------------

@@ -62,6 +62,30 @@ def test_train_then_eval_on_the_other_engine(checkpoint: Path) -> None:
     table = _invoke("eval", "--checkpoint", checkpoint, "--seeds", "0-1", "--episodes", 1)
     assert table.exit_code == 0, table.output
     assert "evaluated on mujoco" in table.output and "95% CI" in table.output and "Student's t" in table.output
+    assert "Wilson" in table.output
+
+
+#: rich's box drawing: none of it in what a pipe or a file gets (docs/cli.md, "What is printed")
+BOX = re.compile(r"[│┃╭╮╰╯─━┏┓┗┛┡┩└┘┌┐╇┳┻╋┼┬┴├┤]")
+
+
+def test_eval_tables_are_plain_lines_when_piped(checkpoint: Path) -> None:
+    """CliRunner's stdout is no terminal: one evaluation's table and a sweep's are plain lines, nothing cut short."""
+    one = runner.invoke(app, ["eval", "--checkpoint", str(checkpoint), "--seeds", "0", "--episodes", "1"],
+                        env={"COLUMNS": "80", "SIMBACKEND_SIM": None})  # fmt: skip
+    assert one.exit_code == 0, one.output
+    assert not BOX.search(one.stdout) and "…" not in one.stdout, one.stdout
+    assert re.search(
+        r"^success rate\s+[01]\.000\s+\[0, 0\.[0-9]+\]|^success rate\s+1\.000\s+\[0\.", one.stdout, re.M
+    ), one.stdout
+    sweep = runner.invoke(
+        app,
+        ["eval", "--checkpoint", str(checkpoint), "--checkpoint", str(checkpoint), "--seeds", "0", "--episodes", "1"],
+        env={"COLUMNS": "80", "SIMBACKEND_SIM": None},
+    )
+    assert sweep.exit_code == 0, sweep.output
+    assert not BOX.search(sweep.stdout) and "…" not in sweep.stdout, sweep.stdout
+    assert sweep.stdout.count(str(checkpoint)) == 2 and "success rate: " in sweep.stdout, sweep.stdout
 
 
 def test_train_on_mjwarp_then_eval_on_mujoco(tmp_path: Path) -> None:

@@ -100,6 +100,40 @@ def literal_help(command: Any) -> None:
         literal_help(sub)
 
 
+@contextlib.contextmanager
+def whole_option_names() -> Iterator[None]:
+    """Within the block, typer's --help tables never cut an option name short.
+
+    typer lays each option out as one row of a rich table (names, type, help) as wide as the console
+    (80 columns in a pipe). Where the row is wider, rich narrows the widest columns that may wrap, the
+    names' among them, and ends a cut name with "…" (``--stop-at-succe…``). Here the names' columns of
+    an options row (all but its last two: type and help) do not wrap, so the type and help columns
+    narrow instead, and a word longer than their width folds onto the next line instead of being cut.
+    """
+    from rich.columns import Columns
+    from rich.table import Table
+    from typer import rich_utils
+
+    class HelpTable(Table):
+        def add_row(self, *renderables: Any, **kwargs: Any) -> None:
+            super().add_row(*renderables, **kwargs)
+            if len(renderables) < 6:  # not an options row: [required,] names (4 columns), type, help
+                return
+            for column in self.columns[:-2]:
+                column.no_wrap = True
+            for cell in renderables[-2:]:  # typer's own, made for this row: the help's Text items in Columns
+                for text in cell.renderables if isinstance(cell, Columns) else [cell]:
+                    if isinstance(text, Text):
+                        text.overflow = "fold"
+
+    before = rich_utils.Table
+    rich_utils.Table = HelpTable  # type: ignore[misc]
+    try:
+        yield
+    finally:
+        rich_utils.Table = before  # type: ignore[misc]
+
+
 class ShardNotices(logging.Handler):
     """Prints on stderr what the sharded engine says of how it runs (:data:`SHARDING_LOGGER`): on how many
     Ray actors, and whether ``--shards`` was capped to the number of envs. One line per engine and shard
@@ -139,7 +173,8 @@ class Commands(typer.core.TyperGroup):
     ``typer.BadParameter``) is printed as one line ``error: ...`` on stderr with exit 2, like the
     commands' own checks (:func:`fail`), instead of a framed panel; a contract error or an OS error
     a command lets through while it runs is one line with exit 1. Help texts are literal
-    (:func:`literal_help`), and a sharded backend says how it runs (:class:`ShardNotices`)."""
+    (:func:`literal_help`) and show every option name whole (:func:`whole_option_names`), and a sharded
+    backend says how it runs (:class:`ShardNotices`)."""
 
     def __init__(self, **attrs: Any) -> None:
         super().__init__(**attrs)
@@ -154,10 +189,10 @@ class Commands(typer.core.TyperGroup):
         **extra: Any,
     ) -> Any:
         if not standalone_mode:
-            with ShardNotices.shown():
+            with ShardNotices.shown(), whole_option_names():
                 return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
-            with ShardNotices.shown():
+            with ShardNotices.shown(), whole_option_names():
                 rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click_exceptions.ClickException as e:
             if type(e).__name__ != "NoArgsIsHelpError":  # typer has printed the help already

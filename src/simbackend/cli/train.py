@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.table import Table
 from rich.text import Text
 
 from .common import (
@@ -36,6 +35,7 @@ from .common import (
     with_build_flags,
     with_picture_flags,
 )
+from .layout import columns, fields, show
 
 
 def _check_task(task: str) -> str:
@@ -67,7 +67,7 @@ def _robot_config(task: str, robot: str | None) -> dict | None:
     try:
         get_robot(robot)
     except SimBackendError as e:
-        raise fail(f"--robot: {e}", code=2) from None
+        raise fail(str(e), code=2) from None  # it names the robot's field (robot.kp) or file
     return {"robot": robot}
 
 
@@ -237,23 +237,26 @@ def train_command(
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
         return
     ev = result.final_eval
-    table = Table(show_header=False, box=None, pad_edge=False)
-    table.add_column("figure", style="bold")
-    table.add_column("value", overflow="fold")  # paths wrap, never cut short
-    table.add_row("task | sim", f"{task} | {sim} | {config.num_envs} envs | seed {config.seed}")
-    table.add_row("iterations", f"{result.iterations} (stopped: {result.stop_reason})")
-    table.add_row("env steps", f"{result.env_steps:,}")
-    table.add_row("wall time", f"{result.wall_s:.1f} s")
-    table.add_row("env-steps/s", f"{result.env_steps_per_s:,.0f} (evaluations included)")
-    table.add_row(
-        "final evaluation",
-        f"return {ev['return']:.1f}, success {100 * ev['success']:.0f} %,"
-        f" length {ev['length']:.1f} ({ev['episodes']} episodes, deterministic)",
+    fields(
+        console,
+        [
+            ("task | sim", [f"{task} | {sim} | {config.num_envs} envs | seed {config.seed}"]),
+            ("iterations", [f"{result.iterations} (stopped: {result.stop_reason})"]),
+            ("env steps", [f"{result.env_steps:,}"]),
+            ("wall time", [f"{result.wall_s:.1f} s"]),
+            ("env-steps/s", [f"{result.env_steps_per_s:,.0f} (evaluations included)"]),
+            (
+                "final evaluation",
+                [
+                    f"return {ev['return']:.1f}, success {100 * ev['success']:.0f} %,"
+                    f" length {ev['length']:.1f} ({ev['episodes']} episodes, deterministic)"
+                ],
+            ),
+            ("checkpoint", [str(result.checkpoint)]),  # paths are words: wrapped around, never cut short
+            ("log", [f"{result.log_csv} | {result.log_json.name}"]),
+            ("learning curve", [str(result.curve_png)]),
+        ],
     )
-    table.add_row("checkpoint", Text(str(result.checkpoint)))
-    table.add_row("log", Text(f"{result.log_csv} | {result.log_json.name}"))
-    table.add_row("learning curve", Text(str(result.curve_png)))
-    console.print(table)
 
 
 # ----------------------------------------------------------------------
@@ -394,63 +397,65 @@ def _eval_sweep(
         done = fan_out(_eval_job, jobs, use_ray=use_ray, address=build.ray_address, label="evaluations")
     except SimBackendError as e:  # the ray extra missing
         raise fail(str(e), code=2) from None
-    rows: list[Any] = []
+    results: list[Any] = []
     for i in range(len(ckpts)):
         mine = done[i * len(seeds) : (i + 1) * len(seeds)]
         failed = [r for r in mine if isinstance(r, JobFailed)]
-        rows.append(failed[0] if failed else merge_seeds(mine))
-    ok = not any(isinstance(r, JobFailed) for r in rows)
+        results.append(failed[0] if failed else merge_seeds(mine))
+    ok = not any(isinstance(r, JobFailed) for r in results)
     if as_json:
         out = [
             {"checkpoint": str(c.path), "error": r.error} if isinstance(r, JobFailed) else r.to_dict()
-            for c, r in zip(ckpts, rows, strict=True)
+            for c, r in zip(ckpts, results, strict=True)
         ]
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
         raise typer.Exit(0 if ok else 1)
-    if len(rows) == 1 and ok:
-        _print_evaluation(rows[0])
+    if len(results) == 1 and ok:
+        _print_evaluation(results[0])
         return
-    table = Table(
-        title=f"{len(ckpts)} checkpoints x {len(seeds)} seeds; 95% CI: Student's t over seeds, the success rate's"
-        " Wilson's over all episodes"
-    )
-    for column in ("checkpoint", "task", "trained on", "evaluated on", "return", "success rate", "episode length"):
-        table.add_column(column, overflow="fold")  # a path is never cut short
-    for c, r in zip(ckpts, rows, strict=True):
+    rows = []
+    for c, r in zip(ckpts, results, strict=True):
         if isinstance(r, JobFailed):
-            table.add_row(str(c.path), c.task, c.sim, sim or c.sim, Text(r.error, style="red"), "", "")
+            rows.append((str(c.path), c.task, c.sim, sim or c.sim, Text(r.error, style="red"), "", ""))
             continue
         cells = [f"{est.mean:{fmt}} {_fmt_ci(est, 4)}" for est, fmt in
                  ((r.mean_return, ".1f"), (r.success_rate, ".3f"), (r.mean_length, ".1f"))]  # fmt: skip
-        table.add_row(str(c.path), r.task, r.trained_on, r.sim, *cells)
-    console.print(table)
+        rows.append((str(c.path), r.task, r.trained_on, r.sim, *cells))
+    headers = ("checkpoint", "task", "trained on", "evaluated on", "return", "success rate", "episode length")
+    show(
+        console,
+        f"{len(ckpts)} checkpoints x {len(seeds)} seeds; 95% CI: Student's t over seeds, the success rate's"
+        " Wilson's over all episodes",
+        headers,
+        rows,
+        wrap=(0, 4),
+        plain=[
+            (str(row[0]), [f"{h}: {v}" for h, v in zip(headers[1:], row[1:], strict=True) if str(v)]) for row in rows
+        ],
+    )
     raise typer.Exit(0 if ok else 1)
 
 
 def _print_evaluation(result: Any) -> None:
     """The table of one evaluation."""
-    console.print(
-        Text(
-            f"{result.task}: trained on {result.trained_on} ({result.env_steps:,} env steps),"
-            f" evaluated on {result.sim}",
-            style="bold",
-        ),
-        soft_wrap=True,
-    )
-    table = Table()
-    table.add_column("metric", style="bold")
-    table.add_column("mean", justify="right")
-    table.add_column("95% CI", justify="right")
-    table.add_column("per seed", justify="right")
-    for label, est, key, fmt in (
-        ("return", result.mean_return, "mean_return", "{:.1f}"),
-        ("success rate", result.success_rate, "success_rate", "{:.3f}"),
-        ("episode length", result.mean_length, "mean_length", "{:.1f}"),
-    ):
-        table.add_row(
-            label, fmt.format(est.mean), _fmt_ci(est, 4), " ".join(fmt.format(s[key]) for s in result.per_seed)
+    rows = [
+        (label, fmt.format(est.mean), _fmt_ci(est, 4), " ".join(fmt.format(s[key]) for s in result.per_seed))
+        for label, est, key, fmt in (
+            ("return", result.mean_return, "mean_return", "{:.1f}"),
+            ("success rate", result.success_rate, "success_rate", "{:.3f}"),
+            ("episode length", result.mean_length, "mean_length", "{:.1f}"),
         )
-    console.print(table)
+    ]
+    headers = ("metric", "mean", "95% CI", "per seed")
+    show(
+        console,
+        f"{result.task}: trained on {result.trained_on} ({result.env_steps:,} env steps), evaluated on {result.sim}",
+        headers,
+        rows,
+        wrap=(3,),
+        right=(1, 2, 3),
+        plain=lambda: columns(console, headers, rows, (False, True, True, True)),
+    )
     n = len(result.seeds)
     console.print(
         Text(
