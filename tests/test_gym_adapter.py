@@ -639,13 +639,10 @@ def test_torch_wrappers_refuse_numpy_envs_and_bad_arguments(make) -> None:
         r"gymnasium.wrappers.vector.RecordEpisodeStatistics",
     ):
         env.step(np.zeros((1, 1), np.float32))
-    with pytest.raises(
-        InvalidArgumentError, match=r"^RecordEpisodeStatistics: stats_key: info already holds 'episode'"
-    ):
-        clash = T.RecordEpisodeStatistics(make(1, config=SHORT, episode_key="episode"))
-        clash.reset(seed=0)
-        for _ in range(3):
-            clash.step(torch.zeros(1, 1))
+    taken = make(1, config=SHORT, episode_key="episode")
+    with pytest.raises(InvalidArgumentError, match=r"^RecordEpisodeStatistics: stats_key: the env writes 'episode'"):
+        T.RecordEpisodeStatistics(taken)  # refused where it is built, not at the first episode end
+    T.RecordEpisodeStatistics(taken, stats_key="stats")
     for build, pattern in [
         (lambda: T.NormalizeReward(make(1), gamma=1.5), r"^gamma: expected a number in \[0, 1\], got 1.5"),
         (lambda: T.NormalizeReward(make(1), epsilon=0), r"^epsilon: expected a finite number > 0, got 0"),
@@ -660,6 +657,16 @@ def test_torch_wrappers_refuse_numpy_envs_and_bad_arguments(make) -> None:
     norm = T.NormalizeObservation(make(2))
     with pytest.raises(InvalidArgumentError, match="partial resets"):
         norm.reset(options={"reset_mask": np.array([True, False])})
+    # a refused reset leaves the wrappers' running values as they were
+    scaled = T.NormalizeReward(make(2))
+    scaled.reset(seed=0)
+    scaled.step(torch.zeros(2, 1))
+    before = scaled.accumulated_reward.clone()
+    assert before.abs().sum() > 0
+    for kw in ({"seed": -1}, {"options": {"mask": 1}}):
+        with pytest.raises(InvalidArgumentError, match=r"^(seed|options): "):
+            scaled.reset(**kw)
+        torch.testing.assert_close(scaled.accumulated_reward, before, rtol=0, atol=0)
 
 
 # ----------------------------------------------------------------------
@@ -690,23 +697,25 @@ def test_call_get_attr_and_set_attr_answer_as_sync_vector_env(make) -> None:
     assert env.my_flag == 5
     env.set_attr("my_array", [np.ones(2)] * 3)
     np.testing.assert_array_equal(env.my_array, np.ones(2))
-    config = env.task.config
-    env.set_attr("config", config)  # a task attribute is set on the task
-    assert env.task.config is config
+    metadata = {**env.metadata, "render_fps": 30}
+    env.set_attr("metadata", metadata)  # gymnasium's SyncVectorEnv takes it; RecordVideo reads render_fps
+    assert env.metadata == metadata and env.metadata is not metadata
 
 
 def test_sub_env_api_refuses_bad_names_and_values_and_leaves_the_env_as_it_was(make) -> None:
     env = make(3)
     with pytest.raises(
-        AttributeError, match=r"^get_attr: neither this SimVectorEnv nor its task 'cartpole' has 'nope'$"
+        AttributeError, match=r"^get_attr: name: neither this SimVectorEnv nor its task 'cartpole' has 'nope'$"
     ):
         env.get_attr("nope")
-    with pytest.raises(AttributeError, match=r"^call: neither .* has 'nope'$"):
+    with pytest.raises(AttributeError, match=r"^call: name: neither .* has 'nope'$"):
         env.call("nope")
     with pytest.raises(InvalidArgumentError, match=r"^get_attr: name: '_ended' is private"):
         env.get_attr("_ended")
     with pytest.raises(ArgumentTypeError, match=r"^call: name: expected an attribute name \(str\), got 3"):
         env.call(3)
+    with pytest.raises(InvalidArgumentError, match=r"^call: args: 'control_dt' is not a method, so it takes no"):
+        env.call("control_dt", 3)
     for name in ("num_envs", "observation_space", "single_action_space", "task", "tensors", "control_dt"):
         with pytest.raises(InvalidArgumentError, match=rf"^set_attr: name: '{name}' is fixed when the env is built"):
             env.set_attr(name, 1)
@@ -722,6 +731,103 @@ def test_sub_env_api_refuses_bad_names_and_values_and_leaves_the_env_as_it_was(m
     env.close()
     with pytest.raises(BackendClosedError, match="^get_attr: this SimVectorEnv is closed"):
         env.get_attr("render_mode")
+
+
+def test_set_attr_sets_what_a_user_may_set_and_refuses_what_would_break_the_env(make) -> None:
+    """One rule (docs/rl-libraries.md): ``metadata``, the task's plain data (tensors, numbers, dicts of them)
+    and the user's own attributes are set, each value checked against what the attribute holds; the env's
+    and the task's structure (methods, properties, class attributes, spaces, modes, the task's config and
+    bookkeeping, objects) is refused, before anything changes. The same through SB3's set_attr."""
+    env = make(2, config=SHORT)
+    env.reset(seed=0)
+    task = env.task
+    structure = (
+        "config step reset observe flatten call render observation_size max_episode_length image_terms name model"
+        " reset_draws backend controller plan episode_step episode_count seed reset_key action_dim control_dt"
+        " observation_dims num_envs device render_mode autoreset_mode unwrapped single_observation_space closed"
+        " owns_task"
+    )
+    for name in structure.split():
+        for value in (None, 3, getattr(env, name, getattr(task, name, None))):
+            with pytest.raises(
+                InvalidArgumentError, match=rf"^set_attr: name: '{name}' is fixed when the env is built"
+            ) as e:
+                env.set_attr(name, value)
+            assert "\n" not in str(e.value)
+    assert type(task.config).__name__ == "CartpoleConfig" and callable(env.step) and callable(task.step)
+    env.step(zeros(env))  # still steps
+
+    # metadata: a dict; the autoreset mode in it is the env's (it is structure)
+    env.set_attr("metadata", {"render_modes": ["rgb_array"], "render_fps": 25})
+    assert env.metadata == {"render_modes": ["rgb_array"], "render_fps": 25, "autoreset_mode": AutoresetMode.NEXT_STEP}
+    for value, pattern in [
+        (None, r"metadata: expected a dict, got NoneType"),
+        ({"render_fps": -1}, r"metadata\['render_fps'\]: expected a finite number > 0"),
+        ({"render_fps": "30"}, r"metadata\['render_fps'\]: expected a finite number > 0"),
+        ({"render_modes": "rgb_array"}, r"metadata\['render_modes'\]: expected a list of str"),
+        ({"autoreset_mode": AutoresetMode.SAME_STEP}, r"metadata\['autoreset_mode'\]: expected the env's"),
+        ({1: 2}, r"metadata: expected str keys"),
+    ]:
+        with pytest.raises(InvalidArgumentError, match=r"^set_attr: values: " + pattern):
+            env.set_attr("metadata", value)
+    assert env.metadata["render_fps"] == 25
+
+    # the task's plain data: a value like the one it holds (a tensor of its shape, a dict of its keys)
+    q = make_vector_env("quadruped", "mujoco", 2, seed=0)
+    try:
+        weights = dict(q.task.weights)
+        q.set_attr("weights", {**weights, "tilt": -2})
+        assert q.task.weights["tilt"] == -2.0 and isinstance(q.task.weights["tilt"], float)
+        commands = np.array([[0.5, 0.0, 0.0], [0.0, 0.2, 0.1]])
+        q.set_attr("commands", commands)
+        assert q.task.commands.dtype == torch.float32 and q.task.commands.tolist()[0] == [0.5, 0.0, 0.0]
+        q.set_attr("commands", [[0.25, 0.0, 0.0], [0.5, 0.0, 0.0]])  # a per-env tensor takes a row per env
+        assert q.task.commands[:, 0].tolist() == [0.25, 0.5]
+        q.set_attr("commands", torch.tensor([0.75, 0.0, 0.0]))  # or one row for every env
+        assert q.task.commands[:, 0].tolist() == [0.75, 0.75]
+        q.set_attr("commands", q.get_attr("commands"))  # what get_attr gives, set_attr takes back
+        q.set_attr("commands", commands)
+        for name, value, error, pattern in [
+            ("weights", {"tilt": -2.0}, InvalidArgumentError, r"weights: expected the keys"),
+            (
+                "weights",
+                {**weights, "tilt": float("nan")},
+                InvalidArgumentError,
+                r"weights\['tilt'\]: expected a finite",
+            ),
+            ("weights", {**weights, "tilt": "x"}, InvalidArgumentError, r"weights\['tilt'\]: expected a finite"),
+            ("commands", np.zeros((2, 2)), InputShapeError, r"commands: expected shape \(2, 3\), got \(2, 2\)"),
+            ("commands", torch.full((2, 3), float("inf")), InvalidArgumentError, r"commands: expected finite"),
+            ("commands", np.full((2, 3), 1e300), InvalidArgumentError, r"commands: expected finite .*float32"),
+            ("commands", [[0.0] * 3, [0.0] * 2], InputShapeError, r"commands\[1\]: expected shape \(3,\), got \(2,\)"),
+            ("commands", np.zeros((2, 3), bool), InvalidArgumentError, r"commands: expected real numbers"),
+            ("commands", "fast", InvalidArgumentError, r"commands: expected a tensor"),
+        ]:
+            with pytest.raises(error, match=r"^set_attr: values: " + pattern) as e:
+                q.set_attr(name, value)
+            assert "\n" not in str(e.value)
+        assert q.task.weights["tilt"] == -2.0 and q.task.commands.tolist()[1] == pytest.approx([0.0, 0.2, 0.1])
+        with pytest.raises(InvalidArgumentError, match=r"^set_attr: name: 'robot' is fixed when the env is built"):
+            q.set_attr("robot", None)
+        q.step(np.zeros((2, q.single_action_space.shape[0])))
+    finally:
+        q.close()
+
+    # through SB3: the same rule, its own argument names
+    pytest.importorskip("stable_baselines3")
+    from simbackend.envs.sb3 import SB3VecEnv
+
+    sb3 = SB3VecEnv(make(2, tensors="numpy", autoreset_mode="same_step"))
+    for name in ("config", "step"):
+        with pytest.raises(
+            InvalidArgumentError, match=rf"^set_attr: attr_name: '{name}' is fixed when the env is built"
+        ):
+            sb3.set_attr(name, None)
+    sb3.set_attr("metadata", sb3.env.metadata)
+    with pytest.raises(InvalidArgumentError, match=r"^set_attr: value: metadata: expected a dict, got NoneType"):
+        sb3.set_attr("metadata", None)
+    sb3.reset()
+    sb3.step(np.zeros((2, 1), np.float32))
 
 
 @pytest.mark.parametrize("obs_mode", ["state", "state_dict"])

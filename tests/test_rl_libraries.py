@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from simbackend.envs import make_vector_env
-from simbackend.errors import ArgumentTypeError, InvalidArgumentError
+from simbackend.errors import ArgumentTypeError, InputShapeError, InvalidArgumentError
 
 SHORT = {"episode_length": 6}
 
@@ -137,7 +137,7 @@ def test_sb3_seed_attributes_methods_and_pictures() -> None:
         env.get_attr("render_mode", indices=[3])
     with pytest.raises(InvalidArgumentError, match=r"^indices: the 3 envs share one task"):
         env.set_attr("my_flag", 1, indices=[0])
-    with pytest.raises(InvalidArgumentError, match=r"^set_attr: name: 'num_envs' is fixed"):
+    with pytest.raises(InvalidArgumentError, match=r"^set_attr: attr_name: 'num_envs' is fixed"):
         env.set_attr("num_envs", 1)
     with pytest.raises(InvalidArgumentError, match=r"^seed: "):
         env.seed(-1)
@@ -155,6 +155,54 @@ def test_sb3_seed_attributes_methods_and_pictures() -> None:
         SB3VecEnv(env)
     with pytest.raises(InvalidArgumentError, match=r"^env: expected a SimVectorEnv with tensors='numpy'"):
         SB3VecEnv(make_vector_env("cartpole", "mujoco", 1))
+    env.close()
+
+
+def test_sb3_checks_every_argument_before_anything_happens() -> None:
+    """Every call of the adapter checks all its arguments first: a refused call leaves every env as it was
+    (``env_method("reset", indices=[9])`` resets nothing), and bools are not env ids."""
+    env = make_sb3_env("cartpole", "mujoco", 3, config=SHORT, monitor=False)
+    env.reset()
+    env.step(np.zeros((3, 1), np.float32))
+    steps = env.env.task.episode_step.tolist()
+    assert steps == [1, 1, 1]
+    for indices in ([9], [0, -1], True, np.True_, [True, False], np.array([True, False, True]), 1.5, "0", [[0]], {}):
+        for call in (
+            lambda indices=indices: env.env_method("reset", indices=indices),
+            lambda indices=indices: env.get_attr("render_mode", indices=indices),
+            lambda indices=indices: env.set_attr("my_flag", 1, indices=indices),
+            lambda indices=indices: env.env_is_wrapped(VecMonitor, indices=indices),
+        ):
+            with pytest.raises(InvalidArgumentError, match=r"^indices: ") as e:
+                call()
+            assert "\n" not in str(e.value)
+    assert env.env.task.episode_step.tolist() == steps and not hasattr(env.env, "my_flag")
+    assert env.get_attr("render_mode", indices=np.array([2, 0])) == [None, None]  # integer arrays are ids
+    assert env.get_attr("render_mode", indices=torch.tensor([1])) == [None]
+    # a method's name and arguments are checked before it runs
+    with pytest.raises(AttributeError, match=r"^env_method: method_name: neither .* has 'nope'$"):
+        env.env_method("nope")
+    with pytest.raises(InvalidArgumentError, match=r"^env_method: method_args: 'control_dt' is not a method"):
+        env.env_method("control_dt", 3)
+    with pytest.raises(ArgumentTypeError, match=r"^env_is_wrapped: wrapper_class: expected a class, got int"):
+        env.env_is_wrapped(3)
+    # actions are checked where they are given (step_async), and a refused step_async stores nothing
+    with pytest.raises(InputShapeError, match=r"^actions: expected shape \(3, 1\), got \(2, 1\)$"):
+        env.step_async(np.zeros((2, 1), np.float32))
+    with pytest.raises(InvalidArgumentError, match=r"^step_wait: no actions"):
+        env.step_wait()
+    assert env.env.task.episode_step.tolist() == steps
+    # a refused seed leaves the seed given before it in place
+    env.seed(7)
+    for seed in (True, -1, 1.5, "3"):
+        with pytest.raises(InvalidArgumentError, match=r"^seed: "):
+            env.seed(seed)
+    first = env.reset()
+    env.seed(7)
+    np.testing.assert_array_equal(env.reset(), first)
+    # SB3's set_attr gives every env the value it is given (a list too, as DummyVecEnv's setattr does)
+    env.set_attr("my_list", [1, 2, 3])
+    assert env.get_attr("my_list") == [[1, 2, 3]] * 3
     env.close()
 
 
@@ -299,6 +347,51 @@ def test_torchrl_env_passes_check_env_specs_and_resets_as_torchrl_asks() -> None
         make_torchrl_env("cartpole", "mujoco", 1, obs_mode="pixels")
     with pytest.raises(ArgumentTypeError, match=r"^task: expected a simbackend.tasks.Task"):
         TorchRLEnv("cartpole")
+
+
+def test_torchrl_reset_masks_and_arguments_are_checked_before_any_reset() -> None:
+    """A ``"_reset"`` mask is a bool tensor of shape (N,) or (N, 1) on the env's device: anything else is
+    refused in one line naming it, before any env restarts (a float mask, a (4, 2) mask, an int 2, a mask
+    on another device); so are unknown reset arguments and a partial ``"_step"`` (the envs step together)."""
+    pytest.importorskip("torchrl")
+    from simbackend.envs.torchrl import make_torchrl_env
+    from simbackend.errors import InputDTypeError
+
+    env = make_torchrl_env("cartpole", "mujoco", 4, config=SHORT)
+    td = env.reset()
+    env.step(td.set("action", torch.zeros(4, 1)))
+    assert env.task.episode_step.tolist() == [1] * 4
+    for mask, error, pattern in [
+        (torch.ones(4, 1), InputDTypeError, r"expected a bool mask, got dtype torch.float32"),
+        (torch.tensor([[2], [0], [0], [0]]), InputDTypeError, r"expected a bool mask, got dtype torch.int64"),
+        (torch.ones(4, 2, dtype=torch.bool), InputShapeError, r"expected shape \(4,\) or \(4, 1\), got \(4, 2\)"),
+        (torch.ones(4, 1, 1, dtype=torch.bool), InputShapeError, r"expected shape .*, got \(4, 1, 1\)"),
+        (
+            torch.ones(4, 1, dtype=torch.bool, device="meta"),
+            InvalidArgumentError,
+            r"expected a mask on the env's device cpu, got one on meta",
+        ),
+    ]:
+        with pytest.raises(error, match=r"^tensordict\['_reset'\]: " + pattern) as e:
+            env.reset(td.clone().clear_device_().set("_reset", mask))  # no device: the mask keeps its own
+        assert "\n" not in str(e.value)
+        assert env.task.episode_step.tolist() == [1] * 4  # nothing was reset
+    with pytest.raises(InvalidArgumentError, match=r"^reset: unknown keyword arguments \['options'\]"):
+        env.reset(options={"x": 1})
+    out = env.reset(td.clone().set("_reset", torch.tensor([True, False, False, True])))  # (N,) is torchrl's too
+    assert env.task.episode_step.tolist() == [0, 1, 1, 0] and not out["done"].any()
+    partial = td.clone().set("action", torch.zeros(4, 1)).set("_step", torch.tensor([True, False, True, True]))
+    with pytest.raises(InvalidArgumentError, match=r"^tensordict\['_step'\]: .*every env steps together"):
+        env.step(partial)
+    assert env.task.episode_step.tolist() == [0, 1, 1, 0]
+    env.step(td.clone().set("action", torch.zeros(4, 1)).set("_step", torch.ones(4, dtype=torch.bool)))
+    assert env.task.episode_step.tolist() == [1, 2, 2, 1]
+    with pytest.raises(InvalidArgumentError, match=r"^tensordict\['action'\]: missing"):
+        env.step(td.clone().exclude("action"))
+    for seed in (True, -1, 1.5):
+        with pytest.raises(InvalidArgumentError, match=r"^seed: "):
+            env.set_seed(seed)
+    env.close()
 
 
 def test_torchrl_ppo_collects_and_trains_a_few_iterations() -> None:

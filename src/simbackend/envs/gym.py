@@ -62,6 +62,8 @@ Conventions:
 
 from __future__ import annotations
 
+import inspect
+import numbers
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -78,6 +80,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv  # noqa: E402
 from gymnasium.vector.utils import batch_space  # noqa: E402
 
 from simbackend import _validate as V
+from simbackend import checks
 from simbackend.errors import (
     ArgumentTypeError,
     BackendClosedError,
@@ -108,39 +111,120 @@ _EPISODE_SO_FAR = ("episode_return", "episode_length")
 
 #: a sub-environment's spaces are this env's single-env spaces (``call``, ``get_attr``)
 _PER_ENV_SPACES = {"observation_space": "single_observation_space", "action_space": "single_action_space"}
-#: what ``set_attr`` refuses: the env's structure, fixed when it is built
-_FIXED_ATTRS = frozenset(
-    {
-        "task",
-        "num_envs",
-        "device",
-        "obs_mode",
-        "tensors",
-        "autoreset_mode",
-        "episode_key",
-        "owns_task",
-        "metadata",
-        "closed",
-        "observation_space",
-        "action_space",
-        "single_observation_space",
-        "single_action_space",
-        "render_mode",
-        "render_camera",
-        "render_size",
-        "spec",
-        "unwrapped",
-        "np_random",
-        "np_random_seed",
-        "backend",
-        "control_dt",
-        "action_dim",
-        "observation_size",
-        "observation_dims",
-        "image_terms",
-        "name",
-    }
-)
+#: the task's attributes that hold plain data but are its structure or its bookkeeping (``set_attr`` refuses
+#: them, saying why and what changes them); objects, methods, properties and class attributes are refused anyway
+_TASK_FIXED = {
+    "config": ("the task's configuration", "build another env with make_vector_env(..., config=...)"),
+    "seed": ("the task's reset seed", "reset(seed=s) sets it and restarts the episode counts"),
+    "episode_count": ("the task's episode bookkeeping", "reset() restarts it"),
+    "episode_step": ("the task's episode bookkeeping", "reset() restarts it"),
+    "episode_return": ("the task's episode bookkeeping", "reset() restarts it"),
+    **{
+        name: ("the task's structure", "build another env to change it")
+        for name in (
+            "num_envs",
+            "device",
+            "control_dt",
+            "reset_key",
+            "action_dim",
+            "observation_dims",
+            "owns_backend",
+            "backend",
+            "controller",
+            "plan",
+        )
+    },
+}
+
+
+def _is_plain(value: Any) -> bool:
+    """Plain data: numbers, strings, ``None``, tensors, arrays, and tuples, lists and dicts of them."""
+    if value is None or isinstance(value, (bool, int, float, str, np.generic, np.ndarray, torch.Tensor)):
+        return True
+    if isinstance(value, (tuple, list)):
+        return all(_is_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_plain(v) for k, v in value.items())
+    return False
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, (torch.Tensor, np.ndarray)):
+        return f"a {type(value).__name__} of shape {tuple(value.shape)} and dtype {value.dtype}"
+    return type(value).__name__
+
+
+def _like(new: Any, old: Any, where: str, argument: str) -> Any:
+    """``new`` checked against the plain data ``old`` holds, converted to its kind: a bool for a bool, an
+    integer for an integer, a finite number for a float, a str for a str, ``None`` for ``None``; a
+    sequence of its length, a dict of its keys (each entry checked in turn); a tensor or array of its shape
+    whose values are of its kind (finite where real), converted to its dtype and device (a copy)."""
+    at = f"{argument}: {where}"
+    if isinstance(old, (bool, np.bool_)):
+        return checks.boolean(new, at)
+    if isinstance(old, (int, np.integer)):
+        return checks.integer(new, at)
+    if isinstance(old, (float, np.floating)):
+        return checks.real(new, at)
+    if isinstance(old, str) or old is None:
+        if not (isinstance(new, str) if old is not None else new is None):
+            raise InvalidArgumentError(f"{at}: expected {_describe(old)}, got {_describe(new)}")
+        return new
+    if isinstance(old, (tuple, list)):
+        if not isinstance(new, (tuple, list)) or len(new) != len(old):
+            got = f"{len(new)} entries" if isinstance(new, (tuple, list)) else _describe(new)
+            raise InvalidArgumentError(f"{at}: expected a sequence of {len(old)} entries, got {got}")
+        return type(old)(_like(n, o, f"{where}[{i}]", argument) for i, (n, o) in enumerate(zip(new, old)))
+    if isinstance(old, dict):
+        if not isinstance(new, Mapping) or set(new) != set(old):
+            keys = sorted(new) if isinstance(new, Mapping) else _describe(new)
+            raise InvalidArgumentError(f"{at}: expected the keys {sorted(old)}, got {keys}")
+        return {k: _like(new[k], o, f"{where}[{k!r}]", argument) for k, o in old.items()}
+    return _like_array(new, old, at)
+
+
+def _like_array(new: Any, old: np.ndarray | torch.Tensor, at: str) -> Any:
+    """``new`` as a tensor or array like ``old`` (:func:`_like`); finite after the conversion to its dtype."""
+    if not isinstance(new, (torch.Tensor, np.ndarray, list, tuple, numbers.Number)):
+        raise InvalidArgumentError(f"{at}: expected a tensor or array like {_describe(old)}, got {_describe(new)}")
+    try:
+        a = new.detach().cpu().numpy() if isinstance(new, torch.Tensor) else np.asarray(new)
+    except (TypeError, ValueError) as e:
+        raise InvalidArgumentError(f"{at}: cannot be read as an array ({e})") from None
+    if tuple(a.shape) != tuple(old.shape):
+        raise InputShapeError(at, tuple(old.shape), a.shape)
+    is_bool = old.dtype in (torch.bool, np.bool_)
+    is_real = not is_bool and (old.is_floating_point() if isinstance(old, torch.Tensor) else old.dtype.kind == "f")
+    kinds, what = ("b", "bools") if is_bool else ("iuf", "real numbers") if is_real else ("iu", "integers")
+    if a.dtype.kind not in kinds:
+        raise InvalidArgumentError(f"{at}: expected {what} like {_describe(old)}, got dtype {a.dtype}")
+    with np.errstate(over="ignore", invalid="ignore"):  # too large for old's dtype: inf, refused below
+        out = torch.as_tensor(np.array(a)).to(old.dtype) if isinstance(old, torch.Tensor) else a.astype(old.dtype)
+    bad = int((~torch.isfinite(torch.as_tensor(out))).sum()) if is_real else 0
+    if bad:
+        raise InvalidArgumentError(f"{at}: expected finite numbers (in {old.dtype}), got {bad} that are not")
+    return out.to(old.device) if isinstance(out, torch.Tensor) else out
+
+
+def _metadata(value: Any, mode: AutoresetMode, argument: str) -> dict:
+    """A new ``metadata`` dict: gymnasium's keys checked; the autoreset mode is the env's (structure)."""
+    if not isinstance(value, Mapping):
+        raise InvalidArgumentError(f"{argument}: metadata: expected a dict, got {type(value).__name__}")
+    if not all(isinstance(k, str) for k in value):
+        raise InvalidArgumentError(f"{argument}: metadata: expected str keys, got {sorted(map(repr, value))}")
+    out = dict(value)
+    fps = out.get("render_fps")
+    if fps is not None:
+        checks.real(fps, f"{argument}: metadata['render_fps']", minimum=0.0, above=True)
+    modes = out.get("render_modes", [])
+    if not isinstance(modes, (list, tuple)) or not all(isinstance(m, str) for m in modes):
+        raise InvalidArgumentError(f"{argument}: metadata['render_modes']: expected a list of str, got {modes!r}")
+    if out.setdefault("autoreset_mode", mode) != mode:
+        raise InvalidArgumentError(
+            f"{argument}: metadata['autoreset_mode']: expected the env's, {mode}, got {out['autoreset_mode']!r}"
+            " (the autoreset mode is fixed when the env is built)"
+        )
+    return out
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -272,6 +356,8 @@ class SimVectorEnv(VectorEnv):
         #: envs whose last step ended their episode and that were not reset since
         self._ended = np.zeros(n, dtype=bool)
         self._episode_start = np.full(n, time.perf_counter())
+        #: the env's own attributes: its structure (``set_attr`` refuses them, ``metadata`` aside)
+        self._built = frozenset(vars(self))
 
     # ------------------------------------------------------------------
     # spaces and conversions
@@ -484,17 +570,24 @@ class SimVectorEnv(VectorEnv):
     # ------------------------------------------------------------------
     # the sub-environment API of gymnasium's Sync/AsyncVectorEnv
     # ------------------------------------------------------------------
-    def _owner(self, name: Any, method: str) -> tuple[Any, str] | None:
-        """Where ``name`` lives: ``(self or the task, attribute)``, or ``None`` when neither has it."""
+    def _attribute(self, name: Any, method: str, argument: str) -> str:
+        """``name`` checked (a public attribute name), as the env holds it (``"observation_space"`` is the
+        single-env space, as a sub-environment's is)."""
         if not isinstance(name, str) or not name.isidentifier():
-            raise ArgumentTypeError(f"{method}: name: expected an attribute name (str), got {name!r}")
+            raise ArgumentTypeError(f"{method}: {argument}: expected an attribute name (str), got {name!r}")
         if name.startswith("_"):
-            raise InvalidArgumentError(f"{method}: name: {name!r} is private; expected a public attribute")
-        name = _PER_ENV_SPACES.get(name, name)
+            raise InvalidArgumentError(f"{method}: {argument}: {name!r} is private; expected a public attribute")
+        return _PER_ENV_SPACES.get(name, name)
+
+    def _owner(self, name: Any, method: str, argument: str = "name") -> tuple[Any, str]:
+        """Where ``name`` lives: ``(self or the task, attribute)``; ``AttributeError`` when neither has it."""
+        attr = self._attribute(name, method, argument)
         for owner in (self, self.task):
-            if hasattr(owner, name):
-                return owner, name
-        return None
+            if hasattr(owner, attr):
+                return owner, attr
+        raise AttributeError(
+            f"{method}: {argument}: neither this SimVectorEnv nor its task {self.task.name!r} has {name!r}"
+        )
 
     def _rows(self, value: Any) -> list[Any] | None:
         """Env ``i``'s part of a per-env value (an array or tensor whose leading dimension is ``num_envs``,
@@ -522,55 +615,143 @@ class SimVectorEnv(VectorEnv):
         is called once, on the whole batch; a per-env result (an array or tensor whose
         leading dimension is ``num_envs``, or a dict of them) is split into its rows, in
         the env's array type, and any other result is repeated for every env. So ``call("render")`` gives
-        the ``N`` pictures of :meth:`render`.
+        the ``N`` pictures of :meth:`render`. An attribute that is not a method takes no arguments.
         """
-        self._check_open("call")
-        found = self._owner(name, "call")
-        if found is None:
-            raise AttributeError(f"call: neither this SimVectorEnv nor its task {self.task.name!r} has {name!r}")
-        value = getattr(*found)
-        return self._per_env(value(*args, **kwargs) if callable(value) else value)
+        return self._call(name, args, kwargs, "call", "name", "args")
+
+    def _call(self, name: Any, args: tuple, kwargs: dict, method: str, name_arg: str, args_arg: str) -> tuple:
+        """:meth:`call`, its errors naming ``method`` and its arguments as the caller (SB3's ``env_method``) does."""
+        self._check_open(method)
+        value = getattr(*self._owner(name, method, name_arg))
+        if not callable(value):
+            if args or kwargs:
+                raise InvalidArgumentError(
+                    f"{method}: {args_arg}: {name!r} is not a method, so it takes no arguments;"
+                    f" got {len(args)} positional and {sorted(kwargs)} keyword"
+                )
+            return self._per_env(value)
+        return self._per_env(value(*args, **kwargs))
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
         """What ``SyncVectorEnv.get_attr`` gives: the attribute once per env (see :meth:`call`)."""
-        self._check_open("get_attr")
-        found = self._owner(name, "get_attr")
-        if found is None:
-            raise AttributeError(f"get_attr: neither this SimVectorEnv nor its task {self.task.name!r} has {name!r}")
-        return self._per_env(getattr(*found))
+        return self._get(name, "get_attr", "name")
+
+    def _get(self, name: Any, method: str, name_arg: str) -> tuple[Any, ...]:
+        self._check_open(method)
+        return self._per_env(getattr(*self._owner(name, method, name_arg)))
 
     def set_attr(self, name: str, values: Any) -> None:
-        """Set an attribute of every env, as ``SyncVectorEnv.set_attr`` does.
+        """Set an attribute of every env, as ``SyncVectorEnv.set_attr`` does: what a user may set is set and
+        checked, what would break the env is refused (docs/rl-libraries.md), before anything changes.
 
-        ``values`` is one value for all envs, or a list or tuple of ``num_envs`` values.
-        The envs share one task, so the values of a list must all be equal. The
-        attribute is set where :meth:`call` finds it (this env, then its task), or on
-        this env when neither has it. The env's structure (its task, spaces, modes and
-        sizes) cannot be set: build another env instead.
+        ``values`` is one value for all envs, or a list or tuple of ``num_envs`` values. The envs
+        share one task, so the values of a list must all be equal, except for the task's per-env
+        tensors and arrays (leading dimension ``num_envs``), which take a row per env (or one row
+        for every env, or the whole batch). Settable:
+
+        * ``metadata``: a dict (``render_fps`` a number > 0, ``render_modes`` a list of str); its
+          ``"autoreset_mode"`` is the env's.
+        * the task's plain data (tensors, arrays, numbers, strings, and lists and dicts of them, such
+          as the velocity task's ``commands`` or ``weights``): a value like the one it holds (a
+          tensor of its shape with finite values, a dict of its keys, a number for a number),
+          converted to its dtype and device.
+        * any other name: the user's own attribute, set on this env (as gymnasium's
+          ``set_wrapper_attr`` does).
+
+        Refused: the env's own attributes (task, spaces, modes, sizes, methods, properties), the task's
+        methods, properties, class attributes and objects (backend, controller, robot), its config, seed
+        and episode bookkeeping. Build another env to change those.
         """
-        self._check_open("set_attr")
-        found = self._owner(name, "set_attr")
-        if name in _FIXED_ATTRS or (found is not None and found[1] in _FIXED_ATTRS):
-            raise InvalidArgumentError(
-                f"set_attr: name: {name!r} is fixed when the env is built; build another env to change it"
-            )
-        if isinstance(values, (list, tuple)):
-            if len(values) != self.num_envs:
-                raise InvalidArgumentError(
-                    f"set_attr: values: expected one value or a list of num_envs={self.num_envs} values,"
-                    f" got {len(values)}"
-                )
-            differ = [i for i, v in enumerate(values) if not _same(v, values[0])]
-            if differ:
-                raise InvalidArgumentError(
-                    f"set_attr: values: the {self.num_envs} envs share one task, so {name!r} takes one value"
-                    f" for all; envs {differ} differ from env 0"
-                )
-            value = values[0]
+        self._set(name, values, "set_attr", "name", "values", one_value=False)
+
+    def _set(self, name: Any, values: Any, method: str, name_arg: str, value_arg: str, *, one_value: bool) -> None:
+        """:meth:`set_attr`; ``one_value``: ``values`` is one value for every env (SB3's ``set_attr``)."""
+        self._check_open(method)
+        owner, attr, current = self._settable(name, method, name_arg)
+        argument = f"{method}: {value_arg}"
+        n = self.num_envs
+        if (
+            owner is self.task
+            and isinstance(current, (torch.Tensor, np.ndarray))
+            and current.ndim >= 1
+            and current.shape[0] == n
+        ):
+            value = self._per_env_value(attr, current, values, argument, one_value)
         else:
-            value = values
-        owner, attr = found if found is not None else (self, name)
+            value = values if one_value else self._one_value(name, values, argument)
+            if owner is self and attr == "metadata":
+                value = _metadata(value, self.autoreset_mode, argument)
+            elif owner is self.task:
+                value = _like(value, current, attr, argument)
         setattr(owner, attr, value)
+
+    def _one_value(self, name: str, values: Any, argument: str) -> Any:
+        """The one value of ``values`` (one value, or a list or tuple of ``num_envs`` equal values)."""
+        if not isinstance(values, (list, tuple)):
+            return values
+        if len(values) != self.num_envs:
+            raise InvalidArgumentError(
+                f"{argument}: expected one value or a list of num_envs={self.num_envs} values, got {len(values)}"
+            )
+        differ = [i for i, v in enumerate(values) if not _same(v, values[0])]
+        if differ:
+            raise InvalidArgumentError(
+                f"{argument}: the {self.num_envs} envs share one task, so {name!r} takes one value"
+                f" for all; envs {differ} differ from env 0"
+            )
+        return values[0]
+
+    def _per_env_value(self, attr: str, current: Any, values: Any, argument: str, one_value: bool) -> Any:
+        """A per-env tensor or array of the task from a row per env, one row for every env, or the batch."""
+        n = self.num_envs
+        if not one_value and isinstance(values, (list, tuple)) and len(values) == n:
+            rows = [_like(v, current[i], f"{attr}[{i}]", argument) for i, v in enumerate(values)]
+        else:
+            shape = tuple(values.shape) if isinstance(values, (torch.Tensor, np.ndarray)) else None
+            if shape is None:
+                try:
+                    shape = np.shape(values)
+                except (TypeError, ValueError):
+                    shape = None
+            if shape != tuple(current.shape[1:]):
+                return _like(values, current, attr, argument)
+            rows = [_like(values, current[0], attr, argument)] * n
+        return torch.stack(rows) if isinstance(current, torch.Tensor) else np.stack(rows)
+
+    def _settable(self, name: Any, method: str, argument: str) -> tuple[Any, str, Any]:
+        """``(owner, attribute, value it holds)`` of an attribute ``set_attr`` may set (a new name: this env,
+        ``None``); raises, saying why, for one that is the env's or the task's structure."""
+        attr = self._attribute(name, method, argument)
+
+        def fixed(why: str, hint: str = "build another env to change it") -> InvalidArgumentError:
+            return InvalidArgumentError(
+                f"{method}: {argument}: {name!r} is fixed when the env is built ({why}); {hint}"
+            )
+
+        missing = object()
+        task = self.task
+        if attr in vars(self) and attr not in self._built:
+            return self, attr, None  # the user's own attribute
+        if attr == "metadata":
+            return self, attr, self.metadata
+        for owner, whose in ((self, "SimVectorEnv"), (task, "the task")):
+            static = inspect.getattr_static(type(owner), attr, missing)
+            if static is not missing:
+                if isinstance(static, property):
+                    raise fixed(f"a property of {whose}")
+                if callable(static) or isinstance(static, (staticmethod, classmethod)):
+                    raise fixed(f"a method of {whose}")
+                raise fixed(f"a class attribute of {whose}")
+            if owner is self and attr in self._built:
+                raise fixed("the env's structure: its task, spaces, modes and sizes")
+        if attr not in vars(task):
+            return self, attr, None  # a new name: the user's own, on this env
+        value = vars(task)[attr]
+        if attr in _TASK_FIXED:
+            raise fixed(*_TASK_FIXED[attr])
+        if callable(value) or not _is_plain(value):
+            raise fixed(f"an object of the task, not plain data: a {type(value).__name__}")
+        return task, attr, value
 
     def close_extras(self, **kwargs: Any) -> None:
         """Close the task (and the backend it owns) when ``owns_task``."""

@@ -30,10 +30,12 @@ autoreset and speaks SB3's conventions, as ``DummyVecEnv`` does:
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import torch
 
 from simbackend._extras import require_extra
 
@@ -42,13 +44,24 @@ require_extra("stable_baselines3", "gymnasium", purpose="the stable-baselines3 a
 from stable_baselines3.common.vec_env import VecEnv, VecMonitor  # noqa: E402
 
 from simbackend import _validate as V  # noqa: E402
+from simbackend import checks  # noqa: E402
 from simbackend.envs.gym import SimVectorEnv  # noqa: E402
-from simbackend.errors import ArgumentTypeError, InvalidArgumentError  # noqa: E402
+from simbackend.errors import (  # noqa: E402
+    ArgumentTypeError,
+    InputShapeError,
+    InvalidArgumentError,
+    ScalarTypeError,
+)
 
 __all__ = ["SB3VecEnv", "make_sb3_env"]
 
 #: SimVectorEnv info keys that SB3's per-env infos carry otherwise (or not at all)
 _OWN_KEYS = ("final_obs", "final_info")
+
+
+def _one_line(value: Any) -> str:
+    """A short repr of ``value`` on one line (an array's repr spans several)."""
+    return " ".join(checks.short_repr(value).split())
 
 
 def _row(value: Any, i: int) -> Any:
@@ -73,7 +86,7 @@ class SB3VecEnv(VecEnv):
                 " make_sb3_env builds one"
             )
         self.env = env
-        self._actions: np.ndarray | None = None
+        self._actions: torch.Tensor | None = None
         self._seed: int | None = None
         super().__init__(env.num_envs, env.single_observation_space, env.single_action_space)
 
@@ -95,9 +108,13 @@ class SB3VecEnv(VecEnv):
         return obs
 
     def step_async(self, actions: np.ndarray) -> None:
-        self._actions = actions
+        """Take the actions of the next :meth:`step_wait`, checked here (shape and type; a refused call
+        keeps nothing)."""
+        self._actions = None
+        self._actions = self.env._actions(actions)  # noqa: SLF001 (the adapter's own env: one check of actions)
 
     def step_wait(self) -> tuple[Any, np.ndarray, np.ndarray, list[dict]]:
+        """Step every env with the actions :meth:`step_async` took (once: a refused step takes them too)."""
         if self._actions is None:
             raise InvalidArgumentError("step_wait: no actions; call step_async(actions) first")
         actions, self._actions = self._actions, None
@@ -139,32 +156,61 @@ class SB3VecEnv(VecEnv):
     # attributes and methods of the envs
     # ------------------------------------------------------------------
     def _indices(self, indices: Any) -> list[int]:
+        """SB3's ``indices``: ``None`` (every env), an env id, or a sequence, array or tensor of env ids
+        (duplicates allowed, order kept); bools are not ids."""
+        n = self.num_envs
         if indices is None:
-            return list(range(self.num_envs))
-        ids = [indices] if isinstance(indices, (int, np.integer)) else list(indices)
-        bad = [i for i in ids if not isinstance(i, (int, np.integer)) or not 0 <= i < self.num_envs]
+            return list(range(n))
+        if isinstance(indices, (np.ndarray, torch.Tensor)):
+            if indices.ndim > 1:
+                raise InputShapeError("indices", "(n,)", tuple(indices.shape))
+            indices = indices.tolist()  # an integer array's ids as ints, a bool mask's as bools (refused)
+        if isinstance(indices, (numbers.Integral, np.bool_)):
+            ids = [indices]
+        elif isinstance(indices, (str, bytes, Mapping)) or not isinstance(indices, Iterable):
+            raise InvalidArgumentError(
+                f"indices: expected an env id, a sequence of env ids or None, got {_one_line(indices)}"
+            )
+        else:
+            ids = list(indices)
+        bad = [i for i in ids if isinstance(i, (bool, np.bool_)) or not isinstance(i, numbers.Integral)]
         if bad:
-            raise InvalidArgumentError(f"indices: expected env ids in [0, {self.num_envs}), got {bad}")
+            raise ScalarTypeError(f"indices: expected env ids (integers, not bools), got {_one_line(bad)}")
+        out = [i for i in ids if not 0 <= i < n]
+        if out:
+            raise InvalidArgumentError(f"indices: expected env ids in [0, {n}), got {_one_line(out)}")
         return [int(i) for i in ids]
 
     def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
-        values = self.env.get_attr(attr_name)
-        return [values[i] for i in self._indices(indices)]
+        ids = self._indices(indices)
+        values = self.env._get(attr_name, "get_attr", "attr_name")  # noqa: SLF001 (SB3's names in its errors)
+        return [values[i] for i in ids]
 
     def set_attr(self, attr_name: str, value: Any, indices: Any = None) -> None:
+        """Set ``value`` on every env (SB3's meaning: one value, a list too), by :meth:`SimVectorEnv.set_attr
+        <simbackend.envs.SimVectorEnv.set_attr>`'s rule; ``indices`` must name every env (they share a task)."""
         if indices is not None and sorted(set(self._indices(indices))) != list(range(self.num_envs)):
             raise InvalidArgumentError(
                 f"indices: the {self.num_envs} envs share one task, so set_attr({attr_name!r}) sets every env;"
                 " pass indices=None"
             )
-        self.env.set_attr(attr_name, value)
+        self.env._set(attr_name, value, "set_attr", "attr_name", "value", one_value=True)  # noqa: SLF001 (as above)
 
     def env_method(self, method_name: str, *method_args: Any, indices: Any = None, **method_kwargs: Any) -> list[Any]:
-        values = self.env.call(method_name, *method_args, **method_kwargs)
-        return [values[i] for i in self._indices(indices)]
+        """Call ``method_name`` once, on the batch (:meth:`SimVectorEnv.call
+        <simbackend.envs.SimVectorEnv.call>`), after checking ``indices``; the results of ``indices`` come back."""
+        ids = self._indices(indices)
+        values = self.env._call(  # noqa: SLF001 (as above)
+            method_name, method_args, method_kwargs, "env_method", "method_name", "method_args"
+        )
+        return [values[i] for i in ids]
 
     def env_is_wrapped(self, wrapper_class: type, indices: Any = None) -> list[bool]:
         """Always ``False``: the envs are rows of one batch, not gymnasium envs in wrappers."""
+        if not isinstance(wrapper_class, type):
+            raise ArgumentTypeError(
+                f"env_is_wrapped: wrapper_class: expected a class, got {type(wrapper_class).__name__}"
+            )
         return [False for _ in self._indices(indices)]
 
     def get_images(self) -> Sequence[np.ndarray | None]:

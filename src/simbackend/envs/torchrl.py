@@ -37,7 +37,7 @@ from torchrl.data import Bounded, Categorical, Composite, Unbounded  # noqa: E40
 from torchrl.envs import EnvBase  # noqa: E402
 
 from simbackend import _validate as V  # noqa: E402
-from simbackend.errors import ArgumentTypeError, InvalidArgumentError  # noqa: E402
+from simbackend.errors import ArgumentTypeError, InputDTypeError, InputShapeError, InvalidArgumentError  # noqa: E402
 from simbackend.tasks import Task  # noqa: E402
 
 __all__ = ["OBS_MODES", "TorchRLEnv", "make_torchrl_env"]
@@ -104,11 +104,35 @@ class TorchRLEnv(EnvBase):
             k: (v.to(torch.uint8) if k in task.image_terms else v.to(torch.float32)).clone() for k, v in obs.items()
         }
 
+    def _reset_mask(self, mask: Any) -> torch.Tensor:
+        """The ``"_reset"`` entry checked from its metadata (no host read): a bool tensor of shape ``(N,)``
+        or ``(N, 1)`` (torchrl's two) on the env's device; returned as ``(N,)``."""
+        n = self.batch_size[0]
+        argument = "tensordict['_reset']"
+        if not isinstance(mask, torch.Tensor):
+            raise ArgumentTypeError(
+                f"{argument}: expected a bool tensor of shape ({n},) or ({n}, 1), got {type(mask).__name__}"
+            )
+        if mask.dtype != torch.bool:
+            raise InputDTypeError(f"{argument}: expected a bool mask, got dtype {mask.dtype}")
+        if tuple(mask.shape) not in ((n,), (n, 1)):
+            raise InputShapeError(argument, f"({n},) or ({n}, 1)", mask.shape)
+        if mask.device != self.device:
+            raise InvalidArgumentError(
+                f"{argument}: expected a mask on the env's device {self.device}, got one on {mask.device}"
+            )
+        return mask.reshape(n)
+
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
+        if kwargs:
+            raise InvalidArgumentError(
+                f"reset: unknown keyword arguments {sorted(kwargs)}; a TorchRLEnv's reset takes a tensordict"
+                " (with an optional '_reset' mask) only"
+            )
         n = self.batch_size[0]
         mask = None if tensordict is None else tensordict.get("_reset", None)
         if mask is not None:  # the task takes the mask as it is: no host read on a GPU backend
-            mask = mask.reshape(n).to(device=self.device, dtype=torch.bool)
+            mask = self._reset_mask(mask)
             obs = self.task.reset(mask)
             success = self._success.masked_fill(mask[:, None], False)
         else:
@@ -129,7 +153,16 @@ class TorchRLEnv(EnvBase):
         )
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        out = self.task.step(tensordict.get("action"))
+        partial = tensordict.get("_step", None)  # torchrl leaves a partial step to the env: the task steps all
+        if partial is not None and not bool(torch.as_tensor(partial).all()):
+            raise InvalidArgumentError(
+                "tensordict['_step']: a partial step is not supported: every env steps together"
+                " (step them all; reset the ones to restart with '_reset')"
+            )
+        action = tensordict.get("action", None)
+        if action is None:
+            raise InvalidArgumentError("tensordict['action']: missing; expected the (N, action_dim) actions")
+        out = self.task.step(action)
         terminated = out.terminated.to(torch.bool)[:, None]
         truncated = out.truncated.to(torch.bool)[:, None]
         success = out.info.get("success")

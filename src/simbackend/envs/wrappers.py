@@ -123,6 +123,11 @@ class RecordEpisodeStatistics(VectorWrapper):
             raise InvalidArgumentError(f"buffer_length: expected an int >= 1, got {buffer_length!r}")
         if not isinstance(stats_key, str) or not stats_key:
             raise InvalidArgumentError(f"stats_key: expected a non-empty str, got {stats_key!r}")
+        if getattr(env.unwrapped, "episode_key", None) == stats_key:  # a SimVectorEnv that writes it already
+            raise InvalidArgumentError(
+                f"RecordEpisodeStatistics: stats_key: the env writes {stats_key!r} itself (episode_key);"
+                " pick another stats_key, or build the env with episode_key=None"
+            )
         self._stats_key = stats_key
         self._autoreset = _autoreset_mode(env, "RecordEpisodeStatistics")
         self.episode_count = 0
@@ -276,9 +281,10 @@ class NormalizeReward(VectorWrapper):
         self._prev_dones = torch.zeros(self.num_envs, dtype=torch.bool)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
+        out = super().reset(seed=seed, options=options)  # checks its arguments: a refused reset changes nothing
         self.accumulated_reward.zero_()
         self._prev_dones.zero_()
-        return super().reset(seed=seed, options=options)
+        return out
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict]:
         obs, reward, terminated, truncated, info = self.env.step(actions)
