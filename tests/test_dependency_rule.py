@@ -217,6 +217,48 @@ def test_no_engine_import_outside_backends() -> None:
     )
 
 
+#: the layers above the model compiler: it may be used by them, never use them (not even for a type)
+ABOVE_THE_MODELS = (
+    "simbackend.robots",
+    "simbackend.tasks",
+    "simbackend.controllers",
+    "simbackend.envs",
+    "simbackend.training",
+    "simbackend.cli",
+)
+
+
+def every_import(source: str, module: str, is_package: bool = False) -> list[tuple[int, str]]:
+    """Like :func:`imports_of`, imports under ``if TYPE_CHECKING:`` included (a type is a dependency too)."""
+    visitor = _Imports(module, is_package)
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            getattr(visitor, f"visit_{type(node).__name__}")(node)
+    return visitor.found
+
+
+def test_every_import_sees_type_checking_imports() -> None:
+    source = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..robots import X\n"
+    assert (3, "simbackend.robots") in every_import(source, "simbackend.models.probe")
+    visitor = _Imports("simbackend.models.probe", False)
+    visitor.visit(ast.parse(source))
+    assert not [m for _, m in visitor.found if m.startswith("simbackend")]  # the run-time scan leaves it out
+
+
+def test_the_model_layer_stays_below_the_robots() -> None:
+    """docs/architecture.md: ``models/`` compiles and composes models from plain values; the robots, tasks and
+    the rest build on it. An import the other way (a robot description's type in a scene builder) is a circle."""
+    files = sorted((SRC / "simbackend" / "models").rglob("*.py"))
+    assert files
+    offenders = [
+        f"{p.relative_to(SRC).as_posix()}:{line} imports {module}"
+        for p in files
+        for line, module in every_import(p.read_text(), _module_name(p), p.name == "__init__.py")
+        if module.startswith(tuple(f"{m}." for m in ABOVE_THE_MODELS)) or module in ABOVE_THE_MODELS
+    ]
+    assert not offenders, "the model layer imports a layer above it:\n  " + "\n  ".join(offenders)
+
+
 def test_contract_side_modules_load_no_engine() -> None:
     """Importing every module of the core, the suite and the CLI loads no engine.
 

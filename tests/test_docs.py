@@ -69,7 +69,8 @@ def test_every_self_contained_python_block_runs(tmp_path: Path, monkeypatch: pyt
         for code in _self_contained_blocks(path):
             exec(compile(code, str(path), "exec", dont_inherit=True), {"__name__": f"docs_{path.stem}"})  # noqa: S102 (our own docs)
             ran.append(path.name)
-    assert {"randomization.md", "playback.md", "usage.md", "engines.md", "training.md"} <= set(ran), ran
+    expected = {"randomization.md", "playback.md", "usage.md", "engines.md", "training.md", "robots.md"}
+    assert expected <= set(ran), ran
     assert (tmp_path / "run.h5").is_file() and (tmp_path / "run.mp4").stat().st_size > 1000  # the playback block
 
 

@@ -19,7 +19,13 @@ import numpy as np
 import pytest
 import torch
 
-from simbackend.errors import ArgumentTypeError, InvalidArgumentError, UnknownNameError
+from simbackend.errors import (
+    ArgumentTypeError,
+    InvalidArgumentError,
+    ModelLoadError,
+    ScalarTypeError,
+    UnknownNameError,
+)
 from simbackend.robots import RobotDescription, available_robots, get_robot, resolve, robot_scene
 from simbackend.tasks import make_task
 
@@ -136,7 +142,7 @@ def _bad(desc: RobotDescription, **changes: object) -> RobotDescription:
 @pytest.mark.parametrize(
     ("changes", "error", "match"),
     [
-        ({"kp": -1.0}, InvalidArgumentError, r"robot\.kp: expected values > 0"),
+        ({"kp": -1.0}, InvalidArgumentError, r"robot\.kp: expected a finite number > 0, got -1\.0"),
         ({"kd": float("nan")}, InvalidArgumentError, r"robot\.kd: expected a finite number"),
         ({"kp": {"*_hip": math.inf}}, InvalidArgumentError, r"robot\.kp\['\*_hip'\]"),
         ({"actuation": "torque"}, InvalidArgumentError, r"robot\.actuation"),
@@ -254,3 +260,166 @@ def test_robots_command(critter: Path) -> None:
         [*run, "train", "--task", "cartpole", "--robot", "go1", "--out", "/tmp/x"], capture_output=True, text=True
     )
     assert wrong.returncode == 2 and "--robot: task 'cartpole' takes no robot" in wrong.stderr
+
+
+# ----------------------------------------------------------------------
+# hostile descriptions: every field checked where the description is made, one line naming it
+# ----------------------------------------------------------------------
+def _from_json_fields(tmp_path: Path, **changes: object) -> RobotDescription:
+    """``get_robot`` of a JSON file holding go1's fields with ``changes`` (``None`` drops a field)."""
+    fields = get_robot("go1").to_dict()
+    fields.pop("base_dir")
+    for k, v in changes.items():
+        if v is None:
+            fields.pop(k)
+        else:
+            fields[k] = v
+    path = tmp_path / "own.json"
+    path.write_text(json.dumps(fields))
+    return get_robot(str(path))
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        # beyond float32 (the dtype gains, limits and poses are used in): inf there, so refused here
+        ({"kp": 1e300}, r"robot\.kp: 1e\+300 is not finite in float32"),
+        ({"kd": {"*_hip_joint": 1e39}}, r"robot\.kd\['\*_hip_joint'\]: 1e\+39 is not finite in float32"),
+        ({"effort_limit": -1e39}, r"robot\.effort_limit: expected a finite number > 0"),
+        ({"effort_limit": 1e39}, r"robot\.effort_limit: 1e\+39 is not finite in float32"),
+        ({"kp": 1e-50}, r"robot\.kp: 1e-50 is 0 in float32"),
+        ({"default_pose": {"FR_hip_joint": 1e300}}, r"robot\.default_pose\['FR_hip_joint'\]: 1e\+300 is not finite"),
+        ({"kp": float("inf")}, r"robot\.kp: expected a finite number > 0, got inf"),
+        # a physics substep: (0, 0.1] s
+        ({"timestep": 1e9}, r"robot\.timestep: expected a finite number in \(0, 0\.1\], got 1000000000\.0"),
+        ({"timestep": 0.2}, r"robot\.timestep: expected a finite number in \(0, 0\.1\]"),
+        ({"timestep": 1e-60}, r"robot\.timestep: 1e-60 is 0 in float32"),
+        ({"timestep": -0.001}, r"robot\.timestep: expected a finite number in \(0, 0\.1\]"),
+        # gains a PD law needs for every driven joint, globs that match nothing: when made, not at build
+        ({"actuation": "pd", "kp": {"FR_*": 20.0}, "kd": 1.0}, r"robot\.kp: no value for joints \['FL_hip_joint'"),
+        ({"kp": {"*_hip_jont": 3.0}}, r"robot\.kp: '\*_hip_jont' matches none of the robot's joints; closest"),
+        ({"default_pose": {"*_knee_joint": 0.5}}, r"robot\.default_pose: '\*_knee_joint' matches none"),
+        # empty and repeated names
+        ({"feet": []}, r"robot\.feet: expected at least one foot body or geom name"),
+        ({"feet": ["trunk", "trunk"]}, r"robot\.feet: names must be distinct, repeated: \['trunk'\]"),
+        ({"termination_bodies": ["trunk", "trunk"]}, r"robot\.termination_bodies: names must be distinct"),
+        ({"held_joints": ["FR_hip_joint"]}, r"robot\.held_joints: joints the policy drives cannot be held too"),
+        # engines and options
+        ({"engine_options": {"mujocoo": {}}}, r"robot\.engine_options: unknown engine 'mujocoo'; closest .*'mujoco'"),
+        ({"engine_options": {"mujoco": {"integrator": math.nan}}}, r"robot\.engine_options\.mujoco\.integrator: "),
+        ({"model_options": {"fuse": True}}, r"robot\.model_options: unknown keys \['fuse'\]"),
+        ({"name": "my robot"}, r"robot\.name: expected letters, digits"),
+        ({"actuation": "torque"}, r"robot\.actuation: expected one of \['servo', 'pd'\], got 'torque'"),
+    ],
+)
+def test_hostile_values_fail_where_the_description_is_made(tmp_path: Path, changes: dict, match: str) -> None:
+    """Python and JSON alike: an InvalidArgumentError, one line naming the field, no doubled prefix."""
+    for make in (lambda: _bad(get_robot("go1"), **changes), lambda: _from_json_fields(tmp_path, **changes)):
+        with pytest.raises(InvalidArgumentError, match=match) as err:
+            make()
+        assert "\n" not in str(err.value) and not str(err.value).startswith("robot: robot")
+
+
+def test_sane_extremes_are_taken() -> None:
+    go1 = get_robot("go1")
+    assert _bad(go1, timestep=0.1).timestep == 0.1
+    assert _bad(go1, kp=3e38, kd=0.0, effort_limit=1e-3).kp == 3e38
+    assert _bad(go1, termination_bodies=[]).termination_bodies == ()  # no body contact ends an episode
+
+
+@pytest.mark.parametrize(
+    ("changes", "error", "match"),
+    [
+        # a string where a list of names goes is refused, not read as one name
+        ({"joints": "FR_hip_joint"}, ArgumentTypeError, r"robot\.joints: expected a list of joint names, got str"),
+        ({"held_joints": "waist"}, ArgumentTypeError, r"robot\.held_joints: expected a list of joint names, got str"),
+        ({"feet": "trunk"}, ArgumentTypeError, r"robot\.feet: expected a list of foot body or geom names, got str"),
+        ({"termination_bodies": "trunk"}, ArgumentTypeError, r"robot\.termination_bodies: expected a list of body"),
+        ({"joints": ["FR_hip_joint", 3]}, ArgumentTypeError, r"robot\.joints\[1\]: expected a non-empty name, got 3"),
+        # numbers and flags: ScalarTypeError (an ArgumentTypeError and an InvalidArgumentError), as simbackend.checks
+        ({"kp": "3"}, ScalarTypeError, r"robot\.kp: expected a finite number > 0, got str '3'"),
+        ({"kp": True}, ScalarTypeError, r"robot\.kp: expected a finite number > 0, got bool True"),
+        ({"kp": [1.0, 2.0]}, ArgumentTypeError, r"robot\.kp: expected a number or \{joint or glob: number\}, got list"),
+        ({"kd": {"*": [1.0]}}, ScalarTypeError, r"robot\.kd\['\*'\]: expected a finite number >= 0, got list"),
+        ({"timestep": "0.005"}, ScalarTypeError, r"robot\.timestep: expected a finite number in \(0, 0\.1\], got str"),
+        ({"add_floor": 1}, ScalarTypeError, r"robot\.add_floor: expected True or False, got int 1"),
+        ({"actuation": 3}, ScalarTypeError, r"robot\.actuation: expected one of \['servo', 'pd'\], got int 3"),
+        ({"default_pose": [0.1]}, ArgumentTypeError, r"robot\.default_pose: expected a keyframe name or \{joint"),
+        ({"default_pose": {"FR_hip_joint": "0.1"}}, ScalarTypeError, r"robot\.default_pose\['FR_hip_joint'\]"),
+        ({"imu_site": 3}, ArgumentTypeError, r"robot\.imu_site: expected a non-empty name or None, got 3"),
+        ({"name": 7}, ArgumentTypeError, r"robot\.name: expected a non-empty name, got 7"),
+        ({"model": 7}, ArgumentTypeError, r"robot\.model: expected a built-in model name or a file path, got 7"),
+        ({"base_dir": 7}, ArgumentTypeError, r"robot\.base_dir: expected a folder path or None, got 7"),
+        ({"engine_options": {"mujoco": 3}}, ArgumentTypeError, r"robot\.engine_options\.mujoco: expected a dict of"),
+        ({"engine_options": [1]}, ArgumentTypeError, r"robot\.engine_options: expected \{engine: \{option: value\}\}"),
+        ({"model_options": {"package_dirs": 3}}, ArgumentTypeError, r"robot\.model_options\.package_dirs: expected"),
+        ({"model_options": {"fuse_static": "yes"}}, ArgumentTypeError, r"robot\.model_options\.fuse_static: expected"),
+    ],
+)
+def test_wrong_types_are_argument_type_errors_naming_the_field(
+    tmp_path: Path, changes: dict, error: type, match: str
+) -> None:
+    """docs/robots.md's rule: a field of the wrong type is an ArgumentTypeError, from Python and JSON alike."""
+    for make in (lambda: _bad(get_robot("go1"), **changes), lambda: _from_json_fields(tmp_path, **changes)):
+        with pytest.raises(error, match=match) as err:
+            make()
+        assert isinstance(err.value, ArgumentTypeError) and "\n" not in str(err.value)
+        assert not str(err.value).startswith("robot: robot")
+
+
+def test_a_json_description_names_its_missing_and_unknown_fields(tmp_path: Path) -> None:
+    with pytest.raises(InvalidArgumentError, match=r"^robot\.joints, robot\.feet: required, missing from") as err:
+        _from_json_fields(tmp_path, joints=None, feet=None)
+    assert "__init__" not in str(err.value) and "positional" not in str(err.value)
+    with pytest.raises(InvalidArgumentError, match=r"^robot: unknown fields \['kpp'\]; closest known: 'kp'"):
+        _from_json_fields(tmp_path, kpp=3.0)
+    (tmp_path / "list.json").write_text("[1, 2]")
+    with pytest.raises(ArgumentTypeError, match=r"list\.json holds a list, expected \{field: value\}"):
+        get_robot(str(tmp_path / "list.json"))
+    with pytest.raises(InvalidArgumentError, match=r"robot\.kp: .* is not finite in float32"):
+        _from_json_fields(tmp_path, kp=10**400)
+
+
+def test_the_model_file_is_named_by_its_field_at_build(tmp_path: Path) -> None:
+    desc = _from_json_fields(tmp_path, model="missing.xml")
+    with pytest.raises(ModelLoadError, match=r"^robot\.model: .*missing\.xml"):
+        robot_scene(desc)
+
+
+def test_the_robots_command_says_each_field_once(tmp_path: Path) -> None:
+    """``error: ROBOT: robot: ...`` and ``robot 'x': robot.kp: ...`` were doubled prefixes: one line, once."""
+    run = [sys.executable, "-m", "simbackend.cli.main"]
+    _from_json_fields(tmp_path)  # writes own.json
+    fields = json.loads((tmp_path / "own.json").read_text())
+    (tmp_path / "bad.json").write_text(json.dumps({**fields, "kp": "30"}))
+    bad = subprocess.run([*run, "robots", str(tmp_path / "bad.json")], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and bad.stderr.strip() == "error: robot.kp: expected a finite number > 0, got str '30'"
+    missing = subprocess.run([*run, "robots", str(tmp_path / "nope.json")], capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 2 and missing.stderr.strip().startswith("error: robot: no file")
+    train = subprocess.run(
+        [*run, "train", "--task", "velocity", "--robot", str(tmp_path / "bad.json"), "--out", str(tmp_path / "r")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (
+        train.returncode == 2 and train.stderr.strip() == "error: robot.kp: expected a finite number > 0, got str '30'"
+    )
+
+
+def test_a_backend_for_a_robot_in_one_call(tmp_path: Path) -> None:
+    """docs/robots.md's Python path: ``make_robot_backend`` builds on the robot's scene with its engine blocks and
+    checks the description against the model; ``resolve`` gives the ids and the default state."""
+    from simbackend.robots import make_robot_backend
+
+    with make_robot_backend("go1", "mujoco", 2) as b:
+        robot = resolve("go1", b)
+        assert b.nq == 19 and b.num_actuators == 12 and b.body_names[robot.base_body] == "trunk"
+        assert robot.default_qpos[2] == pytest.approx(robot_scene(get_robot("go1")).default_qpos[2])
+    # the robot's block for the engine is checked there, named as the description's field
+    odd = _bad(get_robot("go1"), name="odd", engine_options={"mujoco": {"integratr": "euler"}})
+    with pytest.raises(InvalidArgumentError, match=r"^robot\.engine_options\.mujoco\.integratr: unknown option"):
+        make_robot_backend(odd, "mujoco", 1)
+    # a description that does not fit its model fails before the backend is handed back
+    with pytest.raises(InvalidArgumentError, match=r"robot\.imu_site: .* no site 'imu2'"):
+        make_robot_backend(_bad(get_robot("go1"), imu_site="imu2"), "mujoco", 1)

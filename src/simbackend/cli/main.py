@@ -293,7 +293,7 @@ def robots(
     unknown robot or engine; 1: the description fails against its model (the message names the field).
     """
     from simbackend.errors import SimBackendError
-    from simbackend.robots import available_robots, get_robot, resolve, robot_scene
+    from simbackend.robots import available_robots, get_robot, make_robot_backend, resolve, robot_scene
 
     if name is None:
         table = Table(title="Robots (--robot NAME)", title_justify="left")
@@ -307,13 +307,13 @@ def robots(
     try:
         desc = get_robot(name)
     except SimBackendError as e:
-        raise fail(f"ROBOT: {e}", code=2) from None
+        raise fail(str(e), code=2) from None  # it names the robot's field (robot.kp) or file
     for sim in sims or []:
         check_sim(sim)
     try:
         scene = robot_scene(desc)
     except SimBackendError as e:
-        raise fail(f"robot {desc.name!r}: {e}") from None
+        raise fail(str(e)) from None
     table = Table(title=f"Robot {desc.name!r}", title_justify="left", show_header=False)
     table.add_column("field", style="bold")
     table.add_column("value", overflow="fold")
@@ -326,15 +326,13 @@ def robots(
     table.add_row("base | feet", f"{desc.base_body} | {', '.join(desc.feet)}")
     table.add_row("default base height", f"{scene.default_qpos[2]:.4f} m")
     console.print(table)
-    from simbackend.registry import make_backend
-
     per = Table(title="Resolved on each engine", title_justify="left")
     for col in ("engine", "loads", "nq / nv / nu", "feet (body ids)", "contact forces"):
         per.add_column(col, overflow="fold")
     failed = False
     for sim in sims or list(available_backends()):
         try:
-            with make_backend(sim, scene.path, 1, **desc.engine_options) as b:
+            with make_robot_backend(desc, sim, 1) as b:
                 r = resolve(desc, b, scene.default_qpos)
                 per.add_row(
                     sim,

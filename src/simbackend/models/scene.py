@@ -1,26 +1,31 @@
-"""A robot's scene (:mod:`simbackend.robots`): its model with a floor, its actuation and timestep, written once as one MJCF file.
+"""A legged robot's scene, composed from plain values: its model with a floor, its actuation and timestep,
+written once as one MJCF file.
 
 A locomotion task runs on a file, not on an in-memory spec, so that every
 engine (and every shard of a sharded backend, in another process) builds from
-the same source. :func:`robot_scene` composes it with MuJoCo's model editor
-(``mujoco.MjSpec``): the floor plane, a free joint where the description asks,
-the actuators the description's actuation needs (added on joints that have
-none, or their gains and force limits replaced), then writes it through
+the same source. :func:`compose_scene` composes it with MuJoCo's model editor
+(``mujoco.MjSpec``): the floor plane, a free joint where the plan asks, the
+actuators the plan's actuation needs (added on joints that have none, or their
+gains and force limits replaced), then writes it through
 :func:`simbackend.models.export_mjcf` into a cache folder keyed by the content,
-with the default state beside it (the base placed so that the lowest
-collision geom rests on the floor).
+with the default state beside it (the base placed so that the lowest collision
+geom rests on the floor).
+
+The plan holds plain values (names, numbers, per-joint gains): the model layer
+knows nothing of robot descriptions. :func:`simbackend.robots.robot_scene` makes
+a plan from a description; its field names are the description's, so each
+message names the field as the user wrote it (``robot.base_body: ...``).
 """
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import json
 import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -28,10 +33,7 @@ from simbackend.errors import InvalidArgumentError, ModelLoadError, closest_name
 from simbackend.models.compiler import compiled, one_line, prepared_spec
 from simbackend.models.mujoco_extra import import_mujoco
 
-if TYPE_CHECKING:  # pragma: no cover
-    from simbackend.robots import RobotDescription
-
-__all__ = ["RobotScene", "robot_scene", "cache_folder", "pattern_values"]
+__all__ = ["ScenePlan", "SceneFile", "compose_scene", "cache_folder"]
 
 #: the floor's name in a composed scene
 FLOOR = "floor"
@@ -42,8 +44,50 @@ _VERSION = 1
 
 
 @dataclass(frozen=True)
-class RobotScene:
-    """What :func:`robot_scene` made: the model file and the default state.
+class ScenePlan:
+    """What :func:`compose_scene` composes, as plain values (already checked by whoever made them).
+
+    Attributes:
+        name: the scene's name (its cache folder's, and messages').
+        model: the model source: a built-in model name or an absolute MJCF/URDF path.
+        joints, held_joints: the driven joints (the policy's, then the held ones).
+        base_body: the floating base.
+        default_pose: a keyframe name, or ``{joint: angle}`` for driven joints.
+        actuation: ``"servo"`` (position actuators) or ``"pd"`` (motors).
+        kp, kd, effort_limit: ``{joint: value}`` (joints absent keep the model's values).
+        add_floor: add a floor plane. add_free_joint: give ``base_body`` a free joint where it has none.
+        timestep: the physics substep (s). base_keyframe: the keyframe the pose starts from when
+            ``default_pose`` is a mapping.
+        package_dirs, fuse_static: the model compiler's options.
+        argument: what messages name: ``{argument}.{field}`` (``robot.base_body``).
+    """
+
+    name: str
+    model: str
+    joints: tuple[str, ...]
+    held_joints: tuple[str, ...]
+    base_body: str
+    default_pose: str | dict[str, float]
+    actuation: str
+    kp: dict[str, float]
+    kd: dict[str, float]
+    effort_limit: dict[str, float]
+    add_floor: bool
+    add_free_joint: bool
+    timestep: float
+    base_keyframe: str | None = None
+    package_dirs: tuple[str, ...] | None = None
+    fuse_static: bool | None = None
+    argument: str = "scene"
+
+    @property
+    def driven_joints(self) -> tuple[str, ...]:
+        return tuple(self.joints) + tuple(self.held_joints)
+
+
+@dataclass(frozen=True)
+class SceneFile:
+    """What :func:`compose_scene` made: the model file and the default state.
 
     Attributes:
         path: the scene's MJCF file (absolute).
@@ -62,87 +106,75 @@ def cache_folder() -> Path:
     return Path(root) / "scenes"
 
 
-def pattern_values(values: Any, names: tuple[str, ...], where: str) -> dict[str, float]:
-    """``{joint: value}`` for the ``names`` a gain or pose (a number, or ``{name or glob: value}``) covers;
-    a pattern that matches none of ``names`` raises naming ``where`` (a typo must not pass unnoticed)."""
-    if values is None:
-        return {}
-    if not isinstance(values, dict):
-        return {n: float(values) for n in names}
-    out: dict[str, float] = {}
-    for pattern, v in values.items():
-        hit = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
-        if not hit:
-            raise InvalidArgumentError(
-                f"{where}: {pattern!r} matches none of the robot's joints{closest_names_hint(pattern, names)}"
-            )
-        for n in hit:
-            out[n] = float(v)
-    return out
-
-
-def robot_scene(desc: RobotDescription) -> RobotScene:
-    """The description's scene, composed and written on first use (then read from the cache)."""
+def compose_scene(plan: ScenePlan) -> SceneFile:
+    """The plan's scene, composed and written on first use (then read from the cache)."""
     mujoco = import_mujoco()
-    opts = desc.model_options
-    spec, label, urdf = prepared_spec(desc.model_path(), opts.get("package_dirs"), None, opts.get("fuse_static"))
-    _compose(spec, desc, label)
-    placed = json.dumps([desc.default_pose, desc.base_keyframe, desc.base_body, desc.driven_joints], sort_keys=True)
+    try:
+        spec, label, urdf = prepared_spec(plan.model, plan.package_dirs, None, plan.fuse_static)
+    except ModelLoadError as e:
+        raise ModelLoadError(f"{plan.argument}.model: {e}") from e
+    _compose(spec, plan, label)
+    placed = json.dumps([plan.default_pose, plan.base_keyframe, plan.base_body, plan.driven_joints], sort_keys=True)
     key = hashlib.sha256(f"{_VERSION}\n{placed}\n{spec.to_xml()}".encode()).hexdigest()[:20]
-    folder = cache_folder() / f"{desc.name}-{key}"
+    folder = cache_folder() / f"{plan.name}-{key}"
     done = folder / "scene.json"
     if done.is_file():
         meta = json.loads(done.read_text())
         if Path(meta["path"]).is_file():
-            return RobotScene(meta["path"], tuple(meta["default_qpos"]))
-    model = compiled(spec, label, urdf)
-    qpos = _default_qpos(mujoco, model, desc)
+            return SceneFile(meta["path"], tuple(meta["default_qpos"]))
+    try:
+        model = compiled(spec, label, urdf)
+    except ModelLoadError as e:
+        raise ModelLoadError(f"{plan.argument}.model: {e}") from e
+    qpos = _default_qpos(mujoco, model, plan)
     folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{desc.name}-", dir=folder.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{plan.name}-", dir=folder.parent))
     from simbackend.models.export import export_mjcf
 
     _, written = export_mjcf(spec, tmp)
     final = folder / written.name
-    meta = {"path": str(final), "default_qpos": [float(x) for x in qpos], "robot": desc.name}
+    meta = {"path": str(final), "default_qpos": [float(x) for x in qpos], "name": plan.name}
     (tmp / "scene.json").write_text(json.dumps(meta))
     try:
         os.replace(tmp, folder)  # another process may have written the same scene: theirs is as good
     except OSError:
         pass
     if not done.is_file():
-        raise ModelLoadError(f"robot {desc.name!r}: could not write its scene into {folder}")
-    return RobotScene(str(final), tuple(meta["default_qpos"]))
+        raise ModelLoadError(f"{plan.argument} {plan.name!r}: could not write its scene into {folder}")
+    return SceneFile(str(final), tuple(meta["default_qpos"]))
 
 
-def _compose(spec: Any, desc: RobotDescription, label: str) -> None:
+def _compose(spec: Any, plan: ScenePlan, label: str) -> None:
     """Edit ``spec`` in place: free joint, actuation, floor, timestep."""
     mujoco = import_mujoco()
     joints = {j.name: j for j in spec.joints}
     bodies = {b.name for b in spec.bodies}
-    for name in desc.driven_joints:
+    for name in plan.driven_joints:
         if name not in joints:
-            field = "joints" if name in desc.joints else "held_joints"
+            field = "joints" if name in plan.joints else "held_joints"
             raise InvalidArgumentError(
-                f"robot.{field}: {label} has no joint {name!r}{closest_names_hint(name, list(joints))}"
+                f"{plan.argument}.{field}: {label} has no joint {name!r}{closest_names_hint(name, list(joints))}"
             )
-    if desc.base_body not in bodies:
+    if plan.base_body not in bodies:
         raise InvalidArgumentError(
-            f"robot.base_body: {label} has no body {desc.base_body!r}{closest_names_hint(desc.base_body, bodies)}"
+            f"{plan.argument}.base_body: {label} has no body {plan.base_body!r}{closest_names_hint(plan.base_body, bodies)}"
         )
-    base = spec.body(desc.base_body)
-    if desc.add_free_joint and not any(j.type == mujoco.mjtJoint.mjJNT_FREE for j in base.joints):
+    base = spec.body(plan.base_body)
+    if plan.add_free_joint and not any(j.type == mujoco.mjtJoint.mjJNT_FREE for j in base.joints):
         if base.parent.name != spec.worldbody.name:
-            raise InvalidArgumentError(f"robot.add_free_joint: body {desc.base_body!r} is not a child of the world")
+            raise InvalidArgumentError(
+                f"{plan.argument}.add_free_joint: body {plan.base_body!r} is not a child of the world"
+            )
         if base.joints:
             raise InvalidArgumentError(
-                f"robot.add_free_joint: body {desc.base_body!r} already has joints {[j.name for j in base.joints]}"
+                f"{plan.argument}.add_free_joint: body {plan.base_body!r} already has joints {[j.name for j in base.joints]}"
             )
-        base.add_freejoint(name=f"{desc.base_body}_free")
-    _actuate(spec, desc, joints, label)
-    if desc.add_floor:
+        base.add_freejoint(name=f"{plan.base_body}_free")
+    _actuate(spec, plan, joints, label)
+    if plan.add_floor:
         taken = {g.name for g in spec.geoms}
         spec.worldbody.add_geom(
-            name=FLOOR if FLOOR not in taken else f"{desc.name}_{FLOOR}",
+            name=FLOOR if FLOOR not in taken else f"{plan.name}_{FLOOR}",
             type=mujoco.mjtGeom.mjGEOM_PLANE,
             size=[50.0, 50.0, 0.05],
             contype=1,
@@ -153,16 +185,16 @@ def _compose(spec: Any, desc: RobotDescription, label: str) -> None:
         )
         spec.worldbody.add_light(pos=[0.0, 0.0, 4.0], dir=[0.0, 0.0, -1.0])
         spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
-    spec.option.timestep = desc.timestep
+    spec.option.timestep = plan.timestep
 
 
-def _actuate(spec: Any, desc: RobotDescription, joints: dict, label: str) -> None:
-    """Give every driven joint the actuator the actuation needs (see :class:`RobotDescription`)."""
+def _actuate(spec: Any, plan: ScenePlan, joints: dict, label: str) -> None:
+    """Give every driven joint the actuator the actuation needs: ``servo``, a position actuator (added with
+    ``kp``/``kd`` where the joint has none, else its gains replaced where given); ``pd``, a motor (added where
+    the joint has none, its ctrl range the effort limit); the effort limit as the force range."""
     mujoco = import_mujoco()
-    names = desc.driven_joints
-    kp = pattern_values(desc.kp, names, "robot.kp")
-    kd = pattern_values(desc.kd, names, "robot.kd")
-    effort = pattern_values(desc.effort_limit, names, "robot.effort_limit")
+    names = plan.driven_joints
+    kp, kd, effort = plan.kp, plan.kd, plan.effort_limit
     on_joint: dict[str, list] = {}
     for a in spec.actuators:
         if a.trntype == mujoco.mjtTrn.mjTRN_JOINT:
@@ -170,22 +202,23 @@ def _actuate(spec: Any, desc: RobotDescription, joints: dict, label: str) -> Non
     for name in names:
         acts = on_joint.get(name, [])
         if len(acts) > 1:
+            field = "joints" if name in plan.joints else "held_joints"
             raise InvalidArgumentError(
-                f"robot.joints: joint {name!r} has {len(acts)} actuators; a driven joint needs exactly one"
+                f"{plan.argument}.{field}: joint {name!r} has {len(acts)} actuators; a driven joint needs exactly one"
             )
         kind = _kind(mujoco, acts[0]) if acts else None
-        if desc.actuation == "servo":
+        if plan.actuation == "servo":
             if kind is None:
                 if name not in kp:
                     raise InvalidArgumentError(
-                        f"robot.kp: {label} has no actuator on joint {name!r}: give kp (and kd) to add a servo"
+                        f"{plan.argument}.kp: {label} has no actuator on joint {name!r}: give kp (and kd) to add a servo"
                     )
                 act = spec.add_actuator(name=f"{name}_servo", target=name, trntype=mujoco.mjtTrn.mjTRN_JOINT)
                 act.set_to_position(kp=kp[name], kv=kd.get(name, 0.0))
                 acts = [act]
             elif kind != "position":
                 raise InvalidArgumentError(
-                    f"robot.actuation: joint {name!r} has a {kind} actuator; 'servo' needs position actuators"
+                    f"{plan.argument}.actuation: joint {name!r} has a {kind} actuator; 'servo' needs position actuators"
                     " (use actuation='pd' for motors)"
                 )
             else:
@@ -205,7 +238,7 @@ def _actuate(spec: Any, desc: RobotDescription, joints: dict, label: str) -> Non
                 acts = [act]
             elif kind != "motor":
                 raise InvalidArgumentError(
-                    f"robot.actuation: joint {name!r} has a {kind} actuator; 'pd' needs motors"
+                    f"{plan.argument}.actuation: joint {name!r} has a {kind} actuator; 'pd' needs motors"
                     " (use actuation='servo' for position actuators)"
                 )
         if name in effort:
@@ -228,29 +261,28 @@ def _kind(mujoco: Any, act: Any) -> str:
     return "other"
 
 
-def _default_qpos(mujoco: Any, model: Any, desc: RobotDescription) -> np.ndarray:
+def _default_qpos(mujoco: Any, model: Any, plan: ScenePlan) -> np.ndarray:
     """The default pose with the base level at the origin, lifted so the lowest collision geom clears the
     floor by :data:`CLEARANCE` (the model's own pose where it has no floor plane)."""
     qpos = np.array(model.qpos0, dtype=np.float64)
     keys = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_KEY, k) for k in range(model.nkey)]
-    keyframe = desc.default_pose if isinstance(desc.default_pose, str) else desc.base_keyframe
+    keyframe = plan.default_pose if isinstance(plan.default_pose, str) else plan.base_keyframe
     if keyframe is not None:
         if keyframe not in keys:
-            field = "default_pose" if isinstance(desc.default_pose, str) else "base_keyframe"
+            field = "default_pose" if isinstance(plan.default_pose, str) else "base_keyframe"
             raise InvalidArgumentError(
-                f"robot.{field}: the model has no keyframe {keyframe!r}{closest_names_hint(keyframe, keys)}"
+                f"{plan.argument}.{field}: the model has no keyframe {keyframe!r}{closest_names_hint(keyframe, keys)}"
             )
         qpos = np.array(model.key_qpos[keys.index(keyframe)], dtype=np.float64)
-    if isinstance(desc.default_pose, dict):
-        pose = pattern_values(desc.default_pose, desc.driven_joints, "robot.default_pose")
-        for name, angle in pose.items():
+    if isinstance(plan.default_pose, dict):
+        for name, angle in plan.default_pose.items():
             j = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, name)
             qpos[int(model.jnt_qposadr[j])] = angle
-    base = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, desc.base_body)
+    base = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, plan.base_body)
     free = [j for j in range(model.njnt) if model.jnt_bodyid[j] == base and model.jnt_type[j] == 0]
     if not free or model.body_parentid[base] != 0:
         raise InvalidArgumentError(
-            f"robot.base_body: {desc.base_body!r} has no free joint to the world: a locomotion task needs a"
+            f"{plan.argument}.base_body: {plan.base_body!r} has no free joint to the world: a locomotion task needs a"
             " floating base (a URDF's root link gets one with add_free_joint=True)"
         )
     adr = int(model.jnt_qposadr[free[0]])
@@ -272,7 +304,7 @@ def _default_qpos(mujoco: Any, model: Any, desc: RobotDescription) -> np.ndarray
             gap = min(mujoco.mj_geomDistance(model, data, floors[0], g, 10.0, fromto) for g in robot)
         except Exception as e:  # noqa: BLE001 - a geom type MuJoCo cannot measure: say which robot it is
             raise ModelLoadError(
-                f"robot {desc.name!r}: cannot place its default pose on the floor: {one_line(e)}"
+                f"{plan.argument} {plan.name!r}: cannot place its default pose on the floor: {one_line(e)}"
             ) from e
         qpos[adr + 2] = z0 + CLEARANCE - gap
     return qpos

@@ -10,8 +10,13 @@ config={"robot": "go1"})``. A robot of your own is one registration
 goes (``--robot my_robot.json``; relative model paths are read from the file's
 folder). docs/robots.md walks through one written for a URDF robot.
 
-:func:`resolve` checks a description against a built backend, through the
-contract only, and gives the ids and columns a task reads.
+:func:`robot_scene` composes a description into one MJCF file (every engine
+builds from it); :func:`make_robot_backend` builds a backend on it in one call,
+and :func:`resolve` checks a description against a built backend, through the
+contract only, and gives the ids and columns a task reads::
+
+    sim = make_robot_backend("my_robot.json", "mujoco", 16)
+    robot = resolve("my_robot.json", sim)
 """
 
 from __future__ import annotations
@@ -22,11 +27,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from simbackend.errors import InvalidArgumentError, closest_names_hint
-from simbackend.models.scene import RobotScene, pattern_values, robot_scene
+from simbackend.errors import ArgumentTypeError, InvalidArgumentError, SimBackendError, closest_names_hint
 
-from .description import ACTUATIONS, RobotDescription
+from .description import ACTUATIONS, RobotDescription, pattern_values
 from .registry import available_robots, get_robot, register_robot
+from .scene import RobotScene, robot_scene
 
 __all__ = [
     "ACTUATIONS",
@@ -35,6 +40,7 @@ __all__ = [
     "RobotScene",
     "available_robots",
     "get_robot",
+    "make_robot_backend",
     "register_robot",
     "resolve",
     "robot_scene",
@@ -71,12 +77,55 @@ class ResolvedRobot:
     default_qpos: torch.Tensor
 
 
-def resolve(desc: RobotDescription, backend: Any, default_qpos: Any) -> ResolvedRobot:
+def make_robot_backend(
+    robot: Any, sim: str, num_envs: int, *, device: Any = None, seed: int = 0, **options: Any
+) -> Any:
+    """Backend ``sim`` with ``num_envs`` envs on the robot's scene, checked against the description.
+
+    The path the velocity task and ``simbackend robots`` take: the scene file
+    (:func:`robot_scene`), the robot's engine blocks (``engine_options``; a block of the
+    caller's for the same engine replaces the robot's, as in ``make_task``), then
+    :func:`resolve`, so a description that does not fit its model fails here, in one line
+    naming the field, and the backend is closed.
+
+    Args:
+        robot: a :class:`RobotDescription`, a registered name or a JSON description file.
+        sim, num_envs, device, seed, options: as :func:`simbackend.make_backend`'s
+            (``contact_sensing=True`` for the feet's contact forces).
+    """
+    from simbackend.options import check_options
+    from simbackend.registry import make_backend
+
+    desc = get_robot(robot)
+    own = sim.lower() if isinstance(sim, str) else sim
+    if isinstance(own, str) and own in desc.engine_options:
+        try:  # the robot's block for this engine: its keys and values are the engine's to judge
+            check_options(own, {own: desc.engine_options[own]})
+        except SimBackendError as e:
+            cls = ArgumentTypeError if isinstance(e, TypeError) else InvalidArgumentError
+            raise cls(f"robot.engine_options.{e}") from None
+    scene = robot_scene(desc)
+    backend = make_backend(sim, scene.path, num_envs, device=device, seed=seed, **{**desc.engine_options, **options})
+    try:
+        resolve(desc, backend, scene.default_qpos)
+    except BaseException:
+        backend.close()
+        raise
+    return backend
+
+
+def resolve(desc: Any, backend: Any, default_qpos: Any = None) -> ResolvedRobot:
     """Check ``desc`` against ``backend`` (built on its scene) and give the task's ids and columns.
+
+    ``desc`` is a :class:`RobotDescription`, a registered name or a JSON file; ``default_qpos``
+    the default state, by default its scene's (:func:`robot_scene`).
 
     Raises one line naming the field: a name the model lacks (with the closest names), a default
     angle outside its joint's range, a base body without a free joint.
     """
+    desc = get_robot(desc)
+    if default_qpos is None:
+        default_qpos = robot_scene(desc).default_qpos
     info = backend.info
     dev = backend.device
     bodies, geoms = list(backend.body_names), list(info.geom_names)

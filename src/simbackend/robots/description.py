@@ -1,24 +1,37 @@
 """A robot description: what a locomotion task needs to know about a robot model, as data.
 
-A description names things; it holds no engine state. Its fields are checked
-when it is made (types, signs, finiteness), and against the model when a task
-resolves it on a backend (:func:`simbackend.robots.resolve`): every name the
-model lacks, a default pose outside a joint's range, a base that does not
-float, fails there in one line naming the field.
+A description names things; it holds no engine state. Every field is checked
+when the description is made, in the terms and dtype it is used in: names and
+lists of names (a string is not a list), numbers (finite in float32, the dtype
+gains, limits and poses are used in, within the range physics gives them),
+glob patterns (each must match one of the robot's joints), the option blocks.
+What needs the model is checked when the scene is composed
+(:func:`simbackend.robots.robot_scene`) and when a task resolves it on a backend
+(:func:`simbackend.robots.resolve`): every name the model lacks, a default pose
+outside a joint's range, a base that does not float. Each failure is one line
+naming the field (``robot.kp``, ``robot.engine_options.mjwarp``); a field of the
+wrong type raises :class:`~simbackend.errors.ArgumentTypeError` (a number or
+flag: :class:`~simbackend.errors.ScalarTypeError`, as :mod:`simbackend.checks`
+raises), a bad value :class:`~simbackend.errors.InvalidArgumentError`.
 """
 
 from __future__ import annotations
 
+import difflib
+import fnmatch
 import math
 import numbers
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
-from simbackend.errors import ArgumentTypeError, InvalidArgumentError
+import numpy as np
 
-__all__ = ["ACTUATIONS", "RobotDescription", "Gains"]
+from simbackend import checks
+from simbackend.errors import ArgumentTypeError, InvalidArgumentError, closest_names_hint
+
+__all__ = ["ACTUATIONS", "MAX_TIMESTEP", "RobotDescription", "Gains", "pattern_values"]
 
 #: how a description's joints are driven
 ACTUATIONS = ("servo", "pd")
@@ -26,13 +39,24 @@ ACTUATIONS = ("servo", "pd")
 #: a gain or limit: one number for every joint, or ``{joint name or glob pattern: number}``
 Gains = float | Mapping[str, float] | None
 
+#: the longest physics substep (s) a description takes. A legged robot's feet touch down and lift off
+#: within a few tens of milliseconds and its servos act within a few; a substep beyond 0.1 s steps over
+#: whole footfalls and no engine's contact solver holds it (MuJoCo's default is 2 ms, legged_gym's and
+#: Isaac Lab's 5 ms). It also keeps the velocity task's per-episode buffers (one command per resample
+#: time) the size of an episode, not of the step.
+MAX_TIMESTEP = 0.1
+#: the largest finite float32: gains, limits and angles are used in float32 (torch tensors, PhysX)
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+#: the model options a description takes
+_MODEL_OPTIONS = ("package_dirs", "fuse_static")
+
 
 @dataclass(frozen=True)
 class RobotDescription:
     """A legged robot, by name: the model and how a task drives and reads it.
 
     Attributes:
-        name: registry name (lower case letters, digits, ``_``, ``-``).
+        name: registry name (letters, digits, ``_``, ``-``).
         model: the model source: a built-in model name, or a path to an MJCF or URDF file
             (a relative path is relative to ``base_dir``, else to the working directory).
         joints: the actuated joints the policy drives, in the policy's order.
@@ -86,59 +110,59 @@ class RobotDescription:
     base_dir: str | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name or not all(c.isalnum() or c in "_-" for c in self.name):
+        _set(self, "name", _name(self.name, "robot.name"))
+        if not all(c.isalnum() or c in "_-" for c in self.name):
             raise InvalidArgumentError(f"robot.name: expected letters, digits, '_' or '-', got {self.name!r}")
-        if not isinstance(self.model, (str, os.PathLike)) or not os.fspath(self.model):
-            raise ArgumentTypeError(f"robot.model: expected a built-in model name or a file path, got {self.model!r}")
+        _set(self, "model", _path(self.model, "robot.model", "a built-in model name or a file path"))
+        if self.base_dir is not None:
+            _set(self, "base_dir", _path(self.base_dir, "robot.base_dir", "a folder path or None"))
         _set(self, "joints", _names(self.joints, "joints", "joint"))
         _set(self, "held_joints", _names(self.held_joints, "held_joints", "joint", allow_empty=True))
         both = sorted(set(self.joints) & set(self.held_joints))
         if both:
             raise InvalidArgumentError(f"robot.held_joints: joints the policy drives cannot be held too: {both}")
         _set(self, "feet", _names(self.feet, "feet", "foot body or geom"))
-        for name in ("base_body",):
-            _name(getattr(self, name), f"robot.{name}")
+        _name(self.base_body, "robot.base_body")
         if self.termination_bodies is None:
             _set(self, "termination_bodies", (self.base_body,))
         else:
             _set(self, "termination_bodies", _names(self.termination_bodies, "termination_bodies", "body", True))
         for name in ("imu_site", "base_keyframe"):
             if getattr(self, name) is not None:
-                _name(getattr(self, name), f"robot.{name}")
+                _name(getattr(self, name), f"robot.{name}", "a non-empty name or None")
+        driven = self.driven_joints
         if isinstance(self.default_pose, str):
             _name(self.default_pose, "robot.default_pose")
         elif isinstance(self.default_pose, Mapping):
-            pose = {}
-            for k, v in self.default_pose.items():
-                _name(k, "robot.default_pose")
-                pose[k] = _number(v, f"robot.default_pose[{k!r}]")
+            pose = _values(self.default_pose, "default_pose", minimum=None)
+            pattern_values(pose, driven, "robot.default_pose")  # every pattern matches a joint
             _set(self, "default_pose", pose)
         else:
             raise ArgumentTypeError(
-                "robot.default_pose: expected a keyframe name or {joint: angle},"
+                "robot.default_pose: expected a keyframe name or {joint or glob: angle},"
                 f" got {type(self.default_pose).__name__}"
             )
-        if self.actuation not in ACTUATIONS:
-            raise InvalidArgumentError(f"robot.actuation: expected one of {list(ACTUATIONS)}, got {self.actuation!r}")
-        _set(self, "kp", _gains(self.kp, "kp", strict=True))
-        _set(self, "kd", _gains(self.kd, "kd", strict=False))
-        _set(self, "effort_limit", _gains(self.effort_limit, "effort_limit", strict=True))
-        if self.actuation == "pd" and (self.kp is None or self.kd is None):
-            raise InvalidArgumentError("robot.kp, robot.kd: required with actuation='pd'")
+        _set(self, "actuation", checks.choice(self.actuation, "robot.actuation", ACTUATIONS))
+        for name, strict in (("kp", True), ("kd", False), ("effort_limit", True)):
+            gains = _gains(getattr(self, name), name, strict=strict)
+            pattern_values(gains, driven, f"robot.{name}")  # every pattern matches a joint
+            _set(self, name, gains)
+        if self.actuation == "pd":
+            if self.kp is None or self.kd is None:
+                raise InvalidArgumentError("robot.kp, robot.kd: required with actuation='pd'")
+            for name in ("kp", "kd"):
+                covered = pattern_values(getattr(self, name), driven, f"robot.{name}")
+                missing = [n for n in driven if n not in covered]
+                if missing:
+                    raise InvalidArgumentError(
+                        f"robot.{name}: no value for joints {missing}; actuation='pd' needs a gain for every"
+                        " driven joint"
+                    )
         for name in ("add_floor", "add_free_joint"):
-            if not isinstance(getattr(self, name), bool):
-                raise ArgumentTypeError(f"robot.{name}: expected True or False, got {getattr(self, name)!r}")
-        ts = _number(self.timestep, "robot.timestep")
-        if ts <= 0:
-            raise InvalidArgumentError(f"robot.timestep: expected a number > 0, got {ts:g}")
-        _set(self, "timestep", ts)
-        for name in ("model_options", "engine_options"):
-            if not isinstance(getattr(self, name), Mapping):
-                raise ArgumentTypeError(f"robot.{name}: expected a mapping, got {type(getattr(self, name)).__name__}")
-            _set(self, name, dict(getattr(self, name)))
-        unknown = sorted(set(self.model_options) - {"package_dirs", "fuse_static"})
-        if unknown:
-            raise InvalidArgumentError(f"robot.model_options: unknown keys {unknown}; known: package_dirs, fuse_static")
+            _set(self, name, checks.boolean(getattr(self, name), f"robot.{name}"))
+        _set(self, "timestep", _float32(self.timestep, "robot.timestep", minimum=0.0, maximum=MAX_TIMESTEP))
+        _set(self, "model_options", _model_options(self.model_options))
+        _set(self, "engine_options", _engine_options(self.engine_options))
 
     @property
     def driven_joints(self) -> tuple[str, ...]:
@@ -166,39 +190,77 @@ class RobotDescription:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], base_dir: str | None = None) -> RobotDescription:
-        """A description from :meth:`to_dict`'s output (or a config file's mapping); unknown keys raise."""
+        """A description from :meth:`to_dict`'s output (or a config file's mapping); unknown keys and
+        missing required fields raise, naming them."""
         if not isinstance(d, Mapping):
-            raise ArgumentTypeError(f"robot: expected a mapping, got {type(d).__name__}")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
+            raise ArgumentTypeError(f"robot: expected a mapping of its fields, got {type(d).__name__}")
+        known = [f.name for f in fields(cls)]
+        unknown = sorted((k for k in d if k not in known), key=str)
         if unknown:
-            raise InvalidArgumentError(f"robot: unknown keys {unknown}; known: {sorted(known)}")
+            close = [c for k in unknown for c in difflib.get_close_matches(str(k), known, n=1, cutoff=0.6)]
+            hint = f"closest known: {', '.join(map(repr, close))}" if close else f"known: {', '.join(known)}"
+            raise InvalidArgumentError(f"robot: unknown fields {unknown}; {hint}")
+        required = [f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING]
+        missing = [k for k in required if k not in d]
+        if missing:
+            raise InvalidArgumentError(
+                f"{', '.join('robot.' + k for k in missing)}: required, missing from the description"
+            )
         kw = dict(d)
         if base_dir is not None and kw.get("base_dir") is None:
             kw["base_dir"] = base_dir
-        try:
-            return cls(**kw)
-        except TypeError as e:  # a required field missing
-            raise InvalidArgumentError(f"robot: {e}") from None
+        return cls(**kw)
+
+
+def pattern_values(values: Any, names: Sequence[str], where: str) -> dict[str, float]:
+    """``{joint: value}`` for the ``names`` a gain or pose (a number, or ``{name or glob: value}``) covers, a
+    later pattern overriding an earlier one; a pattern that matches none of ``names`` raises naming ``where``
+    (a typo must not pass unnoticed)."""
+    if values is None:
+        return {}
+    if not isinstance(values, Mapping):
+        return {n: float(values) for n in names}
+    out: dict[str, float] = {}
+    for pattern, v in values.items():
+        hit = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
+        if not hit:
+            raise InvalidArgumentError(
+                f"{where}: {pattern!r} matches none of the robot's joints{closest_names_hint(pattern, list(names))}"
+            )
+        for n in hit:
+            out[n] = float(v)
+    return out
 
 
 def _set(obj: Any, name: str, value: Any) -> None:
     object.__setattr__(obj, name, value)
 
 
-def _name(v: Any, where: str) -> str:
-    if not isinstance(v, str) or not v:
-        raise ArgumentTypeError(f"{where}: expected a non-empty name, got {v!r}")
+def _name(v: Any, where: str, what: str = "a non-empty name") -> str:
+    if not isinstance(v, str):
+        raise ArgumentTypeError(f"{where}: expected {what}, got {checks.short_repr(v)}")
+    if not v:
+        raise InvalidArgumentError(f"{where}: expected {what}, got ''")
     return v
 
 
+def _path(v: Any, where: str, what: str) -> str:
+    if not isinstance(v, (str, os.PathLike)):
+        raise ArgumentTypeError(f"{where}: expected {what}, got {checks.short_repr(v)}")
+    text = os.fspath(v)
+    if not isinstance(text, str) or not text:
+        raise InvalidArgumentError(f"{where}: expected {what}, got {text!r}")
+    return text
+
+
 def _names(v: Any, field_name: str, what: str, allow_empty: bool = False) -> tuple[str, ...]:
+    """A list of distinct names; a string is refused (it is not a list of one name)."""
     where = f"robot.{field_name}"
-    if isinstance(v, str):
-        v = (v,)
-    if not isinstance(v, Sequence) or isinstance(v, (bytes, bytearray)):
-        raise ArgumentTypeError(f"{where}: expected a sequence of {what} names, got {type(v).__name__}")
-    out = tuple(_name(x, where) for x in v)
+    if isinstance(v, (str, bytes, bytearray)) or not isinstance(v, Sequence):
+        raise ArgumentTypeError(
+            f"{where}: expected a list of {what} names, got {type(v).__name__} {checks.short_repr(v)}"
+        )
+    out = tuple(_name(x, f"{where}[{i}]") for i, x in enumerate(v))
     if not out and not allow_empty:
         raise InvalidArgumentError(f"{where}: expected at least one {what} name")
     dup = sorted({x for x in out if out.count(x) > 1})
@@ -207,26 +269,91 @@ def _names(v: Any, field_name: str, what: str, allow_empty: bool = False) -> tup
     return out
 
 
-def _number(v: Any, where: str) -> float:
-    if not isinstance(v, numbers.Real) or isinstance(v, bool):
-        raise ArgumentTypeError(f"{where}: expected a number, got {type(v).__name__} {v!r}")
-    x = float(v)
-    if not math.isfinite(x):
-        raise InvalidArgumentError(f"{where}: expected a finite number, got {x}")
+def _float32(v: Any, where: str, *, minimum: float | None, strict: bool = True, maximum: float | None = None) -> float:
+    """A finite number ``> minimum`` (``>=`` unless ``strict``), ``<= maximum``, that stays finite (and, above 0,
+    non-zero) in float32, the dtype it is used in."""
+    if isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_)) and abs(int(v)) > _FLOAT32_MAX:
+        raise InvalidArgumentError(
+            f"{where}: {checks.short_repr(v, 20)} is not finite in float32, the dtype it is used in"
+        )
+    x = checks.real(v, where, minimum=minimum, maximum=maximum, above=strict and minimum is not None)
+    if abs(x) > _FLOAT32_MAX:
+        raise InvalidArgumentError(f"{where}: {x:g} is not finite in float32, the dtype it is used in")
+    if x != 0 and np.float32(x) == 0 and minimum is not None and strict:
+        raise InvalidArgumentError(f"{where}: {x:g} is 0 in float32, the dtype it is used in; expected a number > 0")
     return x
 
 
+def _values(v: Mapping, field_name: str, *, minimum: float | None, strict: bool = False) -> dict[str, float]:
+    """``{name or glob: number}``, each number checked by :func:`_float32`."""
+    where = f"robot.{field_name}"
+    out = {}
+    for k, x in v.items():
+        _name(k, where, "joint names or glob patterns as keys")
+        out[k] = _float32(x, f"{where}[{k!r}]", minimum=minimum, strict=strict)
+    return out
+
+
 def _gains(v: Any, name: str, *, strict: bool) -> Any:
-    """A number or ``{pattern: number}``, finite, > 0 (``strict``) or >= 0, or ``None``."""
+    """A number or ``{pattern: number}``, finite in float32, > 0 (``strict``) or >= 0, or ``None``."""
     if v is None:
         return None
-    where = f"robot.{name}"
-    items = dict(v) if isinstance(v, Mapping) else {"*": v}
-    out = {}
-    for k, x in items.items():
-        _name(k, where)
-        val = _number(x, f"{where}[{k!r}]" if isinstance(v, Mapping) else where)
-        if val < 0 or (strict and val == 0):
-            raise InvalidArgumentError(f"{where}: expected values {'>' if strict else '>='} 0, got {val:g}")
-        out[k] = val
-    return out if isinstance(v, Mapping) else out["*"]
+    if isinstance(v, Mapping):
+        return _values(v, name, minimum=0.0, strict=strict)
+    if isinstance(v, (Sequence, set, np.ndarray)) and not isinstance(v, (str, bytes)):
+        raise ArgumentTypeError(f"robot.{name}: expected a number or {{joint or glob: number}}, got {type(v).__name__}")
+    return _float32(v, f"robot.{name}", minimum=0.0, strict=strict)
+
+
+def _model_options(v: Any) -> dict[str, Any]:
+    """``{package_dirs, fuse_static}``, their types checked as the model compiler checks them (folders are
+    looked for when the scene is composed)."""
+    if not isinstance(v, Mapping):
+        raise ArgumentTypeError(f"robot.model_options: expected {{option: value}}, got {type(v).__name__}")
+    unknown = sorted((k for k in v if k not in _MODEL_OPTIONS), key=str)
+    if unknown:
+        raise InvalidArgumentError(f"robot.model_options: unknown keys {unknown}; known: {', '.join(_MODEL_OPTIONS)}")
+    out = dict(v)
+    dirs = out.get("package_dirs")
+    if dirs is not None:
+        items = [dirs] if isinstance(dirs, (str, os.PathLike)) else dirs
+        if not isinstance(items, (list, tuple)) or not all(
+            isinstance(p, (str, os.PathLike)) and os.fspath(p) for p in items
+        ):
+            raise ArgumentTypeError(
+                f"robot.model_options.package_dirs: expected a folder path or a list of them, got {checks.short_repr(dirs)}"
+            )
+        out["package_dirs"] = [os.fspath(p) for p in items]
+    if out.get("fuse_static") is not None and not isinstance(out["fuse_static"], (bool, np.bool_)):
+        raise ArgumentTypeError(
+            f"robot.model_options.fuse_static: expected True, False or None, got {checks.short_repr(out['fuse_static'])}"
+        )
+    return out
+
+
+def _engine_options(v: Any) -> dict[str, dict[str, Any]]:
+    """``{engine: {option: value}}``: registered engines, string keys, finite numbers. The keys and values of an
+    engine's block are the engine's to judge: :func:`simbackend.robots.make_robot_backend` checks them when
+    it builds that engine (the messages name ``robot.engine_options.ENGINE.KEY``)."""
+    if not isinstance(v, Mapping):
+        raise ArgumentTypeError(f"robot.engine_options: expected {{engine: {{option: value}}}}, got {type(v).__name__}")
+    from simbackend.plugins import available_backends
+
+    engines = available_backends()
+    out: dict[str, dict[str, Any]] = {}
+    for engine, block in v.items():
+        if not isinstance(engine, str) or engine not in engines:
+            raise InvalidArgumentError(
+                f"robot.engine_options: unknown engine {engine!r}{closest_names_hint(str(engine), engines)}"
+                " (blocks are keyed by registered backend names)"
+            )
+        where = f"robot.engine_options.{engine}"
+        if not isinstance(block, Mapping):
+            raise ArgumentTypeError(f"{where}: expected a dict of that engine's options, got {type(block).__name__}")
+        for key, value in block.items():
+            if not isinstance(key, str) or not key:
+                raise ArgumentTypeError(f"{where}: expected option names as keys, got {checks.short_repr(key)}")
+            if isinstance(value, float) and not math.isfinite(value):
+                raise InvalidArgumentError(f"{where}.{key}: expected a finite value, got {value}")
+        out[engine] = dict(block)
+    return out
