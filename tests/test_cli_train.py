@@ -162,6 +162,20 @@ def test_bad_arguments_exit_2_naming_the_flag(
     assert not list(tmp_path.glob("**/*.pt")) and not list(tmp_path.glob("**/log.csv"))
 
 
+def test_train_refuses_an_out_in_a_missing_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One rule for every writing command: a missing parent folder is refused (exit 2, one line naming --out)
+    before anything is built or written, not created. The default --out's runs/ is made."""
+    out = tmp_path / "a" / "b" / "run"
+    result = _invoke("train", "--task", "cartpole", "--out", out, *TINY)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip() == f"error: --out: folder {str(out.parent)!r} does not exist", result.stderr
+    assert not (tmp_path / "a").exists()
+    monkeypatch.chdir(tmp_path)
+    default = _invoke("train", "--task", "cartpole", *TINY)
+    assert default.exit_code == 0, default.output
+    assert [p.name for p in (tmp_path / "runs").iterdir()][0].startswith("cartpole-mujoco-")
+
+
 #: what Ray prints when it starts, unless told not to (simbackend.sharding.cluster.QUIET)
 RAY_BANNER = ("Started a local Ray instance", "Connected to Ray cluster", "dashboard", "Token authentication")
 

@@ -718,15 +718,20 @@ def check_writable(path: str, flag: str = "--json", overwrite: bool = False) -> 
     _refuse_existing(path, flag, overwrite)
 
 
-def check_output_folder(path: str, flag: str = "--out", overwrite: bool = False) -> None:
+def check_output_folder(path: str, flag: str = "--out", overwrite: bool = False, make_parents: bool = False) -> None:
     """Fail at once (exit 2) for an output folder that is a file, that holds files without
-    ``--overwrite`` (an empty folder is taken), or whose nearest existing parent cannot be written."""
+    ``--overwrite`` (an empty folder is taken), whose parent folder does not exist (as for every output:
+    a missing folder is refused, not created), or whose parent cannot be written. ``make_parents``: a
+    default path whose missing parents :func:`staged_folder` makes (``runs/``); the nearest existing
+    one must be writable."""
     target = Path(path)
     if target.exists() and not target.is_dir():
         raise fail(f"{flag}: {path} is a file, not a folder", code=2)
     if target.is_dir() and any(target.iterdir()):
         _refuse_existing(path, flag, overwrite)
     parent = target.absolute().parent
+    if not make_parents and not parent.is_dir():
+        raise fail(f"{flag}: folder {str(target.parent)!r} does not exist", code=2)
     while not parent.exists():
         parent = parent.parent
     if not parent.is_dir() or not os.access(parent, os.W_OK):
@@ -775,8 +780,9 @@ def _commit(paths: tuple[str | None, ...], temps: list[str | None]) -> None:
 
 
 @contextlib.contextmanager
-def staged_folder(path: str) -> Iterator[str]:
-    """A temporary folder beside the output folder ``path``, made now (with missing parents).
+def staged_folder(path: str, make_parents: bool = False) -> Iterator[str]:
+    """A temporary folder beside the output folder ``path``, made now (``make_parents``: with the
+    missing parent folders of a default path, see :func:`check_output_folder`).
 
     When the block ends normally the temporary folder takes the place of
     ``path`` (an earlier folder there is removed only once the new one is in
@@ -786,7 +792,8 @@ def staged_folder(path: str) -> Iterator[str]:
     import shutil
 
     target = Path(path)
-    target.absolute().parent.mkdir(parents=True, exist_ok=True)
+    if make_parents:
+        target.absolute().parent.mkdir(parents=True, exist_ok=True)
     temp = _temporary_name(str(target))
     os.mkdir(temp)  # with the permissions a folder made by hand gets (mkdtemp's are 0700)
     try:

@@ -157,8 +157,8 @@ def train_command(
         None,
         "--out",
         metavar="DIR",
-        help="Folder of checkpoints, logs and curve (default: runs/TASK-SIM-TIME); one that holds files is"
-        " refused without --overwrite.",
+        help="Folder of checkpoints, logs and curve (default: runs/TASK-SIM-TIME, runs/ made if missing); its"
+        " parent folder must exist, and one that holds files is refused without --overwrite.",
     ),
     eval_interval: int | None = typer.Option(
         None,
@@ -193,10 +193,11 @@ def train_command(
     task = _check_task(task)
     task_config = _robot_config(task, robot)
     rate = _parse_rate(stop_at_success)
+    default_out = out is None
     if out is None:
         label = task if robot is None else f"{task}-{Path(robot).stem}"
         out = str(Path("runs") / f"{label}-{sim}-{time.strftime('%Y%m%d-%H%M%S')}")
-    check_output_folder(out, "--out", overwrite)
+    check_output_folder(out, "--out", overwrite, make_parents=default_out)  # runs/ is made; a given parent must exist
 
     from simbackend.errors import SimBackendError
     from simbackend.training import TrainConfig, train
@@ -217,7 +218,7 @@ def train_command(
     except SimBackendError as e:
         raise fail(str(e), code=2) from None
     plan = load_plan(dr_path, config.num_envs)
-    with staged_folder(out) as staged:
+    with staged_folder(out, make_parents=default_out) as staged:
         try:
             result = train(
                 task,
