@@ -536,6 +536,32 @@ def test_info_shows_max_envs(runner: CliRunner) -> None:
     assert (max_envs["cli-capped"], max_envs["cli-older"], max_envs["mujoco"]) == ("640", "unlimited", "unlimited")
 
 
+def test_info_says_once_which_engines_are_not_installed(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without an engine's extra, info says in one line which engines are missing and the pip line that installs
+    them, and leaves them out of the capability table (not ~30 rows of "mjwarp, sapien: ?")."""
+    from simbackend import plugins, registry
+    from simbackend.errors import MissingExtraError
+
+    real = plugins.get_backend_factory
+
+    def without_extras(name: str) -> Any:
+        if name.strip().lower() in ("mjwarp", "sapien"):
+            raise MissingExtraError(f"the {name} engine needs its extra", extra=name.strip().lower())
+        return real(name)
+
+    monkeypatch.setattr(plugins, "get_backend_factory", without_extras)
+    monkeypatch.setattr(registry, "get_backend_factory", without_extras)
+    result = invoke(runner, "info")
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if "not installed" in line and "pip install" in line]
+    assert len(lines) == 1, result.output
+    assert "mjwarp" in lines[0] and "sapien" in lines[0] and "pip install 'simbackend[mjwarp,sapien]'" in lines[0]
+    assert result.output.count("pip install") == 1, result.output
+    table = _capabilities(result.output)
+    assert set(table["status"]) == set(available_backends()) - {"mjwarp", "sapien"}, table["status"]
+    assert not any("?" in value for row in table.values() for value in row.values()), table
+
+
 def test_info_survives_a_backend_that_fails_to_load(runner: CliRunner) -> None:
     def explode(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("engine exploded on purpose")

@@ -37,7 +37,6 @@ import time
 from typing import Any
 
 import typer
-from rich.table import Table
 from rich.text import Text
 
 import simbackend
@@ -64,26 +63,47 @@ from .common import (
     with_build_flags,
     with_picture_flags,
 )
-from .layout import columns, show
+from .layout import columns, fields, show
 
 
 # ----------------------------------------------------------------------
 # info
 # ----------------------------------------------------------------------
+def _missing_extra(name: str) -> str | None:
+    """The extra that installs backend ``name``'s engine where it is not installed (``""``: an engine
+    missing without a named extra), else ``None``."""
+    from simbackend import plugins
+    from simbackend.errors import MissingExtraError
+
+    try:
+        plugins.get_backend_factory(name)
+    except MissingExtraError as e:
+        return e.extra or ""
+    except Exception:  # a backend that fails to load is reported by the capability table
+        return None
+    return None
+
+
+def _install_note(missing: dict[str, str]) -> Text:
+    """One line: which engines are not installed and the ``pip install`` line that installs them."""
+    extras = sorted({extra for extra in missing.values() if extra})
+    how = f"; install them with pip install 'simbackend[{','.join(extras)}]'" if extras else ""
+    return Text(f"not installed (left out of the capabilities): {', '.join(missing)}{how}", style="yellow")
+
+
 def _engine_version(name: str) -> str:
     """``"<distribution> <version>, ..."``: the distributions backend ``name``'s engine class declares
     (``Engine.distributions``); for a plugin that declares none, what its distribution requires besides
-    simbackend (read from metadata). A backend whose extra is missing says which to install."""
+    simbackend (read from metadata). A backend whose extra is missing reads ``not installed``."""
     import re
     from importlib import metadata
 
-    from simbackend.errors import MissingExtraError
-    from simbackend.plugins import get_backend_factory
+    from simbackend import plugins
 
+    if _missing_extra(name) is not None:
+        return "not installed"
     try:
-        factory = get_backend_factory(name)
-    except MissingExtraError as e:
-        return f"not installed (pip install 'simbackend[{e.extra}]')" if e.extra else "not installed"
+        factory = plugins.get_backend_factory(name)
     except Exception:  # a backend that fails to load is reported by the capability table
         factory = None
     names = [str(d) for d in getattr(factory, "distributions", None) or ()]
@@ -198,6 +218,7 @@ def info(
 
     check_model(model, build)
     names = available_backends()
+    missing = {name: extra for name in names if (extra := _missing_extra(name)) is not None}
 
     show(
         console,
@@ -206,6 +227,8 @@ def info(
         [(name, _engine_version(name), _provider(name)) for name in names],
         wrap=(1, 2),
     )
+    if missing:
+        console.print(_install_note(missing), soft_wrap=True)
 
     import torch
 
@@ -221,6 +244,7 @@ def info(
     ]
     show(console, "Environment", ("key", "value"), environment, wrap=(1,), show_header=False)
 
+    names = tuple(name for name in names if name not in missing)
     if not capabilities or not names:
         return
     probed = {name: _probe_capabilities(name, model, build.device, build.options) for name in names}
@@ -268,12 +292,8 @@ def models() -> None:
     """List the built-in models (usable as --model NAME)."""
     from simbackend.models import builtin_model_path, builtin_models
 
-    table = Table(title="Built-in models", title_justify="left")
-    table.add_column("name", style="bold")
-    table.add_column("file", overflow="fold")
-    for name in builtin_models():
-        table.add_row(name, str(builtin_model_path(name)))
-    console.print(table)
+    rows = [(name, Text(str(builtin_model_path(name)))) for name in builtin_models()]
+    show(console, "Built-in models", ("name", "file"), rows, wrap=(1,))
 
 
 # ----------------------------------------------------------------------
@@ -296,13 +316,17 @@ def robots(
     from simbackend.robots import available_robots, get_robot, make_robot_backend, resolve, robot_scene
 
     if name is None:
-        table = Table(title="Robots (--robot NAME)", title_justify="left")
-        for col in ("name", "model", "policy joints", "actuation", "feet"):
-            table.add_column(col, overflow="fold")
-        for r in available_robots():
-            d = get_robot(r)
-            table.add_row(r, os.path.basename(os.fspath(d.model)), str(len(d.joints)), d.actuation, ", ".join(d.feet))
-        console.print(table)
+        listed = [(r, get_robot(r)) for r in available_robots()]
+        rows = [(r, os.path.basename(os.fspath(d.model)), str(len(d.joints)), d.actuation, ", ".join(d.feet))
+                for r, d in listed]  # fmt: skip
+        show(
+            console,
+            "Robots (--robot NAME)",
+            ("name", "model", "policy joints", "actuation", "feet"),
+            rows,
+            wrap=(4,),
+            plain=[(r, [f"{m}, {j} policy joints, {a}", f"feet: {f}"]) for r, m, j, a, f in rows],
+        )
         return
     try:
         desc = get_robot(name)
@@ -314,37 +338,48 @@ def robots(
         scene = robot_scene(desc)
     except SimBackendError as e:
         raise fail(str(e)) from None
-    table = Table(title=f"Robot {desc.name!r}", title_justify="left", show_header=False)
-    table.add_column("field", style="bold")
-    table.add_column("value", overflow="fold")
-    table.add_row("model", str(desc.model_path()))
-    table.add_row("scene", Text(scene.path))
-    table.add_row("policy joints", ", ".join(desc.joints))
-    if desc.held_joints:
-        table.add_row("held joints", ", ".join(desc.held_joints))
-    table.add_row("actuation", desc.actuation)
-    table.add_row("base | feet", f"{desc.base_body} | {', '.join(desc.feet)}")
-    table.add_row("default base height", f"{scene.default_qpos[2]:.4f} m")
-    console.print(table)
-    per = Table(title="Resolved on each engine", title_justify="left")
-    for col in ("engine", "loads", "nq / nv / nu", "feet (body ids)", "contact forces"):
-        per.add_column(col, overflow="fold")
+    fields = [
+        ("model", str(desc.model_path())),
+        ("scene", scene.path),
+        ("policy joints", ", ".join(desc.joints)),
+        *([("held joints", ", ".join(desc.held_joints))] if desc.held_joints else []),
+        ("actuation", desc.actuation),
+        ("base | feet", f"{desc.base_body} | {', '.join(desc.feet)}"),
+        ("default base height", f"{scene.default_qpos[2]:.4f} m"),
+    ]
+    show(console, f"Robot {desc.name!r}", ("field", "value"), fields, wrap=(1,), show_header=False)
+
+    rows: list[tuple[str, ...]] = []
     failed = False
     for sim in sims or list(available_backends()):
         try:
             with make_robot_backend(desc, sim, 1) as b:
                 r = resolve(desc, b, scene.default_qpos)
-                per.add_row(
-                    sim,
-                    "yes",
-                    f"{b.nq} / {b.nv} / {b.num_actuators}",
-                    ", ".join(f"{b.body_names[i]} ({i})" for i in r.feet),
-                    "yes" if b.capabilities.contact_forces else "no",
+                rows.append(
+                    (
+                        sim,
+                        "yes",
+                        f"{b.nq} / {b.nv} / {b.num_actuators}",
+                        ", ".join(f"{b.body_names[i]} ({i})" for i in r.feet),
+                        "yes" if b.capabilities.contact_forces else "no",
+                    )
                 )
         except (SimBackendError, ImportError) as e:
             failed = True
-            per.add_row(sim, "no", Text(" ".join(str(e).split())), "", "")
-    console.print(per)
+            rows.append((sim, "no", " ".join(str(e).split()), "", ""))
+    show(
+        console,
+        "Resolved on each engine",
+        ("engine", "loads", "nq / nv / nu", "feet (body ids)", "contact forces"),
+        rows,
+        wrap=(2, 3),
+        plain=[
+            (sim, [f"loads: {ok}", f"nq / nv / nu: {sizes}", f"feet: {feet}", f"contact forces: {forces}"])
+            if ok == "yes"
+            else (sim, [f"loads: no ({sizes})"])
+            for sim, ok, sizes, feet, forces in rows
+        ],
+    )
     if failed and sims:
         raise typer.Exit(1)
 
@@ -544,18 +579,19 @@ def run(
             "mean_abs_qvel": mean_abs_qvel,
         }
 
-        table = Table(show_header=False, box=None, pad_edge=False)
-        table.add_column("figure", style="bold")
-        table.add_column("value", justify="right")
-        table.add_row("env-steps/s", f"{figures['env_steps_per_s']:,.0f}")
-        table.add_row("substeps/s", f"{figures['substeps_per_s']:,.0f}")
-        table.add_row("wall time", f"{wall_s:.3f} s")
-        table.add_row("physics share", f"{100 * figures['physics_share']:.1f} %")
-        table.add_row("diverged env-steps", f"{diverged}")
-        table.add_row(point_label, _fmt_vec(point))
-        table.add_row("env 0 dof pos[:4]", _fmt_vec(dof_pos) if dof_pos.numel() else "(no dofs)")
-        table.add_row("mean |qvel|", f"{mean_abs_qvel:.4f}")
-        console.print(table)
+        fields(
+            console,
+            [
+                ("env-steps/s", [f"{figures['env_steps_per_s']:,.0f}"]),
+                ("substeps/s", [f"{figures['substeps_per_s']:,.0f}"]),
+                ("wall time", [f"{wall_s:.3f} s"]),
+                ("physics share", [f"{100 * figures['physics_share']:.1f} %"]),
+                ("diverged env-steps", [f"{diverged}"]),
+                (point_label, [_fmt_vec(point)]),
+                ("env 0 dof pos[:4]", [_fmt_vec(dof_pos) if dof_pos.numel() else "(no dofs)"]),
+                ("mean |qvel|", [f"{mean_abs_qvel:.4f}"]),
+            ],
+        )
 
         if json_path:
             try:
