@@ -265,8 +265,8 @@ def test_robots_command(critter: Path) -> None:
 # ----------------------------------------------------------------------
 # hostile descriptions: every field checked where the description is made, one line naming it
 # ----------------------------------------------------------------------
-def _from_json_fields(tmp_path: Path, **changes: object) -> RobotDescription:
-    """``get_robot`` of a JSON file holding go1's fields with ``changes`` (``None`` drops a field)."""
+def _write_json(tmp_path: Path, **changes: object) -> Path:
+    """A JSON file holding go1's fields with ``changes`` (``None`` drops a field)."""
     fields = get_robot("go1").to_dict()
     fields.pop("base_dir")
     for k, v in changes.items():
@@ -276,7 +276,12 @@ def _from_json_fields(tmp_path: Path, **changes: object) -> RobotDescription:
             fields[k] = v
     path = tmp_path / "own.json"
     path.write_text(json.dumps(fields))
-    return get_robot(str(path))
+    return path
+
+
+def _from_json_fields(tmp_path: Path, **changes: object) -> RobotDescription:
+    """``get_robot`` of :func:`_write_json`'s file."""
+    return get_robot(str(_write_json(tmp_path, **changes)))
 
 
 @pytest.mark.parametrize(
@@ -378,6 +383,11 @@ def test_a_json_description_names_its_missing_and_unknown_fields(tmp_path: Path)
         get_robot(str(tmp_path / "list.json"))
     with pytest.raises(InvalidArgumentError, match=r"robot\.kp: .* is not finite in float32"):
         _from_json_fields(tmp_path, kp=10**400)
+    (tmp_path / "null.json").write_text("null")
+    with pytest.raises(ArgumentTypeError, match=r"null\.json holds null, expected \{field: value\}"):
+        get_robot(str(tmp_path / "null.json"))
+    with pytest.raises(ArgumentTypeError, match=r"robot\.engine_options: expected engine names as keys, got 1"):
+        _bad(get_robot("go1"), engine_options={1: {}})
 
 
 def test_the_model_file_is_named_by_its_field_at_build(tmp_path: Path) -> None:
@@ -389,8 +399,7 @@ def test_the_model_file_is_named_by_its_field_at_build(tmp_path: Path) -> None:
 def test_the_robots_command_says_each_field_once(tmp_path: Path) -> None:
     """``error: ROBOT: robot: ...`` and ``robot 'x': robot.kp: ...`` were doubled prefixes: one line, once."""
     run = [sys.executable, "-m", "simbackend.cli.main"]
-    _from_json_fields(tmp_path)  # writes own.json
-    fields = json.loads((tmp_path / "own.json").read_text())
+    fields = json.loads(_write_json(tmp_path).read_text())
     (tmp_path / "bad.json").write_text(json.dumps({**fields, "kp": "30"}))
     bad = subprocess.run([*run, "robots", str(tmp_path / "bad.json")], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and bad.stderr.strip() == "error: robot.kp: expected a finite number > 0, got str '30'"
@@ -423,3 +432,12 @@ def test_a_backend_for_a_robot_in_one_call(tmp_path: Path) -> None:
     # a description that does not fit its model fails before the backend is handed back
     with pytest.raises(InvalidArgumentError, match=r"robot\.imu_site: .* no site 'imu2'"):
         make_robot_backend(_bad(get_robot("go1"), imu_site="imu2"), "mujoco", 1)
+
+
+@pytest.mark.parametrize(("changes", "match"), [({"timestep": 1e9}, r"robot\.timestep"), ({"kp": 1e300}, r"robot\.kp")])
+def test_the_task_refuses_a_bad_description_before_it_builds(tmp_path: Path, changes: dict, match: str) -> None:
+    """The issue's cases: ``timestep`` 1e9 made the velocity task allocate terabytes (a raw torch RuntimeError),
+    ``kp`` 1e300 a model whose gains read inf; both fail at ``make_task`` now, naming the field."""
+    path = _write_json(tmp_path, **changes)
+    with pytest.raises(InvalidArgumentError, match=match):
+        make_task("velocity", "mujoco", 2, config={"robot": str(path)})

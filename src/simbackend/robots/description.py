@@ -342,7 +342,11 @@ def _engine_options(v: Any) -> dict[str, dict[str, Any]]:
     engines = available_backends()
     out: dict[str, dict[str, Any]] = {}
     for engine, block in v.items():
-        if not isinstance(engine, str) or engine not in engines:
+        if not isinstance(engine, str):
+            raise ArgumentTypeError(
+                f"robot.engine_options: expected engine names as keys, got {checks.short_repr(engine)}"
+            )
+        if engine not in engines:
             raise InvalidArgumentError(
                 f"robot.engine_options: unknown engine {engine!r}{closest_names_hint(str(engine), engines)}"
                 " (blocks are keyed by registered backend names)"

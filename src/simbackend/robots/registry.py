@@ -64,7 +64,10 @@ def get_robot(robot: Any) -> RobotDescription:
         except (OSError, ValueError) as e:
             raise InvalidArgumentError(f"robot: {text} is not a JSON description: {e}") from None
         if not isinstance(fields, dict):
-            raise ArgumentTypeError(f"robot: {text} holds a {type(fields).__name__}, expected {{field: value}}")
+            kind = {list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+                type(fields), "a number"
+            )
+            raise ArgumentTypeError(f"robot: {text} holds {kind}, expected {{field: value}}")
         return RobotDescription.from_dict(fields, base_dir=str(path.resolve().parent))
     _load()
     if text not in _ROBOTS:
