@@ -70,7 +70,9 @@ def test_every_self_contained_python_block_runs(tmp_path: Path, monkeypatch: pyt
             exec(compile(code, str(path), "exec", dont_inherit=True), {"__name__": f"docs_{path.stem}"})  # noqa: S102 (our own docs)
             ran.append(path.name)
     expected = {"randomization.md", "playback.md", "usage.md", "engines.md", "training.md", "robots.md"}
+    expected |= {"rl-libraries.md"}  # a robot through the RL adapters
     assert expected <= set(ran), ran
+    assert (tmp_path / "my_robot.json").is_file()  # rl-libraries.md's robot block ran
     assert (tmp_path / "run.h5").is_file() and (tmp_path / "run.mp4").stat().st_size > 1000  # the playback block
 
 

@@ -49,6 +49,9 @@ Conventions:
   and :meth:`~SimVectorEnv.set_attr` answer as ``SyncVectorEnv``'s do (a tuple
   with one entry per env; ``call("render")`` gives the ``N`` pictures), so code
   and libraries written for gymnasium's vector envs (skrl's ``render()``) run.
+  ``set_attr`` sets what a user may set (``metadata``, the task's plain data, the
+  user's own names), each value checked, and refuses what would break the env
+  (:meth:`~SimVectorEnv.set_attr`).
 * Wrappers: gymnasium's vector wrappers work unchanged in numpy mode. In torch
   mode use :mod:`simbackend.envs.wrappers` (episode statistics, observation and
   reward normalization on the env's device), or convert: gymnasium's

@@ -15,8 +15,10 @@ torchrl's gymnasium wrapper):
 * ``"reward"`` ``(N, 1)`` float32; ``"done"``, ``"terminated"``, ``"truncated"``
   ``(N, 1)`` bool; ``"success"`` ``(N, 1)`` bool, the task's success at each step.
 * Resets are torchrl's: nothing is reset inside ``step``; ``reset()`` with a
-  ``"_reset"`` ``(N, 1)`` mask (what collectors and ``step_and_maybe_reset``
-  send) starts new episodes in those envs only.
+  ``"_reset"`` ``(N, 1)`` or ``(N,)`` bool mask on the env's device (what
+  collectors and ``step_and_maybe_reset`` send; any other is refused before an
+  env restarts) starts new episodes in those envs only. The envs step together:
+  a partial ``"_step"`` mask is refused.
 * ``set_seed(s)``: the task's reset seed; env ``i``'s ``k``-th episode is drawn
   from ``(s, i, k)``, on any engine.
 """
