@@ -796,7 +796,12 @@ def test_set_attr_sets_what_a_user_may_set_and_refuses_what_would_break_the_env(
                 r"weights\['tilt'\]: expected a finite",
             ),
             ("weights", {**weights, "tilt": "x"}, InvalidArgumentError, r"weights\['tilt'\]: expected a finite"),
-            ("commands", np.zeros((2, 2)), InputShapeError, r"commands: expected shape \(2, 3\), got \(2, 2\)"),
+            (
+                "commands",
+                np.zeros((2, 2)),
+                InputShapeError,
+                r"commands: expected shape \(2, 3\) \(the batch\) or \(3,\) .*, got \(2, 2\)",
+            ),
             ("commands", torch.full((2, 3), float("inf")), InvalidArgumentError, r"commands: expected finite"),
             ("commands", np.full((2, 3), 1e300), InvalidArgumentError, r"commands: expected finite .*float32"),
             ("commands", [[0.0] * 3, [0.0] * 2], InputShapeError, r"commands\[1\]: expected shape \(3,\), got \(2,\)"),

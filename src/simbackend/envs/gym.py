@@ -90,6 +90,7 @@ from simbackend.errors import (
     InputShapeError,
     InvalidArgumentError,
     NonFiniteError,
+    format_shape,
 )
 from simbackend.tasks import Task
 
@@ -192,8 +193,8 @@ def _like_array(new: Any, old: np.ndarray | torch.Tensor, at: str) -> Any:
         raise InvalidArgumentError(f"{at}: expected a tensor or array like {_describe(old)}, got {_describe(new)}")
     try:
         a = new.detach().cpu().numpy() if isinstance(new, torch.Tensor) else np.asarray(new)
-    except (TypeError, ValueError) as e:
-        raise InvalidArgumentError(f"{at}: cannot be read as an array ({e})") from None
+    except (TypeError, ValueError, RuntimeError, NotImplementedError) as e:  # ragged lists, meta tensors
+        raise InvalidArgumentError(f"{at}: cannot be read as an array ({' '.join(str(e).split())})") from None
     if tuple(a.shape) != tuple(old.shape):
         raise InputShapeError(at, tuple(old.shape), a.shape)
     is_bool = old.dtype in (torch.bool, np.bool_)
@@ -710,13 +711,19 @@ class SimVectorEnv(VectorEnv):
         if not one_value and isinstance(values, (list, tuple)) and len(values) == n:
             rows = [_like(v, current[i], f"{attr}[{i}]", argument) for i, v in enumerate(values)]
         else:
-            shape = tuple(values.shape) if isinstance(values, (torch.Tensor, np.ndarray)) else None
-            if shape is None:
+            shape = None  # what is not an array or tensor, nor numbers (nested), _like refuses
+            if isinstance(values, (torch.Tensor, np.ndarray)):
+                shape = tuple(values.shape)
+            elif isinstance(values, (list, tuple, numbers.Number)):
                 try:
                     shape = np.shape(values)
-                except (TypeError, ValueError):
+                except (TypeError, ValueError):  # ragged: _like says where
                     shape = None
-            if shape != tuple(current.shape[1:]):
+            full, row = tuple(current.shape), tuple(current.shape[1:])
+            if shape is not None and shape not in (full, row):
+                expected = f"{format_shape(full)} (the batch) or {format_shape(row)} (one row for every env)"
+                raise InputShapeError(f"{argument}: {attr}", expected, shape)
+            if shape != row:
                 return _like(values, current, attr, argument)
             rows = [_like(values, current[0], attr, argument)] * n
         return torch.stack(rows) if isinstance(current, torch.Tensor) else np.stack(rows)
