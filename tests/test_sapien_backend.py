@@ -1140,30 +1140,82 @@ def test_randomized_friction_combines_by_average(tmp_path) -> None:
     np.testing.assert_allclose(slid["sapien"], v0**2 / (2 * (box_mu + floor_mu) / 2 * g), rtol=0.01)
 
 
-def test_gpu_contact_query_layout_gives_the_cpu_paths_forces() -> None:
-    """The GPU path's body-impulse query, laid out as ``contact_query_bodies`` says and turned into forces by
-    ``gather_contact_forces``, gives the CPU path's contact forces (the impulses here are the CPU path's, over
-    one substep): the world and shapeless bodies read zero, the others their own rows, in the order asked."""
-    from simbackend.backends.sapien.gpu import contact_query_bodies, gather_contact_forces
+_PUSHED_FOOT = """
+<mujoco>
+  <option timestep="0.002"/>
+  <worldbody>
+    <geom type="plane" size="2 2 0.1"/>
+    <geom name="ramp" type="box" size="0.5 0.2 0.05" pos="-0.0171 -1 0.45302" euler="0 20 0"/>
+    <body name="box" pos="0.0342 -1 0.59397" euler="0 20 0"><freejoint/><geom type="box" size="0.1 0.1 0.1" mass="2"/></body>
+    <body name="foot" pos="0 0 0.19">
+      <joint name="sx" type="slide" axis="1 0 0"/><joint name="sz" type="slide" axis="0 0 1"/>
+      <geom type="box" size="0.1 0.1 0.1" mass="1"/>
+      <body name="toe" pos="0 0 -0.1"><joint name="toe" type="hinge" axis="0 1 0"/>
+        <geom type="sphere" size="0.05" mass="0.5" pos="0 0 -0.04"/></body>
+    </body>
+  </worldbody>
+  <actuator><motor joint="sx"/><position joint="toe" kp="200" kv="5"/></actuator>
+</mujoco>
+"""
 
+
+def test_gpu_contact_layout_derives_friction_from_the_cpu_paths_buffers(tmp_path: Path) -> None:
+    """The GPU path's contact force: :class:`ContactDerivation` on buffers laid out as PhysX's GPU buffers
+    (rows shuffled as ``gpu_index`` shuffles them, normal-only impulses of a body-impulse query) and gathered
+    by ``gather_contact_forces`` gives the CPU path's forces, friction included: a box on a 20 degree slope
+    reads its weight straight up (not the normal force alone), a foot (an articulation link whose toe link
+    touches the slope's floor) pushed sideways reads the push, opposite; the world and shapeless bodies read
+    zero, the others their own rows, in the order asked."""
+    from simbackend.backends.sapien.contact import gather_contact_forces
+
+    path = tmp_path / "pushed.xml"
+    path.write_text(_PUSHED_FOOT)
     n = 2
-    sim = make_backend("sapien", "quadruped", n, contact_sensing=True)
+    sim = make_backend("sapien", str(path), n, contact_sensing=True)
     try:
-        for _ in range(30):
-            sim.step(torch.zeros(n, sim.num_actuators), nsteps=4)
+        push = torch.tensor([[4.0, 0.0], [-6.0, 0.0]])
+        for _ in range(40):
+            sim.step(push, nsteps=10)
         every = np.arange(sim.info.nbody)
         cpu = sim.get_body_contact_force_w(every).double()
-        bodies, columns = contact_query_bodies(sim.engine.plan)
-        assert 0 not in bodies.tolist() and bodies.size < sim.info.nbody
-        dt = sim.physics_dt
-        impulses = (cpu[:, bodies] * dt).reshape(n * bodies.size, 3)  # env n's body k at row n * K + k
-        asked = torch.as_tensor([4, 0, 1, 13])
-        got = gather_contact_forces(impulses, torch.as_tensor(columns), asked, n, dt)
-        torch.testing.assert_close(got, cpu[:, asked], atol=1e-4, rtol=1e-6)
-        assert float(cpu[:, [4, 7, 10, 13], 2].sum()) > 0  # the feet carry the robot
-        assert torch.equal(
-            gather_contact_forces(None, torch.as_tensor(columns), asked, n, dt),
-            torch.zeros(n, 4, 3, dtype=torch.float64),
+        box, foot, toe = (int(sim.get_body_ids(b)[0]) for b in ("box", "foot", "toe"))
+        w_box = float(sim.get_env_body_mass()[0, box]) * 9.81
+        w_foot = float(sim.get_env_body_mass()[0, [foot, toe]].sum()) * 9.81
+        torch.testing.assert_close(
+            cpu[:, box], torch.tensor([[0.0, 0, w_box]] * n, dtype=torch.float64), atol=0.05, rtol=0
         )
+        feet = cpu[:, foot] + cpu[:, toe]
+        want = torch.stack([-push[:, 0].double(), torch.zeros(n, dtype=torch.float64), torch.full((n,), w_foot)], 1)
+        torch.testing.assert_close(feet, want, atol=0.05, rtol=0)
+        px = sim.engine.physx
+        d = px._contact
+        reported, touching = px.reported(np.arange(n))
+        assert abs(reported[0, box, 0]) > 5, "PhysX reports the normal force only: the friction is derived"
+        # the GPU layout: rows permuted (gpu_index order), links by column, a (R, L, 6) joint force buffer
+        R = px.rows.size
+        perm = torch.as_tensor(np.random.default_rng(0).permutation(R))
+        links = torch.zeros((R, px.cols.max_links, 13), dtype=torch.float32)
+        links[perm] = px.link_data(every, arts=np.arange(px.num_arts), velocities=True).float()
+        jf = torch.zeros((R, px.cols.max_links, 6), dtype=torch.float32)
+        jf[perm] = torch.from_numpy(px._jf).float()
+        rows = perm[torch.as_tensor(px.rows)]
+        forces = d.forces(
+            rows,
+            links,
+            torch.from_numpy(px._v0),
+            torch.from_numpy(px._mass0),
+            torch.tensor([0.0, 0.0, -9.81]),
+            jf,
+            None,
+            torch.from_numpy(reported[:, d.bodies]),
+            torch.from_numpy(touching[:, d.bodies]),
+            sim.physics_dt,
+        )
+        columns = torch.as_tensor(d.columns)
+        asked = torch.as_tensor([toe, 0, box, foot])
+        got = gather_contact_forces(forces, columns, asked, n)
+        torch.testing.assert_close(got, cpu[:, asked], atol=2e-3, rtol=1e-5)
+        assert torch.equal(got[:, 1], torch.zeros(n, 3, dtype=torch.float64))
+        assert torch.equal(gather_contact_forces(None, columns, asked, n), torch.zeros(n, 4, 3, dtype=torch.float64))
     finally:
         sim.close()

@@ -90,8 +90,8 @@ class Capabilities:
         keyframes: ``get_keyframe_qpos`` reads model keyframes.
         rendering: pictures of the state (``render``, ``get_camera_images``,
             ``get_point_cloud``); ``get_play_capabilities()`` names the renderers.
-        contact_forces: ``get_body_contact_force_w``: each body's net contact force in the last
-            substep, world frame (with the ``contact_sensing`` option).
+        contact_forces: ``get_body_contact_force_w``: each body's net contact force (normal and
+            friction) in the last substep, world frame (with the ``contact_sensing`` option).
         snapshot_restore: full simulator snapshot and restore (``get_physics_state`` /
             ``set_physics_state``).
         snapshot_exact: a restored snapshot continues bit for bit as the original

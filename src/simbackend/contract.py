@@ -561,9 +561,11 @@ class SimBackend:
 
     def get_body_contact_force_w(self, body_ids: Ids = None) -> torch.Tensor:
         """``(N, B, 3)`` net contact force on each body, world frame, N: the sum of the forces the
-        contacts of the body's geoms exerted on it in the last substep of the last ``step``.
+        contacts of the body's geoms exerted on it in the last substep of the last ``step``,
+        normal force and friction together.
 
-        A body resting on the floor reads its weight, upward; a body touching nothing reads zero.
+        A body resting on the floor reads its weight, upward, and so does one held by static
+        friction on a slope; a body touching nothing reads zero.
         Envs written since their last step (``set_state``, a reset, a divergence revert, a
         snapshot restore) read zero until they step. Needs ``capabilities.contact_forces`` and
         the ``contact_sensing=True`` construction option (MuJoCo pays an extra pass per substep).

@@ -30,13 +30,18 @@ serialised state decodes to non-finite values). ``revert`` gives envs back
 their pre-call state (PhysX's own serialisation on the CPU, masked device
 writes on the GPU).
 
-Contact forces (``contact_sensing``): read on demand, never while stepping,
-from PhysX's report of each env's last substep: the impulses of the contacts
-between two rigid components, acting on the first and opposite on the second,
-over the substep. Every MuJoCo body with geoms is its own PhysX link (the
+Contact forces (``contact_sensing``): computed on demand for each env's last
+substep, friction included (:mod:`.contact`; stepping only keeps the links'
+velocities from before the last substep, and the forces applied in it): PhysX reports
+only the normal impulses of its contact points, so the net force on a moving
+link is read from the solver's result, ``m dv/dt - m g`` less its incoming and
+outgoing joint forces and the forces applied to it; a link reads it in a
+substep where PhysX reports a contact impulse on it (zero otherwise). Every
+MuJoCo body with geoms is its own PhysX link (the
 intermediate links of multi-joint bodies and the anchors of hinged roots carry
 no shapes), so a link's contacts are its body's; bodies welded to the world are
-links of fixed-root articulations and read their contacts; world-body geoms are
+root links of fixed-root articulations and read their contacts' normal impulses
+only (no equation of motion to read friction from); world-body geoms are
 the static actor, and the world body reads zero. Bodies MuJoCo fuses at
 compile time (``fuse_static``) are not bodies of the compiled model: their
 geoms, and so their contacts, are their parent's.
@@ -101,7 +106,8 @@ def _capabilities(gpu: bool, delegated: tuple[str, ...], known: tuple[KnownDiffe
         snapshot_restore=not gpu,
         snapshot_exact=False,
         max_envs=None if gpu else MAX_CPU_SCENES,  # CPU: one scene per env, SAPIEN's cap (see .cpu)
-        # PhysX's contact report of the last substep, read on demand (CPU: .cpu; GPU: SAPIEN's body-impulse query)
+        # the last substep's net contact force, friction included, derived on demand from the solver's result
+        # (.contact; which links touch: PhysX's contact report on the CPU, SAPIEN's body-impulse query on the GPU)
         contact_forces=True,
         delegated=frozenset(delegated),
         renderers_absent=_RENDERERS_ABSENT,
@@ -177,7 +183,7 @@ class SapienEngine(Engine):
             from .cpu import CpuPhysx
 
             self.physx = CpuPhysx(plan, self.num_envs, iters, self.solver == "tgs")
-            self.physx.contact_sensing = opts.contact_sensing
+        self.physx.contact_sensing = opts.contact_sensing
         #: MuJoCo's forces for what PhysX lacks (delegated physics); holds nothing where nothing is delegated
         self.mujoco_forces = MujocoForces(m, plan, self.num_envs)
         #: (qpos, qvel) float64 numpy decoded from the CPU states the last step serialised; None when stale

@@ -22,9 +22,12 @@ trajectory bit for bit) would need a new scene for all of them whenever one
 is reset, which perturbs the others (measurements in docs/engines.md, "The CPU
 scene cap").
 
-Contact forces (:meth:`CpuPhysx.contact_forces`) are read on demand from each
-scene's contact report of its last ``system.step()`` (the last substep):
-nothing is computed while stepping.
+Contact forces (:meth:`CpuPhysx.contact_forces`) are computed on demand for
+the last ``system.step()`` (the last substep), friction included
+(:mod:`.contact`): PhysX's contact report says which bodies touched and the
+normal impulses; the net force is the solver's, from each link's velocity
+change and incoming joint forces. While stepping, only the links' velocities
+and masses and the forces applied before the last substep are kept.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from simbackend.errors import InvalidArgumentError, SimBackendError
 from simbackend.math import quat_apply
 from simbackend.model_info import JOINT_FREE, JOINT_HINGE, JOINT_SLIDE
 
+from .contact import ContactDerivation, joint_frames
 from .layout import Columns
 from .paths import JointForces, PhysxPath, scene_config
 from .plan import Plan
@@ -138,8 +142,21 @@ class CpuPhysx(PhysxPath):
         #: per env, {link component: MuJoCo body} of the links that carry collision shapes (built on
         #: first use, dropped with the env's scene); a component not in it is the static world
         self._contact_body: list[dict | None] = [None] * num_envs
-        #: whether contact forces are read (the engine's ``contact_sensing`` option)
-        self.contact_sensing = False
+        #: the net contact force's tables (:mod:`.contact`); per step, before its last substep (with
+        #: contact_sensing): ``(N, K, 3)`` link velocities and ``(N, K)`` masses of the bodies that can
+        #: touch, and the ``(N, K, 3)`` forces applied outside the solver (None: none)
+        self._contact = ContactDerivation(plan, cols, joint_frames(plan, self.comps[0]), torch.device("cpu"))
+        self._v0: np.ndarray | None = None
+        self._mass0: np.ndarray | None = None
+        self._applied: np.ndarray | None = None
+        self._recording = False
+        #: {(articulation, plan link): body column} of the bodies whose force is derived
+        self._k_of_link = {
+            (int(self._contact.art[k]), int(plan.body_link[b, 1])): k
+            for k, b in enumerate(self._contact.bodies)
+            if self._contact.derived[k]
+        }
+        self._jf = np.zeros((num_envs * self.num_arts, cols.max_links, 6))
         #: envs given new scenes that keep their state (:meth:`regravitate`): the ``(nbody, 3)`` contact
         #: forces their old scene reported, read until the next step
         self._held: dict[int, np.ndarray] = {}
@@ -234,11 +251,16 @@ class CpuPhysx(PhysxPath):
         self._fresh_q = self._fresh_v = False
 
     def link_data(
-        self, body_ids: np.ndarray | None, arts: np.ndarray | None = None, velocities: bool = False
+        self,
+        body_ids: np.ndarray | None,
+        arts: np.ndarray | None = None,
+        velocities: bool = False,
+        links: np.ndarray | None = None,
     ) -> torch.Tensor:
         """The ``(R, L, 13)`` buffer with the poses (and, if asked, velocities) of the
-        requested bodies' links, or of every link of ``arts``, current."""
-        need = np.zeros_like(self._fresh_pose)
+        requested bodies' links, of every link of ``arts`` and of the ``(A, Lmax)`` plan links
+        ``links``, current."""
+        need = np.zeros_like(self._fresh_pose) if links is None else np.array(links, bool)
         if body_ids is not None:
             bl = self.plan.body_link[np.asarray(body_ids)]
             bl = bl[bl[:, 0] >= 0]
@@ -306,14 +328,26 @@ class CpuPhysx(PhysxPath):
         return found
 
     def _body_contact_forces(self, envs: np.ndarray) -> np.ndarray:
-        """``(len(envs), nbody, 3)`` float64 net contact force on every body, world frame, N, that
-        the last ``system.step()`` of envs ``envs``' scenes reported.
+        """``(len(envs), nbody, 3)`` float64 net contact force on every body, world frame, N, in the
+        last ``system.step()`` of envs ``envs``' scenes, friction included: :meth:`reported` for the
+        bodies that touch and fixed root links, derived from the solver's result for the moving
+        links (:mod:`.contact`). Row 0 (the static world actor) is zero."""
+        out, touching = self.reported(envs)
+        d = self._contact
+        if self._v0 is not None and touching[:, d.bodies].any():
+            out[:, d.bodies] = self._derived(np.asarray(envs), out[:, d.bodies], touching[:, d.bodies])
+        out[:, 0] = 0.0
+        return out
 
-        PhysX reports each contact between two rigid components with its points' impulses over
-        the substep, acting on the first component (``contact.bodies[0]``) and opposite on the
-        second; a contact adds ``impulse / dt`` to the first body and subtracts it from the
-        second. Row 0 (the static world actor) is zero. The Python work is one pass over the
-        contacts (a scene reports only shape pairs within the contact offset); the sums are numpy.
+    def reported(self, envs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """PhysX's contact report of envs ``envs``' last ``system.step()``: ``(len(envs), nbody, 3)`` the
+        normal impulses on each body / dt, and ``(len(envs), nbody)`` bool, whether a contact point
+        of the body carries a non-zero impulse.
+
+        PhysX reports each contact between two rigid components with its points' impulses over the
+        substep (along the normal only), acting on the first component (``contact.bodies[0]``) and
+        opposite on the second. The Python work is one pass over the contacts (a scene reports only
+        shape pairs within the contact offset); the sums are numpy.
         """
         nbody = self.plan.info.nbody
         pairs: list[int] = []  # per contact: flat (env, body) index of its first and second body
@@ -329,14 +363,74 @@ class CpuPhysx(PhysxPath):
                 pairs += (base + body_of.get(b0, 0), base + body_of.get(b1, 0))
                 counts.append(len(points))
         flat = np.zeros((len(envs) * nbody, 3))
+        touching = np.zeros(len(envs) * nbody, bool)
         if impulses:
             imp = np.array(impulses, np.float64) / self.plan.timestep  # (M, 3)
             at = np.repeat(np.asarray(pairs).reshape(-1, 2), counts, axis=0)  # (M, 2)
             np.add.at(flat, at[:, 0], imp)
             np.subtract.at(flat, at[:, 1], imp)
-        out = flat.reshape(len(envs), nbody, 3)
-        out[:, 0] = 0.0
-        return out
+            touching[at[imp.any(1)].reshape(-1)] = True
+        return flat.reshape(len(envs), nbody, 3), touching.reshape(len(envs), nbody)
+
+    def _derived(self, envs: np.ndarray, reported: np.ndarray, touching: np.ndarray) -> np.ndarray:
+        """``(n, K, 3)`` :meth:`.contact.ContactDerivation.forces` of envs ``envs`` from the kept
+        velocities, masses and applied forces, and the scenes' current link data and joint forces."""
+        d, A = self._contact, self.num_arts
+        jf = None
+        joint_arts = np.intersect1d(d.joint_arts, np.flatnonzero(d.links_of(touching.any(0))[0].any(1)))
+        if joint_arts.size:
+            for n in envs:
+                arts = self.arts[n]
+                for a in joint_arts:
+                    f = arts[a].get_link_incoming_joint_forces()  # rows: PhysX link index = buffer column
+                    self._jf[n * A + a, : len(f)] = f
+            jf = torch.from_numpy(self._jf)
+        pose, vel = d.links_of(touching.any(0))
+        self.link_data(None, links=pose)
+        links = self.link_data(None, velocities=True, links=vel)
+        g = np.array(
+            np.broadcast_to(self.plan.gravity if self.env_gravity is None else self.env_gravity[envs], (len(envs), 3)),
+            np.float64,
+        )
+        assert self._v0 is not None and self._mass0 is not None
+        forces = d.forces(
+            torch.from_numpy(self.rows[envs]),
+            links,
+            torch.from_numpy(self._v0[envs]),
+            torch.from_numpy(self._mass0[envs]),
+            torch.from_numpy(g),
+            jf,
+            None if self._applied is None else torch.from_numpy(self._applied[envs]),
+            torch.from_numpy(reported),
+            torch.from_numpy(touching),
+            float(self.plan.timestep),
+        )
+        return forces.numpy()
+
+    def _keep_contact_start(self) -> None:
+        """Before the last substep: the velocities and masses of the links whose contact force is
+        derived, and an empty table of the forces applied to them in the substep."""
+        d = self._contact
+        K = d.bodies.size
+        v0 = self._v0 = np.zeros((self.num_envs, K, 3))
+        mass = self._mass0 = np.zeros((self.num_envs, K))
+        links = [(k, a, l) for (a, l), k in self._k_of_link.items()]
+        for n, comps in enumerate(self.comps):
+            for k, a, l in links:
+                c = comps[a][l]
+                v0[n, k] = c.linear_velocity
+                mass[n, k] = c.mass
+        self._applied = None
+        self._recording = True
+
+    def _record_applied(self, a: int, l: int, force: np.ndarray) -> None:
+        """Forces ``(N, 3)`` applied to link ``(a, l)`` of every env outside the solver in the last substep."""
+        k = self._k_of_link.get((int(a), int(l)))
+        if k is None:
+            return
+        if self._applied is None:
+            self._applied = np.zeros((self.num_envs, self._contact.bodies.size, 3))
+        self._applied[:, k] += force
 
     def contact_forces(self, body_ids: np.ndarray) -> np.ndarray:
         """``(N, B, 3)`` float64 net contact force on bodies ``body_ids`` in every env's last substep
@@ -395,6 +489,9 @@ class CpuPhysx(PhysxPath):
         f, t = np.asarray(f.cpu(), np.float32), np.asarray(t.cpu(), np.float32)
         bl = self.plan.body_link[bodies]
         zero = np.zeros(3, np.float32)
+        if self._recording:
+            for i, (a, l) in enumerate(bl):
+                self._record_applied(a, l, f[:, i])
         for n, comps in enumerate(self.comps):
             for i, (a, l) in enumerate(bl):
                 comp = comps[a][l]
@@ -407,13 +504,16 @@ class CpuPhysx(PhysxPath):
         # the state each env had at the end of the last call is its pre-call state now
         self._before = [b if b is not None else s.pack() for b, s in zip(self._packed, self.systems)]
 
-    def _substep(self, forces: tuple | None, joint_forces: JointForces | None) -> None:
+    def _substep(self, forces: tuple | None, joint_forces: JointForces | None, last: bool = False) -> None:
+        if last and self.contact_sensing:
+            self._keep_contact_start()
         if forces is not None:
             self._apply_forces(forces)
         if self._gravcomp:
             self._compensate_gravity()
         if joint_forces is not None:
             self._apply_joint_forces(joint_forces)
+        self._recording = False
         for s in self.systems:
             s.step()
 
@@ -442,6 +542,8 @@ class CpuPhysx(PhysxPath):
             frames = [c.entity_pose for c in comps]
             torque = quat_apply(np.array([f.q for f in frames], np.float64), wrench[:, 3:]).astype(np.float32)
             force = wrench[:, :3].astype(np.float32)
+            if self._recording:
+                self._record_applied(a, l, force)
             zero = np.zeros(3, np.float32)
             for comp, frame, f, t in zip(comps, frames, force, torque):
                 comp.add_force_at_point(f, frame.p)
@@ -451,11 +553,18 @@ class CpuPhysx(PhysxPath):
         """MuJoCo's gravcomp: ``-gravcomp * mass * gravity`` at each body's centre of mass, from the
         link's current mass and the env's gravity (both randomizable), before every substep."""
         zero = np.zeros(3, np.float32)
+        kept = np.zeros((len(self._gravcomp), self.num_envs, 3), np.float32) if self._recording else None
         for n, comps in enumerate(self.comps):
             g = self.plan.gravity if self.env_gravity is None else self.env_gravity[n]
-            for a, l, gc in self._gravcomp:
+            for i, (a, l, gc) in enumerate(self._gravcomp):
                 comp = comps[a][l]
-                comp.add_force_torque(np.asarray(-gc * comp.mass * np.asarray(g), np.float32), zero)
+                force = np.asarray(-gc * comp.mass * np.asarray(g), np.float32)
+                comp.add_force_torque(force, zero)
+                if kept is not None:
+                    kept[i, n] = force
+        if kept is not None:
+            for (a, l, _), force in zip(self._gravcomp, kept):
+                self._record_applied(a, l, force)
 
     def _serialised(self) -> np.ndarray:
         self._stale()

@@ -12,11 +12,15 @@ divergence mask is computed and acted on on the device (pre-call state in
 preallocated buffers, masked writes, a fixed-length restore index aimed at a
 spare sub-scene: :func:`restore_index`).
 
-Contact forces: one SAPIEN body-impulse query over the links that carry
-collision shapes in every sub-scene (:func:`contact_query_bodies`), made on
-first use; each read runs it (PhysX's net impulse per link in the last
-substep; SAPIEN waits for its stream here, the one host synchronisation of the
-read) and gathers the requested bodies (:func:`gather_contact_forces`).
+Contact forces, friction included (:mod:`.contact`): with ``contact_sensing``,
+each step copies the links' velocities on the device before its last substep;
+a read runs one SAPIEN body-impulse query over the links that carry collision
+shapes in every sub-scene (made on first use: PhysX's net normal impulse per
+link in the last substep, which says which links touch; SAPIEN waits for its
+stream here, the one host synchronisation of the read), fetches the link data
+and incoming joint forces, derives each touching link's net force from them
+(:class:`~.contact.ContactDerivation`) and gathers the requested bodies
+(:func:`~.contact.gather_contact_forces`).
 
 Not available on the GPU path (declared in the capabilities): body forces.
 """
@@ -36,6 +40,7 @@ from sapien import physx
 
 from simbackend.errors import SimBackendError
 
+from .contact import ContactDerivation, gather_contact_forces, joint_frames
 from .layout import Columns
 from .paths import PhysxPath, scene_config
 from .plan import Plan
@@ -92,45 +97,6 @@ def restore_index(envs: torch.Tensor, env_rows: torch.Tensor, spare_rows: torch.
     """
     picked = torch.where(envs[:, None], env_rows, spare_rows[None])  # (N, A)
     return torch.cat([picked.reshape(-1), spare_rows]).to(torch.int32)
-
-
-def contact_query_bodies(plan: Plan) -> tuple[np.ndarray, np.ndarray]:
-    """The bodies of a contact query: ``(K,)`` the MuJoCo bodies whose links carry collision shapes,
-    in body order, and ``(nbody,)`` each body's column among them (-1: the world, shapeless bodies).
-
-    The query lists env n's link of ``bodies[k]`` at position ``n * K + k``.
-    """
-    nbody = plan.info.nbody
-    bodies = np.array(
-        [
-            b
-            for b in range(nbody)
-            if plan.body_link[b, 0] >= 0 and plan.articulations[plan.body_link[b, 0]].links[plan.body_link[b, 1]].shapes
-        ],
-        np.int64,
-    )
-    columns = np.full(nbody, -1, np.int64)
-    columns[bodies] = np.arange(bodies.size)
-    return bodies, columns
-
-
-def gather_contact_forces(
-    impulses: torch.Tensor | None, columns: torch.Tensor, body_ids: torch.Tensor, num_envs: int, timestep: float
-) -> torch.Tensor:
-    """``(N, B, 3)`` float64 net contact force on bodies ``body_ids`` from a body-impulse query's
-    ``(N*K, 3)`` net impulses (laid out as :func:`contact_query_bodies` says; ``None`` when K = 0),
-    over one substep ``timestep``. Bodies without a column (the world, shapeless bodies) read zero.
-
-    Pure torch on ``columns``' device: the layout is checked on CPU tensors, without PhysX.
-    """
-    col = columns[body_ids]  # (B,)
-    out = torch.zeros((num_envs, body_ids.numel(), 3), dtype=torch.float64, device=columns.device)
-    if impulses is None:
-        return out
-    per_env = impulses.reshape(num_envs, -1, 3).to(torch.float64) / timestep  # (N, K, 3)
-    hit = col >= 0
-    picked = per_env[:, col.clamp(min=0)]  # (N, B, 3)
-    return torch.where(hit[None, :, None], picked, out)
 
 
 class RowRestorer:
@@ -253,7 +219,23 @@ class GpuPhysx(PhysxPath):
         self._fresh = {"pose": False, "vel": False, "qpos": False, "qvel": False}
         #: the contact query (made on first use): SAPIEN's query, or None when no link has shapes
         self._contact_query: Any = None
-        self._contact_columns: torch.Tensor | None = None
+        self._contact = ContactDerivation(plan, self.cols, joint_frames(plan, self.comps[0]), dev)
+        self._contact_columns = torch.as_tensor(self._contact.columns, device=dev)
+        K = self._contact.bodies.size
+        #: ``(N, K, 3)`` the bodies' link velocities before the last substep (contact_sensing), ``(N, K)``
+        #: their masses (fixed at gpu_init: the GPU path randomizes none) and the scenes' gravity
+        self._v0 = torch.zeros((num_envs, K, 3), dtype=torch.float64, device=dev)
+        bl = plan.body_link[self._contact.bodies]
+        self._mass = (
+            torch.as_tensor(
+                [[float(self.comps[n][a][l].mass) for a, l in bl] for n in range(num_envs)], dtype=torch.float64
+            )
+            .reshape(num_envs, K)
+            .to(dev)
+        )
+        self._gravity = torch.as_tensor(np.asarray(plan.gravity, np.float64), device=dev)
+        self._link_rc = self._contact.link_rows(self._rows_t)  # (N, K) rows and columns of their links
+        self._joint_forces: torch.Tensor | None = None  # PhysX's incoming joint force buffer (first use)
         self.system.gpu_update_articulation_kinematics()
 
     # ------------------------------------------------------------------
@@ -263,7 +245,7 @@ class GpuPhysx(PhysxPath):
         for k in self._fresh:
             self._fresh[k] = False
 
-    def link_data(self, body_ids=None, arts=None, velocities: bool = False) -> torch.Tensor:
+    def link_data(self, body_ids=None, arts=None, velocities: bool = False, links=None) -> torch.Tensor:
         if not self._fresh["pose"]:
             self.system.gpu_fetch_articulation_link_pose()
             self._fresh["pose"] = True
@@ -286,23 +268,36 @@ class GpuPhysx(PhysxPath):
 
     def contact_forces(self, body_ids: torch.Tensor) -> torch.Tensor:
         """``(N, B, 3)`` float64 net contact force on bodies ``body_ids`` (a device tensor) in every
-        sub-scene's last substep (see the module docstring); whether an env has stepped since it
-        was written is the engine's to apply."""
-        if self._contact_columns is None:
-            bodies, columns = contact_query_bodies(self.plan)
-            if bodies.size:
-                bl = self.plan.body_link[bodies]
-                links = [self.comps[n][a][l] for n in range(self.num_envs) for a, l in bl]
-                self._contact_query = self.system.gpu_create_contact_body_impulse_query(links)
-            self._contact_columns = torch.as_tensor(columns, device=self._qpos.device)
-        query = self._contact_query
-        impulses = None
-        if query is not None:
-            self.system.gpu_query_contact_body_impulses(query)
-            impulses = query.cuda_impulses.torch()
-        return gather_contact_forces(
-            impulses, self._contact_columns, body_ids, self.num_envs, float(self.plan.timestep)
+        sub-scene's last substep, friction included (see the module docstring); whether an env has
+        stepped since it was written is the engine's to apply."""
+        d, n = self._contact, self.num_envs
+        if not d.bodies.size:
+            return gather_contact_forces(None, self._contact_columns, body_ids, n)
+        if self._contact_query is None:
+            links = [self.comps[e][a][l] for e in range(n) for a, l in self.plan.body_link[d.bodies]]
+            self._contact_query = self.system.gpu_create_contact_body_impulse_query(links)
+        self.system.gpu_query_contact_body_impulses(self._contact_query)
+        impulses = self._contact_query.cuda_impulses.torch().reshape(n, -1, 3).to(torch.float64)
+        dt = float(self.plan.timestep)
+        jf = None
+        if d.joint_arts.size:
+            self.system.gpu_fetch_articulation_link_incoming_joint_forces()
+            if self._joint_forces is None:
+                self._joint_forces = self.system.cuda_articulation_link_incoming_joint_forces.torch()
+            jf = self._joint_forces
+        forces = d.forces(
+            self._rows_t,
+            self.link_data(velocities=True),
+            self._v0,
+            self._mass,
+            self._gravity,
+            jf,
+            None,
+            impulses / dt,
+            (impulses != 0).any(-1),
+            dt,
         )
+        return gather_contact_forces(forces, self._contact_columns, body_ids, n)
 
     # ------------------------------------------------------------------
     # writes
@@ -351,9 +346,14 @@ class GpuPhysx(PhysxPath):
         s.gpu_apply_articulation_target_velocity()
         s.gpu_apply_articulation_qf()
 
-    def _substep(self, forces: tuple | None, joint_forces: Any = None) -> None:
+    def _substep(self, forces: tuple | None, joint_forces: Any = None, last: bool = False) -> None:
         if forces is not None or joint_forces is not None:
             raise SimBackendError("body forces and per-substep joint forces are not available on the GPU path")
+        if last and self.contact_sensing and self._contact.bodies.size:
+            if not self._fresh["vel"]:
+                self.system.gpu_fetch_articulation_link_velocity()
+            rows, cols = self._link_rc
+            self._v0.copy_(self._links[rows, cols, 7:10])  # on the device: no host synchronisation
         self.system.step()
         self._stale()
 

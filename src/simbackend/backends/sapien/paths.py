@@ -107,11 +107,17 @@ class PhysxPath(abc.ABC):
     # reads
     # ------------------------------------------------------------------
     @abc.abstractmethod
-    def link_data(self, body_ids: np.ndarray | None, arts: np.ndarray | None = None, velocities: bool = False) -> Any:
+    def link_data(
+        self,
+        body_ids: np.ndarray | None,
+        arts: np.ndarray | None = None,
+        velocities: bool = False,
+        links: np.ndarray | None = None,
+    ) -> Any:
         """The ``(R, L, 13)`` link buffer (torch), current for the links of ``body_ids`` (host ids,
-        or None) and every link of articulations ``arts``: pose (pos 3 in the scene frame, wxyz 4)
-        and, if ``velocities``, centre-of-mass linear and angular velocity (world). A path may
-        refresh more than asked."""
+        or None), every link of articulations ``arts`` and the ``(A, Lmax)`` bool plan links
+        ``links``: pose (pos 3 in the scene frame, wxyz 4) and, if ``velocities``, centre-of-mass
+        linear and angular velocity (world). A path may refresh more than asked."""
 
     @abc.abstractmethod
     def art_qpos(self) -> Any:
@@ -156,8 +162,8 @@ class PhysxPath(abc.ABC):
         self._saved = True
         self.reached = None
         self._write_ctrl(drive)
-        for _ in range(nsteps):
-            self._substep(forces, joint_forces)
+        for i in range(nsteps):
+            self._substep(forces, joint_forces, i == nsteps - 1)
         self.reached = self._serialised()
         return physx_failures(self._qacc(), self._rows_index, self.plan.timestep)
 
@@ -172,6 +178,9 @@ class PhysxPath(abc.ABC):
 
     #: the ``(N, pack_size)`` serialised states the last step reached (CPU path), else ``None``
     reached: np.ndarray | None = None
+    #: whether contact forces are read (the engine's ``contact_sensing`` option): the last substep of
+    #: each step keeps the links' velocities and applied forces from before it (:mod:`.contact`)
+    contact_sensing = False
     #: whether the pre-call state of the last step is kept (a revert has something to restore)
     _saved = False
 
@@ -189,8 +198,10 @@ class PhysxPath(abc.ABC):
         """Set drive targets and joint forces from ``drive`` (see :meth:`step`)."""
 
     @abc.abstractmethod
-    def _substep(self, forces: tuple | None, joint_forces: JointForces | None) -> None:
-        """Apply ``forces`` and ``joint_forces`` (see :meth:`step`) and advance every env one substep."""
+    def _substep(self, forces: tuple | None, joint_forces: JointForces | None, last: bool = False) -> None:
+        """Apply ``forces`` and ``joint_forces`` (see :meth:`step`) and advance every env one substep;
+        ``last``: the call's last substep, whose contact forces are read (:attr:`contact_sensing`: keep
+        what :mod:`.contact` needs from before it)."""
 
     def _serialised(self) -> np.ndarray | None:
         """The ``(N, pack_size)`` serialised states reached, where the path has them (CPU), else None."""
