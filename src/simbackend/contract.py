@@ -54,6 +54,7 @@ from simbackend.errors import (
     NonFiniteError,
     ReentrantCallError,
     ShardFailedError,
+    SimBackendError,
     UnsupportedFeatureError,
     ValueRangeError,
 )
@@ -712,12 +713,20 @@ class SimBackend:
             qpos, zero = V.normalised_quaternions(qpos, self._quat_cols)
             checks.append(("qpos", zero, "zero quaternion", None))
         held = self._check_values(ids, checks)
-        if held is not None:  # GPU: rows with bad values keep the env's current state
-            rows = torch.as_tensor(ids, device=dev)
-            now_q, now_v = self._engine.read_state()
-            qpos = torch.where(held[:, None], torch.as_tensor(now_q, device=dev)[rows].to(dt), qpos)
-            qvel = torch.where(held[:, None], torch.as_tensor(now_v, device=dev)[rows].to(dt), qvel)
         qpos, qvel = qpos.to(self._dtype), qvel.to(self._dtype)
+        if held is not None:  # deferred checks: the envs of rows with bad values are not written at all
+            if randomization is None and not (self._observers and not self._silenced):
+                select = torch.zeros(self.num_envs, dtype=torch.bool, device=dev)
+                select[torch.as_tensor(ids, device=dev)] = ~held  # no host read of the marks
+                self._write_rows_masked(select, torch.as_tensor(ids, device=dev), qpos, qvel)
+                return
+            keep = ~held.cpu().numpy()  # a plan's draws and the observers need the written ids on the host
+            rows = torch.as_tensor(np.flatnonzero(keep), device=dev)
+            ids, qpos, qvel = ids[keep], qpos[rows], qvel[rows]
+            if not ids.size:
+                assert self._faults is not None  # a hold mask comes from the deferred checks
+                self._faults.publish()
+                return
         if randomization is not None:  # drawn and checked before anything is written
             prepared = self._dr.prepare(randomization, "reset", ids, True)
             pushed = self._dr.commit(prepared, qpos, qvel)
@@ -763,7 +772,19 @@ class SimBackend:
         ]
         held = self._check_values(self._all_env_ids, checks, select=select)
         write = select if held is None else select & ~held
-        self._engine.write_state_masked(write, qpos.to(self._dtype).contiguous(), qvel.to(self._dtype).contiguous())
+        self._write_rows_masked(write, None, qpos.to(self._dtype), qvel.to(self._dtype))
+
+    def _write_rows_masked(
+        self, write: torch.Tensor, rows: torch.Tensor | None, qpos: torch.Tensor, qvel: torch.Tensor
+    ) -> None:
+        """Write the envs ``write`` (``(N,)`` bool on the device) selects, reading nothing back: from
+        ``qpos``/``qvel`` rows of every env (``rows`` ``None``) or of the device ids ``rows``."""
+        if rows is not None:  # scattered into every env's rows: the others are not inputs
+            full_q = torch.zeros((self.num_envs, self.nq), dtype=qpos.dtype, device=qpos.device)
+            full_v = torch.zeros((self.num_envs, self.nv), dtype=qvel.dtype, device=qvel.device)
+            full_q[rows], full_v[rows] = qpos, qvel
+            qpos, qvel = full_q, full_v
+        self._engine.write_state_masked(write, qpos.contiguous(), qvel.contiguous())
         if self._faults is not None:
             self._faults.publish()
 
@@ -826,8 +847,9 @@ class SimBackend:
                             )
                         sub, sub_hold = self._check_ctrl(out, "pre-step control output")
                         ts = time.perf_counter()
-                        both = hold if sub_hold is None else (sub_hold if hold is None else hold | sub_hold)
-                        diverged |= self._advance(sub, 1, both)
+                        # an env refused once is held for the rest of the call (as a diverged one stays)
+                        hold = sub_hold if hold is None else (hold if sub_hold is None else hold | sub_hold)
+                        diverged |= self._advance(sub, 1, hold)
                         physics += time.perf_counter() - ts
                 except BaseException:
                     if mark is not None and not self._closed:  # every env back at its pre-call state
@@ -1295,20 +1317,45 @@ class SimBackend:
     # lifecycle
     # ------------------------------------------------------------------
     def close(self) -> None:
-        """Release the engine's resources; idempotent. Every public method raises ``BackendClosedError`` afterwards."""
+        """Release the engine's resources; idempotent. Every public method raises ``BackendClosedError`` afterwards.
+
+        An input error deferred and not raised yet (deferred checks: a bad value seen by the last calls)
+        is raised by ``close`` once everything is released, as a file's ``close`` raises the error of its
+        last flush: the backend is closed either way, and a second ``close`` does nothing. Leaving a
+        ``with`` block because of another exception, that exception goes on, with the deferred error
+        added as a note.
+        """
         if self._closed:
             return
         self._closed = True
+        pending: SimBackendError | None = None
         try:
-            self._playback.close()
+            if self._faults is not None:
+                try:
+                    self._faults.pending = True  # a replayed CUDA graph marks without a Python call
+                    self._faults.publish()
+                    self._faults.raise_if_any(wait=True)
+                except SimBackendError as e:
+                    pending = e
         finally:
-            self._engine.close()
+            try:
+                self._playback.close()
+            finally:
+                self._engine.close()
+        if pending is not None:
+            raise pending
 
     def __enter__(self) -> SimBackend:
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc is None:
+            self.close()
+            return
+        try:
+            self.close()
+        except SimBackendError as pending:  # the exception leaving the block goes on; the deferred error is noted
+            exc.add_note(f"also pending when the backend closed: {type(pending).__name__}: {pending}")
 
     def __repr__(self) -> str:
         state = " closed" if self._closed else ""
@@ -1322,6 +1369,8 @@ class SimBackend:
         and held envs (``hold``: GPU input faults) get back their pre-call state. Returns the
         ``(N,)`` diverged mask (held envs excluded); time and the last controls follow."""
         engine, defer = self._engine, self._defers_checks
+        if hold is not None:  # held envs step with their own last controls, then are reverted
+            ctrl = self._keep_held_ctrl(ctrl, hold)
         forces = self._book.pending_forces()
         try:
             failed = engine.step(ctrl, nsteps, forces)
@@ -1429,7 +1478,7 @@ class SimBackend:
         return self._all_ids("env", self.num_envs)
 
     def _check_values(
-        self, env_ids: np.ndarray, checks: list, select: torch.Tensor | None = None
+        self, env_ids: np.ndarray, checks: list, select: torch.Tensor | None = None, *, at_once: bool = False
     ) -> torch.Tensor | None:
         """Value checks of validated tensors, rows aligned with ``env_ids``.
 
@@ -1438,10 +1487,11 @@ class SimBackend:
         mask) or a magnitude limit. A CPU backend raises the first failing check;
         a GPU backend records them on the device and returns the ``(n,)`` mask of
         rows to hold (or ``None`` when there are no rows). ``select``: an ``(n,)`` bool
-        device mask of the rows that count (the others are not inputs).
+        device mask of the rows that count (the others are not inputs). ``at_once``: raise as a CPU
+        backend does whatever the backend (inputs that are on the host anyway: snapshots, named states).
         """
         held = None
-        defer = self._defers_checks
+        defer = self._defers_checks and not at_once
         for argument, t, problem, columns in checks:
             if problem == "nonfinite":
                 bad = V.nonfinite_rows(t)
@@ -1501,23 +1551,32 @@ class SimBackend:
             t = V.real_tensor(ctrl, argument, shape, device=dev, dtype=dt)
             checks = [(argument, t, "nonfinite", None), (argument, t, V.MAX_REAL_INPUT, None)]
         held = self._check_values(self._all_env_ids, checks)
-        if held is not None:
-            t = torch.where(held[:, None], 0.0, t)
-        return t.to(self._dtype), held
+        t = t.to(self._dtype)
+        return (t, None) if held is None else (self._keep_held_ctrl(t, held), held)
 
-    def _check_snapshot_state(self, env_ids: np.ndarray, qpos: Any, qvel: Any) -> None:
-        """The checks ``set_state`` applies (divergence bounds, zero quaternions) on the ``qpos (n, nq)``
-        / ``qvel (n, nv)`` a snapshot's engine rows hold."""
+    def _keep_held_ctrl(self, ctrl: torch.Tensor, hold: torch.Tensor) -> torch.Tensor:
+        """``ctrl`` with the rows of held envs (``hold``, ``(N,)`` bool: refused input) replaced by the
+        controls those envs last applied: a refused row leaves the env's controls as they were."""
+        return torch.where(hold[:, None], self._book.ctrl.to(ctrl.dtype), ctrl)
+
+    def _check_snapshot_state(self, env_ids: np.ndarray, qpos: Any, qvel: Any, argument: str = "state") -> None:
+        """The checks ``set_state`` applies (finite values, divergence bounds, zero quaternions) on the
+        ``qpos (n, nq)`` / ``qvel (n, nv)`` a snapshot's engine rows (or a named state) hold, raised at
+        once with or without deferred checks: these rows come from the host, so the check reads nothing
+        back that was not read already, and a refused row writes nothing (time and controls included)."""
         qpos = torch.as_tensor(qpos, device=self._device).to(self._input_dtype)
         qvel = torch.as_tensor(qvel, device=self._device).to(self._input_dtype)
         _, zero = V.normalised_quaternions(qpos, self._quat_cols)
         self._check_values(
             env_ids,
             [
-                ("state (qpos)", qpos, MAX_QPOS, None),
-                ("state (qvel)", qvel, MAX_QVEL, None),
-                ("state (qpos)", zero, "zero quaternion", None),
+                (f"{argument} (qpos)", qpos, "nonfinite", None),
+                (f"{argument} (qvel)", qvel, "nonfinite", None),
+                (f"{argument} (qpos)", qpos, MAX_QPOS, None),
+                (f"{argument} (qvel)", qvel, MAX_QVEL, None),
+                (f"{argument} (qpos)", zero, "zero quaternion", None),
             ],
+            at_once=True,
         )
 
     # ------------------------------------------------------------------

@@ -159,7 +159,8 @@ class Snapshots:
         book: the front end's per-env time and controls.
         dr: the randomization service (per-env parameters, default poses, held forces).
         check_state: the front end's checks of a state ``(env_ids, qpos, qvel)`` (the ones
-            ``set_state`` applies: divergence bounds, zero quaternions), raising naming ``env_ids``.
+            ``set_state`` applies: finite values, divergence bounds, zero quaternions), raising at
+            once (deferred checks or not) naming ``env_ids``.
     """
 
     def __init__(
@@ -403,9 +404,8 @@ class Snapshots:
             order = np.argsort(ids, kind="stable")
             values = {k: v.detach().cpu().numpy().astype(np.float64)[order] for k, v in state.params.items()}
             prepared = self.dr.prepare_values(ids[order], values, "state.params")
-        self.sim.set_state(
-            ids, qpos, qvel
-        )  # validates the state before writing anything (notified once, by the caller)
+        self.check_state(ids, qpos, qvel)  # at once, deferred checks or not: a refused row writes nothing
+        self.sim.set_state(ids, qpos, qvel)  # notified once, by the caller
         self.dr.commit(prepared)
         dev = self.sim.device
         dev_ids = torch.as_tensor(ids, device=dev)

@@ -159,6 +159,10 @@ class MotrixEngine(Engine):
         self._dr_written: set[str] = set()
         #: whether each env has stepped since it was last written (written envs read no contact force)
         self._stepped = np.zeros(self.num_envs, dtype=bool)
+        #: envs a revert put back, which read their contact reading from before the step (``_kept_reading``,
+        #: ``(N, nlink, 3)``) until they step or are written
+        self._kept = np.zeros(self.num_envs, dtype=bool)
+        self._kept_reading: np.ndarray | None = None
         #: bodies Motrix folds into its static world (welded to it: Motrix holds no mass for them)
         self._static = frozenset(
             b
@@ -247,16 +251,25 @@ class MotrixEngine(Engine):
         centre of mass is dropped), read for every link once per state. The world body has no link
         and reads zero; so do envs written since their last step (Motrix keeps their old report)."""
         assert self._contact_sensing  # the front end calls this only with contact_sensing
-        every = self._reads.get(("contact",))
-        if every is None:
-            every = self.mx_model.get_link_net_contact_forces(self.data)[..., :3]
-            self._reads[("contact",)] = every
+        every = self._link_contacts()
         links = self.map.body_link[body_ids]
         force = np.zeros((self.num_envs, links.size, 3), every.dtype)
         linked = links >= 0
         force[:, linked] = every[:, links[linked]]
-        force[~self._stepped] = 0.0
         return force
+
+    def _link_contacts(self) -> np.ndarray:
+        """``(N, nlink, 3)`` every env's contact reading per link: Motrix's report of the last substep,
+        zero for envs written since their last step, the reading from before the step for envs a revert
+        put back (Motrix keeps the report of the step undone)."""
+        every = self._reads.get(("contact",))
+        if every is None:
+            every = np.array(self.mx_model.get_link_net_contact_forces(self.data)[..., :3])
+            every[~self._stepped] = 0.0
+            if self._kept_reading is not None and self._kept.any():
+                every[self._kept] = self._kept_reading[self._kept]
+            self._reads[("contact",)] = every
+        return every
 
     def _site_poses(self, ids: np.ndarray) -> np.ndarray:
         """``(N, S, 7)`` site poses (pos + xyzw) of sites ``ids``."""
@@ -301,6 +314,7 @@ class MotrixEngine(Engine):
         if env_ids.size == self.num_envs and not keep_caches:
             self._fresh_data()
         self._stepped[env_ids] = False  # their last contact report describes another state
+        self._kept[env_ids] = False
         view = self._view(env_ids)
         dof_pos = np.ascontiguousarray(dof_pos, np.float32)
         view.reset(
@@ -338,7 +352,10 @@ class MotrixEngine(Engine):
         self._before = None
         self._ctrl[:, self.map.actuator_src] = ctrl.numpy()  # Motrix clamps to the ctrl ranges itself
         before = self._dofs()
+        if self._contact_sensing:  # what a revert gives back
+            self._kept_reading = self._link_contacts()
         self._before = before
+        self._kept[:] = False
         pending = self._pending_forces(forces)
         if self._ctrl.shape[1]:  # Motrix panics on an empty control array
             data.actuator_ctrls = self._ctrl
@@ -370,6 +387,7 @@ class MotrixEngine(Engine):
         else:
             ids = np.flatnonzero(mask)
             self._write_dofs(ids, pos[ids], vel[ids], exact=True, keep_caches=True)
+        self._kept |= mask  # and their contact readings from before the step
 
     def _pending_forces(self, forces: BodyForces | None) -> list:
         if forces is None:

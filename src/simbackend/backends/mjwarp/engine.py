@@ -199,6 +199,9 @@ class MJWarpEngine(Engine):
             self._cf_out = wp.zeros(cmax, dtype=wp.spatial_vector, device=self.wp_device)
             self._geom_body = torch.as_tensor(np.asarray(mjm.geom_bodyid, np.int64), device=dev)
             self._body_force = torch.zeros((n * int(mjm.nbody), 3), dtype=torch.float32, device=dev)
+        #: the readings from before the last step (and whether each env had stepped), which a revert gives back
+        self._body_force_before = torch.zeros_like(self._body_force) if self._sensing else None
+        self._stepped_before = torch.zeros_like(self._stepped)
 
     @property
     def capabilities(self) -> Capabilities:
@@ -489,6 +492,9 @@ class MJWarpEngine(Engine):
             torch._foreach_copy_(self._revert_saved, self._revert_views)  # one call for every array
         else:
             self._get_state(self._saved_wp)
+        self._stepped_before.copy_(self._stepped)  # and the contact readings
+        if self._body_force_before is not None:
+            self._body_force_before.copy_(self._body_force)
         self._saved = True
         torch.clamp(ctrl.to(self._ctrl), self._ctrl_lo, self._ctrl_hi, out=self._ctrl)
         self._stale = True
@@ -517,7 +523,11 @@ class MJWarpEngine(Engine):
     def revert(self, envs: torch.Tensor) -> None:
         if not self._saved:
             return
-        self._stepped.masked_fill_(envs.to(device=self.device, dtype=torch.bool), False)
+        back = envs.to(device=self.device, dtype=torch.bool)  # the contact readings from before the step
+        torch.where(back, self._stepped_before, self._stepped, out=self._stepped)
+        if self._body_force_before is not None:
+            now = self._body_force.view(self.num_envs, -1, 3)
+            torch.where(back[:, None, None], self._body_force_before.view_as(now), now, out=now)
         if not self._revert_fast:
             self._set_state(self._saved_wp, envs.to(self.device))
             return
@@ -533,7 +543,7 @@ class MJWarpEngine(Engine):
     def close(self) -> None:
         for k in ("m", "d", "_qpos", "_qvel", "_ctrl", "_xfrc", "_warmstart", "_saved_wp", "_graphs", "_jac",
                   "_jac_body", "_save_buf", "_dev_ids", "_external_captures", "_views", "_revert_views", "_revert_saved",
-                  "_cf_ids", "_cf_out", "_body_force"):  # fmt: skip
+                  "_cf_ids", "_cf_out", "_body_force", "_body_force_before"):  # fmt: skip
             self.__dict__.pop(k, None)
 
 

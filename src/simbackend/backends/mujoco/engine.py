@@ -187,11 +187,14 @@ class MuJoCoEngine(Engine):
         self._free_cols: dict[bytes, tuple] = {}
         self._ray_geoms: Any = None
         self._saved = False  # whether _prev_state holds the pre-call state of the last step
-        #: contact sensing: per-body constraint forces of the last substep, whether each env has stepped
-        #: since it was last written, and the body forces applied in that substep (not contact forces)
+        #: contact sensing: per-body constraint forces of the last substep (``cfrc_ext``; a later forward
+        #: pass recomputes them at the state reached), and every env's contact reading ``(N, nbody, 3)``:
+        #: taken from them at the end of each step (zero for envs written since), and the one from before
+        #: the last step, which a revert gives back
         self._cfrc = b.bind("cfrc_ext") if opts.contact_sensing else None
-        self._stepped = np.zeros(self.num_envs, dtype=bool)
-        self._applied: tuple[np.ndarray, np.ndarray] | None = None
+        nread = self.info.nbody if opts.contact_sensing else 0
+        self._reading = np.zeros((self.num_envs, nread, 3))
+        self._reading_before = np.zeros_like(self._reading)
         b.reset(stage=int(mujoco.mjtStage.mjSTAGE_NONE))  # derived fields are computed when first read
 
     @property
@@ -225,7 +228,7 @@ class MuJoCoEngine(Engine):
         self._qpos[env_ids] = qpos.cpu().numpy()
         self._qvel[env_ids] = qvel.cpu().numpy()
         self._warmstart[env_ids] = 0.0
-        self._stepped[env_ids] = False
+        self._reading[env_ids] = 0.0
         if self._derived and not self._stale:
             self._forward(env_ids)  # the other envs' derived fields are current: keep them
 
@@ -289,18 +292,22 @@ class MuJoCoEngine(Engine):
         return jacp[:, :, cols], jacr[:, :, cols]
 
     def contact_forces(self, body_ids: np.ndarray) -> np.ndarray:
-        """``cfrc_ext``'s force part (world frame; MuJoCo fills it in every substep for the contact probe,
-        :func:`.pipeline.contact_probe_model`) less the body forces applied in the last substep."""
+        """The reading :meth:`_take_reading` took at the end of the last step."""
         assert self._cfrc is not None  # the front end calls this only with contact_sensing
-        force = self._cfrc[:, body_ids, 3:].copy()
-        if self._applied is not None:
-            bodies, applied = self._applied
-            hit = np.flatnonzero(np.isin(body_ids, bodies))
-            if hit.size:
-                force[:, hit] -= applied[:, np.searchsorted(bodies, body_ids[hit])]
-        force[:, body_ids == 0] = 0.0  # the world body: every contact's other side, not a reading
-        force[~self._stepped] = 0.0
-        return force
+        return self._reading[:, body_ids]
+
+    def _take_reading(self, applied: tuple[np.ndarray, np.ndarray] | None) -> None:
+        """Every env's contact reading from ``cfrc_ext``'s force part (world frame; MuJoCo fills it in every
+        substep for the contact probe, :func:`.pipeline.contact_probe_model`), less the body forces
+        ``applied`` ``(bodies, (N, B, 3))`` in the last substep; the world body reads zero (every contact's
+        other side). Taken when the step ends: a forward pass a getter runs later recomputes ``cfrc_ext``
+        at the state reached, without the applied forces."""
+        assert self._cfrc is not None
+        np.copyto(self._reading, self._cfrc[:, :, 3:])
+        if applied is not None:
+            bodies, force = applied
+            self._reading[:, bodies] -= force
+        self._reading[:, 0] = 0.0
 
     def sensor(self, sensor_id: int) -> np.ndarray:
         adr, dim = int(self.info.sensor_adr[sensor_id]), int(self.info.sensor_dim[sensor_id])
@@ -374,7 +381,7 @@ class MuJoCoEngine(Engine):
 
     def restore_state(self, env_ids: np.ndarray, rows: torch.Tensor) -> None:
         self._state[env_ids] = rows.cpu().numpy()
-        self._stepped[env_ids] = False
+        self._reading[env_ids] = 0.0
         if self._derived and not self._stale:
             self._forward(env_ids)  # the other envs' derived fields are current: keep them
 
@@ -388,14 +395,14 @@ class MuJoCoEngine(Engine):
     def step(self, ctrl: torch.Tensor, nsteps: int, forces: BodyForces | None) -> np.ndarray:
         self._saved = False  # a step interrupted before the copy below changed no state: nothing to revert
         np.copyto(self._prev_state, self._state)  # before the new controls: a revert restores the old ones too
+        np.copyto(self._reading_before, self._reading)  # and the contact readings
         self._saved = True
         # clamped here as the contract says, so MuJoCo's own check sees only unlimited controls
         c = ctrl.numpy() if ctrl.device.type == "cpu" else ctrl.cpu().numpy()
         np.minimum(np.maximum(c, self._ctrl_lo, out=self._ctrl), self._ctrl_hi, out=self._ctrl)
         bad: np.ndarray | None = None
         self._stale = True
-        self._applied = None
-        self._stepped[:] = True
+        applied: tuple[np.ndarray, np.ndarray] | None = None
         if forces is not None:
             b = forces.bodies
             force, torque = forces.force.cpu().numpy(), forces.torque.cpu().numpy()
@@ -406,7 +413,7 @@ class MuJoCoEngine(Engine):
                     self._stale = True
             finally:
                 self._xfrc[:, b] = 0.0
-                self._applied = (b, force)
+            applied = (b, force)
         else:
             left = nsteps
             while left:
@@ -414,6 +421,8 @@ class MuJoCoEngine(Engine):
                 bad = self._advance(chunk, bad)
                 left -= chunk
         self._stale = True
+        if self._cfrc is not None:
+            self._take_reading(applied)
         return bad
 
     def _advance(self, nsteps: int, bad: np.ndarray | None) -> np.ndarray | None:
@@ -441,7 +450,7 @@ class MuJoCoEngine(Engine):
         else:
             ids = np.flatnonzero(mask)
             self._state[ids] = self._prev_state[ids]
-        self._stepped[mask] = False
+        self._reading[mask] = self._reading_before[mask]  # the reading from before the step, as the state
         self._stale = True
 
     def close(self) -> None:
@@ -458,5 +467,7 @@ class MuJoCoEngine(Engine):
             "_bad_counts",
             "_derived",
             "_ray_geoms",
+            "_reading",
+            "_reading_before",
         ):
             self.__dict__.pop(k, None)
