@@ -200,6 +200,10 @@ class SapienEngine(Engine):
             if self._gpu
             else np.zeros(self.num_envs, bool)
         )
+        #: envs a revert put back, which read their contact forces from before the step (``_reading_before``,
+        #: every body's) until they step or are written
+        self._kept: Any = torch.zeros_like(self._stepped) if self._gpu else np.zeros(self.num_envs, bool)
+        self._reading_before: Any = None
         if self._gpu:  # place every env at qpos0 through the CUDA buffers (links start at their entity poses)
             ids = np.arange(self.num_envs)
             q0 = torch.as_tensor(
@@ -272,6 +276,7 @@ class SapienEngine(Engine):
     def _unstep(self, env_ids: np.ndarray) -> None:
         """Envs ``env_ids`` (host ids) are written: they read no contact force until they step."""
         self._stepped[self.layout.ids(env_ids) if self._gpu else env_ids] = False
+        self._kept[self.layout.ids(env_ids) if self._gpu else env_ids] = False
 
     def _stale(self) -> None:
         """The state changes: the states serialised by the last step no longer describe it."""
@@ -304,18 +309,25 @@ class SapienEngine(Engine):
         return self.layout.site_jacobian(data, site_id, cols)
 
     def contact_forces(self, body_ids: np.ndarray) -> Any:
-        """PhysX's contact report of the last substep (see the module docstring): float64 numpy on
-        the CPU, a device tensor on the GPU; zero for the world body and for envs written or
-        reverted since their last step."""
+        """The last substep's net contact force (see the module docstring): float64 numpy on
+        the CPU, a device tensor on the GPU; zero for the world body and for envs written since their
+        last step; for envs a revert put back, the forces from before the step (PhysX keeps the report of
+        the step undone)."""
         world = body_ids == 0
+        kept = self._reading_before
         if self._gpu:
             force = self.physx.contact_forces(self.layout.ids(body_ids))
             if world.any():
                 force[:, self.layout.ids(np.flatnonzero(world))] = 0.0
-            return torch.where(self._stepped[:, None, None], force, 0.0)
+            force = torch.where(self._stepped[:, None, None], force, 0.0)
+            if kept is None:
+                return force
+            return torch.where(self._kept[:, None, None], kept[:, self.layout.ids(body_ids)], force)
         force = self.physx.contact_forces(body_ids)
         force[:, world] = 0.0
         force[~self._stepped] = 0.0
+        if kept is not None and self._kept.any():
+            force[self._kept] = kept[self._kept][:, body_ids]
         return force
 
     # ------------------------------------------------------------------
@@ -325,6 +337,9 @@ class SapienEngine(Engine):
         drive = self.layout.pack_ctrl(ctrl)
         forces_tuple = None if forces is None else (forces.bodies, forces.force, forces.torque)
         delegated = self.mujoco_forces
+        if self.physx.contact_sensing:  # what a revert gives back
+            self._reading_before = self.contact_forces(np.arange(self.info.nbody))
+            self._kept[:] = False
         self._stale()
         if delegated.active:
             delegated.set_ctrl(ctrl.cpu().numpy())
@@ -340,8 +355,8 @@ class SapienEngine(Engine):
     def revert(self, envs: torch.Tensor) -> None:
         mask: Any = envs if self._gpu else envs.cpu().numpy()
         self._stale()  # restored envs no longer hold the states the step reached
-        if self.physx.revert(mask):  # a step that raised mid-way is reverted too: its envs read zero
-            self._stepped &= ~(mask.to(torch.bool) if self._gpu else np.asarray(mask, bool))
+        if self.physx.revert(mask):  # and their contact forces from before the step
+            self._kept |= mask.to(torch.bool) if self._gpu else np.asarray(mask, bool)
         if not self._gpu:
             self.mujoco_forces.restore(np.asarray(mask, bool))
 
