@@ -34,6 +34,21 @@ def test_each_blocker_is_named(deferred: bool) -> None:
         task.close()
 
 
+def test_a_task_is_required() -> None:
+    """Anything but a task (None, its backend, a callable) is refused in one line naming ``task``, before
+    anything runs (issue 38: a raw AttributeError)."""
+    task = make_task("cartpole", "mujoco", 2)
+    try:
+        for bad in (None, task.backend, task.step, "cartpole"):
+            with pytest.raises(ArgumentTypeError, match=r"^task: expected a Task") as info:
+                CapturedStep(bad)
+            assert "\n" not in str(info.value) and type(bad).__name__ in str(info.value)
+        with pytest.raises(ArgumentTypeError, match="task"):  # checked before the other arguments
+            CapturedStep(None, warmup=0)
+    finally:
+        task.close()
+
+
 def test_a_host_side_randomization_plan_blocks_the_capture() -> None:
     plan = {"version": 1, "seed": 1, "terms": [{"kind": "body_mass", "phase": "reset", "targets": ["pole"],
             "distribution": {"kind": "uniform", "low": 0.9, "high": 1.1}, "operation": "scale"}]}  # fmt: skip

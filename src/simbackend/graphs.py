@@ -34,6 +34,8 @@ import torch
 
 from simbackend import _validate as V
 from simbackend import checks
+from simbackend.errors import ArgumentTypeError
+from simbackend.tasks import Task
 
 __all__ = ["CapturedStep", "capture_blockers"]
 
@@ -72,6 +74,11 @@ class CapturedStep:
     """
 
     def __init__(self, task: Any, *, warmup: int = 3, capture: bool = True):
+        if not isinstance(task, Task):  # every argument checked before anything runs
+            raise ArgumentTypeError(
+                f"task: expected a Task (simbackend.tasks.make_task; a backend is stepped by its task),"
+                f" got {type(task).__name__}"
+            )
         warmup = V.positive_int(warmup, "warmup")  # bad arguments raise; only the capture's failure is a reason
         capture = checks.boolean(capture, "capture")
         self.task = task
