@@ -245,7 +245,8 @@ class Engine(abc.ABC):
 
         Called after a step (diverged envs, envs whose input was held) and when
         ``step`` raised (every env). The other envs are untouched; reads are
-        current afterwards.
+        current afterwards, and every read of a reverted env (its contact
+        forces included) is what it was before that step.
         """
 
     # ------------------------------------------------------------------
@@ -273,7 +274,8 @@ class Engine(abc.ABC):
         contacts touching each body's geoms of the force the contact exerted on that body, in the last
         substep of the last :meth:`step` (``capabilities.contact_forces``; called only on an engine
         built with ``options.contact_sensing``). Rows of envs written (:meth:`write_state`,
-        :meth:`write_state_masked`, :meth:`restore_state`) or reverted since their last step are zero.
+        :meth:`write_state_masked`, :meth:`restore_state`) since their last step are zero; envs
+        :meth:`revert` put back read what they read before that step.
         Body forces the caller applied are not contact forces, nor are equality constraints."""
         raise UnsupportedFeatureError(self.name, "contact_forces")
 
