@@ -596,6 +596,7 @@ class CpuPhysx(PhysxPath):
         self._finalizer()  # the scenes no longer count against MAX_CPU_SCENES
         self._held.clear()
         self._contact_cache = None
+        self._v0 = self._mass0 = self._applied = None
         for held in (
             self._contact_body,
             self._joint_objs,
