@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from simbackend.envs import make_vector_env
-from simbackend.errors import ArgumentTypeError, InputShapeError, InvalidArgumentError
+from simbackend.errors import ArgumentTypeError, InputShapeError, InvalidArgumentError, ScalarTypeError
 
 SHORT = {"episode_length": 6}
 
@@ -204,6 +204,83 @@ def test_sb3_checks_every_argument_before_anything_happens() -> None:
     env.set_attr("my_list", [1, 2, 3])
     assert env.get_attr("my_list") == [[1, 2, 3]] * 3
     env.close()
+
+
+def test_sb3_env_method_reset_restarts_the_named_envs_only() -> None:
+    """``env_method("reset", indices=...)`` restarts those envs only, as ``DummyVecEnv`` would (the others
+    keep their state and episode), and gives each named env's ``(obs, info)``; a method that would act on every
+    env is refused for some envs, before it runs; a method that changes nothing gives the named envs' results."""
+    env = make_sb3_env("cartpole", "mujoco", 3, config={"episode_length": 50}, monitor=False)
+    task = env.env.task
+    env.seed(3)
+    env.reset()
+    for _ in range(3):
+        env.step(PUSH)
+    qpos, steps = task.backend.get_qpos().clone(), task.episode_step.tolist()
+    assert steps == [3, 3, 3] and task.episode_count.tolist() == [1, 1, 1]
+    out = env.env_method("reset", indices=[0])
+    assert task.episode_step.tolist() == [0, 3, 3] and task.episode_count.tolist() == [2, 1, 1]
+    after = task.backend.get_qpos()
+    assert torch.equal(after[1:], qpos[1:])  # envs 1 and 2 untouched
+    assert not torch.equal(after[0], qpos[0])
+    assert len(out) == 1 and len(out[0]) == 2 and out[0][1] == {}
+    np.testing.assert_array_equal(out[0][0], task.flatten(task.observe())[0].numpy())
+    ref = make_vector_env("cartpole", "mujoco", 3, config={"episode_length": 50}, tensors="numpy")
+    ref.reset(seed=3)
+    np.testing.assert_array_equal(out[0][0], ref.reset()[0][0])  # env 0's episode 1 of seed 3
+    ref.close()
+    _, _, dones, _ = env.step(np.zeros((3, 1), np.float32))  # the others go on with their episodes
+    assert task.episode_step.tolist() == [1, 4, 4] and not dones.any()
+    # an env named twice restarts twice, as DummyVecEnv's loop over the named envs does
+    twice = env.env_method("reset", indices=[2, 2])
+    assert task.episode_count.tolist() == [2, 1, 3] and task.episode_step.tolist() == [1, 4, 0]
+    assert not np.array_equal(twice[0][0], twice[1][0])
+    np.testing.assert_array_equal(twice[1][0], task.flatten(task.observe())[2].numpy())
+    # every env: each its own (obs, info), not the batch's
+    every = env.env_method("reset")
+    assert len(every) == 3 and all(obs.shape == env.observation_space.shape and info == {} for obs, info in every)
+    assert task.episode_count.tolist() == [3, 2, 4]
+    env.step(np.zeros((3, 1), np.float32))
+    # refused before anything happens: a seed for some envs (the envs share one reset seed), options, a method
+    # that runs once on the whole batch
+    state = (task.backend.get_qpos().tolist(), task.episode_step.tolist(), task.episode_count.tolist(), task.seed)
+    for call, pattern in [
+        (lambda: env.env_method("reset", seed=5, indices=[0]), r"^indices: .*share one reset seed"),
+        (lambda: env.env_method("reset", options={"x": 1}, indices=[0]), r"^env_method: method_kwargs: "),
+        (lambda: env.env_method("reset", 5), r"^env_method: method_args: "),
+        (lambda: env.env_method("reset", sed=5), r"^env_method: method_kwargs: "),
+        (
+            lambda: env.env_method("step", np.zeros((3, 1)), indices=[0]),
+            r"^indices: .*env_method\('step'\) runs once and would act on every env",
+        ),
+        (lambda: env.env_method("reseed", 4, indices=[0, 1]), r"^indices: .*env_method\('reseed'\) .*every env"),
+        (lambda: env.env_method("close", indices=2), r"^indices: .*env_method\('close'\) .*every env"),
+    ]:
+        with pytest.raises(InvalidArgumentError, match=pattern) as e:
+            call()
+        assert "\n" not in str(e.value)
+        assert (
+            task.backend.get_qpos().tolist(),
+            task.episode_step.tolist(),
+            task.episode_count.tolist(),
+            task.seed,
+        ) == state
+    # a seed for every env seeds them all, as seed() then reset() does
+    seeded = env.env_method("reset", seed=5)
+    env.seed(5)
+    np.testing.assert_array_equal(np.stack([obs for obs, _ in seeded]), env.reset())
+    # what changes nothing gives the named envs' results (a method, or an attribute)
+    observed = env.env_method("observe", indices=[2, 0])
+    np.testing.assert_array_equal(observed[0]["joint_pos"], task.observe()["joint_pos"][2].numpy())
+    assert env.env_method("control_dt", indices=[1]) == [task.control_dt]
+    env.close()
+    dict_env = make_sb3_env("cartpole", "mujoco", 2, config=SHORT, obs_mode="state_dict", monitor=False)
+    dict_env.reset()
+    dict_env.step(np.zeros((2, 1), np.float32))
+    ((obs, info),) = dict_env.env_method("reset", indices=np.array([0]))
+    assert set(obs) == set(dict_env.observation_space.spaces) and obs["joint_pos"].shape == (2,)
+    assert dict_env.env.task.episode_step.tolist() == [0, 1]
+    dict_env.close()
 
 
 def test_sb3_ppo_trains_on_the_adapter_and_evaluates() -> None:
@@ -438,6 +515,67 @@ def test_torchrl_ppo_collects_and_trains_a_few_iterations() -> None:
     collector.shutdown()
     assert ended >= 8  # the collector restarted the envs whose episodes ended
     assert any(not torch.equal(a, b) for a, b in zip(before, net.parameters()))
+    env.close()
+
+
+# ----------------------------------------------------------------------
+# rsl-rl: RslRlVecEnv's entry points check before they act (its training runs in tests/test_training.py)
+# ----------------------------------------------------------------------
+def test_rsl_episode_length_buf_and_step_check_before_they_write() -> None:
+    """``episode_length_buf`` takes ``(N,)`` whole step counts >= 0 on the env's device (what rsl-rl's
+    ``randint_like`` gives, integral floats, host lists and arrays); NaN, fractions, negatives, bools, another
+    shape or device are refused in one line naming it, and the task's counters keep their values. A refused
+    ``step`` (its actions: shape, dtype, NaN) names ``actions`` and steps nothing."""
+    pytest.importorskip("rsl_rl")
+    from simbackend.envs.rsl import RslRlVecEnv
+    from simbackend.errors import InputDTypeError, NonFiniteError
+    from simbackend.tasks import make_task
+
+    env = RslRlVecEnv(make_task("cartpole", "mujoco", 4, config={"episode_length": 5}, seed=0), owns_task=True)
+    task = env.task
+    env.step(torch.zeros(4, 1))
+    qpos = task.backend.get_qpos().clone()
+    nan = float("nan")
+    for value, error, pattern in [
+        (torch.tensor([0.0, nan, 1.0, 1.0]), InvalidArgumentError, r"expected whole numbers of steps >= 0, got nan"),
+        (torch.tensor([0.5, 1.0, 1.0, 1.0]), InvalidArgumentError, r"expected whole numbers of steps >= 0, got 0.5"),
+        (torch.tensor([-1, 0, 0, 0]), InvalidArgumentError, r"expected whole numbers of steps >= 0, got -1"),
+        ([0, 1, -2, 0], InvalidArgumentError, r"expected whole numbers of steps >= 0, got -2"),
+        (torch.ones(4, dtype=torch.bool), InputDTypeError, r"expected step counts, got dtype torch.bool"),
+        (torch.ones(4, dtype=torch.complex64), InputDTypeError, r"expected step counts, got dtype torch.complex64"),
+        ("0123", InputDTypeError, r"expected step counts, got dtype <U4"),
+        (torch.zeros(3, dtype=torch.long), InputShapeError, r"expected shape \(4,\), got \(3,\)"),
+        (torch.zeros(4, 1, dtype=torch.long), InputShapeError, r"expected shape \(4,\), got \(4, 1\)"),
+        (
+            torch.zeros(4, dtype=torch.long, device="meta"),
+            InvalidArgumentError,
+            r"expected a tensor on the env's device cpu, got one on meta",
+        ),
+    ]:
+        with pytest.raises(error, match=r"^episode_length_buf: " + pattern) as e:
+            env.episode_length_buf = value
+        assert "\n" not in str(e.value)
+        assert task.episode_step.tolist() == [1, 1, 1, 1]
+    for value, expected in [
+        (torch.randint_like(env.episode_length_buf, high=env.max_episode_length), None),  # rsl-rl's
+        (torch.tensor([0.0, 1.0, 2.0, 3.0]), [0, 1, 2, 3]),
+        (np.array([3, 2, 1, 0]), [3, 2, 1, 0]),
+        ([0, 9, 4, 0], [0, 4, 4, 0]),  # past the limit: the last step of the episode
+    ]:
+        env.episode_length_buf = value
+        assert task.episode_step.dtype == torch.int64
+        assert task.episode_step.tolist() == (expected or value.tolist())
+    steps = task.episode_step.tolist()
+    for actions, error, pattern in [
+        (torch.zeros(3, 1), InputShapeError, r"^actions: expected shape \(4, 1\), got \(3, 1\)$"),
+        (torch.zeros(4, 1, dtype=torch.bool), InputDTypeError, r"^actions: expected real numbers"),
+        (torch.tensor([[0.0], [nan], [0.0], [0.0]]), NonFiniteError, r"^actions: .*env ids \[1\]"),
+    ]:
+        with pytest.raises(error, match=pattern):
+            env.step(actions)
+        assert task.episode_step.tolist() == steps and torch.equal(task.backend.get_qpos(), qpos)
+    with pytest.raises(ScalarTypeError, match=r"^owns_task: expected True or False"):
+        RslRlVecEnv(task, owns_task="no")
     env.close()
 
 

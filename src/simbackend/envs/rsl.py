@@ -30,7 +30,10 @@
   reading it gives the task's counter, and assigning to it (as
   ``OnPolicyRunner.learn(init_at_random_ep_len=True)`` does) copies the values into
   ``task.episode_step`` at once, so that the task truncates those episodes early
-  (an env set to step ``k`` ends after ``max_episode_length - k`` more steps). The
+  (an env set to step ``k`` ends after ``max_episode_length - k`` more steps; a
+  value past the end is the last step). It takes ``(N,)`` whole numbers >= 0 (an
+  integer or float tensor on the env's device, or host numbers) and refuses any
+  other, naming ``episode_length_buf``, before the counter changes. The
   task's ``episode_length`` info then counts from ``k``, and a task whose success
   needs the full length (``cartpole``) scores such a shortened first episode as a
   success; evaluation runs on fresh tasks, so this only touches training
@@ -47,6 +50,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
 from simbackend._extras import require_extra
@@ -56,7 +60,15 @@ require_extra("rsl_rl", "tensordict", purpose="the rsl-rl adapter (simbackend.en
 from rsl_rl.env import VecEnv  # noqa: E402
 from tensordict import TensorDict  # noqa: E402
 
-from simbackend.errors import ArgumentTypeError
+from simbackend import _validate as V  # noqa: E402
+from simbackend import checks  # noqa: E402
+from simbackend.errors import (  # noqa: E402
+    ArgumentTypeError,
+    InputDTypeError,
+    InputShapeError,
+    InvalidArgumentError,
+    NonFiniteError,
+)
 
 __all__ = ["CRITIC_GROUP", "LOG_KEYS", "POLICY_GROUP", "RslRlVecEnv"]
 
@@ -88,7 +100,7 @@ class RslRlVecEnv(VecEnv):
                     f"task: expected a simbackend Task, got {type(task).__name__} (no attribute {attr!r})"
                 )
         self.task = task
-        self.owns_task = owns_task
+        self.owns_task = checks.boolean(owns_task, "owns_task")
         self.num_envs = int(task.num_envs)
         self.num_actions = int(task.action_dim)
         self.max_episode_length = int(task.max_episode_length)
@@ -107,13 +119,39 @@ class RslRlVecEnv(VecEnv):
 
     @episode_length_buf.setter
     def episode_length_buf(self, value: Any) -> None:
-        value = torch.as_tensor(value, device=self.task.episode_step.device)
-        if value.shape != self.task.episode_step.shape:
-            raise ArgumentTypeError(
-                f"episode_length_buf: expected shape {tuple(self.task.episode_step.shape)}, got {tuple(value.shape)}"
-            )
+        steps = self._episode_steps(value)  # checked whole before the task's counter changes
+        self.task.episode_step.copy_(steps)
+
+    def _episode_steps(self, value: Any) -> torch.Tensor:
+        """``value`` checked as ``episode_length_buf``: ``(N,)`` whole numbers >= 0 (an integer or float
+        tensor on the env's device, or host numbers), as int64 on the device, at most
+        ``max_episode_length - 1``. One host read: whether every value is a whole number >= 0."""
+        argument = "episode_length_buf"
+        current = self.task.episode_step
+        if isinstance(value, torch.Tensor):
+            if value.device != current.device:
+                raise InvalidArgumentError(
+                    f"{argument}: expected a tensor on the env's device {current.device}, got one on {value.device}"
+                )
+            V.check_tensor_storage(value, argument)
+            steps = value.detach()
+        else:
+            array = np.asarray(value) if not isinstance(value, np.ndarray) else value
+            if array.dtype.kind not in "iuf":
+                raise InputDTypeError(f"{argument}: expected step counts, got dtype {array.dtype}")
+            steps = torch.as_tensor(np.array(array), device=current.device)
+        if steps.dtype == torch.bool or steps.is_complex():
+            raise InputDTypeError(f"{argument}: expected step counts, got dtype {steps.dtype}")
+        if tuple(steps.shape) != tuple(current.shape):
+            raise InputShapeError(argument, tuple(current.shape), tuple(steps.shape))
+        bad = steps < 0
+        if steps.is_floating_point():  # a fraction, NaN or inf
+            bad = bad | (steps != steps.floor()) | ~torch.isfinite(steps)
+        if bool(bad.any()):
+            first = steps[bad][0].item()
+            raise InvalidArgumentError(f"{argument}: expected whole numbers of steps >= 0, got {first}")
         # the task truncates at episode_step >= episode_length: keep every env at least one step from it
-        self.task.episode_step.copy_(value.clamp(0, self.max_episode_length - 1).to(self.task.episode_step.dtype))
+        return steps.clamp(max=self.max_episode_length - 1).to(current.dtype)
 
     # ------------------------------------------------------------------
     # VecEnv
@@ -140,7 +178,15 @@ class RslRlVecEnv(VecEnv):
         Returns:
             ``(observations, rewards (N,) float32, dones (N,) long, extras)``; see the module docstring.
         """
-        out = self.task.step(actions)
+        actions = V.real_tensor(
+            actions, "actions", (self.num_envs, self.num_actions), device=self.device, dtype=torch.float32
+        )
+        try:
+            out = self.task.step(actions)  # refuses NaN before it steps (a GPU backend: at its next call)
+        except NonFiniteError as e:
+            if e.argument != "action":  # the backend's own (a deferred error of an earlier call)
+                raise
+            raise NonFiniteError("actions", e.env_ids) from None
         info = out.info
         done = out.terminated | out.truncated
         final = {

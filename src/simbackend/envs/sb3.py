@@ -19,8 +19,12 @@ autoreset and speaks SB3's conventions, as ``DummyVecEnv`` does:
   ``k``-th episode is drawn from ``(s, i, k)``, on any engine.
 * ``get_attr``, ``set_attr``, ``env_method`` reach the env and its task as
   :meth:`SimVectorEnv.call <simbackend.envs.SimVectorEnv.call>` does. The envs
-  share one task: a method is called once, on the batch (``indices`` selects
-  which results come back), and ``set_attr`` sets one value for all envs.
+  share one task, so ``set_attr`` sets one value for all envs, and a method runs
+  once, on the batch. ``indices`` naming some envs only: ``env_method("reset")``
+  restarts those envs only (a masked reset) and gives each its ``(obs, info)``,
+  as ``DummyVecEnv`` does; an attribute, or a method that changes nothing
+  (:data:`READ_ONLY_METHODS`), gives the named envs' results; any other method
+  would act on every env, so it is refused (``indices=None`` runs it).
 * ``render()`` / ``get_images()`` with ``render_mode="rgb_array"``.
 
 :func:`make_sb3_env` wraps it in SB3's ``VecMonitor`` by default, as SB3's
@@ -31,6 +35,7 @@ autoreset and speaks SB3's conventions, as ``DummyVecEnv`` does:
 from __future__ import annotations
 
 import numbers
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -53,10 +58,17 @@ from simbackend.errors import (  # noqa: E402
     ScalarTypeError,
 )
 
-__all__ = ["SB3VecEnv", "make_sb3_env"]
+__all__ = ["READ_ONLY_METHODS", "SB3VecEnv", "make_sb3_env"]
 
 #: SimVectorEnv info keys that SB3's per-env infos carry otherwise (or not at all)
 _OWN_KEYS = ("final_obs", "final_info")
+
+#: methods of the env and its task that change nothing, so ``env_method`` runs them on the batch for some envs
+#: too and gives the named envs' results (``compute_reward`` is pure by gymnasium-robotics' ``GoalEnv`` rule,
+#: which SB3's HER relies on when it calls it with ``indices=[0]``)
+READ_ONLY_METHODS = frozenset(
+    {"render", "get_attr", "observe", "flatten", "describe", "action_to_ctrl", "compute_reward"}
+)
 
 
 def _one_line(value: Any) -> str:
@@ -197,13 +209,76 @@ class SB3VecEnv(VecEnv):
         self.env._set(attr_name, value, "set_attr", "attr_name", "value", one_value=True)  # noqa: SLF001 (as above)
 
     def env_method(self, method_name: str, *method_args: Any, indices: Any = None, **method_kwargs: Any) -> list[Any]:
-        """Call ``method_name`` once, on the batch (:meth:`SimVectorEnv.call
-        <simbackend.envs.SimVectorEnv.call>`), after checking ``indices``; the results of ``indices`` come back."""
+        """Call ``method_name`` of the envs ``indices`` (every env for ``None``), all arguments checked first.
+
+        ``"reset"`` restarts the named envs only (an env named twice restarts twice, as ``DummyVecEnv``'s
+        loop does) and gives each named env's ``(obs, info)``; it takes ``seed`` (for every env only: the
+        envs share one reset seed) and no options. Any other method runs once, on the batch
+        (:meth:`SimVectorEnv.call <simbackend.envs.SimVectorEnv.call>`), and the results of ``indices``
+        come back; naming some envs only, it must change nothing (:data:`READ_ONLY_METHODS`), since it would
+        act on every env."""
         ids = self._indices(indices)
-        values = self.env._call(  # noqa: SLF001 (as above)
+        self.env._check_open("env_method")  # noqa: SLF001 (the adapter's own env)
+        owner, attr = self.env._owner(method_name, "env_method", "method_name")  # noqa: SLF001 (as above)
+        if owner is self.env and attr == "reset":
+            return self._reset_envs(ids, method_args, method_kwargs)
+        if not self._every(ids) and attr not in READ_ONLY_METHODS and callable(getattr(owner, attr)):
+            raise InvalidArgumentError(
+                f"indices: the {self.num_envs} envs share one task, so env_method({method_name!r}) runs once and"
+                f" would act on every env, not on envs {_one_line(ids)} only; pass indices=None (reset and the"
+                f" methods that change nothing take some envs: {sorted(READ_ONLY_METHODS)})"
+            )
+        values = self.env._call(  # noqa: SLF001 (SB3's names in its errors)
             method_name, method_args, method_kwargs, "env_method", "method_name", "method_args"
         )
         return [values[i] for i in ids]
+
+    def _every(self, ids: list[int]) -> bool:
+        """Whether ``ids`` names every env."""
+        return len(set(ids)) == self.num_envs
+
+    def _reset_envs(self, ids: list[int], args: tuple, kwargs: dict) -> list[tuple[Any, dict]]:
+        """``env_method("reset", indices=ids)``: new episodes in the envs ``ids`` only (a masked reset, a
+        round for each repetition of an id), ``[(obs, info)]`` in the order of ``ids``."""
+        if args:
+            raise InvalidArgumentError(
+                f"env_method: method_args: reset takes keyword arguments only (seed, options), got {len(args)}"
+                " positional"
+            )
+        unknown = sorted(set(kwargs) - {"seed", "options"})
+        if unknown:
+            raise InvalidArgumentError(
+                f"env_method: method_kwargs: reset takes seed and options, got unknown keywords {unknown}"
+            )
+        options = kwargs.get("options")
+        if options is not None and (not isinstance(options, Mapping) or options):
+            raise InvalidArgumentError(
+                f"env_method: method_kwargs: a simbackend env's resets take no options, got options="
+                f"{_one_line(options)}; indices names the envs to reset"
+            )
+        seed = kwargs.get("seed")
+        if seed is not None:
+            seed = V.seed_value(seed)
+            if not self._every(ids):
+                raise InvalidArgumentError(
+                    f"indices: the {self.num_envs} envs share one reset seed, so reset(seed={seed}) would reseed"
+                    f" the next episodes of every env, not of envs {_one_line(ids)} only; pass indices=None, or"
+                    " reset these envs without a seed"
+                )
+        repeats = Counter(ids)
+        rows: dict[int, list[Any]] = {i: [] for i in repeats}
+        for k in range(max(repeats.values(), default=0)):
+            mask = np.zeros(self.num_envs, dtype=bool)
+            mask[[i for i, times in repeats.items() if times > k]] = True
+            obs, _ = self.env.reset(seed=seed, options={"reset_mask": mask})
+            for i in np.flatnonzero(mask):
+                rows[int(i)].append(_row(obs, int(i)))
+        taken = Counter[int]()
+        out = []
+        for i in ids:
+            out.append((rows[i][taken[i]], {}))
+            taken[i] += 1
+        return out
 
     def env_is_wrapped(self, wrapper_class: type, indices: Any = None) -> list[bool]:
         """Always ``False``: the envs are rows of one batch, not gymnasium envs in wrappers."""
