@@ -690,6 +690,13 @@ def test_call_get_attr_and_set_attr_answer_as_sync_vector_env(make) -> None:
         for key, value in env.task.observe().items():
             torch.testing.assert_close(observed[i][key], value[i], rtol=0, atol=0)
     assert make(2, tensors="numpy", render_mode="rgb_array", render_size=(8, 8)).call("render")[1].shape == (8, 8, 3)
+    obs, info = env.reset(seed=1)
+    reset = env.call("reset", seed=1)  # a tuple result, part by part: each env its own (obs, info)
+    assert len(reset) == 3 and all(isinstance(r, tuple) and len(r) == 2 for r in reset)
+    for i in range(3):
+        row = {k: v[i] for k, v in obs.items()} if isinstance(obs, dict) else obs[i]
+        torch.testing.assert_close(reset[i][0], row, rtol=0, atol=0)
+        assert isinstance(reset[i][1], dict)
 
     env.set_attr("my_flag", 7)  # unknown names land on the env, as gymnasium's set_wrapper_attr does
     assert env.get_attr("my_flag") == (7, 7, 7) and env.my_flag == 7

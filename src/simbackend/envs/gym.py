@@ -607,9 +607,19 @@ class SimVectorEnv(VectorEnv):
         return None
 
     def _per_env(self, value: Any) -> tuple[Any, ...]:
-        """``value`` once per env: each env's rows of a per-env value (:meth:`_rows`), else ``value``."""
+        """``value`` once per env: each env's rows of a per-env value (:meth:`_rows`); for a tuple holding
+        per-env values (``reset``'s ``(obs, info)``), each env's tuple of its parts' rows; else ``value``."""
         rows = self._rows(value)
-        return tuple(rows) if rows is not None else tuple(value for _ in range(self.num_envs))
+        if rows is not None:
+            return tuple(rows)
+        if isinstance(value, tuple) and value:
+            parts = [self._rows(part) for part in value]
+            if any(part is not None for part in parts):
+                return tuple(
+                    tuple(part[i] if part is not None else whole for part, whole in zip(parts, value))
+                    for i in range(self.num_envs)
+                )
+        return tuple(value for _ in range(self.num_envs))
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """What ``SyncVectorEnv.call`` gives: one result per env, as a tuple.
@@ -618,8 +628,10 @@ class SimVectorEnv(VectorEnv):
         ``"action_space"`` are the single-env spaces, as a sub-environment's are). A method
         is called once, on the whole batch; a per-env result (an array or tensor whose
         leading dimension is ``num_envs``, or a dict of them) is split into its rows, in
-        the env's array type, and any other result is repeated for every env. So ``call("render")`` gives
-        the ``N`` pictures of :meth:`render`. An attribute that is not a method takes no arguments.
+        the env's array type, a tuple of results part by part (``call("reset")`` gives each env its
+        ``(obs, info)``, as ``SyncVectorEnv``'s does), and any other result is repeated for every env. So
+        ``call("render")`` gives the ``N`` pictures of :meth:`render`. An attribute that is not a method
+        takes no arguments.
         """
         return self._call(name, args, kwargs, "call", "name", "args")
 
