@@ -591,6 +591,8 @@ class CpuPhysx(PhysxPath):
             self.systems[n].unpack(self._before[n])
             after[n] = self._before[n]
         self._packed = after
+        if envs.any():  # reads made since the step (a shard's prefetched poses) describe the state undone
+            self._stale()
 
     def close(self) -> None:
         self._finalizer()  # the scenes no longer count against MAX_CPU_SCENES
