@@ -101,6 +101,46 @@ def test_a_nan_action_is_reported_at_the_next_call_with_the_env_held() -> None:
         task.close()
 
 
+@pytest.mark.parametrize("via", ["plan", "observer"])
+def test_refused_set_state_rows_with_a_plan_or_an_observer(via: str) -> None:
+    """The ids form of set_state with a reset plan or an observer reads the refused rows back (both need the
+    written ids on the host): a refused env gets neither the state, nor the plan's draws, nor a notification;
+    the good rows get all three (issue 38: the refused env was written back, warm starts cleared)."""
+    from simbackend.randomization import RandomizationPlan
+
+    sim = make_backend("mujoco", "quadruped", 3, deferred_checks=True, contact_sensing=True)
+    try:
+        sim.step(torch.zeros(3, sim.num_actuators), 60)
+        plan = RandomizationPlan.from_dict({"version": 1, "seed": 1, "terms": [{"kind": "body_mass", "phase": "reset",
+            "targets": ["torso"], "distribution": {"kind": "uniform", "low": 1.5, "high": 2.0}, "operation": "scale"}]})  # fmt: skip
+        writes: list = []
+
+        class Seen:
+            def on_step(self, backend: object, nsteps: int, info: object) -> None:
+                pass
+
+            def on_write(self, backend: object, env_ids: object, what: str) -> None:
+                writes.append((list(env_ids), what))  # type: ignore[call-overload]
+
+        sim.add_observer(Seen())
+        before = (sim.get_physics_state(), sim.get_body_contact_force_w(), sim.get_env_body_mass())
+        q = sim.get_qpos().double().clone()
+        q[:, 2] += 0.01
+        q[1, 0] = float("nan")
+        sim.set_state([0, 1, 2], q, randomization=plan if via == "plan" else None)
+        after = (sim.get_physics_state(), sim.get_body_contact_force_w(), sim.get_env_body_mass())
+        for was, now in zip(before, after):
+            assert torch.equal(was[1], now[1]), "the refused env changed"
+        assert not torch.equal(before[0][0], after[0][0]) and not torch.equal(before[0][2], after[0][2])
+        if via == "plan":
+            assert not torch.equal(before[2][[0, 2]], after[2][[0, 2]]), "the good rows' draws were not applied"
+        assert writes == [([0, 2], "set_state")]
+        with pytest.raises(NonFiniteError, match=r"qpos.*\[1\]"):
+            sim.synchronize()
+    finally:
+        sim.close()
+
+
 def test_deferred_checks_option_is_validated() -> None:
     with pytest.raises(ArgumentTypeError, match="deferred_checks"):
         make_backend("mujoco", "cartpole", 1, deferred_checks="yes")

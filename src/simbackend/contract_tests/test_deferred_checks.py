@@ -24,6 +24,7 @@ import torch
 from simbackend.contract_tests.helpers import to_np
 from simbackend.contract_tests.test_state import env_getters
 from simbackend.errors import BackendClosedError, InvalidQuaternionError, NonFiniteError, SimBackendError
+from simbackend.state import NamedState
 
 N = 4
 #: what a revert restores exactly on every engine (the front end's own rows, the engine's saved state)
@@ -205,6 +206,43 @@ def test_refused_set_state_row_leaves_that_env_as_it_was(
     with pytest.raises((NonFiniteError, InvalidQuaternionError), match=r"qpos"):
         sim.synchronize()
     assert_kept(sim, before, everything(sim), [1, 2, 3])
+
+
+# ----------------------------------------------------------------------------
+# snapshots and named states: host rows, checked at once
+# ----------------------------------------------------------------------------
+
+
+def test_refused_snapshot_and_named_state_rows_raise_at_once(make_sim: Callable[..., Any], capabilities: Any) -> None:
+    """Clause: deferred checks — set_physics_state with a row the divergence rule would flag, and
+    set_named_state with a NaN joint position, raise at once (their rows are on the host) and write
+    nothing: not the state, not the time, not the controls, in no env named."""
+    sim = _sim(make_sim, capabilities)
+    before = everything(sim)
+    named = sim.get_named_state([2, 1]).to_dict()
+    joint = next(j for j in sim.joint_names if np.asarray(named["joint_pos"][j]).shape[-1] == 1)
+    named["joint_pos"][joint] = np.array(named["joint_pos"][joint], dtype=np.float64)
+    named["joint_pos"][joint][1] = float("nan")
+    named["time"] = np.asarray(named["time"]) + 5.0
+    with pytest.raises(NonFiniteError, match=r"state.*\[1\]"):
+        sim.set_named_state([2, 1], NamedState.from_dict(named))
+    assert_kept(sim, before, everything(sim), list(range(N)))
+    sim.synchronize()  # nothing pending: it was raised
+    if not capabilities.snapshot_restore:
+        return
+    # a snapshot whose base x position is beyond the divergence rule's bound: find its column by a marker
+    q = sim.get_qpos().double().clone()
+    q[3, 0] = 12.375
+    sim.set_state([3], q[3:4], sim.get_qvel()[3:4])
+    before = everything(sim)
+    rows = sim.get_physics_state([0, 3])
+    col = int(torch.nonzero(rows[1] == 12.375).flatten()[-1])
+    rows[1, col] = 1e11
+    rows[:, sim.snapshot_layout.time] += 1.0
+    with pytest.raises(SimBackendError, match=r"state.*\[3\]"):
+        sim.set_physics_state([0, 3], rows)
+    assert_kept(sim, before, everything(sim), list(range(N)))
+    sim.synchronize()
 
 
 # ----------------------------------------------------------------------------
