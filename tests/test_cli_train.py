@@ -147,6 +147,14 @@ def test_train_json_reports_the_run(tmp_path: Path) -> None:
         (("eval", "--checkpoint", "CKPT", "--seeds", "1,1"), "--seeds"),
         (("eval", "--checkpoint", "CKPT", "--video", "v.gif"), "--video"),
         (("eval", "--checkpoint", "CKPT", "--sim", "bullet"), "--sim"),
+        (("eval", "--checkpoint", "CKPT", "--video", "v.mp4", "--video-seconds", 0), "--video-seconds"),
+        (("eval", "--checkpoint", "CKPT", "--video", "v.mp4", "--video-seconds", "inf"), "--video-seconds"),
+        (("eval", "--checkpoint", "CKPT", "--video", "v.mp4", "--video-episodes", 0), "--video-episodes"),
+        (("eval", "--checkpoint", "CKPT", "--video-seconds", 3), "--video-seconds"),
+        (
+            ("eval", "--checkpoint", "CKPT", "--video", "v.mp4", "--video-seconds", 3, "--video-episodes", 2),
+            "--video-episodes",
+        ),
     ],
 )
 def test_bad_arguments_exit_2_naming_the_flag(
@@ -224,7 +232,7 @@ def test_eval_video_takes_the_picture_flags(tmp_path: Path, checkpoint: Path) ->
 
     video = tmp_path / "cartpole.mp4"
     result = _invoke("eval", "--checkpoint", checkpoint, "--seeds", "0", "--episodes", 1, "--video", video,
-                     "--size", "96x64", "--no-dress")  # fmt: skip
+                     "--size", "96x64", "--no-dress", "--video-seconds", 1)  # fmt: skip
     assert result.exit_code == 0, result.output
     with imageio.get_reader(str(video)) as reader:
         frames = [f for f in reader]
@@ -235,3 +243,67 @@ def test_eval_video_takes_the_picture_flags(tmp_path: Path, checkpoint: Path) ->
                      "--camera", "nocam")  # fmt: skip
     assert result.exit_code != 0 and "unknown camera name 'nocam'" in result.output
     assert not bad.exists()
+
+
+def _frames(video: Path) -> tuple[int, float]:
+    """(frames, frames per second) of an mp4."""
+    import imageio
+
+    with imageio.get_reader(str(video)) as reader:
+        return sum(1 for _ in reader), float(reader.get_meta_data()["fps"])
+
+
+def test_eval_video_is_as_long_as_asked_across_resets(tmp_path: Path, checkpoint: Path) -> None:
+    """A video of --video-seconds (4 s: longer than the evaluation's episodes, so env 0's episodes follow one
+    another and the envs play on past the evaluation), or of env 0's first --video-episodes episodes; at most 30
+    frames per second; the figures are those without a video."""
+    plain = _invoke("eval", "--checkpoint", checkpoint, "--seeds", "0", "--episodes", 2, "--json")
+    assert plain.exit_code == 0, plain.output
+    figures = json.loads(plain.stdout)
+    longest = max(row["mean_length"] for row in figures["per_seed"]) * 2  # steps of the longer of 2 episodes at most
+    assert longest * 0.02 < 4.0  # cart-pole at 50 Hz: the evaluation alone is shorter than the video
+    video = tmp_path / "four_seconds.mp4"
+    result = _invoke("eval", "--checkpoint", checkpoint, "--seeds", "0", "--episodes", 2, "--json", "--video", video,
+                     "--size", "32x32", "--video-seconds", 4)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    with_video = json.loads(result.stdout)
+    for key in ("mean_return", "success_rate", "mean_length"):
+        assert with_video[key] == figures[key], key
+    frames, fps = _frames(video)
+    assert fps == 25.0  # 50 Hz control: every second step
+    assert frames == 101 and frames / fps >= 4.0, frames  # the start, then 200 steps drawn every second one
+    episodes = tmp_path / "three_episodes.mp4"
+    result = _invoke("eval", "--checkpoint", checkpoint, "--seeds", "0", "--episodes", 1, "--video", episodes,
+                     "--size", "32x32", "--video-episodes", 3)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    frames, _ = _frames(episodes)
+    length = figures["mean_length"]["mean"]
+    assert 3 * length / 2 / 2 < frames < 3 * length, (frames, length)  # about 3 episodes at every second step
+
+
+def test_eval_video_draws_after_the_rollout(tmp_path: Path, checkpoint: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The video costs its drawing only: no frame is drawn while the policy steps (one check of the camera
+    before the first step), every frame once the rollout is over."""
+    from simbackend.playback.render import Renderer
+    from simbackend.tasks.base import Task
+
+    events: list[str] = []
+    step, render = Task.step, Renderer.render
+
+    def counted_step(self: Any, action: Any) -> Any:
+        events.append("step")
+        return step(self, action)
+
+    def counted_render(self: Any, qpos: Any, *args: Any, **kwargs: Any) -> Any:
+        events.append("render")
+        return render(self, qpos, *args, **kwargs)
+
+    monkeypatch.setattr(Task, "step", counted_step)
+    monkeypatch.setattr(Renderer, "render", counted_render)
+    from simbackend.training import evaluate
+
+    evaluate(checkpoint, seeds=[0], episodes_per_seed=1, video=tmp_path / "v.mp4", video_size=(32, 32),
+             video_seconds=0.5)  # fmt: skip
+    first, last = events.index("step"), len(events) - 1 - events[::-1].index("step")
+    assert "render" not in events[first:last], events
+    assert events[:first] == ["render"] and events[last + 1 :].count("render") >= 1

@@ -296,7 +296,24 @@ def eval_command(
     episodes: int | None = typer.Option(
         None, "--episodes", "-e", min=1, help="Complete episodes per seed (default: the training evaluations')."
     ),
-    video: str | None = typer.Option(None, "--video", metavar="OUT.mp4", help="Video of env 0 during the first seed."),
+    video: str | None = typer.Option(
+        None,
+        "--video",
+        metavar="OUT.mp4",
+        help="Video of env 0 during the first seed, its episodes one after the other across resets (10 s unless"
+        " --video-seconds or --video-episodes say otherwise); drawn once the rollout is over, so the physics is"
+        " not slowed.",
+    ),
+    video_seconds: float | None = typer.Option(
+        None,
+        "--video-seconds",
+        metavar="SECONDS",
+        help="Length of --video in simulated seconds (default 10, at most 3600); where the evaluation ends sooner"
+        " the envs play on, uncounted, until the video has them.",
+    ),
+    video_episodes: int | None = typer.Option(
+        None, "--video-episodes", metavar="N", help="Length of --video as env 0's first N episodes, instead of seconds."
+    ),
     overwrite: bool = overwrite_option(),
     as_json: bool = typer.Option(False, "--json", help="Print the figures as JSON (stdout) instead of a table."),
     ray: bool = typer.Option(
@@ -322,6 +339,7 @@ def eval_command(
     """
     seed_list = _parse_seeds(seeds)
     sweep = ray or len(checkpoint) > 1
+    _check_video_length(video, video_seconds, video_episodes)
     if video is not None:
         if sweep:
             raise fail("--video: one checkpoint evaluated in this process only (not with --ray)", code=2)
@@ -360,6 +378,8 @@ def eval_command(
                 video_size=(picture.width, picture.height),
                 video_camera=picture.camera,
                 video_dress=picture.dress,
+                video_seconds=video_seconds,
+                video_episodes=video_episodes,
             )
         except (SimBackendError, ValueError, TypeError, RuntimeError) as e:
             raise fail(f"evaluating {checkpoint[0]} on {sim or ckpt.sim!r} failed: {e}") from None
@@ -369,6 +389,24 @@ def eval_command(
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
         return
     _print_evaluation(result)
+
+
+def _check_video_length(video: str | None, seconds: float | None, episodes: int | None) -> None:
+    """``--video-seconds`` or ``--video-episodes`` (not both, with ``--video``, in range); exit 2 naming the flag."""
+    given = [
+        flag for flag, value in (("--video-seconds", seconds), ("--video-episodes", episodes)) if value is not None
+    ]
+    if len(given) == 2:
+        raise fail("--video-episodes: give --video-seconds or --video-episodes, not both", code=2)
+    if given and video is None:
+        raise fail(f"{given[0]}: the length of a video; give --video OUT.mp4 too", code=2)
+    from simbackend.errors import SimBackendError
+    from simbackend.training.evaluation import video_length
+
+    try:
+        video_length(seconds, episodes)
+    except SimBackendError as e:
+        raise fail("--" + str(e).replace("_", "-", 1), code=2) from None
 
 
 def _eval_job(ckpt: Any, sim: str | None, num_envs: int | None, seed: int, episodes: int | None, options: dict) -> Any:

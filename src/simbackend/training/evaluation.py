@@ -50,13 +50,19 @@ _threads = torch_threads
 
 
 def run_episodes(
-    task: Any, policy: Callable[[torch.Tensor], torch.Tensor], episodes: int, on_step: Callable[[], None] | None = None
+    task: Any,
+    policy: Callable[[torch.Tensor], torch.Tensor],
+    episodes: int,
+    on_step: Callable[[torch.Tensor], bool | None] | None = None,
 ) -> dict[str, torch.Tensor]:
     """Play ``episodes`` complete episodes of ``policy`` on ``task`` (see the module docstring).
 
     The task should be fresh (every env at the start of its first episode); if some env is not, every
     env starts a new episode first. Envs are reset as their episodes end; an env that has played its
-    share keeps playing episodes that are not counted. ``on_step`` is called after every step.
+    share keeps playing episodes that are not counted. ``on_step(done)`` is called after every step
+    with the step's ``(N,)`` bool ``terminated | truncated`` on the CPU, before the envs it marks are
+    reset; while it returns true the envs play on (uncounted) once the counted episodes are played
+    (a video that wants more of env 0 than the evaluation gave).
 
     Returns:
         ``{"return", "length", "success"}``: ``(episodes,)`` float64 tensors on the CPU, in the order
@@ -73,11 +79,12 @@ def run_episodes(
     flat = task.flatten(obs)
     out = {key: torch.full((rounds, n), math.nan, dtype=torch.float64) for key in ("return", "length", "success")}
     count = torch.zeros(n, dtype=torch.int64)
-    while bool((count < need).any()):
+    more = False
+    while more or bool((count < need).any()):
         step = task.step(policy(flat))
-        if on_step is not None:
-            on_step()
         done = (step.terminated | step.truncated).cpu()
+        if on_step is not None:
+            more = bool(on_step(done))
         if bool(done.any()):
             ids = torch.nonzero(done & (count < need)).flatten()
             k = count[ids]
@@ -155,25 +162,99 @@ class EvalResult:
         }
 
 
-class _Frames:
-    """Video of env 0 of ``task``: one frame now (the initial state), one per call."""
+#: the default length of an evaluation's video: simulated seconds of env 0 in the first seed
+VIDEO_SECONDS = 10.0
+#: the most frames per second a video is drawn at (every k-th policy step, k = ceil(control rate / this))
+VIDEO_MAX_FPS = 30.0
 
-    def __init__(self, task: Any, path: Any, size: tuple[int, int], camera: Any = "free", dress: bool = True):
+
+class _Film:
+    """A video of env 0 during the first seed, recorded cheaply and drawn afterwards.
+
+    While the rollout runs, each policy step copies env 0's ``qpos`` on the backend's device (one
+    ``(nq,)`` copy: no host read, no drawing, the physics goes at its own pace); once the rollout
+    ends the states are read to the host at once and drawn by MuJoCo's renderer from the compiled
+    model (any engine's), at most :data:`VIDEO_MAX_FPS` frames per second (a step that ends an
+    episode is always drawn: the fall is in the video). The film wants ``seconds`` of simulated time
+    or env 0's first ``episodes`` episodes, across resets; the evaluation plays on (uncounted) until
+    it has them.
+    """
+
+    def __init__(
+        self, task: Any, seconds: float | None, episodes: int | None, size: tuple[int, int], camera: Any, dress: bool
+    ):
+        from simbackend.playback.render import Renderer
+
+        self.task, self.camera, self.dress = task, camera, dress
+        self.episodes = episodes
+        self.every = max(1, math.ceil(1.0 / (task.control_dt * VIDEO_MAX_FPS) - 1e-9))
+        self.fps = 1.0 / (task.control_dt * self.every)
+        self.steps = None if episodes is not None else max(1, math.ceil(float(seconds) / task.control_dt - 1e-9))
+        self.renderer = Renderer(task.backend.info.compiled, size[0], size[1])
+        try:
+            first = task.backend.get_qpos()[0].clone()
+            self.renderer.render(first[None].cpu(), camera, dress=dress)  # a bad camera or dress raises now
+        except BaseException:
+            self.renderer.close()
+            raise
+        self.states = [first]
+        self.ends: list[int] = []  # the states that end an episode of env 0
+
+    @property
+    def complete(self) -> bool:
+        if self.episodes is not None:
+            return len(self.ends) >= self.episodes
+        return len(self.states) > self.steps
+
+    def __call__(self, done: torch.Tensor) -> bool:
+        """After a step: keep env 0's state (until the film is complete); whether more steps are wanted."""
+        if self.complete:
+            return False
+        self.states.append(self.task.backend.get_qpos()[0].clone())
+        if bool(done[0]):
+            self.ends.append(len(self.states) - 1)
+        return not self.complete
+
+    def frames(self) -> list[int]:
+        """The states drawn: one per ``every`` steps, the one that ends an episode where a span holds one."""
+        ends = set(self.ends)
+        picked = []
+        for start in range(0, len(self.states), self.every):
+            span = range(start, min(start + self.every, len(self.states)))
+            picked.append(next((i for i in span if i in ends), start))
+        return picked
+
+    def draw(self, path: Any) -> int:
+        """Draw the kept states into the mp4 ``path``; the number of frames."""
         from simbackend.playback.video import VideoWriter
 
-        self.task, self.view = task, {"width": size[0], "height": size[1], "camera": camera, "dress": dress}
-        first = task.backend.render([0], **self.view)[0]  # a bad camera, size or dress raises before a file opens
-        self.writer = VideoWriter(path, fps=1.0 / task.control_dt, progress=False)
-        self.writer.append(first)
-
-    def __call__(self) -> None:
-        self.writer.append(self.task.backend.render([0], **self.view)[0])
+        picked = self.frames()
+        states = torch.stack(self.states).cpu()[picked]  # one host read for the whole film
+        writer = VideoWriter(path, fps=self.fps, progress=False, total=len(picked))
+        try:
+            for start in range(0, len(picked), 64):
+                rgb = self.renderer.render(states[start : start + 64], self.camera, dress=self.dress)["rgb"]
+                for frame in rgb:
+                    writer.append(frame)
+        except BaseException:
+            writer.abort()
+            raise
+        return writer.close()
 
     def close(self) -> None:
-        self.writer.close()
+        self.renderer.close()
 
-    def abort(self) -> None:
-        self.writer.abort()
+
+def video_length(seconds: Any, episodes: Any) -> tuple[float | None, int | None]:
+    """``(seconds, episodes)`` of a video, checked: one of them (default :data:`VIDEO_SECONDS` seconds)."""
+    if seconds is not None and episodes is not None:
+        raise InvalidArgumentError(
+            f"video_episodes: give video_seconds or video_episodes, not both (got {seconds!r} and {episodes!r})"
+        )
+    if episodes is not None:
+        return None, checks.integer(episodes, "video_episodes", minimum=1, maximum=1000)
+    return checks.real(VIDEO_SECONDS if seconds is None else seconds, "video_seconds", minimum=0, above=True,
+                       maximum=3600), None  # fmt: skip
 
 
 def success_estimate(per_seed: Sequence[Mapping[str, Any]], episodes_per_seed: int) -> Estimate:
@@ -208,6 +289,8 @@ def evaluate(
     torch_threads: int = 1,
     video_camera: Any = "free",
     video_dress: bool = True,
+    video_seconds: float | None = None,
+    video_episodes: int | None = None,
 ) -> EvalResult:
     """Run a checkpoint's deterministic policy (the actor's mean) for complete episodes on engine ``sim``.
 
@@ -219,8 +302,14 @@ def evaluate(
         seeds: task seeds (reset streams); each gives one value of every metric. The default keeps
             clear of the seeds training usually starts from (0, 1, ...), so the episodes are unseen.
         episodes_per_seed: complete episodes per seed (default: the training config's ``eval_episodes``).
-        video: an ``.mp4`` path: env 0 during the first seed, one frame per policy step (its episodes one
-            after the other, at the task's control rate).
+        video: an ``.mp4`` path: env 0 during the first seed, its episodes one after the other across
+            resets, at the task's control rate or every k-th step (at most :data:`VIDEO_MAX_FPS` frames
+            per second; a step that ends an episode is always drawn). Env 0's states are copied each
+            step and drawn once the rollout ends, so the video costs its drawing, not slower physics;
+            the evaluation's figures are the same with or without it.
+        video_seconds, video_episodes: the video's length: simulated seconds (default
+            :data:`VIDEO_SECONDS`) or env 0's first episodes, one of them; where the evaluation ends
+            sooner the envs play on (uncounted) until the video has it.
         task_config_override: task-config fields replacing the checkpoint's (e.g. ``{"randomization": None}``).
         device: torch device of the backend. backend_options: construction options of the backend.
         video_size: ``(width, height)`` of the video.
@@ -241,6 +330,8 @@ def evaluate(
             video_size=video_size,
             video_camera=video_camera,
             video_dress=video_dress,
+            video_seconds=video_seconds,
+            video_episodes=video_episodes,
         )
 
 
@@ -283,6 +374,8 @@ def _evaluate(
     video_size: tuple[int, int],
     video_camera: Any = "free",
     video_dress: bool = True,
+    video_seconds: float | None = None,
+    video_episodes: int | None = None,
 ) -> EvalResult:
     from simbackend.tasks import make_task
 
@@ -298,10 +391,14 @@ def _evaluate(
     n = episodes if num_envs is None else checks.integer(num_envs, "num_envs", minimum=1)
     config = _merged_config(ckpt, task_config_override)
     policy = ckpt.policy()
+    length = video_length(video_seconds, video_episodes)
     if video is not None:
         from simbackend.playback.video import VideoWriter
 
         VideoWriter(video, progress=False).close()  # checks the path before any rollout
+    elif video_seconds is not None or video_episodes is not None:
+        which = "video_seconds" if video_seconds is not None else "video_episodes"
+        raise InvalidArgumentError(f"{which}: the length of a video; give video (an .mp4 path) too")
 
     per_seed = []
     delegated: tuple[str, ...] = ()
@@ -309,15 +406,15 @@ def _evaluate(
     for j, seed in enumerate(seeds):
         t_seed = time.perf_counter()
         task = make_task(ckpt.task, sim, n, config=config, seed=seed, device=device, **dict(backend_options or {}))
-        delegated = tuple(sorted(task.backend.capabilities.delegated))
-        frames = _Frames(task, video, video_size, video_camera, video_dress) if video is not None and j == 0 else None
+        film = None
         try:
-            r = run_episodes(task, policy, episodes, on_step=frames)
-            if frames is not None:
-                frames.close()
+            delegated = tuple(sorted(task.backend.capabilities.delegated))
+            if video is not None and j == 0:
+                film = _Film(task, *length, video_size, video_camera, video_dress)
+            r = run_episodes(task, policy, episodes, on_step=film)
         except BaseException:
-            if frames is not None:
-                frames.abort()
+            if film is not None:
+                film.close()
             raise
         finally:
             task.close()
@@ -330,6 +427,11 @@ def _evaluate(
                 "wall_s": time.perf_counter() - t_seed,
             }
         )
+        if film is not None:  # drawn once the rollout is over: the seed's wall time is the evaluation's
+            try:
+                film.draw(video)
+            finally:
+                film.close()
     return EvalResult(
         task=ckpt.task,
         sim=sim,
