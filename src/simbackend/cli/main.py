@@ -457,19 +457,6 @@ def run(
     or that exists without --overwrite) stop with exit 2 before anything is
     built; a failure while running exits 1.
     """
-    import json
-
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-    )
-
-    from simbackend.errors import SimBackendError
-    from simbackend.registry import make_backend
-
     if json_path:
         check_writable(json_path, "--json", overwrite)
     if video_path:
@@ -477,83 +464,19 @@ def run(
     check_model(model, build)
     plan = load_plan(dr_path, num_envs)
     with staged_outputs(json_path, video_path) as (json_tmp, video_tmp), contextlib.ExitStack() as cleanup:
-        t_build = time.perf_counter()
-        try:
-            backend = make_backend(sim, model, num_envs, device=build.device, seed=seed, **build.options)
-        except (SimBackendError, ValueError, TypeError, RuntimeError) as e:
-            raise fail(f"could not build backend {sim!r} for model {model!r}: {e}") from None
-        build_s = time.perf_counter() - t_build
-        if video_path:
-            try:
-                picture.check(backend)
-            except SimBackendError as e:
-                backend.close()
-                raise fail(str(e), code=2) from None
-
+        backend, build_s = _build_for_run(sim, model, num_envs, seed, build, picture if video_path else None)
         with backend:
             scheduler, dr_figures = start_plan(backend, plan, dr_path)
-            dev = backend.device
-            nu = backend.num_actuators
             controls = RandomControls(backend, seed)
             frames = VideoCapture(backend, video_tmp, video_every, video_fps, steps, picture) if video_tmp else None
             if frames is not None:
                 cleanup.push(frames.abort_on_error)  # a run that fails stops the encoder before its file goes
-
             threads = getattr(backend.engine, "nthread", None)  # engines that run a thread pool say how big
-            console.print(
-                Text(sim, style="bold") + Text(f" | {model} | {num_envs} envs x {steps} steps x {nsteps} substeps")
-            )
-            console.print(
-                Text(
-                    f"device {dev}"
-                    + (f" | nthread {threads}" if threads is not None else "")
-                    + f" | built in {build_s:.2f} s"
-                )
-            )
-            console.print(
-                Text(
-                    f"nq {backend.nq}, nv {backend.nv}, nu {nu}, num_dof {backend.num_dof},"
-                    f" physics_dt {backend.physics_dt:g} s"
-                )
-            )
-
-            physics_s = 0.0
-            step_total_s = 0.0
-            diverged = 0
-            progress = Progress(
-                TextColumn("stepping"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TimeRemainingColumn(),
-                console=err_console,
-                transient=True,
-                disable=not err_console.is_terminal,  # a bar is for a terminal: nothing in a pipe or a file
-            )
-            t0 = time.perf_counter()
-            with progress:
-                task = progress.add_task("step", total=steps)
-                for _ in range(steps):
-                    out = backend.step(controls(), nsteps=nsteps)
-                    if scheduler is not None:
-                        fired = scheduler.advance(backend, nsteps * backend.physics_dt)
-                        dr_figures["interval_applications"] += sum(len(ids) for ids in fired.values())
-                    timing = out.get("timing", {})
-                    physics_s += float(timing.get("physics", 0.0))
-                    step_total_s += float(timing.get("total", 0.0))
-                    diverged += int(out["diverged"].sum())
-                    progress.advance(task)
-                    if frames is not None:
-                        frames.capture()
-            wall_s = time.perf_counter() - t0
+            _print_run_header(backend, sim, model, steps, nsteps, threads, build_s)
+            stepped = _step_all(backend, controls, steps, nsteps, scheduler, dr_figures, frames)
             if frames is not None:
                 console.print(Text(f"{frames.close()} frames written to {video_path}"))
-
-            base_pos = backend.get_base_pos()[0].cpu()
-            point_label, point = _tracked_point(backend)
-            dof_pos = backend.get_dof_pos()[0, :4].cpu()
-            mean_abs_qvel = float(backend.get_qvel().abs().mean()) if backend.nv else 0.0
-
-        env_steps = num_envs * steps
+            end = _end_state(backend)
         figures = {
             "sim": sim,
             "model": model,
@@ -561,46 +484,167 @@ def run(
             "steps": steps,
             "nsteps": nsteps,
             "seed": seed,
-            "device": str(dev),
+            "device": str(backend.device),
             "nthread": threads,
             "physics_dt": backend.physics_dt,
             "build_s": build_s,
-            "wall_s": wall_s,
-            "env_steps": env_steps,
-            "env_steps_per_s": env_steps / wall_s,
-            "substeps_per_s": env_steps * nsteps / wall_s,
-            "physics_s": physics_s,
-            "step_total_s": step_total_s,
-            "domain_randomization": dr_figures,
-            "physics_share": physics_s / wall_s if wall_s > 0 else 0.0,
-            "diverged_env_steps": diverged,
-            "base_pos_env0": [float(v) for v in base_pos],
-            "dof_pos_env0": [float(v) for v in dof_pos],
-            "mean_abs_qvel": mean_abs_qvel,
+            **_rates(stepped, num_envs * steps, nsteps, dr_figures),
+            "diverged_env_steps": stepped["diverged"],
+            "base_pos_env0": [float(v) for v in end["base_pos"]],
+            "dof_pos_env0": [float(v) for v in end["dof_pos"]],
+            "mean_abs_qvel": end["mean_abs_qvel"],
         }
-
-        fields(
-            console,
-            [
-                ("env-steps/s", [f"{figures['env_steps_per_s']:,.0f}"]),
-                ("substeps/s", [f"{figures['substeps_per_s']:,.0f}"]),
-                ("wall time", [f"{wall_s:.3f} s"]),
-                ("physics share", [f"{100 * figures['physics_share']:.1f} %"]),
-                ("diverged env-steps", [f"{diverged}"]),
-                (point_label, [_fmt_vec(point)]),
-                ("env 0 dof pos[:4]", [_fmt_vec(dof_pos) if dof_pos.numel() else "(no dofs)"]),
-                ("mean |qvel|", [f"{mean_abs_qvel:.4f}"]),
-            ],
-        )
-
+        _print_run_figures(figures, end)
         if json_path:
-            try:
-                with open(str(json_tmp), "w", encoding="utf-8") as f:
-                    json.dump(figures, f, indent=2)
-                    f.write("\n")
-            except OSError as e:
-                raise fail(f"could not write {json_path}: {e}") from None
-            console.print(Text(f"figures written to {json_path}"))
+            _write_figures(figures, json_path, json_tmp)
+
+
+def _build_for_run(
+    sim: str, model: str, num_envs: int, seed: int, build: BuildFlags, picture: PictureFlags | None
+) -> tuple[Any, float]:
+    """``run``'s backend and the seconds its build took; with ``picture`` (``--video``), its camera and size
+    checked against it (exit 2). A backend that fails to build exits 1."""
+    from simbackend.errors import SimBackendError
+    from simbackend.registry import make_backend
+
+    t_build = time.perf_counter()
+    try:
+        backend = make_backend(sim, model, num_envs, device=build.device, seed=seed, **build.options)
+    except (SimBackendError, ValueError, TypeError, RuntimeError) as e:
+        raise fail(f"could not build backend {sim!r} for model {model!r}: {e}") from None
+    build_s = time.perf_counter() - t_build
+    if picture is not None:
+        try:
+            picture.check(backend)
+        except SimBackendError as e:
+            backend.close()
+            raise fail(str(e), code=2) from None
+    return backend, build_s
+
+
+def _print_run_header(
+    backend: Any, sim: str, model: str, steps: int, nsteps: int, threads: int | None, build_s: float
+) -> None:
+    """What ``run`` is about to do, and on what: three lines."""
+    console.print(
+        Text(sim, style="bold") + Text(f" | {model} | {backend.num_envs} envs x {steps} steps x {nsteps} substeps")
+    )
+    console.print(
+        Text(
+            f"device {backend.device}"
+            + (f" | nthread {threads}" if threads is not None else "")
+            + f" | built in {build_s:.2f} s"
+        )
+    )
+    console.print(
+        Text(
+            f"nq {backend.nq}, nv {backend.nv}, nu {backend.num_actuators}, num_dof {backend.num_dof},"
+            f" physics_dt {backend.physics_dt:g} s"
+        )
+    )
+
+
+def _step_all(
+    backend: Any,
+    controls: RandomControls,
+    steps: int,
+    nsteps: int,
+    scheduler: Any,
+    dr_figures: dict | None,
+    frames: VideoCapture | None,
+) -> dict[str, Any]:
+    """``run``'s timed loop: ``steps`` steps of random controls (the interval randomization on its schedule,
+    counted in ``dr_figures``; a frame captured where asked), with a progress bar on a terminal. Returns the
+    wall time and the step timings' sums: ``{"wall_s", "physics_s", "step_total_s", "diverged"}``."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    physics_s = step_total_s = 0.0
+    diverged = 0
+    progress = Progress(
+        TextColumn("stepping"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=True,
+        disable=not err_console.is_terminal,  # a bar is for a terminal: nothing in a pipe or a file
+    )
+    t0 = time.perf_counter()
+    with progress:
+        task = progress.add_task("step", total=steps)
+        for _ in range(steps):
+            out = backend.step(controls(), nsteps=nsteps)
+            if scheduler is not None:
+                fired = scheduler.advance(backend, nsteps * backend.physics_dt)
+                dr_figures["interval_applications"] += sum(len(ids) for ids in fired.values())  # type: ignore[index]
+            timing = out.get("timing", {})
+            physics_s += float(timing.get("physics", 0.0))
+            step_total_s += float(timing.get("total", 0.0))
+            diverged += int(out["diverged"].sum())
+            progress.advance(task)
+            if frames is not None:
+                frames.capture()
+    return {"wall_s": time.perf_counter() - t0, "physics_s": physics_s, "step_total_s": step_total_s,
+            "diverged": diverged}  # fmt: skip
+
+
+def _rates(stepped: dict[str, Any], env_steps: int, nsteps: int, dr_figures: dict | None) -> dict[str, Any]:
+    """``run``'s throughput figures from the loop's timings (the randomization's among them, in the JSON's order)."""
+    wall_s = stepped["wall_s"]
+    return {
+        "wall_s": wall_s,
+        "env_steps": env_steps,
+        "env_steps_per_s": env_steps / wall_s,
+        "substeps_per_s": env_steps * nsteps / wall_s,
+        "physics_s": stepped["physics_s"],
+        "step_total_s": stepped["step_total_s"],
+        "domain_randomization": dr_figures,
+        "physics_share": stepped["physics_s"] / wall_s if wall_s > 0 else 0.0,
+    }
+
+
+def _end_state(backend: Any) -> dict[str, Any]:
+    """Where env 0 ends up: base position, the tracked point (:func:`_tracked_point`), its first dofs, and
+    the mean ``|qvel|`` over every env."""
+    point_label, point = _tracked_point(backend)
+    return {
+        "base_pos": backend.get_base_pos()[0].cpu(),
+        "point_label": point_label,
+        "point": point,
+        "dof_pos": backend.get_dof_pos()[0, :4].cpu(),
+        "mean_abs_qvel": float(backend.get_qvel().abs().mean()) if backend.nv else 0.0,
+    }
+
+
+def _print_run_figures(figures: dict[str, Any], end: dict[str, Any]) -> None:
+    """``run``'s figures as ``key  value`` lines."""
+    dof_pos = end["dof_pos"]
+    fields(
+        console,
+        [
+            ("env-steps/s", [f"{figures['env_steps_per_s']:,.0f}"]),
+            ("substeps/s", [f"{figures['substeps_per_s']:,.0f}"]),
+            ("wall time", [f"{figures['wall_s']:.3f} s"]),
+            ("physics share", [f"{100 * figures['physics_share']:.1f} %"]),
+            ("diverged env-steps", [f"{figures['diverged_env_steps']}"]),
+            (end["point_label"], [_fmt_vec(end["point"])]),
+            ("env 0 dof pos[:4]", [_fmt_vec(dof_pos) if dof_pos.numel() else "(no dofs)"]),
+            ("mean |qvel|", [f"{figures['mean_abs_qvel']:.4f}"]),
+        ],
+    )
+
+
+def _write_figures(figures: dict[str, Any], json_path: str, json_tmp: str | None) -> None:
+    """``run --json``: the figures into the staged file (moved onto ``json_path`` when the command succeeds)."""
+    import json
+
+    try:
+        with open(str(json_tmp), "w", encoding="utf-8") as f:
+            json.dump(figures, f, indent=2)
+            f.write("\n")
+    except OSError as e:
+        raise fail(f"could not write {json_path}: {e}") from None
+    console.print(Text(f"figures written to {json_path}"))
 
 
 class VideoCapture:
