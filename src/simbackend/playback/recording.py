@@ -484,6 +484,86 @@ def _check_finite(ds: Any, name: str, env_ids: np.ndarray | None, bad: Any) -> N
         raise bad(name, f"non-finite value {float(value)} at {where}; a recording holds finite values only")
 
 
+def _first_difference(got: Sequence[Any], want: Sequence[Any]) -> int:
+    return next(i for i, (x, y) in enumerate(zip(got, want)) if x != y)
+
+
+class _FileChecks:
+    """The reads :class:`Recording` checks a file with, each failing with a
+    :class:`~simbackend.errors.RecordingError` that names the attribute or dataset: header attributes
+    of a type (:meth:`text`, :meth:`count`, :meth:`names_list`, :meth:`json_text`), datasets of a shape
+    and dtype (:meth:`dataset`, :meth:`shaped`, :meth:`strings`)."""
+
+    def __init__(self, f: Any, p: Path):
+        self.f, self.p, self.h5 = f, p, _h5py()
+
+    def bad(self, dataset: str, problem: str) -> RecordingError:
+        return RecordingError(str(self.p), dataset, problem)
+
+    # ---- header attributes
+    def attribute(self, name: str, default: Any = None) -> Any:
+        a = self.f.attrs
+        if name not in a:
+            if default is not None:
+                return default
+            raise self.bad(f"attribute {name}", "missing (a damaged or partial recording)")
+        return a[name]
+
+    def text(self, name: str, default: str | None = None) -> str:
+        v = self.attribute(name, default)
+        if isinstance(v, bytes):
+            v = v.decode(errors="replace")
+        if not isinstance(v, str):
+            raise self.bad(f"attribute {name}", f"expected a string, got {type(v).__name__} {_short(v)}")
+        return v
+
+    def json_text(self, name: str, text_: str) -> Any:
+        try:
+            return json.loads(text_)
+        except ValueError as e:
+            raise self.bad(f"attribute {name}", f"not JSON ({e})") from None
+
+    def count(self, name: str, minimum: int) -> int:
+        v = self.attribute(name)
+        if not _is_int(v) or int(v) < minimum:
+            raise self.bad(f"attribute {name}", f"expected an integer >= {minimum}, got {_short(v)}")
+        return int(v)
+
+    def names_list(self, name: str, default: str | None = None) -> tuple[str, ...]:
+        v = self.json_text(name, self.text(name, default))
+        if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+            raise self.bad(f"attribute {name}", f"expected a JSON list of strings, got {_short(v)}")
+        return tuple(v)
+
+    # ---- datasets: presence, shapes and dtypes
+    def dataset(self, name: str) -> Any:
+        if name not in self.f:
+            raise self.bad(name, "missing (a damaged or partial recording)")
+        ds = self.f[name]
+        if not isinstance(ds, self.h5.Dataset):
+            raise self.bad(name, f"expected a dataset, got a {type(ds).__name__}")
+        return ds
+
+    def shaped(self, name: str, shape: Sequence[int], labels: Sequence[str], kinds: str) -> Any:
+        ds = self.dataset(name)
+        if tuple(ds.shape) != tuple(shape):
+            raise self.bad(
+                name, f"expected shape {format_shape(shape)} = {format_shape(labels)}, got {format_shape(ds.shape)}"
+            )
+        if ds.dtype.kind not in kinds:
+            raise self.bad(name, f"expected {_KIND_WORDS[kinds]}, got dtype {ds.dtype}")
+        return ds
+
+    def strings(self, name: str, size: int | None, label: str) -> tuple[str, ...]:
+        ds = self.dataset(name)
+        if ds.ndim != 1 or (size is not None and ds.shape[0] != size):
+            want = format_shape((size,)) + f" = ({label},)" if size is not None else "(n,)"
+            raise self.bad(name, f"expected shape {want}, got {format_shape(ds.shape)}")
+        if self.h5.check_string_dtype(ds.dtype) is None:
+            raise self.bad(name, f"expected strings, got dtype {ds.dtype}")
+        return tuple(s.decode() if isinstance(s, bytes) else str(s) for s in ds[()])
+
+
 class Recording:
     """A recording read back (``Recording(path)``; a context manager): header, rows, events, model.
 
@@ -536,18 +616,20 @@ class Recording:
 
     def _read_checked(self, f: Any, p: Path) -> None:
         """Read the header and check the whole file against it and against the stored model (the
-        checks of the class docstring, all of them here); sets the attributes."""
-        from simbackend.models.binary import model_from_bytes
-        from simbackend.models.info import model_info
-        from simbackend.randomization import FIELDS, RandomizationPlan
+        checks of the class docstring, one step each below); sets the attributes."""
+        file = _FileChecks(f, p)
+        self._read_header(file)
+        info = self._check_names_and_layout(file)
+        row_sets, event_sets = self._check_shapes(file, info)
+        self._check_values(file, row_sets, event_sets)
+        if self.snapshot_width:
+            self._check_snapshot_headers(file, event_sets["snapshot"])
 
-        h5 = _h5py()
+    def _read_header(self, file: _FileChecks) -> None:
+        """The format and version, then every header attribute with its type."""
+        from simbackend.randomization import RandomizationPlan
 
-        def bad(dataset: str, problem: str) -> RecordingError:
-            return RecordingError(str(p), dataset, problem)
-
-        # ---- the header ----------------------------------------------------------------------
-        a = f.attrs
+        a, p = file.f.attrs, file.p
         if a.get("format") != FORMAT:
             raise SnapshotMismatchError(f"path: {str(p)!r} is not a simbackend recording (format {a.get('format')!r})")
         version = a.get("version")
@@ -555,97 +637,39 @@ class Recording:
             raise SnapshotMismatchError(
                 f"path: recording format version {version!r}; this simbackend reads version {VERSION}"
             )
-
-        def attribute(name: str, default: Any = None) -> Any:
-            if name not in a:
-                if default is not None:
-                    return default
-                raise bad(f"attribute {name}", "missing (a damaged or partial recording)")
-            return a[name]
-
-        def text(name: str, default: str | None = None) -> str:
-            v = attribute(name, default)
-            if isinstance(v, bytes):
-                v = v.decode(errors="replace")
-            if not isinstance(v, str):
-                raise bad(f"attribute {name}", f"expected a string, got {type(v).__name__} {_short(v)}")
-            return v
-
-        def json_text(name: str, text_: str) -> Any:
-            try:
-                return json.loads(text_)
-            except ValueError as e:
-                raise bad(f"attribute {name}", f"not JSON ({e})") from None
-
-        def count(name: str, minimum: int) -> int:
-            v = attribute(name)
-            if not _is_int(v) or int(v) < minimum:
-                raise bad(f"attribute {name}", f"expected an integer >= {minimum}, got {_short(v)}")
-            return int(v)
-
-        def names_list(name: str, default: str | None = None) -> tuple[str, ...]:
-            v = json_text(name, text(name, default))
-            if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-                raise bad(f"attribute {name}", f"expected a JSON list of strings, got {_short(v)}")
-            return tuple(v)
-
         self.path = p
-        self.backend = text("backend")
-        self.fingerprint = text("fingerprint")
-        self.created = text("created")
-        self.metadata = json_text("metadata", text("metadata"))
-        self.write_kinds = names_list("write_kinds")
+        self.backend = file.text("backend")
+        self.fingerprint = file.text("fingerprint")
+        self.created = file.text("created")
+        self.metadata = file.json_text("metadata", file.text("metadata"))
+        self.write_kinds = file.names_list("write_kinds")
         #: the elements whose physics the recording engine took from MuJoCo (capabilities.delegated)
-        self.delegated = names_list("delegated", "[]")
-        self._plan_json = text("plan")
+        self.delegated = file.names_list("delegated", "[]")
+        self._plan_json = file.text("plan")
         if self._plan_json:
             try:
                 RandomizationPlan.from_json(self._plan_json)
             except (ValueError, TypeError, LookupError) as e:
-                raise bad("attribute plan", f"not a randomization plan ({' '.join(str(e).split())})") from None
-        self.num_envs = count("num_envs", 1)
-        dt = attribute("physics_dt")
+                raise file.bad("attribute plan", f"not a randomization plan ({' '.join(str(e).split())})") from None
+        self.num_envs = file.count("num_envs", 1)
+        dt = file.attribute("physics_dt")
         if isinstance(dt, (bool, np.bool_)) or not isinstance(dt, (int, float, np.integer, np.floating)):
-            raise bad("attribute physics_dt", f"expected a finite number > 0 (s), got {_short(dt)}")
+            raise file.bad("attribute physics_dt", f"expected a finite number > 0 (s), got {_short(dt)}")
         if not (math.isfinite(float(dt)) and float(dt) > 0):
-            raise bad("attribute physics_dt", f"expected a finite number > 0 (s), got {_short(dt)}")
+            raise file.bad("attribute physics_dt", f"expected a finite number > 0 (s), got {_short(dt)}")
         self.physics_dt = float(dt)
-        self.nq, self.nv, self.nu = count("nq", 0), count("nv", 0), count("nu", 0)
-        self.snapshot_width = count("snapshot_width", 0)
+        self.nq, self.nv, self.nu = file.count("nq", 0), file.count("nv", 0), file.count("nu", 0)
+        self.snapshot_width = file.count("snapshot_width", 0)
 
-        # ---- the datasets' presence, shapes and dtypes -----------------------------------------
-        def dataset(name: str) -> Any:
-            if name not in f:
-                raise bad(name, "missing (a damaged or partial recording)")
-            ds = f[name]
-            if not isinstance(ds, h5.Dataset):
-                raise bad(name, f"expected a dataset, got a {type(ds).__name__}")
-            return ds
+    def _check_names_and_layout(self, file: _FileChecks) -> Any:
+        """The stored model, the header's sizes against it, its names, joint layout and per-env parameter
+        fields; returns the model's :class:`~simbackend.models.info.ModelInfo`."""
+        from simbackend.models.binary import model_from_bytes
+        from simbackend.models.info import model_info
+        from simbackend.randomization import FIELDS
 
-        def shaped(name: str, shape: Sequence[int], labels: Sequence[str], kinds: str) -> Any:
-            ds = dataset(name)
-            if tuple(ds.shape) != tuple(shape):
-                raise bad(
-                    name, f"expected shape {format_shape(shape)} = {format_shape(labels)}, got {format_shape(ds.shape)}"
-                )
-            if ds.dtype.kind not in kinds:
-                raise bad(name, f"expected {_KIND_WORDS[kinds]}, got dtype {ds.dtype}")
-            return ds
-
-        def strings(name: str, size: int | None, label: str) -> tuple[str, ...]:
-            ds = dataset(name)
-            if ds.ndim != 1 or (size is not None and ds.shape[0] != size):
-                want = format_shape((size,)) + f" = ({label},)" if size is not None else "(n,)"
-                raise bad(name, f"expected shape {want}, got {format_shape(ds.shape)}")
-            if h5.check_string_dtype(ds.dtype) is None:
-                raise bad(name, f"expected strings, got dtype {ds.dtype}")
-            return tuple(s.decode() if isinstance(s, bytes) else str(s) for s in ds[()])
-
-        def first_difference(got: Sequence[Any], want: Sequence[Any]) -> int:
-            return next(i for i, (x, y) in enumerate(zip(got, want)) if x != y)
-
-        # the stored model, and the header against it
-        model = dataset("model")
+        bad = file.bad
+        model = file.dataset("model")
         if model.ndim != 1 or model.dtype != np.uint8:
             raise bad(
                 "model", f"expected the MJB bytes (n,) uint8, got {model.dtype} of shape {format_shape(model.shape)}"
@@ -657,16 +681,16 @@ class Recording:
         for name, got, want in (("nq", self.nq, info.nq), ("nv", self.nv, info.nv), ("nu", self.nu, info.nu)):
             if got != want:
                 raise bad(f"attribute {name}", f"the header says {got}, the stored model (model) has {name} = {want}")
-        nb, nj = info.nbody - 1, len(info.joint_names)
+        nj = len(info.joint_names)
         names: dict[str, tuple[str, ...]] = {}
         for kind, want_names, label in (
             ("body", info.body_names[1:], "nbody-1"),
             ("joint", info.joint_names, "njnt"),
             ("actuator", info.actuator_names, "nu"),
         ):
-            names[kind] = strings(f"names/{kind}", len(want_names), label)
+            names[kind] = file.strings(f"names/{kind}", len(want_names), label)
             if names[kind] != tuple(want_names):
-                i = first_difference(names[kind], want_names)
+                i = _first_difference(names[kind], want_names)
                 raise bad(
                     f"names/{kind}",
                     f"entry {i} is {names[kind][i]!r}, the stored model's {kind} {i} is {want_names[i]!r}",
@@ -674,18 +698,18 @@ class Recording:
         self.body_names, self.joint_names, self.actuator_names = names["body"], names["joint"], names["actuator"]
         layout: dict[str, np.ndarray] = {}
         for name in ("joint_type", "joint_qposadr", "joint_dofadr"):
-            layout[name] = np.asarray(shaped(f"layout/{name}", (nj,), ("njnt",), "iu")[()], np.int64)
+            layout[name] = np.asarray(file.shaped(f"layout/{name}", (nj,), ("njnt",), "iu")[()], np.int64)
             want_layout = np.asarray(getattr(info, name), np.int64)
             if not np.array_equal(layout[name], want_layout):
-                i = first_difference(layout[name].tolist(), want_layout.tolist())
+                i = _first_difference(layout[name].tolist(), want_layout.tolist())
                 raise bad(f"layout/{name}", f"entry {i} is {layout[name][i]}, the stored model has {want_layout[i]}")
         self.joint_type, self.joint_qposadr, self.joint_dofadr = (
             layout["joint_type"],
             layout["joint_qposadr"],
             layout["joint_dofadr"],
         )
-        self.param_fields = strings("layout/params", None, "")
-        shapes = json_text("layout/params", str(dataset("layout/params").attrs.get("shapes", "")))
+        self.param_fields = file.strings("layout/params", None, "")
+        shapes = file.json_text("layout/params", str(file.dataset("layout/params").attrs.get("shapes", "")))
         if (
             not isinstance(shapes, list)
             or len(shapes) != len(self.param_fields)
@@ -705,10 +729,13 @@ class Recording:
                     "layout/params",
                     f"{name!r} has shape {format_shape(shape)}, the stored model's is {format_shape(want_shape)}",
                 )
-        P = sum(int(np.prod(s)) for s in self.param_shapes)
+        return info
 
-        # env ids, rows, events
-        ids = dataset("env_ids")
+    def _check_shapes(self, file: _FileChecks, info: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The env ids, and every row and event dataset with the shape the header and the model give it;
+        returns the row and the event datasets by name."""
+        bad = file.bad
+        ids = file.dataset("env_ids")
         if ids.ndim != 1 or ids.shape[0] < 1 or ids.dtype.kind not in "iu":
             raise bad(
                 "env_ids",
@@ -722,7 +749,7 @@ class Recording:
                 f"expected distinct ids in [0, {self.num_envs}) (num_envs = {self.num_envs}),"
                 f" got {self.env_ids.tolist()[:16]}",
             )
-        nsteps, event_rows = dataset("rows/nsteps"), dataset("events/row")
+        nsteps, event_rows = file.dataset("rows/nsteps"), file.dataset("events/row")
         if nsteps.ndim != 1 or nsteps.shape[0] < 1:
             raise bad(
                 "rows/nsteps", f"expected shape (T,) with T >= 1 (row 0: the start), got {format_shape(nsteps.shape)}"
@@ -730,18 +757,26 @@ class Recording:
         if event_rows.ndim != 1:
             raise bad("events/row", f"expected shape (E,), got {format_shape(event_rows.shape)}")
         T, E = nsteps.shape[0], event_rows.shape[0]
+        nb = info.nbody - 1
+        P = sum(int(np.prod(s)) for s in self.param_shapes)
         row_sets = {
-            name: shaped(f"rows/{name}", (T, *shape), ("T", *labels), _kinds(dt))
+            name: file.shaped(f"rows/{name}", (T, *shape), ("T", *labels), _kinds(dt))
             for name, (shape, dt, labels) in _row_spec(k, info.nq, info.nv, info.nu).items()
         }
         event_sets = {
-            name: shaped(f"events/{name}", (E, *shape), ("E", *labels), _kinds(dt))
+            name: file.shaped(f"events/{name}", (E, *shape), ("E", *labels), _kinds(dt))
             for name, (shape, dt, labels) in _event_spec(info.nq, info.nv, info.nu, nb, P, self.snapshot_width).items()
         }
-        if not self.snapshot_width and "snapshot" in f.get("events", {}):
+        if not self.snapshot_width and "snapshot" in file.f.get("events", {}):
             raise bad("events/snapshot", "present, but the header says snapshot_width = 0")
+        return row_sets, event_sets
 
-        # ---- the values ----------------------------------------------------------------------------
+    def _check_values(self, file: _FileChecks, row_sets: dict[str, Any], event_sets: dict[str, Any]) -> None:
+        """The timeline's values: row 0 the start, events on write rows within range, every recorded env's
+        start state, finite floats everywhere, times >= 0."""
+        bad = file.bad
+        nsteps = file.f["rows/nsteps"]
+        T, k = nsteps.shape[0], self.env_ids.size
         self.nsteps = np.asarray(nsteps[()], np.int64)
         if self.nsteps.min() < 0 or self.nsteps[0] != 0:
             r = int(np.flatnonzero(self.nsteps < 0)[0]) if self.nsteps.min() < 0 else 0
@@ -772,25 +807,27 @@ class Recording:
         if (times < 0).any():
             at = int(np.flatnonzero(times < 0)[0])
             raise bad("events/time", f"{times[at]} at entry {at}; expected times >= 0")
-        if self.snapshot_width:  # each snapshot's own header: this recording's backend, model and width
-            from simbackend.snapshot import HEADER_WIDTH, LAYOUT_VERSION, MAGIC, backend_code
 
-            S = self.snapshot_width
-            fp = self.fingerprint
-            header = [MAGIC, LAYOUT_VERSION, backend_code(self.backend), -1, -1, S]
-            if len(fp) == 16 and all(c in "0123456789abcdef" for c in fp):
-                header[3:5] = [int(fp[:8], 16), int(fp[8:], 16)]
-            if S < HEADER_WIDTH:
-                raise bad("attribute snapshot_width", f"expected 0 or at least {HEADER_WIDTH}, got {S}")
-            heads = np.asarray(event_sets["snapshot"][:, :HEADER_WIDTH]).reshape(E, HEADER_WIDTH)
-            wrong = (heads != np.asarray(header, np.float64)).any(1)
-            if wrong.any():
-                at = int(np.flatnonzero(wrong)[0])
-                raise bad(
-                    "events/snapshot",
-                    f"the snapshot of entry {at} has header {heads[at].tolist()}; the recording's header gives"
-                    f" {header} (magic, layout version, backend {self.backend!r}, fingerprint {fp}, width)",
-                )
+    def _check_snapshot_headers(self, file: _FileChecks, snapshots: Any) -> None:
+        """Each snapshot's own header: this recording's backend, model fingerprint and width."""
+        from simbackend.snapshot import HEADER_WIDTH, LAYOUT_VERSION, MAGIC, backend_code
+
+        S, E = self.snapshot_width, snapshots.shape[0]
+        fp = self.fingerprint
+        header = [MAGIC, LAYOUT_VERSION, backend_code(self.backend), -1, -1, S]
+        if len(fp) == 16 and all(c in "0123456789abcdef" for c in fp):
+            header[3:5] = [int(fp[:8], 16), int(fp[8:], 16)]
+        if S < HEADER_WIDTH:
+            raise file.bad("attribute snapshot_width", f"expected 0 or at least {HEADER_WIDTH}, got {S}")
+        heads = np.asarray(snapshots[:, :HEADER_WIDTH]).reshape(E, HEADER_WIDTH)
+        wrong = (heads != np.asarray(header, np.float64)).any(1)
+        if wrong.any():
+            at = int(np.flatnonzero(wrong)[0])
+            raise file.bad(
+                "events/snapshot",
+                f"the snapshot of entry {at} has header {heads[at].tolist()}; the recording's header gives"
+                f" {header} (magic, layout version, backend {self.backend!r}, fingerprint {fp}, width)",
+            )
 
     # ------------------------------------------------------------------
     def __len__(self) -> int:
