@@ -126,6 +126,12 @@ class TorchEngine(Engine):
         self.qpos[rows] = qpos
         self.qvel[rows] = qvel
 
+    def write_state_masked(self, mask: torch.Tensor, qpos: torch.Tensor, qvel: torch.Tensor) -> None:
+        """A GPU engine's masked write (docs/writing-a-backend.md): ``torch.where``, no host read."""
+        self._check("write_state_masked", mask, qpos, qvel)
+        self.qpos = torch.where(mask[:, None], qpos, self.qpos)
+        self.qvel = torch.where(mask[:, None], qvel, self.qvel)
+
     def step(self, ctrl: torch.Tensor, nsteps: int, forces: BodyForces | None) -> None:
         self._check("step", ctrl, None if forces is None else forces.force)
         self._before = self.qpos.clone(), self.qvel.clone()
@@ -210,7 +216,7 @@ def test_hooks_receive_device_tensors_in_the_hook_dtype() -> None:
     sim = torch_backend("cartpole", 4)
     _exercise(sim)
     hooks = {h for h, _ in sim.engine.received}
-    assert hooks == {"write_state", "step", "revert"}
+    assert hooks == {"write_state_masked", "step", "revert"}  # deferred checks: every write is masked
     sim.set_state(None, np.zeros((4, sim.nq), np.float64))  # numpy float64 in, float32 tensors out
     sim.step([[0.0]] * 4)  # a nested list too
     assert all(kinds[0] == "Tensor" for _, kinds in sim.engine.received)
