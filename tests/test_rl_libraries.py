@@ -613,3 +613,25 @@ def test_torch_paths_stay_on_a_cuda_device_and_give_the_cpu_numbers() -> None:
         runs[device] = [x.cpu() for x in out] + [rollout.cpu()["next", "observation"]]
     for a, b in zip(runs["cpu"], runs["cuda"]):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_torchrl_close_raises_a_pending_error_after_closing_everything() -> None:
+    """Under deferred checks a NaN action is reported at the next call; ``close`` raises it (SimBackend's
+    ``close`` does) and still closes the task and the env, so a second ``close`` is not needed."""
+    pytest.importorskip("torchrl")
+    from tensordict import TensorDict
+
+    from simbackend.envs.torchrl import make_torchrl_env
+    from simbackend.errors import NonFiniteError
+
+    plain = make_torchrl_env("cartpole", "mujoco", 2)
+    assert not plain.is_closed
+    plain.close()  # an owned task is closed with the env (torchrl's EnvBase starts closed: it was not)
+    assert plain.is_closed and plain.task.backend.closed
+    env = make_torchrl_env("cartpole", "mujoco", 2, deferred_checks=True)
+    env.reset()
+    bad = TensorDict({"action": torch.tensor([[0.1], [float("nan")]])}, batch_size=[2])
+    env.step(bad)  # refused on the device: reported at the next call
+    with pytest.raises(NonFiniteError):
+        env.close()
+    assert env.is_closed and env.task.backend.closed

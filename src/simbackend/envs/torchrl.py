@@ -97,6 +97,8 @@ class TorchRLEnv(EnvBase):
             shape=(n,),
             device=device,
         )
+        # torchrl's EnvBase starts closed (only its gym wrappers open it); without this, close() skipped the task
+        self.is_closed = False
 
     def _observation(self, obs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         task = self.task
@@ -193,9 +195,13 @@ class TorchRLEnv(EnvBase):
         self.task.reseed(V.seed_value(seed))
 
     def close(self, *, raise_if_closed: bool = True) -> None:
-        if not self.is_closed and self.owns_task:
-            self.task.close()
-        super().close(raise_if_closed=raise_if_closed)
+        """Close the task (when owned) and this env; an input error still pending from deferred checks
+        is raised after both are closed."""
+        try:
+            if not self.is_closed and self.owns_task:
+                self.task.close()
+        finally:
+            super().close(raise_if_closed=raise_if_closed)
 
 
 def make_torchrl_env(
