@@ -441,3 +441,37 @@ def test_the_task_refuses_a_bad_description_before_it_builds(tmp_path: Path, cha
     path = _write_json(tmp_path, **changes)
     with pytest.raises(InvalidArgumentError, match=match):
         make_task("velocity", "mujoco", 2, config={"robot": str(path)})
+
+
+def test_the_robots_command_fails_where_an_installed_engine_refuses_the_description(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without ``--sim`` every registered engine is tried: one that is installed and refuses the description
+    (a foot the model lacks) makes the exit code 1, as a failure while running; an engine whose extra is
+    missing is listed as such and fails the command only where ``--sim`` names it."""
+    from typer.testing import CliRunner
+
+    import simbackend.cli.main as cli_main
+    from simbackend.cli.common import app
+
+    feet = list(get_robot("go1").feet)
+    bad = _write_json(tmp_path, feet=["nope_foot", *feet[1:]])
+    import simbackend.robots as robots
+
+    monkeypatch.setattr(cli_main, "available_backends", lambda: ["mujoco", "absent"])
+    real = robots.make_robot_backend
+
+    def make(desc, sim, n, **kw):  # an engine registered but not installed, as an extra that is missing
+        if sim == "absent":
+            raise ImportError("absent: pip install 'simbackend[absent]'")
+        return real(desc, sim, n, **kw)
+
+    monkeypatch.setattr(robots, "make_robot_backend", make)
+    runner = CliRunner()
+    refused = runner.invoke(app, ["robots", str(bad)])
+    assert refused.exit_code == 1, refused.output
+    assert "mujoco  loads: no (robot.feet:" in refused.output and "nope_foot" in refused.output
+    good = _write_json(tmp_path)
+    loads = runner.invoke(app, ["robots", str(good)])  # the absent engine alone does not fail it
+    assert loads.exit_code == 0, loads.output
+    assert "absent  loads: no" in loads.output

@@ -310,7 +310,8 @@ def robots(
 
     For ROBOT: its description (model, joints in policy order, default pose, actuation, base, feet) and, per engine,
     whether its scene builds there, its sizes, the feet's bodies and the base's standing height. Exit code 2: an
-    unknown robot or engine; 1: the description fails against its model (the message names the field).
+    unknown robot or engine; 1: the description fails against its model on an installed engine, or on one
+    ``--sim`` names (the message names the field); an engine not installed is a failure only where named.
     """
     from simbackend.errors import SimBackendError
     from simbackend.robots import available_robots, get_robot, make_robot_backend, resolve, robot_scene
@@ -364,7 +365,10 @@ def robots(
                         "yes" if b.capabilities.contact_forces else "no",
                     )
                 )
-        except (SimBackendError, ImportError) as e:
+        except ImportError as e:  # an engine whose extra is missing: a failure only where --sim names it
+            failed = failed or bool(sims)
+            rows.append((sim, "no", " ".join(str(e).split()), "", ""))
+        except SimBackendError as e:  # an installed engine refuses the description
             failed = True
             rows.append((sim, "no", " ".join(str(e).split()), "", ""))
     show(
@@ -380,7 +384,7 @@ def robots(
             for sim, ok, sizes, feet, forces in rows
         ],
     )
-    if failed and sims:
+    if failed:
         raise typer.Exit(1)
 
 
