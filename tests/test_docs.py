@@ -348,3 +348,15 @@ def test_an_empty_results_folder_says_so(tmp_path: Path) -> None:
     out = tmp_path / "performance.md"
     assert _report().main(["--results", str(tmp_path), "--out", str(out)]) == 0
     assert "No results recorded yet" in out.read_text()
+
+
+def test_the_version_is_the_same_everywhere_it_is_shown() -> None:
+    """One version: ``simbackend.__version__`` (what ``--version``, ``info`` and recordings show), the installed
+    distribution's (setuptools reads it from ``__version__``), and the CHANGELOG's latest release."""
+    from importlib import metadata
+
+    import simbackend
+
+    releases = re.findall(r"^## \[(\d+\.\d+\.\d+)\] - \d{4}-\d{2}-\d{2}$", (REPO / "CHANGELOG.md").read_text(), re.M)
+    assert releases and releases[0] == simbackend.__version__, (releases[:1], simbackend.__version__)
+    assert metadata.version("simbackend") == simbackend.__version__

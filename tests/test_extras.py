@@ -54,7 +54,7 @@ def _python(code: str, blocked: tuple[str, ...]) -> subprocess.CompletedProcess:
         cwd=REPO,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
         env={"PATH": "/usr/bin:/bin", "MUJOCO_GL": "egl"},
     )
 

@@ -86,7 +86,7 @@ def _run_script(args: list[str], thirdparty_dir: Path, cwd: Path) -> subprocess.
     env.pop("SIMBACKEND_SIM", None)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(thirdparty_dir), env.get("PYTHONPATH")) if p)
     env["COLUMNS"] = "250"
-    return subprocess.run([str(SCRIPT), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=180)
+    return subprocess.run([str(SCRIPT), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
 # ----------------------------------------------------------------------

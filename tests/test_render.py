@@ -607,7 +607,7 @@ def _python(code: str, **env: str) -> subprocess.CompletedProcess:
     }
     base.update(env)
     return subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)], cwd=REPO, env=base, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", textwrap.dedent(code)], cwd=REPO, env=base, capture_output=True, text=True, timeout=300
     )
 
 

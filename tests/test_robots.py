@@ -249,12 +249,12 @@ def test_g1_stands_10_s_on_its_default_pose(sim: str) -> None:
 
 def test_robots_command(critter: Path) -> None:
     run = [sys.executable, "-m", "simbackend.cli.main"]
-    listing = subprocess.run([*run, "robots"], capture_output=True, text=True, timeout=120)
+    listing = subprocess.run([*run, "robots"], capture_output=True, text=True, timeout=300)
     assert listing.returncode == 0 and "go1" in listing.stdout and "g1" in listing.stdout
-    one = subprocess.run([*run, "robots", str(critter), "--sim", "mujoco"], capture_output=True, text=True, timeout=120)
+    one = subprocess.run([*run, "robots", str(critter), "--sim", "mujoco"], capture_output=True, text=True, timeout=300)
     assert one.returncode == 0, one.stderr
     assert "fl_shin" in one.stdout and "mujoco" in one.stdout and "servo" in one.stdout
-    bad = subprocess.run([*run, "robots", "go2"], capture_output=True, text=True, timeout=120)
+    bad = subprocess.run([*run, "robots", "go2"], capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and "closest" in bad.stderr
     wrong = subprocess.run(
         [*run, "train", "--task", "cartpole", "--robot", "go1", "--out", "/tmp/x"], capture_output=True, text=True
@@ -401,15 +401,15 @@ def test_the_robots_command_says_each_field_once(tmp_path: Path) -> None:
     run = [sys.executable, "-m", "simbackend.cli.main"]
     fields = json.loads(_write_json(tmp_path).read_text())
     (tmp_path / "bad.json").write_text(json.dumps({**fields, "kp": "30"}))
-    bad = subprocess.run([*run, "robots", str(tmp_path / "bad.json")], capture_output=True, text=True, timeout=120)
+    bad = subprocess.run([*run, "robots", str(tmp_path / "bad.json")], capture_output=True, text=True, timeout=300)
     assert bad.returncode == 2 and bad.stderr.strip() == "error: robot.kp: expected a finite number > 0, got str '30'"
-    missing = subprocess.run([*run, "robots", str(tmp_path / "nope.json")], capture_output=True, text=True, timeout=120)
+    missing = subprocess.run([*run, "robots", str(tmp_path / "nope.json")], capture_output=True, text=True, timeout=300)
     assert missing.returncode == 2 and missing.stderr.strip().startswith("error: robot: no file")
     train = subprocess.run(
         [*run, "train", "--task", "velocity", "--robot", str(tmp_path / "bad.json"), "--out", str(tmp_path / "r")],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
     )
     assert (
         train.returncode == 2 and train.stderr.strip() == "error: robot.kp: expected a finite number > 0, got str '30'"
