@@ -393,7 +393,9 @@ class SimVectorEnv(VectorEnv):
             return x.detach().to("cpu", copy=True).numpy()
         return x
 
-    def _actions(self, actions: Any) -> torch.Tensor:
+    def check_actions(self, actions: Any) -> torch.Tensor:
+        """``actions`` as :meth:`step` takes them, checked (shape, type), as a ``(N, action_dim)`` tensor on
+        the env's device: for an adapter that holds actions between two calls (SB3's ``step_async``)."""
         expected = (self.num_envs, int(self.task.action_dim))
         if isinstance(actions, torch.Tensor):
             if actions.is_complex() or actions.dtype == torch.bool:
@@ -431,7 +433,8 @@ class SimVectorEnv(VectorEnv):
             raise InvalidArgumentError("options['reset_mask']: expected at least one True (an env to reset)")
         return mask.copy()
 
-    def _check_open(self, method: str) -> None:
+    def check_open(self, method: str) -> None:
+        """Raise ``BackendClosedError`` naming ``method`` (an adapter's own) when this env is closed."""
         if self.closed:
             raise BackendClosedError(f"{method}: this SimVectorEnv is closed")
 
@@ -446,7 +449,7 @@ class SimVectorEnv(VectorEnv):
         ``(obs, info)`` with the observation of every env (the others unchanged) and
         an empty info. ``options`` is not modified.
         """
-        self._check_open("reset")
+        self.check_open("reset")
         mask = None
         if options is not None:
             if not isinstance(options, Mapping):
@@ -469,8 +472,8 @@ class SimVectorEnv(VectorEnv):
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict]:
         """One policy step of every env; see the module doc for autoreset and info."""
-        self._check_open("step")
-        action = self._actions(actions)
+        self.check_open("step")
+        action = self.check_actions(actions)
         mode = self.autoreset_mode
         if mode is AutoresetMode.DISABLED and self._ended.any():
             ids = np.flatnonzero(self._ended).tolist()
@@ -560,7 +563,7 @@ class SimVectorEnv(VectorEnv):
     def render(self) -> Any:
         """``(N, H, W, 3)`` uint8 pictures of every env (``render_mode="rgb_array"``), in the env's array type;
         with ``render_mode=None`` a warning and ``None``, as gymnasium's environments do."""
-        self._check_open("render")
+        self.check_open("render")
         if self.render_mode is None:
             logger.warn(
                 "You are calling render method without specifying any render mode. You can specify the"
@@ -583,7 +586,7 @@ class SimVectorEnv(VectorEnv):
             raise InvalidArgumentError(f"{method}: {argument}: {name!r} is private; expected a public attribute")
         return _PER_ENV_SPACES.get(name, name)
 
-    def _owner(self, name: Any, method: str, argument: str = "name") -> tuple[Any, str]:
+    def attribute_owner(self, name: Any, method: str, argument: str = "name") -> tuple[Any, str]:
         """Where ``name`` lives: ``(self or the task, attribute)``; ``AttributeError`` when neither has it."""
         attr = self._attribute(name, method, argument)
         for owner in (self, self.task):
@@ -633,12 +636,12 @@ class SimVectorEnv(VectorEnv):
         ``call("render")`` gives the ``N`` pictures of :meth:`render`. An attribute that is not a method
         takes no arguments.
         """
-        return self._call(name, args, kwargs, "call", "name", "args")
+        return self.call_named(name, args, kwargs, "call", "name", "args")
 
-    def _call(self, name: Any, args: tuple, kwargs: dict, method: str, name_arg: str, args_arg: str) -> tuple:
+    def call_named(self, name: Any, args: tuple, kwargs: dict, method: str, name_arg: str, args_arg: str) -> tuple:
         """:meth:`call`, its errors naming ``method`` and its arguments as the caller (SB3's ``env_method``) does."""
-        self._check_open(method)
-        value = getattr(*self._owner(name, method, name_arg))
+        self.check_open(method)
+        value = getattr(*self.attribute_owner(name, method, name_arg))
         if not callable(value):
             if args or kwargs:
                 raise InvalidArgumentError(
@@ -650,11 +653,12 @@ class SimVectorEnv(VectorEnv):
 
     def get_attr(self, name: str) -> tuple[Any, ...]:
         """What ``SyncVectorEnv.get_attr`` gives: the attribute once per env (see :meth:`call`)."""
-        return self._get(name, "get_attr", "name")
+        return self.get_attr_named(name, "get_attr", "name")
 
-    def _get(self, name: Any, method: str, name_arg: str) -> tuple[Any, ...]:
-        self._check_open(method)
-        return self._per_env(getattr(*self._owner(name, method, name_arg)))
+    def get_attr_named(self, name: Any, method: str, name_arg: str) -> tuple[Any, ...]:
+        """:meth:`get_attr`, its errors naming ``method`` and ``name_arg`` as the caller (SB3's ``get_attr``) does."""
+        self.check_open(method)
+        return self._per_env(getattr(*self.attribute_owner(name, method, name_arg)))
 
     def set_attr(self, name: str, values: Any) -> None:
         """Set an attribute of every env, as ``SyncVectorEnv.set_attr`` does: what a user may set is set and
@@ -678,11 +682,13 @@ class SimVectorEnv(VectorEnv):
         methods, properties, class attributes and objects (backend, controller, robot), its config, seed
         and episode bookkeeping. Build another env to change those.
         """
-        self._set(name, values, "set_attr", "name", "values", one_value=False)
+        self.set_attr_named(name, values, "set_attr", "name", "values", one_value=False)
 
-    def _set(self, name: Any, values: Any, method: str, name_arg: str, value_arg: str, *, one_value: bool) -> None:
+    def set_attr_named(
+        self, name: Any, values: Any, method: str, name_arg: str, value_arg: str, *, one_value: bool
+    ) -> None:
         """:meth:`set_attr`; ``one_value``: ``values`` is one value for every env (SB3's ``set_attr``)."""
-        self._check_open(method)
+        self.check_open(method)
         owner, attr, current = self._settable(name, method, name_arg)
         argument = f"{method}: {value_arg}"
         n = self.num_envs

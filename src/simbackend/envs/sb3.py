@@ -123,7 +123,7 @@ class SB3VecEnv(VecEnv):
         """Take the actions of the next :meth:`step_wait`, checked here (shape and type; a refused call
         keeps nothing)."""
         self._actions = None
-        self._actions = self.env._actions(actions)  # noqa: SLF001 (the adapter's own env: one check of actions)
+        self._actions = self.env.check_actions(actions)
 
     def step_wait(self) -> tuple[Any, np.ndarray, np.ndarray, list[dict]]:
         """Step every env with the actions :meth:`step_async` took (once: a refused step takes them too)."""
@@ -195,7 +195,7 @@ class SB3VecEnv(VecEnv):
 
     def get_attr(self, attr_name: str, indices: Any = None) -> list[Any]:
         ids = self._indices(indices)
-        values = self.env._get(attr_name, "get_attr", "attr_name")  # noqa: SLF001 (SB3's names in its errors)
+        values = self.env.get_attr_named(attr_name, "get_attr", "attr_name")  # SB3's names in its errors
         return [values[i] for i in ids]
 
     def set_attr(self, attr_name: str, value: Any, indices: Any = None) -> None:
@@ -206,7 +206,7 @@ class SB3VecEnv(VecEnv):
                 f"indices: the {self.num_envs} envs share one task, so set_attr({attr_name!r}) sets every env;"
                 " pass indices=None"
             )
-        self.env._set(attr_name, value, "set_attr", "attr_name", "value", one_value=True)  # noqa: SLF001 (as above)
+        self.env.set_attr_named(attr_name, value, "set_attr", "attr_name", "value", one_value=True)
 
     def env_method(self, method_name: str, *method_args: Any, indices: Any = None, **method_kwargs: Any) -> list[Any]:
         """Call ``method_name`` of the envs ``indices`` (every env for ``None``), all arguments checked first.
@@ -218,8 +218,8 @@ class SB3VecEnv(VecEnv):
         come back; naming some envs only, it must change nothing (:data:`READ_ONLY_METHODS`), since it would
         act on every env."""
         ids = self._indices(indices)
-        self.env._check_open("env_method")  # noqa: SLF001 (the adapter's own env)
-        owner, attr = self.env._owner(method_name, "env_method", "method_name")  # noqa: SLF001 (as above)
+        self.env.check_open("env_method")
+        owner, attr = self.env.attribute_owner(method_name, "env_method", "method_name")
         if owner is self.env and attr == "reset":
             return self._reset_envs(ids, method_args, method_kwargs)
         if not self._every(ids) and attr not in READ_ONLY_METHODS and callable(getattr(owner, attr)):
@@ -228,7 +228,7 @@ class SB3VecEnv(VecEnv):
                 f" would act on every env, not on envs {_one_line(ids)} only; pass indices=None (reset and the"
                 f" methods that change nothing take some envs: {sorted(READ_ONLY_METHODS)})"
             )
-        values = self.env._call(  # noqa: SLF001 (SB3's names in its errors)
+        values = self.env.call_named(  # SB3's names in its errors
             method_name, method_args, method_kwargs, "env_method", "method_name", "method_args"
         )
         return [values[i] for i in ids]
