@@ -305,6 +305,12 @@ def robots(
     sims: list[str] | None = typer.Option(
         None, "--sim", "-s", help="Engines to resolve it on (repeatable; default: every registered one)."
     ),
+    settle: bool = typer.Option(
+        False, "--settle", help="Hold the default pose under the robot's actuation on each engine and report."
+    ),
+    seconds: float = typer.Option(2.0, "--seconds", min=0.0, help="How long --settle holds the pose (s)."),
+    strict: bool = typer.Option(False, "--strict", help="With --settle: exit 1 where it does not stand."),
+    as_json: bool = typer.Option(False, "--json", help="With --settle: print the report as JSON (stdout)."),
 ) -> None:
     """List the registered robots, or show what ROBOT resolves to on each engine.
 
@@ -312,10 +318,22 @@ def robots(
     whether its scene builds there, its sizes, the feet's bodies and the base's standing height. Exit code 2: an
     unknown robot or engine; 1: the description fails against its model on an installed engine, or on one
     ``--sim`` names (the message names the field); an engine not installed is a failure only where named.
+
+    With ``--settle``: per engine, the base height the robot settles at after ``--seconds`` holding its default
+    pose, its tilt, each foot's share of its weight, the other bodies touching anything, whether it stands, and a
+    warning for each way it does not (docs/robots.md, "Settle check"). Warnings exit 0 unless ``--strict``.
     """
     from simbackend.errors import SimBackendError
     from simbackend.robots import available_robots, get_robot, make_robot_backend, resolve, robot_scene
 
+    if not settle:
+        given = [flag for flag, on in (("--seconds", seconds != 2.0), ("--strict", strict), ("--json", as_json)) if on]
+        if given:
+            raise fail(f"{given[0]}: only with --settle", code=2)
+    elif name is None:
+        raise fail("--settle: name a ROBOT to settle", code=2)
+    elif not seconds > 0:
+        raise fail(f"--seconds: expected a number > 0, got {seconds:g}", code=2)
     if name is None:
         listed = [(r, get_robot(r)) for r in available_robots()]
         rows = [(r, os.path.basename(os.fspath(d.model)), str(len(d.joints)), d.actuation, ", ".join(d.feet))
@@ -339,6 +357,9 @@ def robots(
         scene = robot_scene(desc)
     except SimBackendError as e:
         raise fail(str(e)) from None
+    if settle:
+        _settle_report(desc, [s.strip().lower() for s in sims] if sims else None, seconds, strict, as_json)
+        return
     fields = [
         ("model", str(desc.model_path())),
         ("scene", scene.path),
@@ -384,6 +405,61 @@ def robots(
             for sim, ok, sizes, feet, forces in rows
         ],
     )
+    if failed:
+        raise typer.Exit(1)
+
+
+def _settle_report(desc: Any, sims: list[str] | None, seconds: float, strict: bool, as_json: bool) -> None:
+    """``robots ROBOT --settle``: the settle check's table (or JSON), its warnings; the exit code."""
+    import json
+    import math
+
+    from simbackend.robots.settle import CONTACT_THRESHOLD, SettleReport, settle
+
+    report: SettleReport = settle(desc, sims, seconds)
+    # as without --settle: a refusing engine fails, a missing one only where --sim names it
+    failed = bool(report.refused) or (bool(sims) and bool(report.skipped)) or not report.results
+    failed = failed or (strict and not report.stands)
+    if as_json:
+        console.print_json(json.dumps(report.to_dict()))
+        if failed:
+            raise typer.Exit(1)
+        return
+    rows: list[tuple[Any, ...]] = []
+    for r in report.results:
+        feet = ", ".join(f"{n} {v:.0%}" for n, v in r.feet.items()) if r.contact_forces else "no contact forces"
+        touching = ", ".join(f"{n} {f:.1f} N" for n, f in r.touching.items()) or "none"
+        verdict = Text("yes" if r.stands else "no", style="green" if r.stands else "red")
+        rows.append((
+            r.engine,
+            f"{r.height:.3f} m ({r.height_fraction:.0%})",
+            f"{math.degrees(r.tilt):.1f}",
+            f"{r.feet_share:.0%}" if r.contact_forces else "-",
+            feet,
+            touching,
+            verdict,
+        ))  # fmt: skip
+    for engine, why in {**report.skipped, **report.refused}.items():
+        rows.append((engine, "-", "-", "-", f"not settled: {why}", "-", Text("-")))
+    default = report.results[0].default_height if report.results else float("nan")
+    show(
+        console,
+        f"Settle: {desc.name!r} holding its default pose {report.seconds:g} s (default base height {default:.3f} m)",
+        ("engine", "base height", "tilt deg", "feet: m g", "per foot (share of m g)",
+         f"other bodies in contact (> {CONTACT_THRESHOLD:g} N)", "stands"),
+        rows,
+        wrap=(4, 5),
+        plain=[
+            (row[0], [f"base height: {row[1]}", f"tilt: {row[2]} deg", f"feet carry: {row[3]} of m g",
+                      f"per foot: {row[4]}", f"other bodies in contact: {row[5]}", Text("stands: ") + row[6]])
+            if row[1] != "-" else (row[0], [row[4]])
+            for row in rows
+        ],
+    )  # fmt: skip
+    for line in report.warnings:
+        err_console.print(Text("warning: ", style="bold yellow") + Text(line), soft_wrap=True)
+    summary = "stands on every engine" if report.stands else "does not stand on every engine"
+    console.print(Text(f"{desc.name}: {summary}", style="green" if report.stands else "yellow"), soft_wrap=True)
     if failed:
         raise typer.Exit(1)
 

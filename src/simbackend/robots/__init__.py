@@ -13,7 +13,9 @@ folder). docs/robots.md walks through one written for a URDF robot.
 :func:`robot_scene` composes a description into one MJCF file (every engine
 builds from it); :func:`make_robot_backend` builds a backend on it in one call,
 and :func:`resolve` checks a description against a built backend, through the
-contract only, and gives the ids and columns a task reads::
+contract only, and gives the ids and columns a task reads; :func:`joint_controller` drives the
+joints at the description's actuation, and :func:`settle` checks that the robot
+holds its default pose on each engine::
 
     sim = make_robot_backend("my_robot.json", "mujoco", 16)
     robot = resolve("my_robot.json", sim)
@@ -32,18 +34,24 @@ from simbackend.errors import ArgumentTypeError, InvalidArgumentError, SimBacken
 from .description import ACTUATIONS, RobotDescription, pattern_values
 from .registry import available_robots, get_robot, register_robot
 from .scene import RobotScene, robot_scene
+from .settle import EngineSettle, SettleReport, settle, settle_warnings
 
 __all__ = [
     "ACTUATIONS",
+    "EngineSettle",
     "ResolvedRobot",
     "RobotDescription",
     "RobotScene",
+    "SettleReport",
     "available_robots",
     "get_robot",
     "make_robot_backend",
     "register_robot",
     "resolve",
+    "joint_controller",
     "robot_scene",
+    "settle",
+    "settle_warnings",
 ]
 
 
@@ -197,3 +205,6 @@ def joint_gains(desc: RobotDescription, name: str) -> tuple[list[float], list[fl
     if missing:
         raise InvalidArgumentError(f"robot.kp, robot.kd: no gain for joints {missing} ({name})")
     return [kp[n] for n in names], [kd[n] for n in names]
+
+
+from .actuation import joint_controller  # noqa: E402 (it reads joint_gains above)

@@ -1,0 +1,82 @@
+"""Driving a description's joints at its own actuation, through the controllers (:mod:`simbackend.controllers`).
+
+A description's ``actuation`` says how its joints are driven: ``"servo"``, the
+scene's position actuators (:class:`~simbackend.controllers.JointPositionConfig`);
+``"pd"``, a PD law at the physics rate on its motors
+(:class:`~simbackend.controllers.JointPDConfig`, with the description's ``kp``
+and ``kd``). :func:`joint_controller` builds the one controller that drives every
+driven joint (the policy's, then the held ones) that way, and gives the policy
+joints' gains, for a torque estimate ``kp * (target - q) - kd * qdot``. The
+velocity task and the settle check (:mod:`simbackend.robots.settle`) take it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from simbackend.controllers import JointPDConfig, JointPositionConfig, make_controller
+from simbackend.controllers.base import joint_actuators
+
+from .description import RobotDescription
+
+__all__ = ["joint_controller", "target_bounds"]
+
+
+def target_bounds(resolved: Any, scale: float, held_scale: float = 1e-3) -> tuple[list[float], list[float]]:
+    """``(low, high)`` per driven joint: the default angle ``-+ scale`` for the policy's joints and
+    ``-+ held_scale`` for the held ones, so that a normalized action 0 targets the default pose.
+
+    ``resolved`` is :func:`simbackend.robots.resolve`'s :class:`~simbackend.robots.ResolvedRobot`.
+    """
+    held = resolved.held_default
+    targets = torch.cat([resolved.default_joints, held])
+    spread = torch.cat([torch.full_like(resolved.default_joints, float(scale)), torch.full_like(held, held_scale)])
+    return (targets - spread).tolist(), (targets + spread).tolist()
+
+
+def joint_controller(
+    desc: RobotDescription, backend: Any, resolved: Any, low: Sequence[float], high: Sequence[float]
+) -> tuple[Any, torch.Tensor, torch.Tensor]:
+    """The controller that drives ``desc``'s joints at its actuation, and the policy joints' gains.
+
+    Args:
+        desc: the description (:func:`simbackend.robots.get_robot`'s).
+        backend: a backend built on its scene (:func:`simbackend.robots.make_robot_backend`).
+        resolved: ``resolve(desc, backend)`` (:class:`~simbackend.robots.ResolvedRobot`).
+        low, high: the action bounds of every driven joint, the policy's joints then the held ones
+            (``len(desc.driven_joints)`` each): a normalized action in ``[-1, 1]`` maps onto them
+            (:func:`target_bounds` gives the velocity task's).
+
+    Returns:
+        ``(controller, kp, kd)``: a :class:`~simbackend.controllers.JointPDConfig` controller
+        (``actuation="pd"``, the description's gains) or a
+        :class:`~simbackend.controllers.JointPositionConfig` one on the scene's position servos
+        (``"servo"``), action ``(N, len(desc.driven_joints))``; ``kp`` and ``kd`` are ``(k,)``
+        float32 tensors on the backend's device for the ``k`` policy joints (the servos' own gains
+        for ``"servo"``).
+
+    Raises:
+        InvalidArgumentError: a driven joint without the one actuator its actuation needs
+            (``robot.joints: joint 'x' has no position actuator ...``).
+    """
+    from . import joint_gains
+
+    joints = desc.driven_joints
+    k = len(desc.joints)
+    dev = backend.device
+    if desc.actuation == "pd":
+        kp, kd = joint_gains(desc, desc.name)
+        controller = make_controller(backend, JointPDConfig(joints=joints, kp=kp, kd=kd, low=low, high=high))
+        return (
+            controller,
+            torch.tensor(kp[:k], dtype=torch.float32, device=dev),
+            torch.tensor(kd[:k], dtype=torch.float32, device=dev),
+        )
+    gains = backend.get_model_actuator_gains()
+    ids = backend.get_joint_ids(list(desc.joints)).cpu().numpy()
+    acts = joint_actuators(backend, ids, desc.joints, "position", "robot.joints", "")
+    controller = make_controller(backend, JointPositionConfig(joints=joints, low=low, high=high))
+    return controller, gains.kp[acts].to(dev, torch.float32), gains.kv[acts].to(dev, torch.float32)
