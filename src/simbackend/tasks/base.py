@@ -253,6 +253,17 @@ class Task:
         """``(N,)`` bool: envs that currently meet the task's success criterion."""
         return torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
 
+    def begin_training(self) -> None:
+        """Training on this task starts (the trainer calls it on its training task, never on an evaluation's):
+        a task with a curriculum starts it here. Default: nothing."""
+
+    def curriculum_state(self) -> dict:
+        """The curriculum's state, JSON-ready (logged each iteration, stored in checkpoints); ``{}``: none."""
+        return {}
+
+    def load_curriculum_state(self, state: Mapping[str, Any]) -> None:
+        """Continue the curriculum of :meth:`curriculum_state` (a resumed run). Default: nothing to load."""
+
     def _after_physics(self) -> None:
         """Called after every policy step's physics, before observations (commands, caches)."""
 

@@ -25,7 +25,25 @@ yaw-rate tracking ``exp(-err^2 / sigma)``; penalties on vertical velocity,
 roll/pitch rate, tilt, action rate, joint velocity, joint torque (the
 actuation's PD estimate), joints beyond 90 % of their range; with contact
 forces, feet air time (steps of at least ``air_time`` s, when commanded to
-move) and foot slip (a foot's planar speed while in contact).
+move) and foot slip (a foot's planar speed while in contact). Survival pays:
+with ``only_positive_rewards`` (the default, legged_gym's) a step's summed
+terms are clipped at 0 (the ``clip`` term is what was added back), so no step
+is worth less than the end of the episode, and a fall costs the
+``termination`` weight once (not scaled by the control period), after the clip.
+
+Defaults from the description: ``action_scale=None`` gives each joint
+``min(0.5, 0.25 * range)`` rad (a unit action reaches a quarter of the joint's
+range, at most 0.5 rad); ``command_range=None`` gives forward commands up to
+``min(1, sqrt(0.35 g h))`` m/s (``h`` the base's default height: a Froude
+number of 0.35, Go1's 1 m/s), half that sideways, and 1 rad/s of yaw.
+
+Command curriculum (training only, :meth:`VelocityTask.begin_training`): the
+commands start at ``curriculum_start`` of their ranges and widen by
+``curriculum_step`` each time the training episodes that ended over the last
+``episode_length`` steps tracked well: their summed ``track_lin_vel`` value
+over ``episode_length`` reaches ``curriculum_threshold`` (a fall counts the
+steps it did not walk as zero). Evaluations and a task that is not training
+draw from the full ranges.
 
 Terminated when the robot falls: base below ``min_height`` of its default
 height, tilted more than ``max_tilt`` rad, or, with contact forces, a
@@ -39,13 +57,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
 from simbackend.controllers import JointPDConfig, JointPositionConfig, make_controller
 from simbackend.controllers.base import joint_actuators
-from simbackend.errors import InvalidArgumentError
+from simbackend.errors import InvalidArgumentError, closest_names_hint
 from simbackend.math import quat_apply, quat_apply_inverse
 from simbackend.robots import get_robot, resolve, robot_scene
 from simbackend.robots import joint_gains as _joint_gains
@@ -66,7 +84,12 @@ REWARD_WEIGHTS = {
     "joint_limits": -1.0,
     "feet_air_time": 1.0,
     "foot_slip": -0.1,
+    "termination": -1.0,
 }
+#: reward terms that are not weights of REWARD_WEIGHTS: what ``only_positive_rewards`` added back
+CLIP_TERM = "clip"
+#: the Froude number of the default forward command (v^2 / (g h) with h the base's default height)
+FROUDE = 0.35
 #: fraction of a joint's range beyond which the joint-limit penalty grows
 SOFT_LIMIT = 0.9
 
@@ -77,9 +100,10 @@ class VelocityConfig(TaskConfig):
 
     Attributes:
         robot: a registered robot name (:func:`simbackend.robots.available_robots`) or a JSON description file.
-        command_range: ``((vx_lo, vx_hi), (vy_lo, vy_hi), (yaw_lo, yaw_hi))``, m/s and rad/s.
+        command_range: ``((vx_lo, vx_hi), (vy_lo, vy_hi), (yaw_lo, yaw_hi))``, m/s and rad/s;
+            ``None``: from the robot's default height (module docstring).
         resample_time: seconds between command draws within an episode.
-        action_scale: joint-target offset (rad) of a unit action.
+        action_scale: joint-target offset (rad) of a unit action; ``None``: per joint from its range.
         joint_noise: start joint angles uniform in ``default +- joint_noise`` (clipped to the range).
         min_height: fall when the base is below this fraction of its default height.
         max_tilt: fall when the base's up axis is this far from vertical (rad).
@@ -88,14 +112,20 @@ class VelocityConfig(TaskConfig):
         contact_threshold: a foot or body is in contact above this force (N).
         air_time: the step duration (s) the air-time reward asks for.
         reward_weights: ``{term: weight}`` replacing :data:`REWARD_WEIGHTS`' (0 drops a term).
+        only_positive_rewards: clip each step's summed terms at 0 (the ``termination`` term comes after).
+        command_curriculum: widen the commands as training tracks them (:meth:`VelocityTask.begin_training`).
+        curriculum_start: fraction of the command ranges at the curriculum's first level, in [0, 1].
+        curriculum_step: widening per promotion (fraction of the ranges), in (0, 1].
+        curriculum_threshold: mean tracking (``track_lin_vel``'s value, 0..1, over ``episode_length``) that
+            promotes, in (0, 1].
     """
 
     episode_length: int = 500
     decimation: int = 4
     robot: str = "go1"
-    command_range: tuple = ((-1.0, 1.0), (-0.5, 0.5), (-1.0, 1.0))
+    command_range: tuple | None = None
     resample_time: float = 5.0
-    action_scale: float = 0.5
+    action_scale: float | None = None
     joint_noise: float = 0.1
     min_height: float = 0.5
     max_tilt: float = 1.0
@@ -104,20 +134,30 @@ class VelocityConfig(TaskConfig):
     contact_threshold: float = 1.0
     air_time: float = 0.3
     reward_weights: Mapping[str, float] = field(default_factory=dict)
+    only_positive_rewards: bool = True
+    command_curriculum: bool = True
+    curriculum_start: float = 0.25
+    curriculum_step: float = 0.25
+    curriculum_threshold: float = 0.7
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        rng = self.command_range
-        try:
-            rng = tuple((float(lo), float(hi)) for lo, hi in rng)
-        except (TypeError, ValueError):
-            raise InvalidArgumentError(f"config.command_range: expected three (low, high) pairs, got {rng!r}") from None
-        if len(rng) != 3 or any(not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi) for lo, hi in rng):
-            raise InvalidArgumentError(f"config.command_range: expected three finite (low <= high) pairs, got {rng!r}")
-        object.__setattr__(self, "command_range", rng)
+        for name in ("only_positive_rewards", "command_curriculum"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidArgumentError(f"config.{name}: expected true or false, got {getattr(self, name)!r}")
+        for name, low_open in (("curriculum_start", False), ("curriculum_step", True), ("curriculum_threshold", True)):
+            v = getattr(self, name)
+            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            if not ok or not (0 < v <= 1 if low_open else 0 <= v <= 1):
+                span = "(0, 1]" if low_open else "[0, 1]"
+                raise InvalidArgumentError(f"config.{name}: expected a number in {span}, got {v!r}")
+            object.__setattr__(self, name, float(v))
+        if self.command_range is not None:
+            self._check_command_range()
+        if self.action_scale is not None:
+            check_non_negative(self, "action_scale")
         check_non_negative(
             self,
-            "action_scale",
             "joint_noise",
             "min_height",
             "max_tilt",
@@ -138,12 +178,26 @@ class VelocityConfig(TaskConfig):
         unknown = sorted(set(weights) - set(REWARD_WEIGHTS))
         if unknown:
             raise InvalidArgumentError(
-                f"config.reward_weights: unknown terms {unknown}; known: {sorted(REWARD_WEIGHTS)}"
+                f"config.reward_weights: unknown terms {unknown}{closest_names_hint(unknown[0], REWARD_WEIGHTS)};"
+                f" known: {sorted(REWARD_WEIGHTS)}"
             )
         for k, v in weights.items():
             if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
                 raise InvalidArgumentError(f"config.reward_weights[{k!r}]: expected a finite number, got {v!r}")
         object.__setattr__(self, "reward_weights", {k: float(v) for k, v in weights.items()})
+
+    #: the keys ``reward_weights`` takes (``--set reward_weights.KEY=...``)
+    mapping_keys: ClassVar[dict[str, tuple[str, ...]]] = {"reward_weights": tuple(REWARD_WEIGHTS)}
+
+    def _check_command_range(self) -> None:
+        rng = self.command_range
+        try:
+            rng = tuple((float(lo), float(hi)) for lo, hi in rng)
+        except (TypeError, ValueError):
+            raise InvalidArgumentError(f"config.command_range: expected three (low, high) pairs, got {rng!r}") from None
+        if len(rng) != 3 or any(not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi) for lo, hi in rng):
+            raise InvalidArgumentError(f"config.command_range: expected three finite (low <= high) pairs, got {rng!r}")
+        object.__setattr__(self, "command_range", rng)
 
 
 @register_task
@@ -180,9 +234,17 @@ class VelocityTask(Task):
         nf = r.feet.size
         self._air_time = torch.zeros((n, nf), dtype=torch.float32, device=dev)
         self._was_in_contact = torch.zeros((n, nf), dtype=torch.bool, device=dev)
+        self.command_range = c.command_range or default_command_range(float(r.default_qpos[2]))
         self._command_low, self._command_high = (
-            torch.tensor([rr[i] for rr in c.command_range], device=dev) for i in (0, 1)
+            torch.tensor([rr[i] for rr in self.command_range], device=dev) for i in (0, 1)
         )
+        #: the command ranges' scale: 1 (full ranges) unless training with the curriculum
+        self.command_level = 1.0
+        self._curriculum = False
+        self._track_sum = torch.zeros(n, dtype=torch.float32, device=dev)
+        self._window = torch.zeros(2, dtype=torch.float32, device=dev)  # ended episodes' tracking sum, count
+        self._window_steps = 0
+        self._fell = torch.zeros(n, dtype=torch.bool, device=dev)
         self._gravity_w = torch.tensor([0.0, 0.0, -1.0], device=dev)
         self._up_w = torch.tensor([0.0, 0.0, 1.0], device=dev)
         self._min_z = float(r.default_qpos[2]) * c.min_height
@@ -193,7 +255,13 @@ class VelocityTask(Task):
         self._soft_hi = torch.where(finite, mid + SOFT_LIMIT * half, hi)
         held = r.held_default
         targets = torch.cat([r.default_joints, held])
-        spread = torch.cat([torch.full_like(r.default_joints, c.action_scale), torch.full_like(held, 1e-3)])
+        #: ``(k,)`` joint-target offset (rad) of a unit action, per policy joint
+        self.action_scale = (
+            default_action_scale(r.joint_low, r.joint_high)
+            if c.action_scale is None
+            else torch.full_like(r.default_joints, c.action_scale)
+        )
+        spread = torch.cat([self.action_scale, torch.full_like(held, 1e-3)])
         low, high = (targets - spread).tolist(), (targets + spread).tolist()
         joints = desc.driven_joints
         self._zeros_held = torch.zeros((n, held.numel()), dtype=torch.float32, device=dev)
@@ -221,7 +289,7 @@ class VelocityTask(Task):
         r, c = self.robot, self.config
         n, m = env_ids.numel(), self._resamples
         lo, hi = self._command_low, self._command_high
-        cmds = lo + (hi - lo) * u[:, : 3 * m].reshape(n, m, 3)
+        cmds = (lo + (hi - lo) * u[:, : 3 * m].reshape(n, m, 3)) * self.command_level
         self._episode_commands[env_ids] = cmds
         self.commands[env_ids] = cmds[:, 0]
         qpos = r.default_qpos.expand(n, -1).clone()
@@ -232,7 +300,7 @@ class VelocityTask(Task):
         joints = r.default_joints + c.joint_noise * (2 * u[:, 3 * m + 1 :] - 1)
         qpos[:, r.qpos_cols] = torch.maximum(torch.minimum(joints, r.joint_high), r.joint_low)
         # index_fill_, not t[ids] = 0: that copies the 0 to the device inside index_put_, which waits
-        for t in (self.last_action, self._prev_action, self._error_sum, self._air_time):
+        for t in (self.last_action, self._prev_action, self._error_sum, self._air_time, self._track_sum):
             t.index_fill_(0, env_ids, 0.0)
         self._was_in_contact.index_fill_(0, env_ids, False)
         return qpos, None
@@ -244,6 +312,7 @@ class VelocityTask(Task):
         self._frame = self._base_frame()
         if self._contacts:
             self._in_contact = self.backend.get_body_contact_mask(self.robot.feet, self.config.contact_threshold)
+        self._fell = self._fallen()
 
     def _base_quat(self) -> torch.Tensor:
         if self.robot.imu_site is None:
@@ -277,13 +346,15 @@ class VelocityTask(Task):
         err_xy = ((lin[:, :2] - self.commands[:, :2]) ** 2).sum(1)
         err_yaw = (ang[:, 2] - self.commands[:, 2]) ** 2
         self._error_sum += err_xy.sqrt()
+        track = torch.exp(-err_xy / sigma)
+        self._track_sum += track
         q = self.backend.get_dof_pos()[:, r.dof_cols]
         qd = self.backend.get_dof_vel()[:, r.dof_cols]
         target = self.controller.targets[:, : q.shape[1]]
         torque = self._kp * (target - q) - self._kd * qd
         beyond = (q - self._soft_hi).clamp(min=0) + (self._soft_lo - q).clamp(min=0)
         terms = {
-            "track_lin_vel": torch.exp(-err_xy / sigma),
+            "track_lin_vel": track,
             "track_yaw_rate": torch.exp(-err_yaw / sigma),
             "lin_vel_z": lin[:, 2] ** 2,
             "ang_vel_xy": (ang[:, :2] ** 2).sum(1),
@@ -303,7 +374,13 @@ class VelocityTask(Task):
             feet_v = self.backend.get_body_lin_vel_w(r.feet)[..., :2]
             terms["feet_air_time"] = air
             terms["foot_slip"] = ((feet_v**2).sum(-1) * contact).sum(1)
-        return {k: w[k] * dt * v for k, v in terms.items() if w[k] != 0.0}
+        out = {k: w[k] * dt * v for k, v in terms.items() if w[k] != 0.0}
+        if self.config.only_positive_rewards:
+            total = torch.stack(list(out.values())).sum(0) if out else torch.zeros_like(err_xy)
+            out[CLIP_TERM] = (-total).clamp(min=0.0)
+        if w["termination"] != 0.0:
+            out["termination"] = w["termination"] * self._fell.to(torch.float32)
+        return out
 
     def _fallen(self) -> torch.Tensor:
         up = quat_apply(self.backend.get_base_quat(), self._up_w.expand(self.num_envs, 3))
@@ -314,8 +391,45 @@ class VelocityTask(Task):
         return fallen
 
     def _terminated(self) -> torch.Tensor:
-        self._fell = self._fallen()
+        if self._curriculum:
+            self._advance_curriculum()
         return self._fell
+
+    # ------------------------------------------------------------------
+    # command curriculum
+    # ------------------------------------------------------------------
+    def begin_training(self) -> None:
+        """Training starts: with ``command_curriculum``, the commands start at ``curriculum_start`` of
+        their ranges and widen as the training episodes track them (the module docstring)."""
+        if self.config.command_curriculum and not self._curriculum:
+            self._curriculum = True
+            self.command_level = self.config.curriculum_start
+
+    def curriculum_state(self) -> dict:
+        """``{"command_level": fraction of the command ranges}`` (logs and checkpoints)."""
+        return {"command_level": self.command_level}
+
+    def load_curriculum_state(self, state: Mapping[str, Any]) -> None:
+        """Continue a curriculum from :meth:`curriculum_state` (a resumed run)."""
+        level = state.get("command_level") if isinstance(state, Mapping) else None
+        if not isinstance(level, (int, float)) or isinstance(level, bool) or not 0.0 <= level <= 1.0:
+            raise InvalidArgumentError(f"curriculum state: expected a command_level in [0, 1], got {state!r}")
+        self.command_level = float(level)
+
+    def _advance_curriculum(self) -> None:
+        """Count the episodes that end at this step (no host read); every ``episode_length`` steps, promote
+        the commands a level when those episodes tracked well (one read)."""
+        c = self.config
+        ended = self._fell | (self.episode_step >= c.episode_length)
+        self._window += torch.stack([(self._track_sum * ended).sum(), ended.sum().to(torch.float32)])
+        self._window_steps += 1
+        if self._window_steps < c.episode_length:
+            return
+        total, count = self._window.tolist()
+        self._window.zero_()
+        self._window_steps = 0
+        if count > 0 and total / (count * c.episode_length) >= c.curriculum_threshold:
+            self.command_level = min(1.0, self.command_level + c.curriculum_step)
 
     def mean_velocity_error(self) -> torch.Tensor:
         """``(N,)`` mean planar velocity error (m/s) of the current episodes so far."""
@@ -324,6 +438,21 @@ class VelocityTask(Task):
     def _success(self) -> torch.Tensor:
         done = self.episode_step >= self.config.episode_length
         return done & ~self._fell & (self.mean_velocity_error() <= self.config.success_error)
+
+
+def default_command_range(height: float) -> tuple:
+    """The command ranges of a robot whose base stands ``height`` m high: forward up to
+    ``min(1, sqrt(FROUDE g h))`` m/s either way, half that sideways, 1 rad/s of yaw."""
+    v = round(min(1.0, math.sqrt(FROUDE * 9.81 * max(height, 0.0))), 2)
+    return ((-v, v), (-v / 2, v / 2), (-1.0, 1.0))
+
+
+def default_action_scale(low: torch.Tensor, high: torch.Tensor) -> torch.Tensor:
+    """Per joint: ``min(0.5, 0.25 * (high - low))`` rad, 0.5 for an unlimited joint. Actions are clipped
+    to [-1, 1], so the scale bounds the targets a policy reaches: a quarter of the range lets a leg
+    swing through half of it around the default pose."""
+    span = torch.where(torch.isfinite(high - low), high - low, torch.full_like(low, 2.0))
+    return (0.25 * span).clamp(max=0.5)
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,11 @@ class TrainConfig:
         seed: seed of the training task's resets, of the network initialisation and of the action noise.
         max_iterations: PPO iterations (each ``num_envs * num_steps_per_env`` env steps, then one update).
         time_budget_s: stop before an iteration that would end past this many seconds of training
-            (judged by the previous iteration's duration; evaluations count); ``None``: no budget.
+            (judged by the previous iteration's duration, with the last evaluation's duration kept for
+            the final one; evaluations count); ``None``: no budget.
+        eval_share: with a time budget, the most of the training time so far that evaluations during
+            training may take: a scheduled evaluation that would go beyond it is skipped (the final
+            evaluation always runs, within the budget).
         num_steps_per_env: rollout length per env and iteration.
         learning_rate, schedule, desired_kl, entropy_coef, value_loss_coef, clip_param, gamma, lam,
             num_learning_epochs, num_mini_batches, max_grad_norm: PPO (rsl-rl's names).
@@ -62,6 +66,7 @@ class TrainConfig:
     seed: int = 0
     max_iterations: int = 300
     time_budget_s: float | None = None
+    eval_share: float = 0.1
     num_steps_per_env: int = 24
     # PPO
     learning_rate: float = 1e-3
@@ -127,6 +132,7 @@ class TrainConfig:
             checks.integer(self.eval_interval, "train_config.eval_interval", minimum=0, allow_none=True),
         )
         number("time_budget_s", 0.0, optional=True, open_lo=True)
+        number("eval_share", 0.0, 1.0)
         number("learning_rate", 0.0, open_lo=True)
         number("desired_kl", 0.0, open_lo=True)
         for name in ("entropy_coef", "value_loss_coef", "max_grad_norm"):

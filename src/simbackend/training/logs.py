@@ -32,6 +32,7 @@ COLUMNS = (
     "loss_entropy",  # ... entropy
     "learning_rate",  # after the adaptive schedule
     "action_std",  # mean std of the Gaussian action noise
+    "command_level",  # the training task's command curriculum: fraction of the command ranges (empty: none)
 )
 
 

@@ -126,7 +126,7 @@ def _task_config(task_name: str, task_config: Any, randomization: Any) -> Any:
 
 
 def train(
-    task_name: str,
+    task_name: str | None,
     sim: str = "mujoco",
     *,
     num_envs: int | None = None,
@@ -138,28 +138,44 @@ def train(
     progress: bool = True,
     device: Any = None,
     backend_options: Mapping[str, Any] | None = None,
+    resume: Any = None,
+    settle_check: bool = True,
 ) -> TrainResult:
     """Train PPO (rsl-rl) on task ``task_name`` simulated by engine ``sim``.
 
     Args:
-        task_name: a registered task.
+        task_name: a registered task (``None`` with ``resume``: the checkpoint's).
         sim: a registered backend.
         num_envs, seed: override the training config's.
         randomization: a domain-randomization plan (plan, dict or JSON path) replacing the task config's.
-        task_config: the task's config (instance, mapping of fields, or ``None`` for its defaults).
+        task_config: the task's config (instance, mapping of fields, or ``None`` for its defaults; with
+            ``resume``, ``None`` is the checkpoint's).
         train_config: a :class:`TrainConfig`, a mapping of fields over the task's defaults
             (:meth:`TrainConfig.for_task`), or ``None`` for the task's defaults.
         out_dir: folder of the run's files (created; files of the same names there are overwritten).
         progress: a tqdm progress bar on stderr (iterations, mean return, success, evaluation, fps).
         device: torch device of the backends. backend_options: their construction options.
+        resume: a checkpoint to continue from: its actor, critic, optimizer, observation normalizer,
+            iteration count and curriculum state; ``max_iterations`` more iterations are run.
+        settle_check: before training a robot task, hold the robot's default pose on ``sim`` for 2 s and
+            warn (stderr, and ``warnings.warn``) when it does not stand (:func:`simbackend.robots.settle_warnings`).
 
     Returns:
         A :class:`TrainResult`; the policy is in ``result.checkpoint``
         (:func:`~simbackend.training.evaluate` needs only that file).
     """
+    start = _load_resume(resume) if resume is not None else None
+    if task_name is None:
+        if start is None:
+            raise InvalidArgumentError("task_name: expected a registered task name, got None (no checkpoint to resume)")
+        task_name = start.task
+    elif start is not None and start.task != task_name:
+        raise InvalidArgumentError(f"resume: the checkpoint trained task {start.task!r}, not {task_name!r}")
+    if start is not None and task_config is None:
+        task_config = start.task_config
     tc = _train_config(task_name, train_config, num_envs, seed)
     with torch_threads(tc.torch_threads):
-        return _train(
+        run = _Run(
             task_name,
             sim,
             tc,
@@ -169,64 +185,136 @@ def train(
             progress=progress,
             device=device,
             backend_options=backend_options,
+            start=start,
+            settle_check=settle_check,
         )
+        try:
+            return run.run()
+        finally:
+            run.close()
 
 
-def _train(
-    task_name: str,
-    sim: str,
-    tc: TrainConfig,
-    *,
-    randomization: Any,
-    task_config: Any,
-    out_dir: Any,
-    progress: bool,
-    device: Any,
-    backend_options: Mapping[str, Any] | None,
-) -> TrainResult:
-    from rsl_rl.runners import OnPolicyRunner
-    from rsl_rl.utils import check_nan
-    from tensordict import TensorDict
-    from tqdm import tqdm
+def _load_resume(resume: Any) -> Any:
+    from .checkpoint import load_checkpoint
 
-    from simbackend.envs.rsl import RslRlVecEnv
-    from simbackend.tasks import make_task
+    if not isinstance(resume, (str, Path)):
+        raise ArgumentTypeError(f"resume: expected a checkpoint path, got {type(resume).__name__}")
+    return load_checkpoint(resume)
 
-    config = _task_config(task_name, task_config, randomization)
-    options = dict(backend_options or {})
-    if out_dir is None or not isinstance(out_dir, (str, Path)):
-        raise InvalidArgumentError(f"out_dir: expected a folder path, got {out_dir!r}")
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise InvalidArgumentError(f"out_dir: {str(out)!r} is a file, not a folder")
-    out.mkdir(parents=True, exist_ok=True)
 
-    torch.manual_seed(tc.seed)
-    task = make_task(task_name, sim, tc.num_envs, config=config, seed=tc.seed, device=device, **options)
-    env = RslRlVecEnv(task, owns_task=True)
-    deferred = bool(task.backend.deferred_checks)
-    log: TrainingLog | None = None
-    bar = None
-    try:
-        rsl_cfg = tc.rsl_rl_cfg()
+@dataclass
+class _Rollout:
+    """One iteration's rollout: the ``(return, length, success)`` of the training episodes that ended, and
+    its time."""
+
+    ended: list
+    collect_s: float
+
+
+class _Run:
+    """One training run, in named steps: :meth:`collect` (a rollout), :meth:`update` (PPO),
+    :meth:`evaluate` (the deterministic policy on the evaluation episodes, within the evaluation share of
+    the time budget), :meth:`curriculum` (the task's curriculum state), :meth:`log` (a log row and the
+    progress bar) and :meth:`save` (checkpoints); :meth:`run` is the loop over them."""
+
+    def __init__(
+        self,
+        task_name: str,
+        sim: str,
+        tc: TrainConfig,
+        *,
+        randomization: Any,
+        task_config: Any,
+        out_dir: Any,
+        progress: bool,
+        device: Any,
+        backend_options: Mapping[str, Any] | None,
+        start: Any,
+        settle_check: bool,
+    ) -> None:
+        from rsl_rl.runners import OnPolicyRunner
+
+        from simbackend.envs.rsl import RslRlVecEnv
+        from simbackend.tasks import make_task
+
+        self.task_name, self.sim, self.tc, self.device, self.progress = task_name, sim, tc, device, progress
+        self.config = _task_config(task_name, task_config, randomization)
+        self.options = dict(backend_options or {})
+        if out_dir is None or not isinstance(out_dir, (str, Path)):
+            raise InvalidArgumentError(f"out_dir: expected a folder path, got {out_dir!r}")
+        out = self.out = Path(out_dir)
+        if out.exists() and not out.is_dir():
+            raise InvalidArgumentError(f"out_dir: {str(out)!r} is a file, not a folder")
+        out.mkdir(parents=True, exist_ok=True)
+        self.log_file: TrainingLog | None = None
+        self.bar: Any = None
+        self.env: Any = None
+        self.settle_warnings = _settle_warnings(self.config, sim) if settle_check else []
+
+        torch.manual_seed(tc.seed)
+        self.task = make_task(
+            task_name, sim, tc.num_envs, config=self.config, seed=tc.seed, device=device, **self.options
+        )
+        self.env = RslRlVecEnv(self.task, owns_task=True)
+        self.deferred = bool(self.task.backend.deferred_checks)
+        self.rsl_cfg = tc.rsl_rl_cfg()
         with contextlib.redirect_stdout(io.StringIO()) as printed:  # rsl-rl prints its models and obs groups
-            runner = OnPolicyRunner(env, rsl_cfg, log_dir=None, device=str(task.device))
-        alg = runner.alg
-        describe = task.describe()
-        task_config_dict = task.config.to_dict()
-        delegated = sorted(task.backend.capabilities.delegated)  # physics the engine took from MuJoCo
-        (out / "config.json").write_text(
+            self.runner = OnPolicyRunner(self.env, self.rsl_cfg, log_dir=None, device=str(self.task.device))
+        self.alg = self.runner.alg
+        self.first_iteration = 0
+        if start is not None:
+            self._resume(start)
+        self.task.begin_training()
+        if start is not None and start.data.get("curriculum"):
+            self.task.load_curriculum_state(start.data["curriculum"])
+        self.describe = self.task.describe()
+        self.task_config_dict = self.task.config.to_dict()
+        self.delegated = sorted(self.task.backend.capabilities.delegated)  # physics the engine took from MuJoCo
+        self._write_config(printed.getvalue(), start)
+        self.log_file = TrainingLog(
+            out, {"task": task_name, "sim": sim, "num_envs": tc.num_envs, "seed": tc.seed, "train_config": tc.to_dict()}
+        )
+        self.iteration = self.first_iteration
+        self.steps_per_iteration = tc.num_envs * tc.num_steps_per_env
+        self.last_eval: dict | None = None
+        self.eval_s = 0.0  # time spent in evaluations during training
+        self.last_eval_s: float | None = None  # the last evaluation's duration
+        self.skipped_evals = 0
+        self.obs: Any = None  # the policy's observations, kept from one rollout to the next
+        self.t_start = time.perf_counter()
+
+    # ------------------------------------------------------------------
+    def _resume(self, start: Any) -> None:
+        data = start.data
+        for key, want in (("observation_size", self.task.observation_size), ("action_dim", self.task.action_dim)):
+            if data.get(key) != want:
+                raise InvalidArgumentError(
+                    f"resume: the checkpoint's {key} is {data.get(key)}, this task's is {want}"
+                    " (a different robot or task config)"
+                )
+        try:
+            self.alg.load(data, None, strict=True)
+        except (RuntimeError, KeyError) as e:
+            raise InvalidArgumentError(
+                f"resume: the checkpoint's networks do not fit this training config ({str(e).splitlines()[0]})"
+            ) from None
+        self.first_iteration = int(data.get("iteration", 0))
+
+    def _write_config(self, networks: str, start: Any) -> None:
+        (self.out / "config.json").write_text(
             json.dumps(
                 {
-                    "task": task_name,
-                    "sim": sim,
-                    "delegated": delegated,
-                    "task_config": task_config_dict,
-                    "train_config": tc.to_dict(),
-                    "rsl_rl_cfg": rsl_cfg,
-                    "describe": describe,
-                    "backend_options": options,
-                    "networks": printed.getvalue(),
+                    "task": self.task_name,
+                    "sim": self.sim,
+                    "delegated": self.delegated,
+                    "task_config": self.task_config_dict,
+                    "train_config": self.tc.to_dict(),
+                    "rsl_rl_cfg": self.rsl_cfg,
+                    "describe": self.describe,
+                    "backend_options": self.options,
+                    "resumed_from": None if start is None else str(start.path),
+                    "settle_warnings": self.settle_warnings,
+                    "networks": networks,
                 },
                 indent=1,
                 default=str,
@@ -234,157 +322,222 @@ def _train(
             + "\n",
             encoding="utf-8",
         )
-        log = TrainingLog(
-            out, {"task": task_name, "sim": sim, "num_envs": tc.num_envs, "seed": tc.seed, "train_config": tc.to_dict()}
+
+    def policy(self, obs: torch.Tensor) -> torch.Tensor:
+        from tensordict import TensorDict
+
+        with torch.inference_mode():
+            return self.alg.get_policy()(TensorDict({"policy": obs}, batch_size=[obs.shape[0]]))
+
+    # ------------------------------------------------------------------
+    # the steps of an iteration
+    # ------------------------------------------------------------------
+    def collect(self) -> _Rollout:
+        """One rollout of ``num_steps_per_env`` steps (``alg.act`` -> ``env.step`` ->
+        ``alg.process_env_step``), then the returns (``alg.compute_returns``)."""
+        from rsl_rl.utils import check_nan
+
+        alg, env, device = self.alg, self.env, self.runner.device
+        t0 = time.perf_counter()
+        ended: list = []  # (return, length, success) of the training episodes that end in this iteration
+        finals: list = []  # deferred checks (GPU): each step's statistics, read once after collection
+        nan_seen = torch.zeros((), dtype=torch.bool, device=self.task.device)
+        obs = self.obs
+        with torch.inference_mode():
+            for _ in range(self.tc.num_steps_per_env):
+                actions = alg.act(obs)
+                obs, rewards, dones, extras = env.step(actions.to(env.device))
+                if self.deferred:  # no host read inside the rollout: NaN is looked for once, below
+                    nan_seen = nan_seen | rewards.isnan().any()
+                    for value in obs.values():
+                        nan_seen = nan_seen | value.isnan().any()
+                else:
+                    check_nan(obs, rewards, dones)
+                obs, rewards, dones = obs.to(device), rewards.to(device), dones.to(device)
+                alg.process_env_step(obs, rewards, dones, extras)
+                final = extras["final"]
+                if self.deferred:
+                    finals.append(final)
+                elif "log" in extras:
+                    _finished(ended, final)
+            if self.deferred:  # the rollout's statistics stacked, step-major: one copy to the host each
+                if bool(nan_seen):
+                    raise ValueError("the environment returned NaN observations or rewards in this rollout")
+                _finished(ended, {k: torch.stack([f[k] for f in finals]) for k in finals[0]})
+            collect_s = time.perf_counter() - t0
+            alg.compute_returns(obs)
+        self.obs = obs
+        return _Rollout(ended, collect_s)
+
+    def update(self) -> tuple[dict, float]:
+        """The PPO update (``alg.update``): its losses and duration."""
+        t0 = time.perf_counter()
+        losses = self.alg.update()
+        self.iteration += 1
+        self.runner.current_learning_iteration = self.iteration
+        return losses, time.perf_counter() - t0
+
+    def evaluate(self, *, scheduled: bool = True) -> dict | None:
+        """Evaluate after this iteration: on the schedule (:meth:`TrainConfig.evaluates_at`, counted from
+        this run's first iteration) and, with a time budget, only while the evaluations stay within
+        ``eval_share`` of the training time so far; ``scheduled=False``: now, whatever the schedule."""
+        tc = self.tc
+        if scheduled:
+            if not tc.evaluates_at(self.iteration - self.first_iteration):
+                return None
+            if tc.time_budget_s is not None and self.last_eval_s is not None:
+                elapsed = time.perf_counter() - self.t_start
+                if self.eval_s + self.last_eval_s > tc.eval_share * (elapsed + self.last_eval_s):
+                    self.skipped_evals += 1
+                    return None
+        from simbackend.tasks import make_task
+
+        t0 = time.perf_counter()
+        eval_task = make_task(
+            self.task_name, self.sim, tc.eval_episodes, config=self.task.config, seed=tc.eval_seed,
+            device=self.device, **self.options,
+        )  # fmt: skip
+        self.alg.eval_mode()
+        try:
+            r = run_episodes(eval_task, self.policy, tc.eval_episodes)
+        finally:
+            self.alg.train_mode()
+            eval_task.close()
+        self.last_eval_s = time.perf_counter() - t0
+        if scheduled:
+            self.eval_s += self.last_eval_s
+        self.last_eval = {
+            "iteration": self.iteration,
+            "return": float(r["return"].mean()),
+            "length": float(r["length"].mean()),
+            "success": float(r["success"].mean()),
+            "episodes": tc.eval_episodes,
+        }
+        return self.last_eval
+
+    def curriculum(self) -> dict:
+        """The training task's curriculum state after this iteration (``{}`` for a task without one)."""
+        return self.task.curriculum_state()
+
+    def log(self, rollout: _Rollout, losses: dict, learn_s: float, evaluation: dict | None, curriculum: dict) -> None:
+        """A row of the log (:data:`~simbackend.training.logs.COLUMNS`) and the progress bar's figures."""
+        assert self.log_file is not None
+        if rollout.ended:
+            rets, lens, succ = zip(*rollout.ended)
+            mean_return, mean_length, success_rate = (sum(v) / len(v) for v in (rets, lens, succ))
+        else:
+            mean_return = mean_length = success_rate = None
+        fps = self.steps_per_iteration / (rollout.collect_s + learn_s)
+        self.log_file.append(
+            {
+                "iteration": self.iteration,
+                "env_steps": self.iteration * self.steps_per_iteration,
+                "wall_s": time.perf_counter() - self.t_start,
+                "mean_return": mean_return,
+                "mean_length": mean_length,
+                "success_rate": success_rate,
+                "episodes": len(rollout.ended),
+                "eval_return": evaluation and evaluation["return"],
+                "eval_length": evaluation and evaluation["length"],
+                "eval_success": evaluation and evaluation["success"],
+                "fps": fps,
+                "collect_s": rollout.collect_s,
+                "learn_s": learn_s,
+                "loss_value": losses.get("value"),
+                "loss_surrogate": losses.get("surrogate"),
+                "loss_entropy": losses.get("entropy"),
+                "learning_rate": self.alg.learning_rate,
+                "action_std": float(self.alg.get_policy().output_std.detach().mean()),
+                "command_level": curriculum.get("command_level"),
+            }
         )
+        postfix = {
+            "ret": f"{mean_return:.1f}" if mean_return is not None else "-",
+            "succ": f"{success_rate:.2f}" if success_rate is not None else "-",
+            "fps": f"{fps:,.0f}",
+        }
+        if "command_level" in curriculum:
+            postfix["cmd"] = f"{curriculum['command_level']:.2f}"
+        if self.last_eval is not None:
+            postfix["eval"] = f"{self.last_eval['success']:.2f}"
+        self.bar.set_postfix(postfix, refresh=False)
+        self.bar.update(1)
 
-        def policy(obs: torch.Tensor) -> torch.Tensor:
-            with torch.inference_mode():
-                return alg.get_policy()(TensorDict({"policy": obs}, batch_size=[obs.shape[0]]))
+    def save(self, evaluation: dict | None) -> None:
+        """``checkpoint_<iteration>.pt`` every ``save_interval`` iterations; ``log.json`` then and after an
+        evaluation."""
+        tc = self.tc
+        due = bool(tc.save_interval) and self.iteration % tc.save_interval == 0
+        if due:
+            save_checkpoint(self.out / f"checkpoint_{self.iteration}.pt", self.checkpoint_data())
+        if evaluation is not None or due:
+            assert self.log_file is not None
+            self.log_file.write_json()
 
-        def evaluate_now(iteration: int) -> dict:
-            eval_task = make_task(
-                task_name, sim, tc.eval_episodes, config=task.config, seed=tc.eval_seed, device=device, **options
-            )
-            alg.eval_mode()
-            try:
-                r = run_episodes(eval_task, policy, tc.eval_episodes)
-            finally:
-                alg.train_mode()
-                eval_task.close()
-            return {
-                "iteration": iteration,
-                "return": float(r["return"].mean()),
-                "length": float(r["length"].mean()),
-                "success": float(r["success"].mean()),
-                "episodes": tc.eval_episodes,
-            }
+    def checkpoint_data(self) -> dict:
+        tc, task = self.tc, self.task
+        norm = self.alg.get_policy().obs_normalizer
+        return {
+            **self.alg.save(),
+            "task": self.task_name,
+            "task_config": self.task_config_dict,
+            "sim": self.sim,
+            "delegated": self.delegated,
+            "describe": self.describe,
+            "train_config": tc.to_dict(),
+            "rsl_rl_cfg": self.rsl_cfg,
+            "observation_size": task.observation_size,
+            "action_dim": task.action_dim,
+            "iteration": self.iteration,
+            "env_steps": self.iteration * self.steps_per_iteration,
+            "eval": self.last_eval,
+            "curriculum": self.curriculum(),
+            "obs_normalizer": ({"mean": norm.mean.cpu(), "std": norm.std.cpu()} if tc.obs_normalization else None),
+        }
 
-        def checkpoint_data(iteration: int, env_steps: int, last_eval: dict | None) -> dict:
-            actor = alg.get_policy()
-            norm = actor.obs_normalizer
-            return {
-                **alg.save(),
-                "task": task_name,
-                "task_config": task_config_dict,
-                "sim": sim,
-                "delegated": delegated,
-                "describe": describe,
-                "train_config": tc.to_dict(),
-                "rsl_rl_cfg": rsl_cfg,
-                "observation_size": task.observation_size,
-                "action_dim": task.action_dim,
-                "iteration": iteration,
-                "env_steps": env_steps,
-                "eval": last_eval,
-                "obs_normalizer": ({"mean": norm.mean.cpu(), "std": norm.std.cpu()} if tc.obs_normalization else None),
-            }
+    # ------------------------------------------------------------------
+    def _out_of_time(self, last_iteration_s: float) -> bool:
+        """With a time budget: the next iteration, and the final evaluation after it, would end past it."""
+        budget = self.tc.time_budget_s
+        if budget is None or self.iteration == self.first_iteration:
+            return False
+        final_eval = self.last_eval_s or 0.0
+        return time.perf_counter() - self.t_start + last_iteration_s + final_eval > budget
 
-        if tc.init_at_random_ep_len:
+    def run(self) -> TrainResult:
+        from tqdm import tqdm
+
+        tc, env = self.tc, self.env
+        for line in self.settle_warnings:
+            print(f"warning: {line}", file=sys.stderr)
+        if tc.init_at_random_ep_len and self.first_iteration == 0:
             env.episode_length_buf = torch.randint_like(env.episode_length_buf, high=env.max_episode_length)
-        obs = env.get_observations().to(runner.device)
-        alg.train_mode()
-        steps_per_iteration = tc.num_envs * tc.num_steps_per_env
-        bar = tqdm(
+        self.obs = env.get_observations().to(self.runner.device)
+        self.alg.train_mode()
+        self.bar = tqdm(
             total=tc.max_iterations,
             unit="it",
-            desc=f"{task_name}@{sim}",
-            disable=not progress,
+            desc=f"{self.task_name}@{self.sim}",
+            disable=not self.progress,
             file=sys.stderr,
             dynamic_ncols=True,
             leave=True,
         )
-        last_eval: dict | None = None
         stop_reason = "max_iterations"
-        iteration = 0
         last_iteration_s = 0.0
-        t_start = time.perf_counter()
+        end = self.first_iteration + tc.max_iterations
+        self.t_start = time.perf_counter()
         try:
-            while iteration < tc.max_iterations:
-                elapsed = time.perf_counter() - t_start
-                if tc.time_budget_s is not None and iteration > 0 and elapsed + last_iteration_s > tc.time_budget_s:
+            while self.iteration < end:
+                if self._out_of_time(last_iteration_s):
                     stop_reason = "time_budget"
                     break
                 t_iter = time.perf_counter()
-                ended: list = []  # (return, length, success) of the training episodes that end in this iteration
-                finals: list = []  # deferred checks (GPU): each step's statistics, read once after collection
-                nan_seen = torch.zeros((), dtype=torch.bool, device=task.device)
-                with torch.inference_mode():
-                    for _ in range(tc.num_steps_per_env):
-                        actions = alg.act(obs)
-                        obs, rewards, dones, extras = env.step(actions.to(env.device))
-                        if deferred:  # no host read inside the rollout: NaN is looked for once, below
-                            nan_seen = nan_seen | rewards.isnan().any()
-                            for value in obs.values():
-                                nan_seen = nan_seen | value.isnan().any()
-                        else:
-                            check_nan(obs, rewards, dones)
-                        obs, rewards, dones = obs.to(runner.device), rewards.to(runner.device), dones.to(runner.device)
-                        alg.process_env_step(obs, rewards, dones, extras)
-                        final = extras["final"]
-                        if deferred:
-                            finals.append(final)
-                        elif "log" in extras:
-                            _finished(ended, final)
-                    if deferred:  # the rollout's statistics stacked, step-major: one copy to the host each
-                        if bool(nan_seen):
-                            raise ValueError("the environment returned NaN observations or rewards in this rollout")
-                        _finished(ended, {k: torch.stack([f[k] for f in finals]) for k in finals[0]})
-                    collect_s = time.perf_counter() - t_iter
-                    alg.compute_returns(obs)
-                t_learn = time.perf_counter()
-                losses = alg.update()
-                learn_s = time.perf_counter() - t_learn
-                iteration += 1
-                runner.current_learning_iteration = iteration
-                env_steps = iteration * steps_per_iteration
-                fps = steps_per_iteration / (collect_s + learn_s)
-
-                evaluation = None
-                if tc.evaluates_at(iteration):
-                    evaluation = last_eval = evaluate_now(iteration)
-                if ended:
-                    rets, lens, succ = zip(*ended)
-                    mean_return, mean_length, success_rate = (sum(v) / len(v) for v in (rets, lens, succ))
-                else:
-                    mean_return = mean_length = success_rate = None
-                log.append(
-                    {
-                        "iteration": iteration,
-                        "env_steps": env_steps,
-                        "wall_s": time.perf_counter() - t_start,
-                        "mean_return": mean_return,
-                        "mean_length": mean_length,
-                        "success_rate": success_rate,
-                        "episodes": len(ended),
-                        "eval_return": evaluation and evaluation["return"],
-                        "eval_length": evaluation and evaluation["length"],
-                        "eval_success": evaluation and evaluation["success"],
-                        "fps": fps,
-                        "collect_s": collect_s,
-                        "learn_s": learn_s,
-                        "loss_value": losses.get("value"),
-                        "loss_surrogate": losses.get("surrogate"),
-                        "loss_entropy": losses.get("entropy"),
-                        "learning_rate": alg.learning_rate,
-                        "action_std": float(alg.get_policy().output_std.detach().mean()),
-                    }
-                )
-                if tc.save_interval and iteration % tc.save_interval == 0:
-                    save_checkpoint(
-                        out / f"checkpoint_{iteration}.pt", checkpoint_data(iteration, env_steps, last_eval)
-                    )
-                if evaluation is not None or (tc.save_interval and iteration % tc.save_interval == 0):
-                    log.write_json()
-                postfix = {
-                    "ret": f"{mean_return:.1f}" if mean_return is not None else "-",
-                    "succ": f"{success_rate:.2f}" if success_rate is not None else "-",
-                    "fps": f"{fps:,.0f}",
-                }
-                if last_eval is not None:
-                    postfix["eval"] = f"{last_eval['success']:.2f}"
-                bar.set_postfix(postfix, refresh=False)
-                bar.update(1)
+                rollout = self.collect()
+                losses, learn_s = self.update()
+                evaluation = self.evaluate()
+                self.log(rollout, losses, learn_s, evaluation, self.curriculum())
+                self.save(evaluation)
                 last_iteration_s = time.perf_counter() - t_iter
                 if (
                     evaluation is not None
@@ -395,40 +548,68 @@ def _train(
                     break
         except KeyboardInterrupt:
             stop_reason = "interrupted"
-        env_steps = iteration * steps_per_iteration
-        if last_eval is None or last_eval["iteration"] != iteration:
-            last_eval = evaluate_now(iteration)
-            if log.rows and log.rows[-1]["iteration"] == iteration:  # the curve ends at the final evaluation
-                log.update_last(
-                    eval_return=last_eval["return"], eval_length=last_eval["length"], eval_success=last_eval["success"]
-                )
-        wall_s = time.perf_counter() - t_start
-        checkpoint = save_checkpoint(out / "checkpoint_final.pt", checkpoint_data(iteration, env_steps, last_eval))
+        return self._finish(stop_reason)
+
+    def _finish(self, stop_reason: str) -> TrainResult:
+        """The final evaluation (when the last iteration had none), checkpoint, log and curve."""
+        log = self.log_file
+        assert log is not None
+        if self.last_eval is None or self.last_eval["iteration"] != self.iteration:
+            last = self.evaluate(scheduled=False)
+            assert last is not None
+            if log.rows and log.rows[-1]["iteration"] == self.iteration:  # the curve ends at the final evaluation
+                log.update_last(eval_return=last["return"], eval_length=last["length"], eval_success=last["success"])
+        wall_s = time.perf_counter() - self.t_start
+        env_steps = self.iteration * self.steps_per_iteration
+        checkpoint = save_checkpoint(self.out / "checkpoint_final.pt", self.checkpoint_data())
         log.write_json(
-            iterations=iteration, env_steps=env_steps, wall_s=wall_s, stop_reason=stop_reason, final_eval=last_eval
-        )
-        curve = log.plot(title=f"{task_name} on {sim}: {tc.num_envs} envs, seed {tc.seed}")
-        return TrainResult(
-            out_dir=out,
-            checkpoint=checkpoint,
-            task=task_name,
-            sim=sim,
-            iterations=iteration,
+            iterations=self.iteration,
             env_steps=env_steps,
             wall_s=wall_s,
             stop_reason=stop_reason,
-            final_eval=last_eval,
+            final_eval=self.last_eval,
+            eval_s=self.eval_s,
+            skipped_evals=self.skipped_evals,
+            first_iteration=self.first_iteration,
+        )
+        tc = self.tc
+        curve = log.plot(title=f"{self.task_name} on {self.sim}: {tc.num_envs} envs, seed {tc.seed}")
+        return TrainResult(
+            out_dir=self.out,
+            checkpoint=checkpoint,
+            task=self.task_name,
+            sim=self.sim,
+            iterations=self.iteration,
+            env_steps=env_steps,
+            wall_s=wall_s,
+            stop_reason=stop_reason,
+            final_eval=self.last_eval or {},
             log_csv=log.csv_path,
             log_json=log.json_path,
             curve_png=curve,
             rows=list(log.rows),
         )
-    finally:
-        if bar is not None:
-            bar.close()
-        if log is not None:
-            log.close()
-        env.close()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        if self.log_file is not None:
+            self.log_file.close()
+        if self.env is not None:
+            self.env.close()
+
+
+def _settle_warnings(config: Any, sim: str) -> list[str]:
+    """The settle check's warnings for a task on a robot (its config names ``robot``); none for another task,
+    and none when the check itself cannot run (it is advice: the training still starts)."""
+    robot = getattr(config, "robot", None)
+    if not isinstance(robot, str):
+        return []
+    try:
+        from simbackend.robots import settle_warnings
+    except ImportError:
+        return []
+    return list(settle_warnings(robot, sim))
 
 
 def _finished(ended: list, final: Mapping[str, torch.Tensor]) -> int:
