@@ -25,15 +25,17 @@ from .description import RobotDescription
 __all__ = ["joint_controller", "target_bounds"]
 
 
-def target_bounds(resolved: Any, scale: float, held_scale: float = 1e-3) -> tuple[list[float], list[float]]:
-    """``(low, high)`` per driven joint: the default angle ``-+ scale`` for the policy's joints and
-    ``-+ held_scale`` for the held ones, so that a normalized action 0 targets the default pose.
+def target_bounds(resolved: Any, scale: Any, held_scale: float = 1e-3) -> tuple[list[float], list[float]]:
+    """``(low, high)`` per driven joint: the default angle ``-+ scale`` for the policy's joints (one number,
+    or a ``(k,)`` tensor, one per policy joint) and ``-+ held_scale`` for the held ones, so that a
+    normalized action 0 targets the default pose.
 
     ``resolved`` is :func:`simbackend.robots.resolve`'s :class:`~simbackend.robots.ResolvedRobot`.
     """
     held = resolved.held_default
     targets = torch.cat([resolved.default_joints, held])
-    spread = torch.cat([torch.full_like(resolved.default_joints, float(scale)), torch.full_like(held, held_scale)])
+    scale = torch.as_tensor(scale, dtype=resolved.default_joints.dtype, device=resolved.default_joints.device)
+    spread = torch.cat([scale.expand_as(resolved.default_joints), torch.full_like(held, held_scale)])
     return (targets - spread).tolist(), (targets + spread).tolist()
 
 

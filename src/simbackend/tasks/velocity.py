@@ -61,12 +61,10 @@ from typing import Any, ClassVar
 
 import torch
 
-from simbackend.controllers import JointPDConfig, JointPositionConfig, make_controller
-from simbackend.controllers.base import joint_actuators
 from simbackend.errors import InvalidArgumentError, closest_names_hint
 from simbackend.math import quat_apply, quat_apply_inverse
 from simbackend.robots import get_robot, resolve, robot_scene
-from simbackend.robots import joint_gains as _joint_gains
+from simbackend.robots.actuation import joint_controller, target_bounds
 
 from . import register_task
 from .base import Task, TaskConfig, check_non_negative
@@ -253,28 +251,16 @@ class VelocityTask(Task):
         finite = torch.isfinite(half)
         self._soft_lo = torch.where(finite, mid - SOFT_LIMIT * half, lo)
         self._soft_hi = torch.where(finite, mid + SOFT_LIMIT * half, hi)
-        held = r.held_default
-        targets = torch.cat([r.default_joints, held])
         #: ``(k,)`` joint-target offset (rad) of a unit action, per policy joint
         self.action_scale = (
             default_action_scale(r.joint_low, r.joint_high)
             if c.action_scale is None
             else torch.full_like(r.default_joints, c.action_scale)
         )
-        spread = torch.cat([self.action_scale, torch.full_like(held, 1e-3)])
-        low, high = (targets - spread).tolist(), (targets + spread).tolist()
-        joints = desc.driven_joints
-        self._zeros_held = torch.zeros((n, held.numel()), dtype=torch.float32, device=dev)
-        if desc.actuation == "pd":
-            kp, kd = _joint_gains(desc, self.name)
-            self._kp = torch.tensor(kp[:k], device=dev)
-            self._kd = torch.tensor(kd[:k], device=dev)
-            return make_controller(b, JointPDConfig(joints=joints, kp=kp, kd=kd, low=low, high=high))
-        gains = b.get_model_actuator_gains()
-        ids = b.get_joint_ids(list(desc.joints)).cpu().numpy()
-        acts = joint_actuators(b, ids, desc.joints, "position", "robot.joints", "")
-        self._kp, self._kd = gains.kp[acts].to(dev), gains.kv[acts].to(dev)
-        return make_controller(b, JointPositionConfig(joints=joints, low=low, high=high))
+        self._zeros_held = torch.zeros((n, r.held_default.numel()), dtype=torch.float32, device=dev)
+        low, high = target_bounds(r, self.action_scale)
+        controller, self._kp, self._kd = joint_controller(desc, b, r, low, high)
+        return controller
 
     def _action_dim(self) -> int:
         return int(self.robot.qpos_cols.numel())

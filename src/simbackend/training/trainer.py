@@ -600,15 +600,12 @@ class _Run:
 
 
 def _settle_warnings(config: Any, sim: str) -> list[str]:
-    """The settle check's warnings for a task on a robot (its config names ``robot``); none for another task,
-    and none when the check itself cannot run (it is advice: the training still starts)."""
+    """The settle check's warnings for a task on a robot (its config names ``robot``); none for another task."""
     robot = getattr(config, "robot", None)
     if not isinstance(robot, str):
         return []
-    try:
-        from simbackend.robots import settle_warnings
-    except ImportError:
-        return []
+    from simbackend.robots import settle_warnings
+
     return list(settle_warnings(robot, sim))
 
 
