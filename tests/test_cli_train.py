@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 from typer.testing import CliRunner
 
 from simbackend.cli.main import app
+from simbackend.training import load_checkpoint, train
 
 runner = CliRunner()
 
@@ -86,6 +88,45 @@ def test_eval_tables_are_plain_lines_when_piped(checkpoint: Path) -> None:
     assert sweep.exit_code == 0, sweep.output
     assert not BOX.search(sweep.stdout) and "…" not in sweep.stdout, sweep.stdout
     assert sweep.stdout.count(str(checkpoint)) == 2 and "success rate: " in sweep.stdout, sweep.stdout
+    assert "task settings: the task's defaults" in one.stdout, one.stdout
+
+
+def test_task_settings_from_a_file_and_set_reach_the_checkpoint_and_eval(tmp_path: Path) -> None:
+    """--set wins over --task-config key by key; the checkpoint stores the resolved config; train and eval show
+    the settings that differ from the task's defaults."""
+    (tmp_path / "cartpole.json").write_text(json.dumps({"max_angle": 0.3, "init_noise": 0.03}))
+    out = tmp_path / "r"
+    result = _invoke("train", "--task", "cartpole", "--task-config", tmp_path / "cartpole.json", "--set",
+                     "max_angle=0.25", "--out", out, *TINY)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert re.search(r"^task settings\s+init_noise=0.03, max_angle=0.25$", result.output, re.M), result.output
+    stored = load_checkpoint(out / "checkpoint_final.pt").task_config
+    assert (stored["max_angle"], stored["init_noise"], stored["max_cart"]) == (0.25, 0.03, 2.4)
+    ev = _invoke("eval", "--checkpoint", out / "checkpoint_final.pt", "--seeds", "0", "--episodes", 1)
+    assert ev.exit_code == 0, ev.output
+    assert "task settings: init_noise=0.03, max_angle=0.25" in ev.output, ev.output
+
+
+#: the trainer's ``train(resume=...)`` (issue 39); the CLI passes --resume through to it
+RESUMES = "resume" in inspect.signature(train).parameters
+
+
+@pytest.mark.skipif(not RESUMES, reason="issue 39: simbackend.training.train(resume=...) has not landed in trainer.py")
+def test_resume_continues_the_run(tmp_path: Path, checkpoint: Path) -> None:
+    """--resume: the checkpoint's task, task settings and training config, --iterations more iterations; the
+    iteration counter goes on and the resumed log starts after the checkpoint's iteration."""
+    start = load_checkpoint(checkpoint)
+    out = tmp_path / "resumed"
+    result = _invoke("train", "--resume", checkpoint, "--set", "max_cart=3", "--iterations", 2, "--eval-interval", 0,
+                     "--no-progress", "--out", out)  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert f"resumed from      {checkpoint} (iteration {start.iteration})" in re.sub(r"\n\s*", "", result.output)
+    end = load_checkpoint(out / "checkpoint_final.pt")
+    assert end.task == "cartpole" and end.iteration == start.iteration + 2 > 0
+    assert end.train_config.num_envs == start.train_config.num_envs == 8 and end.train_config.seed == 1
+    assert end.task_config == {**start.task_config, "max_cart": 3}
+    rows = json.loads((out / "log.json").read_text())["rows"]
+    assert [row["iteration"] for row in rows] == [start.iteration + 1, start.iteration + 2]
 
 
 def test_train_on_mjwarp_then_eval_on_mujoco(tmp_path: Path) -> None:
@@ -140,6 +181,19 @@ def test_train_json_reports_the_run(tmp_path: Path) -> None:
         (("train", "--task", "cartpole", "--stop-at-success", 2), "--stop-at-success"),
         (("train", "--task", "cartpole", "--num-envs", 0), "--num-envs"),
         (("train", "--task", "cartpole", "--eval-interval", -1), "--eval-interval"),
+        (
+            ("train", "--task", "cartpole", "--set", "max_angl=1"),
+            "--set max_angl: unknown key 'max_angl' of task 'cartpole'; closest known names: 'max_angle'",
+        ),  # fmt: skip
+        (("train", "--task", "cartpole", "--set", "max_angle"), "--set: expected KEY=VALUE"),
+        (("train", "--task", "cartpole", "--set", "max_angle=-1"), "--set max_angle: config.max_angle: expected"),
+        (("train", "--task", "cartpole", "--task-config", "missing.json"), "--task-config: no such file"),
+        (("train", "--task", "cartpole", "--task-config", "A_FILE"), "--task-config A_FILE: not JSON"),
+        (("train", "--no-progress"), "--task: give a registered task"),
+        (("train", "--resume", "missing.pt"), "--resume: no such file"),
+        (("train", "--resume", "A_FILE"), "--resume: A_FILE:"),
+        (("train", "--resume", "CKPT", "--task", "reach"), "was trained on task 'cartpole', not 'reach'"),
+        (("train", "--resume", "CKPT", "--set", "max_angl=1"), "--set max_angl: unknown key"),
         (("eval", "--checkpoint", "missing.pt"), "--checkpoint"),
         (("eval", "--checkpoint", "A_FILE"), "--checkpoint"),
         (("eval", "--checkpoint", "CKPT", "--task", "reach"), "--task"),

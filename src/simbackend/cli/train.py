@@ -50,25 +50,67 @@ def _check_task(task: str) -> str:
     return task
 
 
-def _robot_config(task: str, robot: str | None) -> dict | None:
-    """The task config ``{"robot": robot}`` (``None`` without ``--robot``); exit 2 naming ``--robot`` for a
-    task that takes no robot or a robot that is not registered."""
-    if robot is None:
+def _resume_checkpoint(path: str | None, task: str | None) -> Any:
+    """The checkpoint ``--resume`` names (``None`` without it); exit 2 naming ``--resume`` for a missing or
+    unreadable file, or ``--task`` when it names another task than the checkpoint's."""
+    if path is None:
         return None
-    import dataclasses
+    if not Path(path).is_file():
+        raise fail(f"--resume: no such file {path}", code=2)
+    from simbackend.errors import SimBackendError
+    from simbackend.training.checkpoint import load_checkpoint
 
+    try:
+        ckpt = load_checkpoint(path)
+    except SimBackendError as e:
+        raise fail(f"--resume: {path}: {str(e).removeprefix('checkpoint: ')}", code=2) from None
+    if task is not None and task != ckpt.task:
+        raise fail(f"--task: {path} was trained on task {ckpt.task!r}, not {task!r}; leave --task out", code=2)
+    return ckpt
+
+
+def _task_config(
+    task: str, robot: str | None, file: str | None, sets: list[str], ckpt: Any, resume: str | None
+) -> dict | None:
+    """The task config mapping (``None``: the task's defaults) from the checkpoint ``--resume`` names, then
+    ``--task-config``, then ``--robot`` (``robot=ROBOT``), then each ``--set``
+    (:func:`simbackend.tasks.settings.task_settings`); exit 2 naming the flag of a bad key or value, a task that
+    takes no robot, or a robot that is not registered."""
     from simbackend.errors import SimBackendError
     from simbackend.robots import get_robot
     from simbackend.tasks import get_task_class
+    from simbackend.tasks.settings import task_settings
 
-    cls = get_task_class(task)
-    if "robot" not in {f.name for f in dataclasses.fields(cls.config_class)}:
-        raise fail(f"--robot: task {task!r} takes no robot (the velocity task does)", code=2)
+    given = [f"robot={json.dumps(robot)}"] if robot is not None else []
+    if robot is not None:
+        cls = get_task_class(task)
+        if "robot" not in {f.name for f in dataclasses.fields(cls.config_class)}:
+            raise fail(f"--robot: task {task!r} takes no robot (the velocity task does)", code=2)
+    if ckpt is None and file is None and not given and not sets:
+        return None
     try:
-        get_robot(robot)
+        config = task_settings(task, file=file, sets=[*given, *sets], base=None if ckpt is None else ckpt.task_config)
     except SimBackendError as e:
-        raise fail(str(e), code=2) from None  # it names the robot's field (robot.kp) or file
-    return {"robot": robot}
+        message = str(e)
+        if message.startswith("base:"):
+            message = f"--resume {resume}:{message.removeprefix('base:')}"
+        elif robot is not None and message.startswith("--set robot:") and not any(s.startswith("robot") for s in sets):
+            message = "--robot:" + message.removeprefix("--set robot:")
+        raise fail(message, code=2) from None
+    if isinstance(config.get("robot"), str):
+        try:
+            get_robot(config["robot"])
+        except SimBackendError as e:
+            raise fail(str(e), code=2) from None  # it names the robot's field (robot.kp) or file
+    return config
+
+
+def _settings_text(task: str, config: Any) -> str:
+    """``key=value, ...``: the task settings of ``config`` that differ from the task's defaults."""
+    from simbackend.tasks.settings import changed_settings, format_setting
+
+    changed = changed_settings(task, config or {})
+    return ", ".join(format_setting(k, v) for k, v in changed) if changed else "the task's defaults"
 
 
 def _parse_seeds(text: str) -> tuple[int, ...]:
@@ -126,14 +168,42 @@ def _fmt_ci(est: Any, digits: int = 3) -> str:
 @app.command("train")
 @with_build_flags
 def train_command(
-    task: str = typer.Option(..., "--task", "-t", metavar="TASK", help="Registered task (e.g. cartpole)."),
+    task: str | None = typer.Option(
+        None,
+        "--task",
+        "-t",
+        metavar="TASK",
+        help="Registered task (e.g. cartpole); required unless --resume gives it (then a check).",
+    ),
     sim: str = sim_option(),
     robot: str | None = typer.Option(
         None,
         "--robot",
         "-r",
         metavar="ROBOT",
-        help="Robot of a locomotion task: a name (simbackend robots) or a JSON description file.",
+        help="Robot of a locomotion task: a name (simbackend robots) or a JSON description file (the same as"
+        " --set robot=ROBOT, before the --set options).",
+    ),
+    task_config_file: str | None = typer.Option(
+        None,
+        "--task-config",
+        metavar="FILE.json",
+        help='Task settings: a JSON object of the task config\'s fields (e.g. {"action_scale": 0.3}).',
+    ),
+    sets: list[str] | None = typer.Option(
+        None,
+        "--set",
+        metavar="KEY=VALUE",
+        help="A task setting, repeatable, over --task-config's: a field of the task's config, dotted into a"
+        " mapping field (reward_weights.tilt=-2); VALUE is JSON where it parses, else text (robot=go1).",
+    ),
+    resume: str | None = typer.Option(
+        None,
+        "--resume",
+        metavar="CKPT.pt",
+        help="Continue the run of this checkpoint: its weights, optimizer, normalizer and iteration count, its"
+        " task, task settings (under --task-config and --set) and training config (under the flags given);"
+        " --iterations more iterations.",
     ),
     num_envs: int | None = typer.Option(
         None, "--num-envs", "-n", min=1, help="Parallel training envs (default: the task's training default)."
@@ -141,8 +211,13 @@ def train_command(
     dr_path: str | None = typer.Option(
         None, "--dr", metavar="PLAN.json", help="Domain-randomization plan of the training task (and its evaluations)."
     ),
-    seed: int = typer.Option(
-        0, "--seed", min=0, max=2**63 - 1, help="Seed of the task's resets, the networks and the action noise."
+    seed: int | None = typer.Option(
+        None,
+        "--seed",
+        min=0,
+        max=2**63 - 1,
+        help="Seed of the task's resets, the networks and the action noise (default 0; with --resume, the"
+        " checkpoint's).",
     ),
     iterations: int | None = typer.Option(
         None, "--iterations", "-i", min=1, help="PPO iterations at most (default: the task's)."
@@ -190,20 +265,27 @@ def train_command(
     """
     if time_budget is not None and not (time_budget > 0 and math.isfinite(time_budget)):
         raise fail(f"--time-budget: expected a number of seconds > 0, got {time_budget!r}", code=2)
+    ckpt = _resume_checkpoint(resume, task)
+    if ckpt is not None:
+        task = ckpt.task
+    elif task is None:
+        raise fail("--task: give a registered task (e.g. --task cartpole), or --resume CHECKPOINT", code=2)
     task = _check_task(task)
-    task_config = _robot_config(task, robot)
+    task_config = _task_config(task, robot, task_config_file, list(sets or ()), ckpt, resume)
     rate = _parse_rate(stop_at_success)
     default_out = out is None
     if out is None:
-        label = task if robot is None else f"{task}-{Path(robot).stem}"
+        robot_name = (task_config or {}).get("robot")
+        label = task if not isinstance(robot_name, str) else f"{task}-{Path(robot_name).stem}"
         out = str(Path("runs") / f"{label}-{sim}-{time.strftime('%Y%m%d-%H%M%S')}")
     check_output_folder(out, "--out", overwrite, make_parents=default_out)  # runs/ is made; a given parent must exist
 
     from simbackend.errors import SimBackendError
     from simbackend.training import TrainConfig, train
 
-    overrides: dict[str, Any] = {"seed": seed}
+    overrides: dict[str, Any] = {}
     for key, value in (
+        ("seed", seed),
         ("num_envs", num_envs),
         ("max_iterations", iterations),
         ("time_budget_s", time_budget),
@@ -214,10 +296,14 @@ def train_command(
     if rate is not ...:
         overrides["stop_at_success"] = rate
     try:
-        config = TrainConfig.for_task(task, **overrides)
+        if ckpt is None:
+            config = TrainConfig.for_task(task, **{"seed": 0, **overrides})
+        else:  # the run's own settings (network sizes included), under the flags given
+            config = TrainConfig.from_dict({**ckpt.data["train_config"], **overrides})
     except SimBackendError as e:
         raise fail(str(e), code=2) from None
     plan = load_plan(dr_path, config.num_envs)
+    resuming: dict[str, Any] = {} if resume is None else {"resume": resume}
     with staged_folder(out, make_parents=default_out) as staged:
         try:
             result = train(
@@ -230,6 +316,7 @@ def train_command(
                 progress=progress,
                 device=build.device,
                 backend_options=build.options,
+                **resuming,
             )
         except (SimBackendError, ValueError, TypeError, RuntimeError) as e:
             raise fail(f"training {task!r} on {sim!r} failed: {e}") from None
@@ -237,12 +324,26 @@ def train_command(
     if as_json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
         return
+    from simbackend.training import load_checkpoint
+
     ev = result.final_eval
+    stored = load_checkpoint(result.checkpoint).data  # what the checkpoint holds, as eval will read it
+    done, start = int(stored.get("iteration", result.iterations)), 0 if ckpt is None else ckpt.iteration
+    resumed = [] if ckpt is None else [("resumed from", [f"{resume} (iteration {ckpt.iteration})"])]
     fields(
         console,
         [
             ("task | sim", [f"{task} | {sim} | {config.num_envs} envs | seed {config.seed}"]),
-            ("iterations", [f"{result.iterations} (stopped: {result.stop_reason})"]),
+            ("task settings", [_settings_text(task, stored["task_config"])]),
+            *resumed,
+            (
+                "iterations",
+                [
+                    f"{done} ({done - start} in this run; stopped: {result.stop_reason})"
+                    if ckpt
+                    else f"{done} (stopped: {result.stop_reason})"
+                ],
+            ),
             ("env steps", [f"{result.env_steps:,}"]),
             ("wall time", [f"{result.wall_s:.1f} s"]),
             ("env-steps/s", [f"{result.env_steps_per_s:,.0f} (evaluations included)"]),
@@ -388,7 +489,7 @@ def eval_command(
     if as_json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
         return
-    _print_evaluation(result)
+    _print_evaluation(result, _settings_text(ckpt.task, ckpt.task_config))
 
 
 def _check_video_length(video: str | None, seconds: float | None, episodes: int | None) -> None:
@@ -420,7 +521,7 @@ def _eval_sweep(
     ckpts: list,
     sim: str | None,
     num_envs: int | None,
-    seeds: list[int],
+    seeds: tuple[int, ...],
     episodes: int | None,
     as_json: bool,
     use_ray: bool,
@@ -450,7 +551,7 @@ def _eval_sweep(
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
         raise typer.Exit(0 if ok else 1)
     if len(results) == 1 and ok:
-        _print_evaluation(results[0])
+        _print_evaluation(results[0], _settings_text(ckpts[0].task, ckpts[0].task_config))
         return
     rows = []
     for c, r in zip(ckpts, results, strict=True):
@@ -475,8 +576,8 @@ def _eval_sweep(
     raise typer.Exit(0 if ok else 1)
 
 
-def _print_evaluation(result: Any) -> None:
-    """The table of one evaluation."""
+def _print_evaluation(result: Any, settings: str) -> None:
+    """The table of one evaluation; ``settings``: the checkpoint's task settings that differ from the defaults."""
     rows = [
         (label, fmt.format(est.mean), _fmt_ci(est, 4), " ".join(fmt.format(s[key]) for s in result.per_seed))
         for label, est, key, fmt in (
@@ -505,6 +606,7 @@ def _print_evaluation(result: Any) -> None:
         ),
         soft_wrap=True,
     )
+    console.print(Text(f"task settings: {settings}"), soft_wrap=True)
     for engine, elements in {result.trained_on: result.trained_delegated, result.sim: result.delegated}.items():
         if elements:
             console.print(
