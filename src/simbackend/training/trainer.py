@@ -385,11 +385,9 @@ class _Run:
         if scheduled:
             if not tc.evaluates_at(self.iteration - self.first_iteration):
                 return None
-            if tc.time_budget_s is not None and self.last_eval_s is not None:
-                elapsed = time.perf_counter() - self.t_start
-                if self.eval_s + self.last_eval_s > tc.eval_share * (elapsed + self.last_eval_s):
-                    self.skipped_evals += 1
-                    return None
+            if tc.time_budget_s is not None and self._over_eval_share():
+                self.skipped_evals += 1
+                return None
         from simbackend.tasks import make_task
 
         t0 = time.perf_counter()
@@ -414,6 +412,15 @@ class _Run:
             "episodes": tc.eval_episodes,
         }
         return self.last_eval
+
+    def _over_eval_share(self) -> bool:
+        """Whether one more evaluation (as long as the last) would take the evaluations past ``eval_share``
+        of the training time so far; before the first, only a share of 0 says so."""
+        share = self.tc.eval_share
+        if share == 0.0 or self.last_eval_s is None:
+            return share == 0.0
+        elapsed = time.perf_counter() - self.t_start
+        return self.eval_s + self.last_eval_s > share * (elapsed + self.last_eval_s)
 
     def curriculum(self) -> dict:
         """The training task's curriculum state after this iteration (``{}`` for a task without one)."""

@@ -1,0 +1,220 @@
+"""The velocity recipe (:mod:`simbackend.tasks.velocity`): survival pays, the command curriculum, the
+defaults a robot's description gives, and the trainer's resume and evaluation share."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from simbackend.errors import InvalidArgumentError
+from simbackend.tasks import make_task
+from simbackend.tasks.velocity import (
+    REWARD_WEIGHTS,
+    VelocityConfig,
+    default_action_scale,
+    default_command_range,
+)
+
+
+def _fall(task, env: int) -> None:
+    """Put env ``env``'s base on the floor, tipped over: it ends at its next step."""
+    b = task.backend
+    qpos = b.get_qpos()[env : env + 1].clone()
+    qpos[0, 2] = 0.05
+    qpos[0, 3:7] = torch.tensor([math.cos(0.8), math.sin(0.8), 0.0, 0.0])  # 92 degrees of roll
+    b.set_state([env], qpos, torch.zeros_like(b.get_qvel()[env : env + 1]))
+
+
+def test_survival_pays_more_than_an_early_end() -> None:
+    """A step alive is never worth less than 0 and a fall costs the termination weight: the return of a robot
+    that stands (zero actions, moving commands it does not follow) beats that of one that falls at once. With
+    the penalties unclipped and no termination cost, standing still is a loss and falling early the way out:
+    the failure the recipe exists to prevent."""
+    task = make_task("velocity", "mujoco", 2, config={"robot": "go1", "joint_noise": 0.0}, seed=3)
+    try:
+        _fall(task, 1)
+        first = task.step(torch.zeros(2, 12))
+        assert bool(first.terminated[1]) and not bool(first.terminated[0])
+        assert float(first.reward[1]) <= REWARD_WEIGHTS["termination"] + 0.03 < 0  # at most one step of tracking
+        standing = [float(first.reward[0])]
+        for _ in range(30):
+            standing.append(float(task.step(torch.zeros(2, 12)).reward[0]))
+        assert min(standing) >= 0.0
+        assert sum(standing) > float(first.reward[1])
+        # the clip term is what was added back: the terms still sum to the reward
+        step = task.step(torch.zeros(2, 12))
+        total = torch.stack(list(step.info["reward_terms"].values())).sum(0)
+        torch.testing.assert_close(total, step.reward)
+    finally:
+        task.close()
+
+
+def test_without_the_clip_penalties_make_standing_a_loss() -> None:
+    """The counterpart: the same standing robot, the clip off, collects negative steps (so the clip is
+    what keeps them at 0 above)."""
+    task = make_task(
+        "velocity", "mujoco", 1, config={"robot": "go1", "joint_noise": 0.0, "only_positive_rewards": False}, seed=3
+    )
+    try:
+        rewards = [float(task.step(torch.zeros(1, 12)).reward[0]) for _ in range(10)]
+        assert min(rewards) < 0.0
+    finally:
+        task.close()
+
+
+def test_the_command_curriculum_starts_small_and_widens_when_tracked() -> None:
+    config = {
+        "robot": "go1",
+        "episode_length": 20,
+        "resample_time": 0.4,
+        "joint_noise": 0.0,
+        "curriculum_start": 0.0,  # standing commands: a standing robot tracks them
+        "curriculum_step": 0.5,
+    }
+    task = make_task("velocity", "mujoco", 4, config=config, seed=0)
+    try:
+        assert task.command_level == 1.0  # not training: the full ranges (evaluations)
+        task.begin_training()
+        assert task.curriculum_state() == {"command_level": 0.0}
+        task.reset()
+        assert float(task.commands.abs().max()) == 0.0
+        for _ in range(20):
+            step = task.step(torch.zeros(4, 12))
+            done = step.terminated | step.truncated
+            if bool(done.any()):
+                task.reset(torch.nonzero(done).flatten())
+        assert task.command_level == 0.5  # one window of well-tracked episodes: promoted one step
+        assert 0.0 < float(task.commands.abs().max())
+        lo, hi = (torch.tensor([r[i] for r in task.command_range]) for i in (0, 1))
+        assert bool((task.commands >= 0.5 * lo - 1e-6).all() and (task.commands <= 0.5 * hi + 1e-6).all())
+        task.load_curriculum_state({"command_level": 1.0})
+        assert task.command_level == 1.0
+        with pytest.raises(InvalidArgumentError, match="command_level"):
+            task.load_curriculum_state({"command_level": 2.0})
+    finally:
+        task.close()
+
+
+def test_a_curriculum_that_is_not_tracked_stays() -> None:
+    """Full-range moving commands that a standing robot does not follow: no promotion."""
+    config = {"robot": "go1", "episode_length": 20, "joint_noise": 0.0, "curriculum_start": 1.0 / 3}
+    task = make_task("velocity", "mujoco", 4, config={**config, "command_range": [[1, 1], [0, 0], [0, 0]]})
+    try:
+        task.begin_training()
+        task.reset()
+        for _ in range(20):
+            task.step(torch.zeros(4, 12))
+        assert task.command_level == pytest.approx(1.0 / 3)
+    finally:
+        task.close()
+
+
+def test_defaults_come_from_the_description() -> None:
+    # a Froude number of 0.35 on the base's default height, at most 1 m/s
+    assert default_command_range(0.2965) == ((-1.0, 1.0), (-0.5, 0.5), (-1.0, 1.0))
+    v = round(math.sqrt(0.35 * 9.81 * 0.15), 2)
+    assert default_command_range(0.15) == ((-v, v), (-v / 2, v / 2), (-1.0, 1.0))
+    assert default_command_range(0.8)[0] == (-1.0, 1.0)
+    low = torch.tensor([-0.5, -3.0, -math.inf])
+    high = torch.tensor([0.5, 3.0, math.inf])
+    torch.testing.assert_close(default_action_scale(low, high), torch.tensor([0.25, 0.5, 0.5]))
+    task = make_task("velocity", "mujoco", 1, config={"robot": "go1"})
+    try:
+        assert task.command_range == ((-1.0, 1.0), (-0.5, 0.5), (-1.0, 1.0))
+        r = task.robot
+        torch.testing.assert_close(task.action_scale, (0.25 * (r.joint_high - r.joint_low)).clamp(max=0.5))
+    finally:
+        task.close()
+    task = make_task("velocity", "mujoco", 1, config={"robot": "go1", "action_scale": 0.3})
+    try:
+        torch.testing.assert_close(task.action_scale, torch.full((12,), 0.3))
+    finally:
+        task.close()
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        ({"only_positive_rewards": 1}, "config.only_positive_rewards"),
+        ({"curriculum_start": 1.5}, r"config.curriculum_start: expected a number in \[0, 1\]"),
+        ({"curriculum_step": 0.0}, r"config.curriculum_step: expected a number in \(0, 1\]"),
+        ({"curriculum_threshold": float("nan")}, "config.curriculum_threshold"),
+        ({"reward_weights": {"tilts": -1.0}}, "unknown terms.*closest known names: 'tilt'"),
+        ({"action_scale": -0.1}, "config.action_scale"),
+    ],
+)
+def test_bad_recipe_settings_fail_naming_the_field(changes: dict, match: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=match):
+        VelocityConfig(**changes)
+
+
+def _small(**changes: object) -> dict:
+    return {"num_envs": 8, "num_steps_per_env": 8, "max_iterations": 2, "eval_episodes": 2, **changes}
+
+
+def test_resume_continues_a_run(tmp_path: Path) -> None:
+    from simbackend.training import load_checkpoint, train
+
+    first = train("cartpole", "mujoco", train_config=_small(), out_dir=tmp_path / "a", progress=False)
+    again = train(
+        None, "mujoco", train_config=_small(), out_dir=tmp_path / "b", progress=False, resume=first.checkpoint
+    )
+    assert again.task == "cartpole" and again.iterations == 4
+    assert [row["iteration"] for row in again.rows] == [3, 4]
+    assert load_checkpoint(again.checkpoint).iteration == 4
+    saved = json.loads((tmp_path / "b" / "config.json").read_text())
+    assert saved["resumed_from"] == str(first.checkpoint)
+
+    # the resumed networks start where the first run ended, not afresh: one more iteration moves the actor's
+    # weights by Adam's steps (<= 20 x lr), a fresh start of another seed is a different network
+    def first_layer(path: Path) -> torch.Tensor:
+        actor = torch.load(path, weights_only=True)["actor_state_dict"]
+        return next(v for k, v in actor.items() if k.endswith("weight"))
+
+    one = train(
+        None, "mujoco", train_config=_small(max_iterations=1), out_dir=tmp_path / "c", progress=False,
+        resume=first.checkpoint,
+    )  # fmt: skip
+    fresh = train("cartpole", "mujoco", seed=7, train_config=_small(max_iterations=1), out_dir=tmp_path / "e",
+                  progress=False)  # fmt: skip
+    moved = (first_layer(one.checkpoint) - first_layer(first.checkpoint)).abs().max()
+    assert float(moved) <= 0.03 < float((first_layer(fresh.checkpoint) - first_layer(first.checkpoint)).abs().max())
+    with pytest.raises(InvalidArgumentError, match="resume: the checkpoint trained task 'cartpole'"):
+        train("reach", "mujoco", train_config=_small(), out_dir=tmp_path / "d", progress=False, resume=first.checkpoint)
+
+
+def test_resume_keeps_the_curriculum(tmp_path: Path) -> None:
+    from simbackend.training import load_checkpoint, train
+
+    config = {"robot": "quadruped", "episode_length": 10, "curriculum_start": 0.5}
+    tc = _small(max_iterations=1)
+    first = train("velocity", "mujoco", task_config=config, train_config=tc, out_dir=tmp_path / "a", progress=False)
+    assert first.rows[-1]["command_level"] >= 0.5
+    ckpt = load_checkpoint(first.checkpoint)
+    data = dict(ckpt.data)
+    data["curriculum"] = {"command_level": 0.75}
+    torch.save(data, tmp_path / "edited.pt")
+    again = train(
+        None, "mujoco", train_config=tc, out_dir=tmp_path / "b", progress=False, resume=tmp_path / "edited.pt"
+    )
+    assert again.rows[0]["command_level"] >= 0.75
+
+
+def test_evaluations_keep_to_their_share_of_a_time_budget(tmp_path: Path) -> None:
+    from simbackend.training import train
+
+    # share 0: every scheduled evaluation (iterations 1-3) is skipped; the final one still runs
+    r = train(
+        "cartpole", "mujoco", train_config=_small(max_iterations=3, time_budget_s=1e6, eval_share=0.0),
+        out_dir=tmp_path / "a", progress=False,
+    )  # fmt: skip
+    log = json.loads(r.log_json.read_text())
+    assert log["meta"]["skipped_evals"] == 3 and r.final_eval["iteration"] == 3
+    assert [row["eval_success"] is not None for row in r.rows] == [False, False, True]
+    # without a budget the schedule holds
+    r = train("cartpole", "mujoco", train_config=_small(max_iterations=3), out_dir=tmp_path / "b", progress=False)
+    assert all(row["eval_success"] is not None for row in r.rows)
