@@ -111,3 +111,31 @@ def test_sapien_agrees_that_go1_stands() -> None:
     (r,) = report.results
     assert r.stands and r.touching == {} and r.feet_share == pytest.approx(1.0, abs=0.05)
     assert not math.isnan(r.tilt)
+
+
+@pytest.mark.parametrize("robot", ["quadruped", "go1"])
+def test_joint_controller_drives_the_description_at_its_actuation(robot: str) -> None:
+    """``joint_controller``: a PD controller with the description's gains for ``actuation='pd'`` (the
+    quadruped), the scene's position servos with their own gains for ``'servo'`` (Go1); an action 0 targets
+    the default pose; ``kp``/``kd`` are the policy joints' float32 gains."""
+    import torch
+
+    from simbackend.robots import joint_controller, make_robot_backend, resolve
+    from simbackend.robots.actuation import target_bounds
+
+    desc = get_robot(robot)
+    with make_robot_backend(desc, "mujoco", 2) as b:
+        r = resolve(desc, b)
+        low, high = target_bounds(r, 0.5)
+        controller, kp, kd = joint_controller(desc, b, r, low, high)
+        k = len(desc.joints)
+        assert kp.shape == kd.shape == (k,) and kp.dtype == kd.dtype == torch.float32
+        if desc.actuation == "pd":
+            assert controller.physics_rate  # the PD law runs every substep
+            assert kp.tolist() == [40.0] * k and kd.tolist() == [1.0] * k
+        else:
+            acts = [b.actuator_names.index(n) for n in ("FR_hip_joint", "FR_thigh_joint", "FR_calf_joint")]
+            gains = b.get_model_actuator_gains()
+            assert kp[:3].tolist() == gains.kp[acts].tolist() and kd[:3].tolist() == gains.kv[acts].tolist()
+        controller.apply(torch.zeros((2, len(desc.driven_joints))), 1)
+        assert torch.allclose(controller.targets[:, :k], r.default_joints.expand(2, -1), atol=1e-5)

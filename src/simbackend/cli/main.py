@@ -332,8 +332,8 @@ def robots(
             raise fail(f"{given[0]}: only with --settle", code=2)
     elif name is None:
         raise fail("--settle: name a ROBOT to settle", code=2)
-    elif not seconds > 0:
-        raise fail(f"--seconds: expected a number > 0, got {seconds:g}", code=2)
+    elif not 0 < seconds <= 3600:
+        raise fail(f"--seconds: expected a number of seconds in (0, 3600], got {seconds:g}", code=2)
     if name is None:
         listed = [(r, get_robot(r)) for r in available_robots()]
         rows = [(r, os.path.basename(os.fspath(d.model)), str(len(d.joints)), d.actuation, ", ".join(d.feet))
