@@ -40,7 +40,7 @@ number of 0.35, Go1's 1 m/s), half that sideways, and 1 rad/s of yaw.
 Command curriculum (training only, :meth:`VelocityTask.begin_training`): the
 commands start at ``curriculum_start`` of their ranges and widen by
 ``curriculum_step`` each time the training episodes that ended over the last
-``episode_length`` steps tracked well: their summed ``track_lin_vel`` value
+fifth of ``episode_length`` steps tracked well: their summed ``track_lin_vel`` value
 over ``episode_length`` reaches ``curriculum_threshold`` (a fall counts the
 steps it did not walk as zero). Evaluations and a task that is not training
 draw from the full ranges.
@@ -86,6 +86,8 @@ REWARD_WEIGHTS = {
 }
 #: reward terms that are not weights of REWARD_WEIGHTS: what ``only_positive_rewards`` added back
 CLIP_TERM = "clip"
+#: the curriculum judges the episodes that ended over the last ``episode_length / CURRICULUM_WINDOWS`` steps
+CURRICULUM_WINDOWS = 5
 #: the Froude number of the default forward command (v^2 / (g h) with h the base's default height)
 FROUDE = 0.35
 #: fraction of a joint's range beyond which the joint-limit penalty grows
@@ -136,7 +138,7 @@ class VelocityConfig(TaskConfig):
     command_curriculum: bool = True
     curriculum_start: float = 0.25
     curriculum_step: float = 0.25
-    curriculum_threshold: float = 0.7
+    curriculum_threshold: float = 0.6
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -403,13 +405,13 @@ class VelocityTask(Task):
         self.command_level = float(level)
 
     def _advance_curriculum(self) -> None:
-        """Count the episodes that end at this step (no host read); every ``episode_length`` steps, promote
+        """Count the episodes that end at this step (no host read); every fifth of ``episode_length`` steps, promote
         the commands a level when those episodes tracked well (one read)."""
         c = self.config
         ended = self._fell | (self.episode_step >= c.episode_length)
         self._window += torch.stack([(self._track_sum * ended).sum(), ended.sum().to(torch.float32)])
         self._window_steps += 1
-        if self._window_steps < c.episode_length:
+        if self._window_steps < max(1, c.episode_length // CURRICULUM_WINDOWS):
             return
         total, count = self._window.tolist()
         self._window.zero_()
