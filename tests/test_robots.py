@@ -475,3 +475,125 @@ def test_the_robots_command_fails_where_an_installed_engine_refuses_the_descript
     loads = runner.invoke(app, ["robots", str(good)])  # the absent engine alone does not fail it
     assert loads.exit_code == 0, loads.output
     assert "absent  loads: no" in loads.output
+
+
+#: a one-joint URDF whose base inertia violates the triangle inequality (0.001 + 0.001 < 0.01), as shipped
+#: models (Mini Cheetah's thighs, ANYmal C's camera) do
+BAD_INERTIA_URDF = """<robot name="bad">
+  <link name="body">
+    <inertial><mass value="1"/><inertia ixx="0.001" iyy="0.001" izz="0.01" ixy="0" ixz="0" iyz="0"/></inertial>
+    <collision><geometry><box size="0.2 0.1 0.05"/></geometry></collision>
+  </link>
+  <link name="leg">
+    <inertial><mass value="0.1"/><inertia ixx="1e-4" iyy="1e-4" izz="1e-4" ixy="0" ixz="0" iyz="0"/></inertial>
+    <collision><origin xyz="0 0 -0.05"/><geometry><sphere radius="0.02"/></geometry></collision>
+  </link>
+  <joint name="hip" type="revolute"><parent link="body"/><child link="leg"/><origin xyz="0 0 -0.1"/>
+    <axis xyz="0 1 0"/><limit lower="-1" upper="1" effort="5" velocity="10"/></joint>
+</robot>
+"""
+
+
+def _bad_inertia_robot(folder: Path, **changes: object) -> Path:
+    (folder / "bad_inertia.urdf").write_text(BAD_INERTIA_URDF)
+    fields = {"name": "bad", "model": "bad_inertia.urdf", "joints": ["hip"], "default_pose": {"hip": 0.0},
+              "base_body": "body", "feet": ["leg"], "add_free_joint": True, "kp": 10.0, "kd": 0.5, **changes}  # fmt: skip
+    path = folder / f"{fields['name']}.json"
+    path.write_text(json.dumps(fields))
+    return path
+
+
+def test_a_model_mujoco_cannot_compile_is_one_line_naming_robot_model(tmp_path: Path) -> None:
+    """MuJoCo's compile error (raised by the spec's XML writer before the scene is cached) is one line naming
+    robot.model and the file, with the option that fixes it, on every path: robot_scene, make_robot_backend,
+    the velocity task and ``simbackend robots``."""
+    from simbackend.robots import make_robot_backend
+
+    path = _bad_inertia_robot(tmp_path)
+    expected = (
+        r"^robot\.model: MuJoCo could not compile .*bad_inertia\.urdf: .*A \+ B >= C.*"
+        r"set robot\.model_options\.balance_inertia to true"
+    )
+    for build in (
+        lambda: robot_scene(str(path)),
+        lambda: make_robot_backend(str(path), "mujoco", 1),
+        lambda: make_task("velocity", "mujoco", 1, config={"robot": str(path)}),
+    ):
+        with pytest.raises(InvalidArgumentError, match=expected) as e:
+            build()
+        assert isinstance(e.value, ModelLoadError) and "\n" not in str(e.value)
+    run = [sys.executable, "-m", "simbackend.cli.main", "robots", str(path), "--sim", "mujoco"]
+    cli = subprocess.run(run, capture_output=True, text=True, timeout=300)
+    assert cli.returncode == 1 and "Traceback" not in cli.stderr, cli.stderr
+    assert len(cli.stderr.strip().splitlines()) == 1 and cli.stderr.startswith("error: robot.model: MuJoCo could not")
+
+
+def test_balance_inertia_loads_the_model_with_the_same_inertia_on_every_engine(tmp_path: Path) -> None:
+    """``model_options.balance_inertia`` reaches the composed scene's compiler: the model loads, and MuJoCo and
+    SAPIEN (read back from PhysX) hold the same balanced inertia, which satisfies the triangle inequality."""
+    from simbackend.robots import make_robot_backend
+
+    path = _bad_inertia_robot(tmp_path, name="balanced", model_options={"balance_inertia": True})
+    sims = ["mujoco"] + (["sapien"] if _installed("sapien") else [])
+    inertias = {}
+    for sim in sims:
+        with make_robot_backend(str(path), sim, 1) as b:
+            inertia = np.asarray(b.model_fields()["body_inertia"], np.float64)[list(b.body_names).index("body")]
+            moments = np.linalg.eigvalsh(inertia)
+            assert moments[0] + moments[1] >= moments[2] * (1 - 1e-6), (sim, moments)
+            inertias[sim] = moments
+    for sim, moments in inertias.items():
+        np.testing.assert_allclose(moments, inertias["mujoco"], rtol=1e-5, err_msg=sim)
+    with pytest.raises(ArgumentTypeError, match=r"^robot\.model_options\.balance_inertia: expected True, False"):
+        get_robot(str(_bad_inertia_robot(tmp_path, name="typo", model_options={"balance_inertia": "yes"})))
+
+
+def _installed(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def test_robot_scene_takes_a_name_or_a_json_path(critter: Path) -> None:
+    """As make_robot_backend and resolve do: a description, a registered name or a JSON file."""
+    assert robot_scene(str(critter)) == robot_scene(critter) == robot_scene(get_robot(str(critter)))
+    assert robot_scene("go1").path == robot_scene(get_robot("go1")).path
+    with pytest.raises(ArgumentTypeError, match=r"^robot: expected a robot name or a JSON file, got int"):
+        robot_scene(3)
+
+
+def test_sapiens_pair_budget_error_suggests_fusing_fixed_links(tmp_path: Path) -> None:
+    """Ten fixed links on one body make 45 pairs PhysX must ignore, over its 32 bits: the message says that
+    fuse_static merges them, and with it the robot builds."""
+    pytest.importorskip("sapien")
+    from simbackend.robots import make_robot_backend
+
+    welded = "".join(
+        f'<link name="f{i}"><inertial><mass value="0.1"/><inertia ixx="1e-4" iyy="1e-4" izz="1e-4" ixy="0" ixz="0"'
+        f' iyz="0"/></inertial><collision><origin xyz="{0.02 * i} 0 0"/><geometry><sphere radius="0.01"/>'
+        f'</geometry></collision></link><joint name="w{i}" type="fixed"><parent link="body"/><child link="f{i}"/>'
+        "</joint>"
+        for i in range(10)
+    )
+    (tmp_path / "bad_inertia.urdf").write_text(
+        BAD_INERTIA_URDF.replace('izz="0.01"', 'izz="0.002"').replace('<link name="leg">', welded + '<link name="leg">')
+    )
+    fields = {"name": "welded", "model": "bad_inertia.urdf", "joints": ["hip"], "default_pose": {"hip": 0.0},
+              "base_body": "body", "feet": ["leg"], "add_free_joint": True, "kp": 10.0, "kd": 0.5}  # fmt: skip
+    with pytest.raises(ModelLoadError, match=r"PhysX's 32 ignore bits.*10 bodies are welded.*fuse_static: true"):
+        make_robot_backend(RobotDescription.from_dict(fields, base_dir=str(tmp_path)), "sapien", 1)
+    fused = {**fields, "model_options": {"fuse_static": True}}
+    with make_robot_backend(RobotDescription.from_dict(fused, base_dir=str(tmp_path)), "sapien", 1) as b:
+        assert list(b.body_names) == ["world", "body", "leg"]
+
+
+def test_the_robots_command_prints_the_total_mass(critter: Path) -> None:
+    """Per engine, the bodies' masses as the engine holds them: the critter's URDF gives 4 + 4 (0.4 + 0.2) kg."""
+    from typer.testing import CliRunner
+
+    import simbackend.cli.main  # noqa: F401  (registers the commands)
+    from simbackend.cli.common import app
+
+    out = CliRunner().invoke(app, ["robots", str(critter), "--sim", "mujoco"])
+    assert out.exit_code == 0, out.output
+    assert "mass: 6.400 kg" in out.output, out.output

@@ -315,7 +315,8 @@ def robots(
     """List the registered robots, or show what ROBOT resolves to on each engine.
 
     For ROBOT: its description (model, joints in policy order, default pose, actuation, base, feet) and, per engine,
-    whether its scene builds there, its sizes, the feet's bodies and the base's standing height. Exit code 2: an
+    whether its scene builds there, its sizes, its total mass (the bodies' masses as the engine holds them), the
+    feet's bodies and the base's standing height. Exit code 2: an
     unknown robot or engine; 1: the description fails against its model on an installed engine, or on one
     ``--sim`` names (the message names the field); an engine not installed is a failure only where named.
 
@@ -371,40 +372,43 @@ def robots(
     ]
     show(console, f"Robot {desc.name!r}", ("field", "value"), fields, wrap=(1,), show_header=False)
 
-    rows: list[tuple[str, ...]] = []
+    resolved: list[tuple[str, ...]] = []
     failed = False
     for sim in sims or list(available_backends()):
         try:
             with make_robot_backend(desc, sim, 1) as b:
                 r = resolve(desc, b, scene.default_qpos)
-                rows.append(
+                mass = float(b.model_fields()["body_mass"].sum())  # kg, the bodies' masses as the engine holds them
+                resolved.append(
                     (
                         sim,
                         "yes",
                         f"{b.nq} / {b.nv} / {b.num_actuators}",
+                        f"{mass:.3f} kg",
                         ", ".join(f"{b.body_names[i]} ({i})" for i in r.feet),
                         "yes" if b.capabilities.contact_forces else "no",
                     )
                 )
         except ImportError as e:  # an engine whose extra is missing: a failure only where --sim names it
             failed = failed or bool(sims)
-            rows.append((sim, "no", " ".join(str(e).split()), "", ""))
+            resolved.append((sim, "no", " ".join(str(e).split()), "", "", ""))
         except SimBackendError as e:  # an installed engine refuses the description
             failed = True
-            rows.append((sim, "no", " ".join(str(e).split()), "", ""))
+            resolved.append((sim, "no", " ".join(str(e).split()), "", "", ""))
     show(
         console,
         "Resolved on each engine",
-        ("engine", "loads", "nq / nv / nu", "feet (body ids)", "contact forces"),
-        rows,
-        wrap=(2, 3),
+        ("engine", "loads", "nq / nv / nu", "mass", "feet (body ids)", "contact forces"),
+        resolved,
+        wrap=(2, 4),
         plain=[
-            (sim, [f"loads: {ok}", f"nq / nv / nu: {sizes}", f"feet: {feet}", f"contact forces: {forces}"])
+            (sim, [f"loads: {ok}", f"nq / nv / nu: {sizes}", f"mass: {mass}", f"feet: {feet}",
+                   f"contact forces: {forces}"])
             if ok == "yes"
             else (sim, [f"loads: no ({sizes})"])
-            for sim, ok, sizes, feet, forces in rows
+            for sim, ok, sizes, mass, feet, forces in resolved
         ],
-    )
+    )  # fmt: skip
     if failed:
         raise typer.Exit(1)
 

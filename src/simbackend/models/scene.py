@@ -30,10 +30,11 @@ from typing import Any
 import numpy as np
 
 from simbackend.errors import InvalidArgumentError, ModelLoadError, closest_names_hint
-from simbackend.models.compiler import compiled, one_line, prepared_spec
+from simbackend.models.compiler import one_line, prepared_spec
 from simbackend.models.mujoco_extra import import_mujoco
+from simbackend.models.urdf import urdf_error_hint
 
-__all__ = ["ScenePlan", "SceneFile", "compose_scene", "cache_folder"]
+__all__ = ["ScenePlan", "SceneFile", "SceneCompileError", "compose_scene", "cache_folder"]
 
 #: the floor's name in a composed scene
 FLOOR = "floor"
@@ -41,6 +42,13 @@ FLOOR = "floor"
 CLEARANCE = 0.002
 #: bump when the composition changes: cached scenes of older versions are not reused
 _VERSION = 1
+
+
+class SceneCompileError(ModelLoadError, InvalidArgumentError):
+    """MuJoCo's compiler refuses a plan's model (an inertia, a mass, a mesh): one line naming
+    ``{argument}.model``, the file and MuJoCo's message, with the fix where one is known. Both a
+    :class:`~simbackend.errors.ModelLoadError` and an :class:`~simbackend.errors.InvalidArgumentError`
+    (the description's model is an argument the call cannot take)."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,8 @@ class ScenePlan:
         timestep: the physics substep (s). base_keyframe: the keyframe the pose starts from when
             ``default_pose`` is a mapping.
         package_dirs, fuse_static: the model compiler's options.
+        balance_inertia: let MuJoCo's compiler correct inertias that violate the triangle inequality
+            (its ``balanceinertia``; ``None``/``False``: as written, an error names the body).
         argument: what messages name: ``{argument}.{field}`` (``robot.base_body``).
     """
 
@@ -78,6 +88,7 @@ class ScenePlan:
     base_keyframe: str | None = None
     package_dirs: tuple[str, ...] | None = None
     fuse_static: bool | None = None
+    balance_inertia: bool | None = None
     argument: str = "scene"
 
     @property
@@ -114,8 +125,14 @@ def compose_scene(plan: ScenePlan) -> SceneFile:
     except ModelLoadError as e:
         raise ModelLoadError(f"{plan.argument}.model: {e}") from e
     _compose(spec, plan, label)
+    if plan.balance_inertia:
+        spec.compiler.balanceinertia = True
     placed = json.dumps([plan.default_pose, plan.base_keyframe, plan.base_body, plan.driven_joints], sort_keys=True)
-    key = hashlib.sha256(f"{_VERSION}\n{placed}\n{spec.to_xml()}".encode()).hexdigest()[:20]
+    try:
+        xml = spec.to_xml()  # compiles the spec: MuJoCo's compile errors surface here first
+    except Exception as e:  # mujoco raises ValueError with the compiler's (multi-line) message
+        raise _compile_error(plan, label, urdf, one_line(e)) from e
+    key = hashlib.sha256(f"{_VERSION}\n{placed}\n{xml}".encode()).hexdigest()[:20]
     folder = cache_folder() / f"{plan.name}-{key}"
     done = folder / "scene.json"
     if done.is_file():
@@ -123,9 +140,9 @@ def compose_scene(plan: ScenePlan) -> SceneFile:
         if Path(meta["path"]).is_file():
             return SceneFile(meta["path"], tuple(meta["default_qpos"]))
     try:
-        model = compiled(spec, label, urdf)
-    except ModelLoadError as e:
-        raise ModelLoadError(f"{plan.argument}.model: {e}") from e
+        model = spec.compile()
+    except Exception as e:  # mujoco raises ValueError with the compiler's (multi-line) message
+        raise _compile_error(plan, label, urdf, one_line(e)) from e
     qpos = _default_qpos(mujoco, model, plan)
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{plan.name}-", dir=folder.parent))
@@ -142,6 +159,20 @@ def compose_scene(plan: ScenePlan) -> SceneFile:
     if not done.is_file():
         raise ModelLoadError(f"{plan.argument} {plan.name!r}: could not write its scene into {folder}")
     return SceneFile(str(final), tuple(meta["default_qpos"]))
+
+
+def _compile_error(plan: ScenePlan, label: str, urdf: bool, message: str) -> SceneCompileError:
+    """MuJoCo's compile error for the plan's model, in one line naming ``{argument}.model`` and the file, with
+    the fix a plan can ask for (the balance_inertia option) or the one a URDF file can."""
+    hint = ""
+    if "A + B >= C" in message and not plan.balance_inertia:
+        hint = (
+            f"; set {plan.argument}.model_options.balance_inertia to true to let MuJoCo correct the inertia"
+            " (or fix the body's inertia in the file)"
+        )
+    elif urdf:
+        hint = urdf_error_hint(message)
+    return SceneCompileError(f"{plan.argument}.model: MuJoCo could not compile {label}: {message}{hint}")
 
 
 def _compose(spec: Any, plan: ScenePlan, label: str) -> None:

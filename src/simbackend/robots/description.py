@@ -48,7 +48,7 @@ MAX_TIMESTEP = 0.1
 #: the largest finite float32: gains, limits and angles are used in float32 (torch tensors, PhysX)
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 #: the model options a description takes
-_MODEL_OPTIONS = ("package_dirs", "fuse_static")
+_MODEL_OPTIONS = ("package_dirs", "fuse_static", "balance_inertia")
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,10 @@ class RobotDescription:
         add_free_joint: give ``base_body`` a free joint (a URDF's root link has none).
         timestep: the physics substep of the scene (s).
         base_keyframe: a keyframe supplying the default angles ``default_pose`` does not name.
-        model_options: construction options for the model (``package_dirs``, ``fuse_static``).
+        model_options: construction options for the model: ``package_dirs``; ``fuse_static`` (merge
+            bodies welded to their parent, a URDF's fixed links, into it; default: kept);
+            ``balance_inertia`` (MuJoCo's ``balanceinertia``: correct inertias that violate the
+            triangle inequality; default: an error naming the body).
         engine_options: engine blocks the robot needs (``{"mjwarp": {"njmax": 512}}``).
         base_dir: the folder relative ``model`` paths are read from (set by the registry for
             descriptions that come from a file).
@@ -306,7 +309,7 @@ def _gains(v: Any, name: str, *, strict: bool) -> Any:
 
 
 def _model_options(v: Any) -> dict[str, Any]:
-    """``{package_dirs, fuse_static}``, their types checked as the model compiler checks them (folders are
+    """``{package_dirs, fuse_static, balance_inertia}``, their types checked as the model compiler checks them (folders are
     looked for when the scene is composed)."""
     if not isinstance(v, Mapping):
         raise ArgumentTypeError(f"robot.model_options: expected {{option: value}}, got {type(v).__name__}")
@@ -324,10 +327,11 @@ def _model_options(v: Any) -> dict[str, Any]:
                 f"robot.model_options.package_dirs: expected a folder path or a list of them, got {checks.short_repr(dirs)}"
             )
         out["package_dirs"] = [os.fspath(p) for p in items]
-    if out.get("fuse_static") is not None and not isinstance(out["fuse_static"], (bool, np.bool_)):
-        raise ArgumentTypeError(
-            f"robot.model_options.fuse_static: expected True, False or None, got {checks.short_repr(out['fuse_static'])}"
-        )
+    for flag in ("fuse_static", "balance_inertia"):
+        if out.get(flag) is not None and not isinstance(out[flag], (bool, np.bool_)):
+            raise ArgumentTypeError(
+                f"robot.model_options.{flag}: expected True, False or None, got {checks.short_repr(out[flag])}"
+            )
     return out
 
 

@@ -24,8 +24,12 @@ __all__ = ["RobotScene", "robot_scene", "scene_plan"]
 RobotScene = SceneFile
 
 
-def scene_plan(desc: RobotDescription) -> ScenePlan:
-    """The plain values the model layer composes ``desc``'s scene from (messages name ``robot.FIELD``)."""
+def scene_plan(desc: RobotDescription | str | os.PathLike) -> ScenePlan:
+    """The plain values the model layer composes ``desc``'s scene from (messages name ``robot.FIELD``);
+    ``desc`` is a description, a registered name or a JSON description file."""
+    from .registry import get_robot
+
+    desc = get_robot(desc)
     names = desc.driven_joints
     opts = desc.model_options
     dirs = opts.get("package_dirs")
@@ -54,10 +58,17 @@ def scene_plan(desc: RobotDescription) -> ScenePlan:
         base_keyframe=desc.base_keyframe,
         package_dirs=dirs,
         fuse_static=opts.get("fuse_static"),
+        balance_inertia=opts.get("balance_inertia"),
         argument="robot",
     )
 
 
-def robot_scene(desc: RobotDescription) -> RobotScene:
-    """The description's scene, composed and written on first use (then read from the cache)."""
+def robot_scene(desc: RobotDescription | str | os.PathLike) -> RobotScene:
+    """The description's scene, composed and written on first use (then read from the cache).
+
+    ``desc`` is a :class:`RobotDescription`, a registered name or a JSON description file (as
+    :func:`simbackend.robots.get_robot` takes). MuJoCo's compile errors are one line naming
+    ``robot.model`` and the file (:class:`~simbackend.models.scene.SceneCompileError`, an
+    :class:`~simbackend.errors.InvalidArgumentError`).
+    """
     return compose_scene(scene_plan(desc))

@@ -844,7 +844,7 @@ def _filter_pairs(m: mujoco.MjModel, plan: Plan) -> None:
         if k == 32:
             raise ModelLoadError(
                 f"the sapien backend cannot build this model: more than 32 body pairs to keep"
-                f" apart in one group of trees (PhysX's 32 ignore bits), at {why}"
+                f" apart in one group of trees (PhysX's 32 ignore bits), at {why}{_fuse_hint(m)}"
             )
         nbits[group] = k + 1
         bits[b1] = bits.get(b1, 0) | (1 << k)
@@ -864,6 +864,23 @@ def _filter_pairs(m: mujoco.MjModel, plan: Plan) -> None:
         elif group_id:
             for sh in plan.static_shapes:
                 sh.groups[3] = group_id
+
+
+def _fuse_hint(m: mujoco.MjModel) -> str:
+    """The fix for too many pairs where bodies are welded to a moving parent (a URDF's fixed links, kept
+    unless fused): each welded body makes pairs with its parent's neighbours; fusing it into its parent
+    removes them. ``""`` where no body is welded to a parent other than the world."""
+    weld = np.asarray(m.body_weldid)
+    welded = [b for b in range(1, m.nbody) if int(weld[b]) not in (b, 0)]
+    if not welded:
+        return ""
+    names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_BODY, b) or f"body{b}" for b in welded]
+    shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+    return (
+        f"; {len(welded)} bodies are welded to a moving parent ({shown}: a URDF's fixed links count):"
+        " fusing them into their parents removes their pairs (a robot description's"
+        " robot.model_options.fuse_static: true; make_backend's fuse_static=True)"
+    )
 
 
 def _explicit_pairs(m: mujoco.MjModel, plan: Plan) -> None:
