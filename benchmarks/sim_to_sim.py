@@ -61,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dr", choices=("off", "on", "both"), default="both")
     p.add_argument("--time-budget", type=float, default=None, help="training seconds per run")
     p.add_argument("--max-iterations", type=int, default=None)
+    p.add_argument("--stop-at-success", type=float, default=None, help="stop a run once an evaluation reaches it")
+    p.add_argument("--eval-interval", type=int, default=None, help="evaluate every N iterations while training")
     p.add_argument("--num-envs", type=int, default=None, help="training envs (default: the task's)")
     p.add_argument("--shards", type=int, default=None, help="train on K Ray shards (default: in this process)")
     p.add_argument("--runs", type=Path, default=Path("/tmp/sim_to_sim"), help="folder of the training runs")
@@ -69,8 +71,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from simbackend.training import evaluate, train
 
-    label = args.task if args.robot is None else f"{args.task}_{args.robot}"
-    plan = HERE / "plans" / f"{args.robot or args.task}_dr.json"
+    # a robot is a registered name or a JSON description (labelled by its file name)
+    robot_label = None if args.robot is None else Path(args.robot).stem if args.robot.endswith(".json") else args.robot
+    label = args.task if robot_label is None else f"{args.task}_{robot_label}"
+    plan = HERE / "plans" / f"{robot_label or args.task}_dr.json"
     task_config = None if args.robot is None else {"robot": args.robot}
     settings = {"off": [False], "on": [True], "both": [False, True]}[args.dr]
     overrides = {}
@@ -78,6 +82,10 @@ def main(argv: list[str] | None = None) -> int:
         overrides["time_budget_s"] = args.time_budget
     if args.max_iterations is not None:
         overrides["max_iterations"] = args.max_iterations
+    if args.stop_at_success is not None:
+        overrides["stop_at_success"] = args.stop_at_success
+    if args.eval_interval is not None:
+        overrides["eval_interval"] = args.eval_interval
     runs = []
     for dr in settings:
         for train_sim in args.train_sims:
@@ -112,6 +120,11 @@ def main(argv: list[str] | None = None) -> int:
                     "train_wall_s": wall,
                     "stop_reason": result.stop_reason,
                     "final_eval": result.final_eval,
+                    "curve": [
+                        {k: row[k] for k in ("iteration", "wall_s", "eval_success", "command_level", "mean_length")}
+                        for row in result.rows
+                        if row["eval_success"] is not None
+                    ],
                     "checkpoint": str(result.checkpoint),
                     "eval": {},
                 }

@@ -119,14 +119,20 @@ def test_defaults_come_from_the_description() -> None:
     v = round(math.sqrt(0.35 * 9.81 * 0.15), 2)
     assert default_command_range(0.15) == ((-v, v), (-v / 2, v / 2), (-1.0, 1.0))
     assert default_command_range(0.8)[0] == (-1.0, 1.0)
-    low = torch.tensor([-0.5, -3.0, -math.inf])
-    high = torch.tensor([0.5, 3.0, math.inf])
-    torch.testing.assert_close(default_action_scale(low, high), torch.tensor([0.25, 0.5, 0.5]))
+    # effort / kp, at most half the range and 1 rad; 0.5 rad where the effort or the stiffness is unknown
+    low = torch.tensor([-0.5, -3.0, -math.inf, -3.0, -3.0])
+    high = torch.tensor([0.5, 3.0, math.inf, 3.0, 3.0])
+    effort = torch.tensor([20.0, 20.0, 200.0, math.inf, 10.0])
+    kp = torch.tensor([10.0, 40.0, 100.0, 20.0, 0.0])
+    torch.testing.assert_close(default_action_scale(low, high, effort, kp), torch.tensor([0.5, 0.5, 1.0, 0.5, 0.5]))
     task = make_task("velocity", "mujoco", 1, config={"robot": "go1"})
     try:
         assert task.command_range == ((-1.0, 1.0), (-0.5, 0.5), (-1.0, 1.0))
         r = task.robot
-        torch.testing.assert_close(task.action_scale, (0.25 * (r.joint_high - r.joint_low)).clamp(max=0.5))
+        # Go1's servos: kp 15.9 / 35.8, effort 23.7 / 35.55 N m (hip, thigh / calf)
+        want = torch.minimum(torch.tensor([23.7, 23.7, 35.55] * 4) / task._kp, 0.5 * (r.joint_high - r.joint_low))
+        torch.testing.assert_close(task.action_scale, want.clamp(max=1.0))
+        assert [round(x, 2) for x in task.action_scale[:3].tolist()] == [0.86, 1.0, 0.97]
     finally:
         task.close()
     task = make_task("velocity", "mujoco", 1, config={"robot": "go1", "action_scale": 0.3})

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from simbackend.controllers import JointPDConfig, JointPositionConfig, make_controller
@@ -22,7 +23,7 @@ from simbackend.controllers.base import joint_actuators
 
 from .description import RobotDescription
 
-__all__ = ["joint_controller", "target_bounds"]
+__all__ = ["joint_controller", "joint_controller_gains", "joint_efforts", "target_bounds"]
 
 
 def target_bounds(resolved: Any, scale: Any, held_scale: float = 1e-3) -> tuple[list[float], list[float]]:
@@ -82,3 +83,51 @@ def joint_controller(
     acts = joint_actuators(backend, ids, desc.joints, "position", "robot.joints", "")
     controller = make_controller(backend, JointPositionConfig(joints=joints, low=low, high=high))
     return controller, gains.kp[acts].to(dev, torch.float32), gains.kv[acts].to(dev, torch.float32)
+
+
+def joint_controller_gains(desc: RobotDescription, backend: Any) -> torch.Tensor:
+    """``(k,)`` float32: the stiffness (N m/rad) that drives each policy joint: the description's ``kp``
+    (``"pd"``) or the joint's position servo's (``"servo"``), as :func:`joint_controller` drives them."""
+    from . import joint_gains
+
+    if desc.actuation == "pd":
+        kp, _ = joint_gains(desc, desc.name)
+        return torch.tensor(kp[: len(desc.joints)], dtype=torch.float32, device=backend.device)
+    ids = backend.get_joint_ids(list(desc.joints)).cpu().numpy()
+    acts = joint_actuators(backend, ids, desc.joints, "position", "robot.joints", "")
+    return backend.get_model_actuator_gains().kp[acts].to(backend.device, torch.float32)
+
+
+def joint_efforts(desc: RobotDescription, backend: Any) -> torch.Tensor:
+    """``(k,)`` float32: the most torque (N m) each policy joint's actuator gives, ``inf`` where unknown.
+
+    The description's ``effort_limit`` where it names the joint; else the joint's actuator, read through the
+    contract: ``gear`` times its force range (``model_fields()["actuator_force_range"]``) where that is
+    finite, or, for a motor, ``gear * gain`` times its ctrl range.
+    """
+    from simbackend.errors import UnsupportedFeatureError
+
+    from .description import pattern_values
+
+    given = pattern_values(desc.effort_limit, desc.joints, "robot.effort_limit")
+    info = backend.info
+    try:
+        force = np.abs(np.asarray(backend.model_fields()["actuator_force_range"], dtype=np.float64)).max(axis=1)
+    except UnsupportedFeatureError:
+        force = np.full(len(info.actuator_names), np.inf)
+    ctrl = np.abs(np.asarray(info.actuator_ctrl_range, dtype=np.float64)).max(axis=1)
+    ids = backend.get_joint_ids(list(desc.joints)).cpu().numpy()
+    out = []
+    for name, j in zip(desc.joints, ids):
+        if name in given:
+            out.append(float(given[name]))
+            continue
+        best = np.inf
+        for a in np.flatnonzero(np.asarray(info.actuator_joint) == j):
+            gear = abs(float(info.actuator_gear[a]))
+            if np.isfinite(force[a]):
+                best = min(best, gear * force[a])
+            elif info.actuator_kind[a] == "motor" and np.isfinite(ctrl[a]):
+                best = min(best, gear * abs(float(info.actuator_gain[a])) * ctrl[a])
+        out.append(best)
+    return torch.tensor(out, dtype=torch.float32, device=backend.device)

@@ -32,8 +32,8 @@ is worth less than the end of the episode, and a fall costs the
 ``termination`` weight once (not scaled by the control period), after the clip.
 
 Defaults from the description: ``action_scale=None`` gives each joint
-``min(0.5, 0.25 * range)`` rad (a unit action reaches a quarter of the joint's
-range, at most 0.5 rad); ``command_range=None`` gives forward commands up to
+``effort / kp`` rad (a unit action asks for the joint's full torque at rest),
+at most half its range and 1 rad (:func:`default_action_scale`); ``command_range=None`` gives forward commands up to
 ``min(1, sqrt(0.35 g h))`` m/s (``h`` the base's default height: a Froude
 number of 0.35, Go1's 1 m/s), half that sideways, and 1 rad/s of yaw.
 
@@ -64,7 +64,7 @@ import torch
 from simbackend.errors import InvalidArgumentError, closest_names_hint
 from simbackend.math import quat_apply, quat_apply_inverse
 from simbackend.robots import get_robot, resolve, robot_scene
-from simbackend.robots.actuation import joint_controller, target_bounds
+from simbackend.robots.actuation import joint_controller, joint_controller_gains, joint_efforts, target_bounds
 
 from . import register_task
 from .base import Task, TaskConfig, check_non_negative
@@ -88,6 +88,8 @@ REWARD_WEIGHTS = {
 CLIP_TERM = "clip"
 #: the curriculum judges the episodes that ended over the last ``episode_length / CURRICULUM_WINDOWS`` steps
 CURRICULUM_WINDOWS = 5
+#: the largest derived action scale (rad)
+MAX_ACTION_SCALE = 1.0
 #: the Froude number of the default forward command (v^2 / (g h) with h the base's default height)
 FROUDE = 0.35
 #: fraction of a joint's range beyond which the joint-limit penalty grows
@@ -253,14 +255,15 @@ class VelocityTask(Task):
         finite = torch.isfinite(half)
         self._soft_lo = torch.where(finite, mid - SOFT_LIMIT * half, lo)
         self._soft_hi = torch.where(finite, mid + SOFT_LIMIT * half, hi)
-        #: ``(k,)`` joint-target offset (rad) of a unit action, per policy joint
-        self.action_scale = (
-            default_action_scale(r.joint_low, r.joint_high)
-            if c.action_scale is None
-            else torch.full_like(r.default_joints, c.action_scale)
-        )
         self._zeros_held = torch.zeros((n, r.held_default.numel()), dtype=torch.float32, device=dev)
-        low, high = target_bounds(r, self.action_scale)
+        if c.action_scale is None:  # the gains first (the controller's bounds need the scale)
+            kp = joint_controller_gains(desc, b)
+            scale = default_action_scale(r.joint_low, r.joint_high, joint_efforts(desc, b), kp)
+        else:
+            scale = torch.full_like(r.default_joints, c.action_scale)
+        #: ``(k,)`` joint-target offset (rad) of a unit action, per policy joint
+        self.action_scale = scale
+        low, high = target_bounds(r, scale)
         controller, self._kp, self._kd = joint_controller(desc, b, r, low, high)
         return controller
 
@@ -435,12 +438,17 @@ def default_command_range(height: float) -> tuple:
     return ((-v, v), (-v / 2, v / 2), (-1.0, 1.0))
 
 
-def default_action_scale(low: torch.Tensor, high: torch.Tensor) -> torch.Tensor:
-    """Per joint: ``min(0.5, 0.25 * (high - low))`` rad, 0.5 for an unlimited joint. Actions are clipped
-    to [-1, 1], so the scale bounds the targets a policy reaches: a quarter of the range lets a leg
-    swing through half of it around the default pose."""
-    span = torch.where(torch.isfinite(high - low), high - low, torch.full_like(low, 2.0))
-    return (0.25 * span).clamp(max=0.5)
+def default_action_scale(low: torch.Tensor, high: torch.Tensor, effort: torch.Tensor, kp: torch.Tensor) -> torch.Tensor:
+    """Per joint: ``effort / kp`` (a unit action asks for the joint's full torque at rest; 0.5 rad where the
+    effort or the stiffness is unknown), at most half the joint's range and :data:`MAX_ACTION_SCALE` rad.
+    Actions are clipped to [-1, 1], so the scale bounds the torque a policy can ask for: a scale below
+    ``effort / kp`` leaves a robot on soft servos unable to hold itself up (Go1 at 0.5 rad sank to the
+    fall height under its deterministic policy), and the caps keep exploration within the joint."""
+    known = torch.isfinite(effort) & (kp > 0)
+    scale = torch.where(known, effort / kp.clamp(min=1e-6), torch.full_like(effort, 0.5))
+    span = high - low
+    scale = torch.where(torch.isfinite(span), torch.minimum(scale, 0.5 * span), scale)
+    return scale.clamp(max=MAX_ACTION_SCALE)
 
 
 @dataclass(frozen=True)
