@@ -21,14 +21,23 @@ SHARDED_SKIP := $(foreach f,physics determinism tasks,--ignore=src/simbackend/co
 DEMO_ENVS  ?= $(if $(filter sapien,$(SIM)),256,1024)
 # the extra `make demo` installs: the engine's own (motrix is a plugin: the full set-up)
 DEMO_EXTRA ?= $(if $(filter sapien,$(SIM)),sapien,mujoco)
-# pytest workers (pytest-xdist): every core; a test file stays in one worker (its fixtures are built once)
+# pytest workers (pytest-xdist) of tests/: every core; a test file stays in one worker (its fixtures are built once)
 JOBS       ?= auto
 PYTEST     := MUJOCO_GL=egl $(VENV)/bin/python -m pytest -n $(JOBS) --dist loadfile
+# the suite runs of `make test` run side by side, SUITE_JOBS at a time (every core), each in one process:
+# a suite run is short, so xdist's workers (each importing torch and the engine, building the kernels
+# again) cost a third of its time; each run's output is printed whole when it ends (make --output-sync)
+SUITE_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+SUITE      := MUJOCO_GL=egl $(VENV)/bin/python -m pytest -p no:xdist
 BIN        := $(VENV)/bin
 STAMP      := $(VENV)/.simbackend-installed
 DEMO_STAMP := $(VENV)/.simbackend-$(DEMO_EXTRA)
 
-.PHONY: setup demo test lint contract bench pictures clean
+# the suite runs, the longest first (so that the last to start are short)
+SUITE_RUNS := $(addprefix suite-,$(filter mjwarp,$(SIMS))) suite-torch $(addprefix sharded-,$(SHARDED)) \
+	$(addprefix suite-,$(filter-out mjwarp,$(SIMS)))
+
+.PHONY: setup demo test lint contract bench pictures clean suites $(SUITE_RUNS)
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -68,11 +77,20 @@ lint: $(STAMP)
 
 test: lint
 	$(PYTEST) tests plugins/motrix/tests
-	for sim in $(SIMS); do $(PYTEST) src/simbackend/contract_tests --sim $$sim || exit 1; done
-	for sim in $(SHARDED); do $(PYTEST) src/simbackend/contract_tests $(SHARDED_SKIP) --sim $$sim \
-		--sim-option shards=2 --sim-option sharding.pool=true || exit 1; done
+	@$(MAKE) --no-print-directory -j$(SUITE_JOBS) --output-sync=target suites
+
+# the conformance suite on every engine of SIMS, sharded on those of SHARDED, and on the pure-torch engine
+suites: $(SUITE_RUNS)
+
+$(addprefix suite-,$(SIMS)): suite-%: $(STAMP)
+	$(SUITE) src/simbackend/contract_tests --sim $*
+
+$(addprefix sharded-,$(SHARDED)): sharded-%: $(STAMP)
+	$(SUITE) src/simbackend/contract_tests $(SHARDED_SKIP) --sim $* --sim-option shards=2 --sim-option sharding.pool=true
+
 # a minimal pure-torch engine written from docs/writing-a-backend.md passes the same suite
-	PYTHONPATH=tests $(PYTEST) src/simbackend/contract_tests -p torch_engine --sim torch
+suite-torch: $(STAMP)
+	PYTHONPATH=tests $(SUITE) src/simbackend/contract_tests -p torch_engine --sim torch
 
 contract: $(STAMP)
 	$(BIN)/simbackend contract --sim $(SIM)

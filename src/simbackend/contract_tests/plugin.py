@@ -161,10 +161,8 @@ def sim_options(pytestconfig: pytest.Config) -> dict[str, Any]:
     return _suite_options(pytestconfig)
 
 
-@pytest.fixture
-def make_sim(sim_name: str, sim_device: Any, sim_options: dict[str, Any]) -> Callable[..., Any]:
-    """Factory ``make_sim(model, num_envs=4, **options)`` for the backend under test on ``--device``,
-    with ``--sim-option`` options (a test's own options merge over them); closes them at teardown."""
+def _sim_factory(sim_name: str, sim_device: Any, sim_options: dict[str, Any]) -> Any:
+    """Yield a factory ``(model, num_envs=4, **options) -> backend``; close what it built when resumed."""
     from simbackend.registry import make_backend
 
     made: list[Any] = []
@@ -177,6 +175,20 @@ def make_sim(sim_name: str, sim_device: Any, sim_options: dict[str, Any]) -> Cal
     yield factory
     for sim in made:
         sim.close()
+
+
+@pytest.fixture
+def make_sim(sim_name: str, sim_device: Any, sim_options: dict[str, Any]) -> Callable[..., Any]:
+    """Factory ``make_sim(model, num_envs=4, **options)`` for the backend under test on ``--device``,
+    with ``--sim-option`` options (a test's own options merge over them); closes them at teardown."""
+    yield from _sim_factory(sim_name, sim_device, sim_options)
+
+
+@pytest.fixture(scope="module")
+def make_module_sim(sim_name: str, sim_device: Any, sim_options: dict[str, Any]) -> Callable[..., Any]:
+    """``make_sim`` for module-scoped fixtures (a reference computed once and shared by a file's tests):
+    the backends it builds are closed when the test file is done."""
+    yield from _sim_factory(sim_name, sim_device, sim_options)
 
 
 @pytest.fixture(scope="session")

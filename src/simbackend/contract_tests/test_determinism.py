@@ -89,16 +89,18 @@ def _assert_identical(got: tuple[np.ndarray, np.ndarray], want: tuple[np.ndarray
             )
 
 
-@pytest.fixture(params=MODELS)
+@pytest.fixture(params=MODELS, scope="module")
 def model(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
-@pytest.fixture
-def reference(make_sim: Callable[..., Any], model: str, require: Callable[..., None]) -> dict:
-    """The 8-env batch with default options: inputs and trajectories."""
-    require("deterministic")
-    sim = make_sim(model, MAX_ENVS)
+@pytest.fixture(scope="module")
+def reference(make_module_sim: Callable[..., Any], model: str, capabilities: Any, sim_name: str) -> dict:
+    """The 8-env batch with default options: inputs and trajectories (run once per model, on a backend of its
+    own: every test compares a new or reused backend of its own against it)."""
+    if not capabilities.deterministic:
+        pytest.skip(f"backend {sim_name!r} declares capability deterministic absent")
+    sim = make_module_sim(model, MAX_ENVS)
     qpos, qvel = _initial_state(sim, model, MAX_ENVS)
     ctrl = _controls(sim, model, MAX_ENVS)
     traj = _rollout(sim, qpos, qvel, ctrl)
