@@ -16,7 +16,7 @@ It imports no engine: backends are built through the registry.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from simbackend._extras import require_extra
@@ -161,7 +161,7 @@ def sim_options(pytestconfig: pytest.Config) -> dict[str, Any]:
     return _suite_options(pytestconfig)
 
 
-def _sim_factory(sim_name: str, sim_device: Any, sim_options: dict[str, Any]) -> Any:
+def _sim_factory(sim_name: str, sim_device: Any, sim_options: dict[str, Any]) -> Iterator[Callable[..., Any]]:
     """Yield a factory ``(model, num_envs=4, **options) -> backend``; close what it built when resumed."""
     from simbackend.registry import make_backend
 
@@ -178,14 +178,14 @@ def _sim_factory(sim_name: str, sim_device: Any, sim_options: dict[str, Any]) ->
 
 
 @pytest.fixture
-def make_sim(sim_name: str, sim_device: Any, sim_options: dict[str, Any]) -> Callable[..., Any]:
+def make_sim(sim_name: str, sim_device: Any, sim_options: dict[str, Any]) -> Iterator[Callable[..., Any]]:
     """Factory ``make_sim(model, num_envs=4, **options)`` for the backend under test on ``--device``,
     with ``--sim-option`` options (a test's own options merge over them); closes them at teardown."""
     yield from _sim_factory(sim_name, sim_device, sim_options)
 
 
 @pytest.fixture(scope="module")
-def make_module_sim(sim_name: str, sim_device: Any, sim_options: dict[str, Any]) -> Callable[..., Any]:
+def make_module_sim(sim_name: str, sim_device: Any, sim_options: dict[str, Any]) -> Iterator[Callable[..., Any]]:
     """``make_sim`` for module-scoped fixtures (a reference computed once and shared by a file's tests):
     the backends it builds are closed when the test file is done."""
     yield from _sim_factory(sim_name, sim_device, sim_options)
