@@ -40,10 +40,11 @@ number of 0.35, Go1's 1 m/s), half that sideways, and 1 rad/s of yaw.
 Command curriculum (training only, :meth:`VelocityTask.begin_training`): the
 commands start at ``curriculum_start`` of their ranges and widen by
 ``curriculum_step`` each time the training episodes that ended over the last
-fifth of ``episode_length`` steps tracked well: their summed ``track_lin_vel`` value
-over ``episode_length`` reaches ``curriculum_threshold`` (a fall counts the
-steps it did not walk as zero). Evaluations and a task that is not training
-draw from the full ranges.
+fifth of ``episode_length`` steps tracked their commands: on average they
+tracked ``curriculum_threshold`` of the commanded planar speed (``1 - error /
+command``, the command counted at least ``success_error`` so that standing
+still does not pass on small commands; a fall tracked nothing). Evaluations
+and a task that is not training draw from the full ranges.
 
 Terminated when the robot falls: base below ``min_height`` of its default
 height, tilted more than ``max_tilt`` rad, or, with contact forces, a
@@ -118,8 +119,8 @@ class VelocityConfig(TaskConfig):
         command_curriculum: widen the commands as training tracks them (:meth:`VelocityTask.begin_training`).
         curriculum_start: fraction of the command ranges at the curriculum's first level, in [0, 1].
         curriculum_step: widening per promotion (fraction of the ranges), in (0, 1].
-        curriculum_threshold: mean tracking (``track_lin_vel``'s value, 0..1, over ``episode_length``) that
-            promotes, in (0, 1].
+        curriculum_threshold: the share of the commanded planar speed the ended episodes tracked, on
+            average, that promotes (``1 - error / max(command, success_error)``, 0 for a fall), in (0, 1].
     """
 
     episode_length: int = 500
@@ -140,7 +141,7 @@ class VelocityConfig(TaskConfig):
     command_curriculum: bool = True
     curriculum_start: float = 0.25
     curriculum_step: float = 0.25
-    curriculum_threshold: float = 0.6
+    curriculum_threshold: float = 0.7
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -243,8 +244,8 @@ class VelocityTask(Task):
         #: the command ranges' scale: 1 (full ranges) unless training with the curriculum
         self.command_level = 1.0
         self._curriculum = False
-        self._track_sum = torch.zeros(n, dtype=torch.float32, device=dev)
-        self._window = torch.zeros(2, dtype=torch.float32, device=dev)  # ended episodes' tracking sum, count
+        self._command_sum = torch.zeros(n, dtype=torch.float32, device=dev)  # the episode's summed |command|
+        self._window = torch.zeros(2, dtype=torch.float32, device=dev)  # ended episodes' tracked sum, count
         self._window_steps = 0
         self._fell = torch.zeros(n, dtype=torch.bool, device=dev)
         self._gravity_w = torch.tensor([0.0, 0.0, -1.0], device=dev)
@@ -291,7 +292,7 @@ class VelocityTask(Task):
         joints = r.default_joints + c.joint_noise * (2 * u[:, 3 * m + 1 :] - 1)
         qpos[:, r.qpos_cols] = torch.maximum(torch.minimum(joints, r.joint_high), r.joint_low)
         # index_fill_, not t[ids] = 0: that copies the 0 to the device inside index_put_, which waits
-        for t in (self.last_action, self._prev_action, self._error_sum, self._air_time, self._track_sum):
+        for t in (self.last_action, self._prev_action, self._error_sum, self._air_time, self._command_sum):
             t.index_fill_(0, env_ids, 0.0)
         self._was_in_contact.index_fill_(0, env_ids, False)
         return qpos, None
@@ -338,7 +339,7 @@ class VelocityTask(Task):
         err_yaw = (ang[:, 2] - self.commands[:, 2]) ** 2
         self._error_sum += err_xy.sqrt()
         track = torch.exp(-err_xy / sigma)
-        self._track_sum += track
+        self._command_sum += self.commands[:, :2].norm(dim=1)
         q = self.backend.get_dof_pos()[:, r.dof_cols]
         qd = self.backend.get_dof_vel()[:, r.dof_cols]
         target = self.controller.targets[:, : q.shape[1]]
@@ -412,14 +413,20 @@ class VelocityTask(Task):
         the commands a level when those episodes tracked well (one read)."""
         c = self.config
         ended = self._fell | (self.episode_step >= c.episode_length)
-        self._window += torch.stack([(self._track_sum * ended).sum(), ended.sum().to(torch.float32)])
+        # the share of the commanded speed an episode tracked: 1 - error / command, the command counted at
+        # least success_error (standing still tracks none of a command, and does not pass on small ones);
+        # a fall tracked nothing
+        steps = self.episode_step.clamp(min=1).to(torch.float32)
+        tracked = 1.0 - self._error_sum / torch.maximum(self._command_sum, c.success_error * steps)
+        tracked = torch.where(self._fell, torch.zeros_like(tracked), tracked.clamp(0.0, 1.0))
+        self._window += torch.stack([(tracked * ended).sum(), ended.sum().to(torch.float32)])
         self._window_steps += 1
         if self._window_steps < max(1, c.episode_length // CURRICULUM_WINDOWS):
             return
         total, count = self._window.tolist()
         self._window.zero_()
         self._window_steps = 0
-        if count > 0 and total / (count * c.episode_length) >= c.curriculum_threshold:
+        if count > 0 and total / count >= c.curriculum_threshold:
             self.command_level = min(1.0, self.command_level + c.curriculum_step)
 
     def mean_velocity_error(self) -> torch.Tensor:
