@@ -72,6 +72,7 @@ def test_the_command_curriculum_starts_small_and_widens_when_tracked() -> None:
         "episode_length": 20,
         "resample_time": 0.4,
         "joint_noise": 0.0,
+        "command_curriculum": True,
         "curriculum_start": 0.0,  # standing commands: a standing robot tracks them
         "curriculum_step": 0.5,
         "curriculum_threshold": 0.4,  # settling from the default pose moves the base 0.14 m/s on average
@@ -105,7 +106,13 @@ def test_standing_still_does_not_pass_the_curriculum(start: float) -> None:
     """A standing robot tracks none of its commands: no promotion, on moving commands (a third of 1 m/s) nor on
     the small commands of the first level (a quarter of Go1's ranges, which the summed tracking reward of a
     standing robot passed)."""
-    config = {"robot": "go1", "episode_length": 20, "joint_noise": 0.0, "curriculum_start": start}
+    config = {
+        "robot": "go1",
+        "episode_length": 20,
+        "joint_noise": 0.0,
+        "command_curriculum": True,
+        "curriculum_start": start,
+    }
     if start > 0.3:
         config["command_range"] = [[1, 1], [0, 0], [0, 0]]
     task = make_task("velocity", "mujoco", 8, config=config)
@@ -202,7 +209,7 @@ def test_resume_continues_a_run(tmp_path: Path) -> None:
 def test_resume_keeps_the_curriculum(tmp_path: Path) -> None:
     from simbackend.training import load_checkpoint, train
 
-    config = {"robot": "quadruped", "episode_length": 10, "curriculum_start": 0.5}
+    config = {"robot": "quadruped", "episode_length": 10, "command_curriculum": True, "curriculum_start": 0.5}
     tc = _small(max_iterations=1)
     first = train("velocity", "mujoco", task_config=config, train_config=tc, out_dir=tmp_path / "a", progress=False)
     assert first.rows[-1]["command_level"] >= 0.5
