@@ -68,7 +68,7 @@ def quadruped_pd(task: Any, actions: list) -> tuple[Callable[[int], None], Calla
     qcols, vcols, kp, kd, scale = c._qpos_cols, c._qvel_cols, c.kp, c.kd, c._scale
     lo, hi = c._ctrl_low, c._ctrl_high
     stand = task.robot.default_joints
-    target = [stand + task.config.action_scale * a for a in actions]
+    target = [stand + task.action_scale * a for a in actions]  # the per-joint scale the task derived
     state = {"target": target[0]}
 
     def select(i: int) -> None:

@@ -65,7 +65,7 @@ def joint_controller(
         InvalidArgumentError: a driven joint without the one actuator its actuation needs
             (``robot.joints: joint 'x' has no position actuator ...``).
     """
-    from . import joint_gains
+    from .resolved import joint_gains
 
     joints = desc.driven_joints
     k = len(desc.joints)
@@ -88,7 +88,7 @@ def joint_controller(
 def joint_controller_gains(desc: RobotDescription, backend: Any) -> torch.Tensor:
     """``(k,)`` float32: the stiffness (N m/rad) that drives each policy joint: the description's ``kp``
     (``"pd"``) or the joint's position servo's (``"servo"``), as :func:`joint_controller` drives them."""
-    from . import joint_gains
+    from .resolved import joint_gains
 
     if desc.actuation == "pd":
         kp, _ = joint_gains(desc, desc.name)

@@ -191,8 +191,10 @@ def settle_engine(robot: Any, sim: str, seconds: float = 2.0, *, device: Any = N
     """
     from simbackend.math import quat_apply
 
-    from . import get_robot, make_robot_backend, resolve, robot_scene
     from .actuation import joint_controller, target_bounds
+    from .registry import get_robot
+    from .resolved import make_robot_backend, resolve
+    from .scene import robot_scene
 
     desc = get_robot(robot)
     seconds = _seconds(seconds)
@@ -318,7 +320,7 @@ def settle(robot: Any, sims: Sequence[str] | None = None, seconds: float = 2.0, 
     """
     from simbackend.registry import available_backends
 
-    from . import get_robot
+    from .registry import get_robot
 
     desc: RobotDescription = get_robot(robot)
     seconds = _seconds(seconds)
@@ -355,7 +357,7 @@ def settle_warnings(robot: Any, sim: str, seconds: float = 2.0, *, device: Any =
 
     What a trainer calls at start on its engine; raises what :func:`settle_engine` raises.
     """
-    from . import get_robot
+    from .registry import get_robot
 
     desc = get_robot(robot)
     return engine_warnings(desc.name, settle_engine(desc, sim, seconds, device=device))
