@@ -13,7 +13,6 @@ import torch
 from simbackend.errors import InvalidArgumentError
 from simbackend.tasks import make_task
 from simbackend.tasks.velocity import (
-    REWARD_WEIGHTS,
     VelocityConfig,
     default_action_scale,
     default_command_range,
@@ -30,16 +29,17 @@ def _fall(task, env: int) -> None:
 
 
 def test_survival_pays_more_than_an_early_end() -> None:
-    """A step alive is never worth less than 0 and a fall costs the termination weight: the return of a robot
+    """With the survival options, a step alive is never worth less than 0 and a fall costs the termination weight: the return of a robot
     that stands (zero actions, moving commands it does not follow) beats that of one that falls at once. With
     the penalties unclipped and no termination cost, standing still is a loss and falling early the way out:
     the failure the recipe exists to prevent."""
-    task = make_task("velocity", "mujoco", 2, config={"robot": "go1", "joint_noise": 0.0}, seed=3)
+    survival = {"only_positive_rewards": True, "reward_weights": {"termination": -1.0}}
+    task = make_task("velocity", "mujoco", 2, config={"robot": "go1", "joint_noise": 0.0, **survival}, seed=3)
     try:
         _fall(task, 1)
         first = task.step(torch.zeros(2, 12))
         assert bool(first.terminated[1]) and not bool(first.terminated[0])
-        assert float(first.reward[1]) <= REWARD_WEIGHTS["termination"] + 0.03 < 0  # at most one step of tracking
+        assert float(first.reward[1]) <= -1.0 + 0.03 < 0  # at most one step of tracking
         standing = [float(first.reward[0])]
         for _ in range(30):
             standing.append(float(task.step(torch.zeros(2, 12)).reward[0]))
@@ -138,7 +138,7 @@ def test_defaults_come_from_the_description() -> None:
     effort = torch.tensor([20.0, 20.0, 200.0, math.inf, 10.0])
     kp = torch.tensor([10.0, 40.0, 100.0, 20.0, 0.0])
     torch.testing.assert_close(default_action_scale(low, high, effort, kp), torch.tensor([0.5, 0.5, 1.0, 0.5, 0.5]))
-    task = make_task("velocity", "mujoco", 1, config={"robot": "go1"})
+    task = make_task("velocity", "mujoco", 1, config={"robot": "go1", "action_scale": None})
     try:
         assert task.command_range == ((-1.0, 1.0), (-0.5, 0.5), (-1.0, 1.0))
         r = task.robot

@@ -25,13 +25,15 @@ yaw-rate tracking ``exp(-err^2 / sigma)``; penalties on vertical velocity,
 roll/pitch rate, tilt, action rate, joint velocity, joint torque (the
 actuation's PD estimate), joints beyond 90 % of their range; with contact
 forces, feet air time (steps of at least ``air_time`` s, when commanded to
-move) and foot slip (a foot's planar speed while in contact). Survival pays:
-with ``only_positive_rewards`` (the default, legged_gym's) a step's summed
-terms are clipped at 0 (the ``clip`` term is what was added back), so no step
-is worth less than the end of the episode, and a fall costs the
-``termination`` weight once (not scaled by the control period), after the clip.
+move) and foot slip (a foot's planar speed while in contact). Survival can be
+made to pay (options, off by default: on Go1 they kept the policy standing
+still, docs/training.md): with ``only_positive_rewards`` (legged_gym's) a
+step's summed terms are clipped at 0 (the ``clip`` term is what was added
+back), so no step is worth less than the end of the episode, and a
+``termination`` weight costs a fall once (not scaled by the control period),
+after the clip.
 
-Defaults from the description: ``action_scale=None`` gives each joint
+From the description: ``action_scale=None`` (an option; the default is 0.5 rad) gives each joint
 ``effort / kp`` rad (a unit action asks for the joint's full torque at rest),
 at most half its range and 1 rad (:func:`default_action_scale`); ``command_range=None`` gives forward commands up to
 ``min(1, sqrt(0.35 g h))`` m/s (``h`` the base's default height: a Froude
@@ -83,7 +85,7 @@ REWARD_WEIGHTS = {
     "joint_limits": -1.0,
     "feet_air_time": 1.0,
     "foot_slip": -0.1,
-    "termination": -1.0,
+    "termination": 0.0,
 }
 #: reward terms that are not weights of REWARD_WEIGHTS: what ``only_positive_rewards`` added back
 CLIP_TERM = "clip"
@@ -106,7 +108,8 @@ class VelocityConfig(TaskConfig):
         command_range: ``((vx_lo, vx_hi), (vy_lo, vy_hi), (yaw_lo, yaw_hi))``, m/s and rad/s;
             ``None``: from the robot's default height (module docstring).
         resample_time: seconds between command draws within an episode.
-        action_scale: joint-target offset (rad) of a unit action; ``None``: per joint from its range.
+        action_scale: joint-target offset (rad) of a unit action; ``None``: per joint from its servo's
+            effort and stiffness (:func:`default_action_scale`).
         joint_noise: start joint angles uniform in ``default +- joint_noise`` (clipped to the range).
         min_height: fall when the base is below this fraction of its default height.
         max_tilt: fall when the base's up axis is this far from vertical (rad).
@@ -130,7 +133,7 @@ class VelocityConfig(TaskConfig):
     robot: str = "go1"
     command_range: tuple | None = None
     resample_time: float = 5.0
-    action_scale: float | None = None
+    action_scale: float | None = 0.5
     joint_noise: float = 0.1
     min_height: float = 0.5
     max_tilt: float = 1.0
@@ -139,7 +142,7 @@ class VelocityConfig(TaskConfig):
     contact_threshold: float = 1.0
     air_time: float = 0.3
     reward_weights: Mapping[str, float] = field(default_factory=dict)
-    only_positive_rewards: bool = True
+    only_positive_rewards: bool = False
     command_curriculum: bool = False
     curriculum_start: float = 0.25
     curriculum_step: float = 0.25

@@ -305,10 +305,6 @@ TASK_DEFAULTS: dict[str, dict[str, Any]] = {
         "critic_hidden_dims": (128, 128),
         "learning_rate": 1e-3,
         "entropy_coef": 0.005,
-        # the derived action scales reach a joint's full torque (about 1 rad on Go1): at a std of 1 the
-        # policy's exploration throws the legs across their range and its deterministic policy fell
-        # (mean evaluation length 31-330 steps in the first 200 iterations); at 0.5 it stood its 500
-        "init_noise_std": 0.5,
         "eval_episodes": 32,
         "save_interval": 50,
         "init_at_random_ep_len": True,
