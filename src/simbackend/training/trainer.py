@@ -232,7 +232,6 @@ class _Run:
         start: Any,
         settle_check: bool,
     ) -> None:
-        from rsl_rl.runners import OnPolicyRunner
 
         from simbackend.envs.rsl import RslRlVecEnv
         from simbackend.tasks import make_task
@@ -256,6 +255,17 @@ class _Run:
             task_name, sim, tc.num_envs, config=self.config, seed=tc.seed, device=device, **self.options
         )
         self.env = RslRlVecEnv(self.task, owns_task=True)
+        try:  # from here on the run holds the task: a failure (a checkpoint that does not fit) closes it
+            self._set_up(start)
+        except BaseException:
+            self.close()
+            raise
+
+    def _set_up(self, start: Any) -> None:
+        """The runner, the resumed state, the curriculum, ``config.json`` and the log, over the built task."""
+        from rsl_rl.runners import OnPolicyRunner
+
+        tc, task_name, sim, out = self.tc, self.task_name, self.sim, self.out
         self.deferred = bool(self.task.backend.deferred_checks)
         self.rsl_cfg = tc.rsl_rl_cfg()
         with contextlib.redirect_stdout(io.StringIO()) as printed:  # rsl-rl prints its models and obs groups
