@@ -39,7 +39,7 @@ def test_survival_pays_more_than_an_early_end() -> None:
         _fall(task, 1)
         first = task.step(torch.zeros(2, 12))
         assert bool(first.terminated[1]) and not bool(first.terminated[0])
-        assert float(first.reward[1]) <= -1.0 + 0.03 < 0  # at most one step of tracking
+        assert float(first.reward[1]) <= -1.0 + 0.06 < 0  # at most one step of the three positive terms
         standing = [float(first.reward[0])]
         for _ in range(30):
             standing.append(float(task.step(torch.zeros(2, 12)).reward[0]))
@@ -53,17 +53,47 @@ def test_survival_pays_more_than_an_early_end() -> None:
         task.close()
 
 
-def test_without_the_clip_penalties_make_standing_a_loss() -> None:
-    """The counterpart: the same standing robot, the clip off, collects negative steps (so the clip is
-    what keeps them at 0 above)."""
-    task = make_task(
-        "velocity", "mujoco", 1, config={"robot": "go1", "joint_noise": 0.0, "only_positive_rewards": False}, seed=3
-    )
+#: the reward weights of 0.9.0, all penalties besides the tracking terms: on them a robot that stands loses
+OLD_WEIGHTS = {
+    "track_yaw_rate": 0.5,
+    "pose": 0.0,
+    "action_rate": -0.01,
+    "lin_vel_z": -2.0,
+    "ang_vel_xy": -0.05,
+    "tilt": -1.0,
+    "joint_vel": -1e-4,
+    "torques": -2e-5,
+    "feet_air_time": 1.0,
+    "foot_slip": -0.1,
+}
+
+
+def _standing_rewards(config: dict, steps: int = 10) -> list[float]:
+    task = make_task("velocity", "mujoco", 1, config={"robot": "go1", "joint_noise": 0.0, **config}, seed=3)
     try:
-        rewards = [float(task.step(torch.zeros(1, 12)).reward[0]) for _ in range(10)]
-        assert min(rewards) < 0.0
+        return [float(task.step(torch.zeros(1, 12)).reward[0]) for _ in range(steps)]
     finally:
         task.close()
+
+
+def test_the_default_recipe_pays_a_robot_to_stay_up() -> None:
+    """The defaults' survival: the pose term pays each step near the default pose, so a robot that stands
+    (zero actions, moving commands it does not follow) earns every step and beats one that falls at once;
+    on 0.9.0's weights (penalties only, besides tracking) the same robot collects negative steps, and the
+    way out of them is to end the episode."""
+    standing = _standing_rewards({}, steps=30)
+    assert min(standing) > 0.01 * 0.02  # at least a hundredth of the pose term's full pay per step
+    task = make_task("velocity", "mujoco", 2, config={"robot": "go1", "joint_noise": 0.0}, seed=3)
+    try:
+        _fall(task, 1)
+        fell = task.step(torch.zeros(2, 12))
+        assert bool(fell.terminated[1]) and not bool(fell.terminated[0])
+        assert sum(standing) > 10 * float(fell.reward[1])
+        terms = fell.info["reward_terms"]
+        assert float(terms["pose"][0]) > 0.9 * 0.02  # the default pose earns nearly all of it
+    finally:
+        task.close()
+    assert min(_standing_rewards({"reward_weights": OLD_WEIGHTS})) < 0.0
 
 
 def test_the_command_curriculum_starts_small_and_widens_when_tracked() -> None:

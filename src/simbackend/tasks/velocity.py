@@ -20,18 +20,21 @@ Observations (the base's frame, or the IMU site's when the robot names one):
 ``command`` (3), ``joint_pos`` (k, from the default), ``joint_vel`` (k),
 ``last_action`` (k).
 
-Reward (per policy step, each term scaled by the control period): velocity and
-yaw-rate tracking ``exp(-err^2 / sigma)``; penalties on vertical velocity,
-roll/pitch rate, tilt, action rate, joint velocity, joint torque (the
-actuation's PD estimate), joints beyond 90 % of their range; with contact
-forces, feet air time (steps of at least ``air_time`` s, when commanded to
-move) and foot slip (a foot's planar speed while in contact). Survival can be
-made to pay (options, off by default: on Go1 they kept the policy standing
-still, docs/training.md): with ``only_positive_rewards`` (legged_gym's) a
-step's summed terms are clipped at 0 (the ``clip`` term is what was added
-back), so no step is worth less than the end of the episode, and a
-``termination`` weight costs a fall once (not scaled by the control period),
-after the clip.
+Reward (per policy step, each term scaled by the control period), by default
+mjlab's minimal recipe: velocity and yaw-rate tracking ``exp(-err^2 /
+sigma)``, a pose term ``exp(-mean(((q - default) / pose_std)^2))`` over the
+policy's joints, and penalties on joints beyond 90 % of their range and on the
+action rate. Every default term but the two penalties is positive, so a robot
+that stays up near its default pose, with smooth actions, earns each step and
+has nothing to gain from ending its episode (0.9.0's penalty-heavy recipe made a standing robot's steps
+negative, and its policies learnt to end their episodes). Options, weight 0
+by default: penalties on vertical velocity, roll/pitch rate, tilt, joint
+velocity, joint torque (the actuation's PD estimate); with contact forces,
+feet air time (steps of at least ``air_time`` s, when commanded to move) and
+foot slip (a foot's planar speed while in contact). With
+``only_positive_rewards`` (legged_gym's) a step's summed terms are clipped at
+0 (the ``clip`` term is what was added back), and a ``termination`` weight
+costs a fall once (not scaled by the control period), after the clip.
 
 From the description: ``action_scale=None`` (an option; the default is 0.5 rad) gives each joint
 ``effort / kp`` rad (a unit action asks for the joint's full torque at rest),
@@ -75,16 +78,17 @@ from .base import Task, TaskConfig, check_non_negative
 #: reward weights (per second of control), overridable through ``VelocityConfig.reward_weights``
 REWARD_WEIGHTS = {
     "track_lin_vel": 1.0,
-    "track_yaw_rate": 0.5,
-    "lin_vel_z": -2.0,
-    "ang_vel_xy": -0.05,
-    "tilt": -1.0,
-    "action_rate": -0.01,
-    "joint_vel": -1e-4,
-    "torques": -2e-5,
+    "track_yaw_rate": 1.0,
+    "pose": 1.0,
     "joint_limits": -1.0,
-    "feet_air_time": 1.0,
-    "foot_slip": -0.1,
+    "action_rate": -0.1,
+    "lin_vel_z": 0.0,
+    "ang_vel_xy": 0.0,
+    "tilt": 0.0,
+    "joint_vel": 0.0,
+    "torques": 0.0,
+    "feet_air_time": 0.0,
+    "foot_slip": 0.0,
     "termination": 0.0,
 }
 #: reward terms that are not weights of REWARD_WEIGHTS: what ``only_positive_rewards`` added back
@@ -117,6 +121,8 @@ class VelocityConfig(TaskConfig):
         success_error: mean planar velocity error (m/s) of a successful episode.
         contact_threshold: a foot or body is in contact above this force (N).
         air_time: the step duration (s) the air-time reward asks for.
+        pose_std: the joint deviation (rad) from the default pose at which the pose term pays ``1/e`` of
+            its weight, when every policy joint deviates by it.
         reward_weights: ``{term: weight}`` replacing :data:`REWARD_WEIGHTS`' (0 drops a term).
         only_positive_rewards: clip each step's summed terms at 0 (the ``termination`` term comes after).
         command_curriculum: widen the commands as training tracks them (:meth:`VelocityTask.begin_training`);
@@ -141,6 +147,7 @@ class VelocityConfig(TaskConfig):
     success_error: float = 0.3
     contact_threshold: float = 1.0
     air_time: float = 0.3
+    pose_std: float = 0.4
     reward_weights: Mapping[str, float] = field(default_factory=dict)
     only_positive_rewards: bool = False
     command_curriculum: bool = False
@@ -174,8 +181,9 @@ class VelocityConfig(TaskConfig):
             "contact_threshold",
             "air_time",
             "resample_time",
+            "pose_std",
         )
-        for name in ("tracking_sigma", "resample_time"):
+        for name in ("tracking_sigma", "resample_time", "pose_std"):
             if getattr(self, name) == 0:
                 raise InvalidArgumentError(f"config.{name}: expected a number > 0, got 0")
         if not isinstance(self.robot, str) or not self.robot:
@@ -360,6 +368,7 @@ class VelocityTask(Task):
             "joint_vel": (qd**2).sum(1),
             "torques": (torque**2).sum(1),
             "joint_limits": beyond.sum(1),
+            "pose": torch.exp(-(((q - r.default_joints) / self.config.pose_std) ** 2).mean(1)),
         }
         if self._contacts:
             contact = self._in_contact
