@@ -448,7 +448,10 @@ def readme_table(results: dict[str, dict[str, Any]]) -> str:
                 if len(group) == 1
                 else f"{len(group)} training seeds"
             )
-            task = result.get("task") if not result.get("robot") else f"{result.get('task')} ({result.get('robot')})"
+            robot = result.get("robot")
+            if robot and str(robot).endswith(".json"):  # a description file: its name, as sim_to_sim.py labels it
+                robot = Path(robot).stem
+            task = result.get("task") if not robot else f"{result.get('task')} ({robot})"
             out.append(f"| {task} | {train_sim} | {'plan' if dr else 'off'} | {' | '.join(cells)} | {seeds} |")
     return "\n".join(out)
 
