@@ -293,3 +293,27 @@ def test_evaluations_keep_to_their_share_of_a_time_budget(tmp_path: Path) -> Non
     # without a budget the schedule holds
     r = train("cartpole", "mujoco", train_config=_small(max_iterations=3), out_dir=tmp_path / "b", progress=False)
     assert all(row["eval_success"] is not None for row in r.rows)
+
+
+def test_unweighted_terms_are_skipped_without_changing_the_weighted_ones() -> None:
+    """A term of weight 0 is not computed (the feet are not even read), and the terms that are weighted come
+    out the same whether the others are computed or not: the same episodes and actions with the defaults
+    and with 0.9.0's terms added give the defaults' terms equal, and the feet terms only in the second."""
+    extra = {k: v for k, v in OLD_WEIGHTS.items() if k not in ("track_yaw_rate", "pose", "action_rate")}
+    tasks = [
+        make_task("velocity", "mujoco", 3, config={"robot": "go1", **cfg}, seed=5)
+        for cfg in ({}, {"reward_weights": extra})
+    ]
+    try:
+        g = torch.Generator().manual_seed(0)
+        for _ in range(15):
+            action = torch.rand(3, 12, generator=g) * 2 - 1
+            plain, full = (t.step(action).info["reward_terms"] for t in tasks)
+            assert set(plain) == {"track_lin_vel", "track_yaw_rate", "pose", "joint_limits", "action_rate"}
+            assert {"feet_air_time", "foot_slip", "torques"} <= set(full)
+            for k, v in plain.items():
+                torch.testing.assert_close(v, full[k])
+        assert not tasks[0]._feet_read and tasks[1]._feet_read
+    finally:
+        for t in tasks:
+            t.close()

@@ -250,6 +250,7 @@ class VelocityTask(Task):
         nf = r.feet.size
         self._air_time = torch.zeros((n, nf), dtype=torch.float32, device=dev)
         self._was_in_contact = torch.zeros((n, nf), dtype=torch.bool, device=dev)
+        self._feet_read = False  # whether this step read the feet (a feet term is weighted)
         self.command_range = c.command_range or default_command_range(float(r.default_qpos[2]))
         self._command_low, self._command_high = (
             torch.tensor([rr[i] for rr in self.command_range], device=dev) for i in (0, 1)
@@ -315,7 +316,9 @@ class VelocityTask(Task):
         idx = step.clamp(max=self._resamples - 1)
         self.commands.copy_(self._episode_commands.gather(1, idx.view(-1, 1, 1).expand(-1, 1, 3)).squeeze(1))
         self._frame = self._base_frame()
-        if self._contacts:
+        # the feet are read while a feet term is weighted (their air time counts from then)
+        self._feet_read = self._contacts and (self.weights["feet_air_time"] != 0.0 or self.weights["foot_slip"] != 0.0)
+        if self._feet_read:
             self._in_contact = self.backend.get_body_contact_mask(self.robot.feet, self.config.contact_threshold)
         self._fell = self._fallen()
 
@@ -354,33 +357,36 @@ class VelocityTask(Task):
         track = torch.exp(-err_xy / sigma)
         self._command_sum += self.commands[:, :2].norm(dim=1)
         q = self.backend.get_dof_pos()[:, r.dof_cols]
-        qd = self.backend.get_dof_vel()[:, r.dof_cols]
-        target = self.controller.targets[:, : q.shape[1]]
-        torque = self._kp * (target - q) - self._kd * qd
-        beyond = (q - self._soft_hi).clamp(min=0) + (self._soft_lo - q).clamp(min=0)
+
+        def torques() -> torch.Tensor:  # the actuation's PD estimate
+            target = self.controller.targets[:, : q.shape[1]]
+            return ((self._kp * (target - q) - self._kd * self.backend.get_dof_vel()[:, r.dof_cols]) ** 2).sum(1)
+
+        # each term is computed only when weighted (the defaults weight five of them)
         terms = {
-            "track_lin_vel": track,
-            "track_yaw_rate": torch.exp(-err_yaw / sigma),
-            "lin_vel_z": lin[:, 2] ** 2,
-            "ang_vel_xy": (ang[:, :2] ** 2).sum(1),
-            "tilt": (grav[:, :2] ** 2).sum(1),
-            "action_rate": ((action - self._prev_action) ** 2).sum(1),
-            "joint_vel": (qd**2).sum(1),
-            "torques": (torque**2).sum(1),
-            "joint_limits": beyond.sum(1),
-            "pose": torch.exp(-(((q - r.default_joints) / self.config.pose_std) ** 2).mean(1)),
+            "track_lin_vel": lambda: track,
+            "track_yaw_rate": lambda: torch.exp(-err_yaw / sigma),
+            "lin_vel_z": lambda: lin[:, 2] ** 2,
+            "ang_vel_xy": lambda: (ang[:, :2] ** 2).sum(1),
+            "tilt": lambda: (grav[:, :2] ** 2).sum(1),
+            "action_rate": lambda: ((action - self._prev_action) ** 2).sum(1),
+            "joint_vel": lambda: (self.backend.get_dof_vel()[:, r.dof_cols] ** 2).sum(1),
+            "torques": torques,
+            "joint_limits": lambda: ((q - self._soft_hi).clamp(min=0) + (self._soft_lo - q).clamp(min=0)).sum(1),
+            "pose": lambda: torch.exp(-(((q - r.default_joints) / self.config.pose_std) ** 2).mean(1)),
         }
-        if self._contacts:
+        if self._feet_read:
             contact = self._in_contact
             first = contact & ~self._was_in_contact
             moving = (self.commands[:, :2].norm(dim=1) > 0.1).to(torch.float32)
             air = ((self._air_time - self.config.air_time) * first).sum(1) * moving
             self._air_time = torch.where(contact, torch.zeros_like(self._air_time), self._air_time + dt)
             self._was_in_contact = contact
-            feet_v = self.backend.get_body_lin_vel_w(r.feet)[..., :2]
-            terms["feet_air_time"] = air
-            terms["foot_slip"] = ((feet_v**2).sum(-1) * contact).sum(1)
-        out = {k: w[k] * dt * v for k, v in terms.items() if w[k] != 0.0}
+            terms["feet_air_time"] = lambda: air
+            terms["foot_slip"] = lambda: (
+                (self.backend.get_body_lin_vel_w(r.feet)[..., :2] ** 2).sum(-1) * contact
+            ).sum(1)
+        out = {k: w[k] * dt * f() for k, f in terms.items() if w[k] != 0.0}
         if self.config.only_positive_rewards:
             total = torch.stack(list(out.values())).sum(0) if out else torch.zeros_like(err_xy)
             out[CLIP_TERM] = (-total).clamp(min=0.0)
