@@ -134,6 +134,7 @@ class SimBackend:
         self._names = NameTable(info)
         self._host_ids = V.HostIds()
         self._dr = Randomizer(info, num_envs, dev, self._engine)
+        self._dr.ctrl_source = self._book  # a first action latency starts from the controls last applied
         self._snapshots = Snapshots(self, self._engine, self._book, self._dr, self._check_snapshot_state)
         self._readout = Readout(self, self._host_ids)
         self._playback = Playback(self, self._host_ids)
@@ -809,6 +810,14 @@ class SimBackend:
         With a pre-step control function set, it is called before every substep;
         the function is the one set when the call started.
 
+        Action latency (the ``action_latency`` randomization term): an env with a
+        latency of ``L`` substeps applies, in its first ``min(L, nsteps)``
+        substeps, the ``ctrl`` of the previous ``step`` call (a latency longer
+        than the call acts as ``nsteps``: the whole call applies the previous
+        command), and ``ctrl`` from there on. The substeps are split at the
+        distinct latencies, one engine call per part; with a pre-step control
+        function, the function is given the delayed command in those substeps.
+
         Interruption: an exception raised during the call (a ``KeyboardInterrupt``
         from Ctrl-C included; long calls check for it between chunks of
         substeps; an error in a pre-step control function or its output at any
@@ -829,8 +838,12 @@ class SimBackend:
         self._in_step = True
         completed = False
         try:
+            delayed = self._dr.latency_plan(nsteps)
             if fn is None:
-                diverged = self._advance(ctrl, nsteps, hold)
+                if delayed is None:
+                    diverged = self._advance(ctrl, nsteps, hold)
+                else:
+                    diverged = self._advance_delayed(ctrl, nsteps, hold, *delayed)
                 physics = time.perf_counter() - t0
             else:
                 diverged = torch.zeros(self.num_envs, dtype=torch.bool, device=self._device)
@@ -838,9 +851,12 @@ class SimBackend:
                 given = ctrl.to(torch.float32)
                 # the function runs between substeps and cannot be checked in advance: keep what undoes them
                 mark = self._mark() if nsteps > 1 else None
+                pending = self._dr.pending_ctrl  # the previous call's command (kept while a latency is set)
+                prev = given if pending is None else pending.to(given.dtype)
                 try:
-                    for _ in range(nsteps):
-                        out = fn(self, given.clone())
+                    for k in range(nsteps):
+                        command = given if delayed is None else torch.where(delayed[0][:, None] > k, prev, given)
+                        out = fn(self, command.clone())
                         if self._closed:
                             raise BackendClosedError(
                                 f"backend {self.name!r} was closed by the pre-step control function"
@@ -862,6 +878,7 @@ class SimBackend:
             if not completed and held_forces is not None:  # pending forces stay pending, without the held ones
                 self._book.remove_forces(*held_forces)
         self._book.clear_forces()
+        self._dr.keep_command(ctrl, hold)
         self._dr.age_held_forces(nsteps * self.physics_dt)
         if self._faults is not None:
             self._faults.publish()
@@ -1045,6 +1062,11 @@ class SimBackend:
     def get_env_geom_friction(self) -> torch.Tensor:
         """``(N, ngeom, 3)`` friction coefficients (sliding, torsional, rolling) of every geom."""
         return self._out(self._dr.env_field("geom_friction"))
+
+    def get_env_geom_compliance(self) -> torch.Tensor:
+        """``(N, ngeom, 2)`` contact compliance of every geom: MuJoCo's ``solref``, ``(timeconst s,
+        dampratio)`` in its standard form (see the ``geom_compliance`` term in docs/randomization.md)."""
+        return self._out(self._dr.env_field("geom_compliance"))
 
     def get_env_actuator_gains(self) -> ActuatorGains:
         """Per-env servo gains: :class:`ActuatorGains` of ``(N, nu)`` tensors."""
@@ -1364,10 +1386,40 @@ class SimBackend:
     # ------------------------------------------------------------------
     # internals: stepping and the divergence rule
     # ------------------------------------------------------------------
-    def _advance(self, ctrl: torch.Tensor, nsteps: int, hold: torch.Tensor | None) -> torch.Tensor:
+    def _advance_delayed(
+        self, ctrl: torch.Tensor, nsteps: int, hold: torch.Tensor | None, late: torch.Tensor, bounds: list[int]
+    ) -> torch.Tensor:
+        """``nsteps`` substeps in which env ``i`` applies the previous call's command for its first
+        ``late[i]`` substeps, then ``ctrl``: one engine call per part between consecutive ``bounds``.
+        An env that diverges in a part is held (and reverted) in the parts after it, so that it keeps its
+        state from before the call as in a single call; an exception puts every env back where the call
+        found it."""
+        prev = self._dr.pending_ctrl
+        assert prev is not None  # a latency keeps the pending command
+        prev = prev.to(ctrl.dtype)
+        mark = self._mark() if len(bounds) > 2 else None
+        diverged = torch.zeros(self.num_envs, dtype=torch.bool, device=self._device)
+        stay = hold
+        try:
+            for a, b in zip(bounds[:-1], bounds[1:]):
+                part = torch.where((late > a)[:, None], prev, ctrl)
+                diverged |= self._advance(part, b - a, stay, judge_steps=nsteps)
+                if self._defers_checks or bool(diverged.any()):  # a GPU engine: no host read of the mask
+                    stay = diverged if hold is None else hold | diverged
+        except BaseException:
+            if mark is not None and not self._closed:
+                with HeldInterrupt():
+                    self._rewind(mark)
+            raise
+        return diverged
+
+    def _advance(
+        self, ctrl: torch.Tensor, nsteps: int, hold: torch.Tensor | None, judge_steps: int | None = None
+    ) -> torch.Tensor:
         """``nsteps`` engine substeps with ``ctrl``, judged by the contract's divergence rule; diverged
         and held envs (``hold``: GPU input faults) get back their pre-call state. Returns the
-        ``(N,)`` diverged mask (held envs excluded); time and the last controls follow."""
+        ``(N,)`` diverged mask (held envs excluded); time and the last controls follow. ``judge_steps``:
+        the substeps of the whole ``step`` call this is part of (rule 5 judges a push over the call)."""
         engine, defer = self._engine, self._defers_checks
         if hold is not None:  # held envs step with their own last controls, then are reverted
             ctrl = self._keep_held_ctrl(ctrl, hold)
@@ -1386,7 +1438,7 @@ class SimBackend:
             if not clean:
                 diverged = self._mask(diverged_rows(qpos, qvel))
                 if forces is not None:  # rule 5: a push no engine integrates (simbackend.divergence)
-                    diverged = diverged | self._pushed_too_hard(forces, nsteps)
+                    diverged = diverged | self._pushed_too_hard(forces, judge_steps or nsteps)
                 if failed is not None:
                     diverged = diverged | self._mask(failed)
                 stayed = diverged if hold is None else diverged | hold

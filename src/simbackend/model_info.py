@@ -63,6 +63,11 @@ class ModelInfo:
     geom_contype: np.ndarray  # (ngeom,) contact type bit mask
     geom_conaffinity: np.ndarray  # (ngeom,) contact affinity bit mask
     geom_friction: np.ndarray  # (ngeom, 3) sliding, torsional, rolling
+    #: (ngeom, 2) contact compliance, MuJoCo's ``geom_solref``: (timeconst s, dampratio) in the standard form
+    #: (timeconst > 0), (-stiffness, -damping) in the direct form. A contact mixes its two geoms' values,
+    #: weighted by ``geom_solmix`` (both standard; the element-wise minimum where either is direct), unless
+    #: one geom has the higher ``priority`` (its value alone) or a ``<pair>`` sets the contact's own
+    geom_compliance: np.ndarray
     dof_damping: np.ndarray  # (nv,) per qvel column
     dof_armature: np.ndarray  # (nv,)
     dof_frictionloss: np.ndarray  # (nv,)
@@ -123,6 +128,13 @@ class ModelInfo:
     @property
     def nu(self) -> int:
         return len(self.actuator_names)
+
+    @functools.cached_property
+    def actuator_strength(self) -> np.ndarray:
+        """``(nu,)`` ones: the model's actuator strength (the ``actuator_strength`` term's factor)."""
+        ones = np.ones(self.nu)
+        ones.flags.writeable = False
+        return ones
 
     @property
     def dof_joints(self) -> np.ndarray:

@@ -19,10 +19,15 @@ ctrl (nu)             the controls last applied (``get_ctrl``)
 default qpos (nq)     each env's default configuration (``joint_default_pos``)
 held forces           (nbody, 6) world force and torque of ``body_force`` terms,
                       and (nbody,) seconds left (-1: until replaced)
+latency (1)           the env's action latency, substeps (``action_latency``)
+pending ctrl (nu)     the ``ctrl`` of the last ``step`` call, which a delayed
+                      env applies first in the next one (clamped; the
+                      controls last applied while no env has a latency)
 per-env parameters    every per-env model field of domain randomization,
                       flattened in :data:`simbackend.randomization.FIELDS` order
                       (masses, centres of mass, inertias, friction, gains,
-                      damping, armature, frictionloss, gravity)
+                      actuator strength, damping, armature, frictionloss,
+                      gravity)
 engine (k)            the engine's own state: on MuJoCo its integration state
                       (qpos, qvel, act, warm start, ...), on CPU PhysX its own
                       serialisation and the memory of MuJoCo-computed forces;
@@ -76,7 +81,7 @@ from simbackend.state import NamedState
 #: "SBSNAP" as a 48-bit integer: marks a snapshot row (exact in float64)
 MAGIC = 0x534253_4E4150
 #: the column layout described in the module docstring
-LAYOUT_VERSION = 1
+LAYOUT_VERSION = 2  # 2: action latency and the pending command
 HEADER_WIDTH = 6
 
 
@@ -123,6 +128,8 @@ class SnapshotLayout:
     default_qpos: slice
     force: slice
     force_left: slice
+    latency: slice
+    pending_ctrl: slice
     fields: dict  # field name -> (slice, shape per env)
     engine: slice
     width: int
@@ -137,6 +144,8 @@ class SnapshotLayout:
             ("default_qpos", info.nq),
             ("force", info.nbody * 6),
             ("force_left", info.nbody),
+            ("latency", 1),
+            ("pending_ctrl", info.nu),
         ):
             parts[name] = slice(col, col + size)
             col += size
@@ -202,6 +211,12 @@ class Snapshots:
             out[:, L.force] = torch.as_tensor(self.dr.held_force[ids].reshape(n, -1), device=dev)
             left = self.dr.held_left[ids]
             out[:, L.force_left] = torch.as_tensor(np.where(np.isinf(left), -1.0, left), device=dev)
+        out[:, L.latency] = torch.as_tensor(self.dr.env_latency()[ids, None], dtype=torch.float64, device=dev)
+        pending = self.dr.pending_ctrl
+        if pending is None:  # no latency: the last command is the controls last applied
+            out[:, L.pending_ctrl] = out[:, L.ctrl]
+        else:
+            out[:, L.pending_ctrl] = self.book.clamp(pending[rows]).to(torch.float64)
         for name, (cols, _shape) in L.fields.items():
             out[:, cols] = torch.as_tensor(np.array(self.dr.table_rows(name, ids)).reshape(n, -1), device=dev)
         out[:, L.engine] = torch.as_tensor(self.engine.save_state(ids), dtype=torch.float64).to(dev)
@@ -236,6 +251,10 @@ class Snapshots:
                 0.0,
                 problem="held-force times that are neither >= 0 nor -1",
             )
+        latency = rows[:, L.latency.start].numpy()
+        if (latency < 0).any() or (latency != np.rint(latency)).any():
+            bad = (latency < 0) | (latency != np.rint(latency))
+            raise ValueRangeError("state (latency)", ids[bad], 0.0, problem="latencies that are not whole and >= 0")
         dev = self.sim.device
         engine_rows = rows[:, L.engine].to(dev)
         qpos, qvel = self.engine.check_saved(ids, engine_rows)
@@ -247,6 +266,7 @@ class Snapshots:
         dev_ids = torch.as_tensor(ids, device=dev)
         self.book.time[dev_ids] = time.to(dev)
         self.book.ctrl[dev_ids] = rows[:, L.ctrl].to(device=dev, dtype=self.book.dtype)
+        self.dr.restore_latency(ids, latency.astype(np.int64), rows[:, L.pending_ctrl])
         self.engine.restore_state(ids, engine_rows)
         return ids
 

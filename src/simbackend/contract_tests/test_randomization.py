@@ -60,6 +60,11 @@ READERS = {
         [0.7],
         lambda s: to_np(s.get_env_geom_friction())[:, s.info.geom_names.index("box_geom"), 0],
     ),
+    "geom_compliance": (
+        "box_geom",
+        [0.03],
+        lambda s: to_np(s.get_env_geom_compliance())[:, s.info.geom_names.index("box_geom"), 0],
+    ),
     "actuator_kp": (
         "servo",
         [35.0],

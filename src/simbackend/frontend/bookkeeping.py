@@ -82,6 +82,10 @@ class EnvBook:
         ctrl = self.ctrl if rows is None else self.ctrl[rows]
         return torch.clamp(ctrl.to(torch.float64), self._ctrl_lo, self._ctrl_hi).to(torch.float32)
 
+    def clamp(self, ctrl: torch.Tensor) -> torch.Tensor:
+        """``(n, nu)`` float32 ``ctrl`` clamped to the ctrl ranges (as :meth:`clamped_ctrl`)."""
+        return torch.clamp(ctrl.to(torch.float64), self._ctrl_lo, self._ctrl_hi).to(torch.float32)
+
     def clamped_ctrl_host(self, env_ids: np.ndarray) -> np.ndarray:
         """``(n, nu)`` float32 host copy of :meth:`clamped_ctrl` for host ``env_ids`` (the recorder's hot path)."""
         lo, hi = self._ctrl_bounds_host

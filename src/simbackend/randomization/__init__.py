@@ -15,12 +15,25 @@ Phases: ``init`` (``apply_init_randomization``), ``reset``
 """
 
 from .apply import CORE_TERMS, FIELDS, core_dr_support
-from .plan import FRICTION_COMPONENTS, OPERATIONS, PHASES, TERM_KINDS, Distribution, RandomizationPlan, Term, TermKind
+from .plan import (
+    COMPLIANCE_COMPONENTS,
+    COMPONENTS,
+    FRICTION_COMPONENTS,
+    OPERATIONS,
+    PHASES,
+    TERM_KINDS,
+    Distribution,
+    RandomizationPlan,
+    Term,
+    TermKind,
+)
 from .sampling import draw, uniforms, uniforms_torch
 from .schedule import IntervalScheduler
 
 __all__ = [
     "CORE_TERMS",
+    "COMPLIANCE_COMPONENTS",
+    "COMPONENTS",
     "FIELDS",
     "FRICTION_COMPONENTS",
     "OPERATIONS",

@@ -48,7 +48,7 @@ from simbackend.errors import (
 from simbackend.math import quat_apply_inverse
 from simbackend.model_info import JOINT_BALL, JOINT_FREE, JOINT_HINGE, JOINT_SLIDE, ModelInfo
 
-from .plan import FRICTION_COMPONENTS, PHASES, TERM_KINDS, RandomizationPlan, Term
+from .plan import COMPONENTS, PHASES, TERM_KINDS, RandomizationPlan, Term
 from .sampling import draw, uniforms
 
 #: per-env model fields: name -> (ModelInfo attribute holding the model's values, lower bound, what)
@@ -57,8 +57,13 @@ FIELDS: Mapping[str, tuple[str, float | None, str]] = {
     "body_com": ("body_com", None, "centre of mass"),
     "body_inertia": ("body_inertia", 0.0, "principal inertia"),
     "geom_friction": ("geom_friction", -1.0, "friction"),
+    # (timeconst s, dampratio) of MuJoCo's standard solref: finite here; > 0 and timeconst >= 2 timesteps
+    # where a value differs from the model's (a direct-form solref, negative, stays): check_compliance
+    "geom_compliance": ("geom_compliance", None, "contact compliance"),
     "actuator_kp": ("actuator_kp", -1.0, "kp"),
     "actuator_kv": ("actuator_kv", -1.0, "kv"),
+    # a factor on the actuator's whole output force (1 in the model): engines compose it with kp/kv
+    "actuator_strength": ("actuator_strength", -1.0, "actuator strength"),
     "dof_damping": ("dof_damping", -1.0, "damping"),
     "dof_armature": ("dof_armature", -1.0, "armature"),
     "dof_frictionloss": ("dof_frictionloss", -1.0, "frictionloss"),
@@ -67,7 +72,10 @@ FIELDS: Mapping[str, tuple[str, float | None, str]] = {
 #: bounds: 0.0 means "> 0" (masses, inertias), -1.0 means ">= 0"
 
 #: terms the contract applies itself, from the state and the pending forces (no engine field)
-CORE_TERMS = ("joint_default_pos", "body_velocity_delta", "body_force")
+CORE_TERMS = ("joint_default_pos", "body_velocity_delta", "body_force", "action_latency")
+
+#: the largest action latency a term may draw, substeps (a step call caps it at its nsteps anyway)
+MAX_LATENCY = 1_000_000
 
 
 def _welded_to_world(info: Any) -> np.ndarray:
@@ -83,7 +91,7 @@ def _welded_to_world(info: Any) -> np.ndarray:
 
 def core_dr_support(body_forces: bool) -> frozenset[str]:
     """The ``"<term>:<phase>"`` entries every backend has through the contract alone."""
-    terms = ["joint_default_pos", "body_velocity_delta"] + (["body_force"] if body_forces else [])
+    terms = ["joint_default_pos", "body_velocity_delta", "action_latency"] + (["body_force"] if body_forces else [])
     return frozenset(f"{t}:{p}" for t in terms for p in PHASES)
 
 
@@ -109,6 +117,7 @@ class Prepared:
     qvel_delta: np.ndarray | None = None  # (n, nv), world/local per the contract
     lin_ang_delta: list = field(default_factory=list)  # (free joint dofadr, (n, 3) lin world, (n, 3) ang world)
     forces: list = field(default_factory=list)  # (body ids (T,), (n, T, 6), duration or None)
+    latency: np.ndarray | None = None  # (n,) float64 action latency drawn, substeps (rounded at commit)
     counted: list = field(default_factory=list)  # stream keys drawn
     dropped: list = field(default_factory=list)
 
@@ -121,6 +130,10 @@ class Randomizer:
         default_qpos: ``(N, nq)`` per-env default configuration once a term changed it, else ``None``.
         held_force: ``(N, nbody, 6)`` world force and torque of ``body_force`` terms, or ``None``.
         held_left: ``(N, nbody)`` seconds each held force has left (``inf``: until replaced), or ``None``.
+        latency: ``(N,)`` int64 action latency of every env in physics substeps once a term set one,
+            else ``None`` (no env delays its controls: ``step`` takes its one-call path).
+        pending_ctrl: ``(N, nu)`` the ``ctrl`` given to the last ``step`` call (engine dtype, on the
+            device), kept while ``latency`` is set: what the first substeps of a delayed env apply.
         counts: plan stream key -> ``(N,)`` draws made per env.
     """
 
@@ -133,6 +146,10 @@ class Randomizer:
         self.default_qpos: np.ndarray | None = None
         self.held_force: np.ndarray | None = None
         self.held_left: np.ndarray | None = None
+        self.latency: np.ndarray | None = None
+        self.pending_ctrl: torch.Tensor | None = None
+        self._latency_dev: torch.Tensor | None = None  # latency on the device, made on first use
+        self.ctrl_source: Any = None  # the front end's bookkeeping (its ``ctrl``: the controls last applied)
 
     # ------------------------------------------------------------------
     # what the engine supports, and the values it holds
@@ -261,6 +278,12 @@ class Randomizer:
         elif kind == "actuator_kv":
             ok = np.array([info.actuator_kind[a] in ("position", "velocity") for a in ids], bool)
             why = "not a position or velocity actuator"
+        elif kind == "actuator_strength":
+            ok = np.array([info.actuator_kind[a] in ("motor", "position", "velocity") for a in ids], bool)
+            why = "not a motor, position or velocity actuator"
+        elif kind == "geom_compliance":
+            ok = info.geom_compliance[ids, 0] > 0
+            why = "its solref is in MuJoCo's direct form (-stiffness, -damping), which has no time constant"
         elif kind == "joint_default_pos":
             ok = np.isin(info.joint_type[ids], (JOINT_HINGE, JOINT_SLIDE))
             why = "not a hinge or slide joint"
@@ -357,6 +380,9 @@ class Randomizer:
             cols = info.joint_qposadr[targets]
             p.default_qpos[:, cols] = combine(info.qpos0[cols], values[..., 0])
             return
+        if kind == "action_latency":
+            p.latency = values[:, 0, 0].copy()
+            return
         if kind == "body_velocity_delta":
             for k, b in enumerate(targets):
                 p.lin_ang_delta.append((self.free_dofadr(int(b), where), values[:, k, :3], values[:, k, 3:]))
@@ -371,10 +397,11 @@ class Randomizer:
         rows = self._rows(p, fname)
         if fname == "gravity":
             rows[:] = combine(model, values[:, 0, :])
-        elif fname == "geom_friction":
-            comps = [FRICTION_COMPONENTS.index(c) for c in (term.components or ("sliding",))]
-            for c_i, c in enumerate(comps):
+        elif kind in COMPONENTS:  # geom_friction, geom_compliance: the term's columns of its targets' rows
+            for c_i, c in enumerate(term.component_columns):
                 rows[:, targets, c] = combine(model[targets, c], values[..., c_i])
+            if fname == "geom_compliance":
+                self.check_compliance(rows, p.ids, where)
         elif fname.startswith("dof_"):
             for k, j in enumerate(targets):
                 t = int(info.joint_type[j])
@@ -385,15 +412,45 @@ class Randomizer:
             rows[:, targets] = combine(model[targets], values)
         elif fname == "body_inertia":
             rows[:, targets] = combine(model[targets], values[..., :1])
-        else:  # body_mass, actuator_kp, actuator_kv: one value per target
+        else:  # body_mass, actuator_kp, actuator_kv, actuator_strength: one value per target
             rows[:, targets] = combine(model[targets], values[..., 0])
             if term.scale_inertia:
                 inertia = self._rows(p, "body_inertia")
                 inertia[:, targets] = self.model_value("body_inertia")[targets] * values[..., :1]
 
+    def compliance_floor(self) -> float:
+        """The smallest contact time constant an env may hold, s: two physics timesteps. Below it MuJoCo
+        (its ``refsafe`` rule) silently uses two timesteps, so a smaller value would not be what acts."""
+        return 2.0 * float(self.info.timestep)
+
+    def check_compliance(self, rows: np.ndarray, ids: np.ndarray, argument: str) -> None:
+        """Refuse ``geom_compliance`` rows ``(n, ngeom, 2)`` of envs ``ids`` where a geom whose value
+        differs from the model's has a time constant below :meth:`compliance_floor`, or a time constant
+        or damping ratio that is not > 0 (the model's own values, a direct-form solref included, pass)."""
+        model = self.model_value("geom_compliance")
+        changed = (rows != model).any(-1)
+        floor = self.compliance_floor()
+        low = changed & ~(rows[..., 0] >= floor)
+        nonpositive = changed & ~(rows[..., 1] > 0)
+        for bad, rule in (
+            (low, f"timeconst >= {floor:g} s (2 physics timesteps; below it MuJoCo acts with {floor:g} s)"),
+            (nonpositive, "dampratio > 0"),
+        ):
+            if bad.any():
+                env_rows = bad.any(-1)
+                g = int(np.flatnonzero(bad.any(0))[0])
+                raise ValueRangeError(
+                    f"{argument}: contact compliance of geom {self.info.geom_names[g]!r}",
+                    ids[env_rows],
+                    floor if bad is low else 0.0,
+                    problem=f"values that break {rule}",
+                )
+
     def validate(self, p: Prepared) -> None:
         """Physical bounds of every new value, before anything is written."""
         limit = V.MAX_REAL_INPUT
+        if "geom_compliance" in p.fields:
+            self.check_compliance(p.fields["geom_compliance"], p.ids, "randomized geom_compliance")
         for name, rows in p.fields.items():
             _, bound, what = FIELDS[name]
             bad = ~np.isfinite(rows) | (np.abs(rows) > limit)
@@ -419,6 +476,15 @@ class Randomizer:
                 limit,
                 problem="non-finite sampled values",
             )
+        if p.latency is not None:
+            bad = ~np.isfinite(p.latency) | (np.rint(p.latency) < 0) | (np.rint(p.latency) > MAX_LATENCY)
+            if bad.any():
+                raise ValueRangeError(
+                    "randomized action latency",
+                    p.ids[bad],
+                    MAX_LATENCY,
+                    problem="sampled latencies that do not round to a whole number of substeps in [0, 1e6]",
+                )
         for _, lin, ang in p.lin_ang_delta:
             if (np.abs(lin) > MAX_QVEL).any() or (np.abs(ang) > MAX_QVEL).any():
                 bad = (np.abs(lin) > MAX_QVEL).any(1) | (np.abs(ang) > MAX_QVEL).any(1)
@@ -459,6 +525,8 @@ class Randomizer:
                 self.held_left = np.zeros((self.num_envs, self.info.nbody))
             self.held_force[np.ix_(ids, bodies)] = v
             self.held_left[np.ix_(ids, bodies)] = np.inf if duration is None else duration
+        if p.latency is not None:
+            self.set_latency(ids, np.rint(p.latency).astype(np.int64))
         for key in p.counted:
             counts = self.counts.get(key)
             if counts is None:
@@ -523,6 +591,61 @@ class Randomizer:
             expired = self.held_left <= 0
             self.held_force[expired] = 0.0
             self.held_left[expired] = 0.0
+
+    # action latency ------------------------------------------------------------------------------
+    def set_latency(self, ids: np.ndarray, steps: np.ndarray, last_ctrl: torch.Tensor | None = None) -> None:
+        """Envs ``ids`` delay their controls by ``steps`` ``(n,)`` whole substeps from the next ``step``.
+
+        The first latency set starts keeping the pending command: ``last_ctrl`` (the controls last
+        applied, which without latency are the last ``step``'s ``ctrl``), or :attr:`ctrl_source`'s."""
+        steps = np.asarray(steps, np.int64)
+        if self.latency is None:
+            if not steps.any():
+                return  # no env delays: step keeps its one-call path
+            self.latency = np.zeros(self.num_envs, np.int64)
+            source = self.ctrl_source.ctrl if last_ctrl is None else last_ctrl
+            self.pending_ctrl = source.detach().clone()
+        self.latency[ids] = steps
+        self._latency_dev = None
+
+    def latency_plan(self, nsteps: int) -> tuple[torch.Tensor, list[int]] | None:
+        """For a ``step`` of ``nsteps`` substeps: ``(late (N,) on the device, bounds)`` where ``late`` is
+        each env's latency capped at ``nsteps`` and ``bounds`` the substeps ``0 = b0 < ... < bk = nsteps``
+        at which some env's control changes; ``None`` when no env delays (the one-call path)."""
+        if self.latency is None:
+            return None
+        capped = np.minimum(self.latency, nsteps)
+        cuts = np.unique(capped)
+        if cuts.size == 1 and cuts[0] == 0:
+            return None
+        if self._latency_dev is None:
+            self._latency_dev = torch.as_tensor(self.latency, device=self.device)
+        late = torch.clamp(self._latency_dev, max=nsteps)
+        return late, sorted({0, nsteps, *cuts.tolist()})
+
+    def keep_command(self, ctrl: torch.Tensor, hold: torch.Tensor | None) -> None:
+        """A ``step`` ended: ``ctrl`` ``(N, nu)`` (the call's command) becomes the pending command of the
+        envs not held (``hold``: refused input, whose controls stay as they were)."""
+        if self.pending_ctrl is None:
+            return
+        if hold is None:
+            self.pending_ctrl.copy_(ctrl)
+        else:
+            self.pending_ctrl.copy_(torch.where(hold[:, None], self.pending_ctrl, ctrl.to(self.pending_ctrl.dtype)))
+
+    def env_latency(self) -> np.ndarray:
+        """``(N,)`` int64 each env's action latency, substeps (0: none)."""
+        return np.zeros(self.num_envs, np.int64) if self.latency is None else self.latency.copy()
+
+    def restore_latency(self, ids: np.ndarray, steps: np.ndarray, pending: torch.Tensor) -> None:
+        """Envs ``ids``' latency ``(n,)`` and pending command ``(n, nu)`` from a snapshot."""
+        steps = np.asarray(steps, np.int64)
+        if self.latency is None and not steps.any():
+            return
+        self.set_latency(ids, steps)
+        if self.pending_ctrl is not None:
+            rows = torch.as_tensor(ids, device=self.pending_ctrl.device)
+            self.pending_ctrl[rows] = pending.to(device=self.pending_ctrl.device, dtype=self.pending_ctrl.dtype)
 
     # per-env values from a snapshot or a named state ------------------------------------------
     def prepare_values(self, ids: np.ndarray, values: Mapping[str, Any], argument: str) -> Prepared:

@@ -28,6 +28,14 @@ from simbackend.errors import ArgumentTypeError, InvalidArgumentError
 PHASES = ("init", "reset", "interval")
 OPERATIONS = ("scale", "add", "set")
 FRICTION_COMPONENTS = ("sliding", "torsional", "rolling")
+#: contact compliance, MuJoCo's standard solref: the contact's spring-damper time constant (s) and damping ratio
+COMPLIANCE_COMPONENTS = ("timeconst", "dampratio")
+#: the term kinds that draw a chosen subset of their field's columns (``Term.components``): kind -> the
+#: field's columns in order; a term without ``components`` draws the first
+COMPONENTS: Mapping[str, tuple[str, ...]] = {
+    "geom_friction": FRICTION_COMPONENTS,
+    "geom_compliance": COMPLIANCE_COMPONENTS,
+}
 
 
 @dataclass(frozen=True)
@@ -66,11 +74,33 @@ TERM_KINDS: Mapping[str, TermKind] = {
         "geom_friction",
         "geom friction coefficients (components: sliding, torsional, rolling)",
     ),
+    "geom_compliance": TermKind(
+        "geom",
+        1,
+        ("scale", "add", "set"),
+        "geom_compliance",
+        "contact compliance of geoms: time constant, s, and damping ratio of the contact's mass-normalized"
+        " spring-damper (components: timeconst, dampratio; MuJoCo's standard solref)",
+    ),
     "actuator_kp": TermKind(
         "actuator", 1, ("scale", "add", "set"), "actuator_kp", "position gain of position actuators"
     ),
     "actuator_kv": TermKind(
         "actuator", 1, ("scale", "add", "set"), "actuator_kv", "velocity gain of position and velocity actuators"
+    ),
+    "actuator_strength": TermKind(
+        "actuator",
+        1,
+        ("scale",),
+        "actuator_strength",
+        "motor strength: the actuator's whole output force (kp, kv, motor gain and force limit together) times the factor",
+    ),
+    "action_latency": TermKind(
+        None,
+        1,
+        ("set",),
+        None,
+        "whole physics substeps before a step's ctrl reaches the actuators (rounded; at most the step's nsteps)",
     ),
     "joint_damping": TermKind("joint", 1, ("scale", "add", "set"), "dof_damping", "joint damping"),
     "joint_armature": TermKind("joint", 1, ("scale", "add", "set"), "dof_armature", "joint armature"),
@@ -243,9 +273,11 @@ class Term:
         shared: one draw per env for all targets, instead of one per target.
         scale_inertia: ``body_mass`` only: scale the inertia by the same
             factor as the mass (a uniformly denser body).
-        components: ``geom_friction`` only: the friction coefficients drawn,
-            a subset of ``sliding``, ``torsional``, ``rolling`` (default
-            sliding); the term's width is their number.
+        components: the columns drawn, for the kinds of :data:`COMPONENTS`
+            only: ``geom_friction``'s friction coefficients, a subset of
+            ``sliding``, ``torsional``, ``rolling`` (default sliding);
+            ``geom_compliance``'s ``timeconst``, ``dampratio`` (default
+            timeconst). The term's width is their number.
         duration: ``body_force`` only: seconds the force is held (counted in
             whole ``step`` calls); ``None`` until the next application.
         interval_s: ``interval`` phase: ``(low, high)`` seconds between
@@ -301,13 +333,14 @@ class Term:
         if self.scale_inertia and self.operation != "scale":
             raise InvalidArgumentError(f"{where}: scale_inertia needs operation 'scale'")
         if self.components is not None:
-            if self.kind != "geom_friction":
-                raise InvalidArgumentError(f"{where}: components apply to geom_friction only")
+            columns = COMPONENTS.get(self.kind)
+            if columns is None:
+                raise InvalidArgumentError(f"{where}: components apply to {' and '.join(COMPONENTS)} only")
             comps = (self.components,) if isinstance(self.components, str) else tuple(self.components)
-            bad = [c for c in comps if c not in FRICTION_COMPONENTS]
+            bad = [c for c in comps if c not in columns]
             if bad or not comps or len(set(comps)) != len(comps):
                 raise InvalidArgumentError(
-                    f"{where}: components must be distinct entries of {list(FRICTION_COMPONENTS)}, got {list(comps)}"
+                    f"{where}: components must be distinct entries of {list(columns)}, got {list(comps)}"
                 )
             object.__setattr__(self, "components", comps)
         if self.duration is not None:
@@ -340,9 +373,18 @@ class Term:
     @property
     def width(self) -> int:
         """Values drawn per env and target."""
-        if self.kind == "geom_friction":
-            return len(self.components or ("sliding",))
+        if self.kind in COMPONENTS:
+            return len(self.component_columns)
         return TERM_KINDS[self.kind].width
+
+    @property
+    def component_columns(self) -> tuple[int, ...]:
+        """The field columns a :data:`COMPONENTS` kind's term draws, in its components' order (default:
+        the first column); ``()`` for the other kinds."""
+        columns = COMPONENTS.get(self.kind)
+        if columns is None:
+            return ()
+        return tuple(columns.index(c) for c in (self.components or columns[:1]))
 
     def to_dict(self) -> dict:
         d: dict[str, Any] = {

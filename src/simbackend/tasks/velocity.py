@@ -51,6 +51,16 @@ command``, the command counted at least ``success_error`` so that standing
 still does not pass on small commands; a fall tracked nothing). Evaluations
 and a task that is not training draw from the full ranges.
 
+Observation noise (training only, as the command curriculum): with ``obs_noise`` > 0
+each step's observation terms get uniform noise of half-width ``obs_noise``
+times :data:`OBS_NOISE` (Isaac Lab's and mjlab's velocity environments: base
+linear velocity 0.1 m/s, angular velocity 0.2 rad/s, projected gravity 0.05,
+joint positions 0.01 rad, joint velocities 1.5 rad/s; mjlab trains with 1),
+drawn from the task's counter-based streams (seed, env, observation count).
+Evaluations see the noiseless observation, as Isaac Lab's and mjlab's play
+configurations turn observation corruption off; 0 (the default) leaves the
+observations as they were.
+
 Terminated when the robot falls: base below ``min_height`` of its default
 height, tilted more than ``max_tilt`` rad, or, with contact forces, a
 ``termination_bodies`` body touching anything. Success: the episode reaches
@@ -60,6 +70,7 @@ m/s.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -69,6 +80,7 @@ import torch
 
 from simbackend.errors import InvalidArgumentError, closest_names_hint
 from simbackend.math import quat_apply, quat_apply_inverse
+from simbackend.randomization import uniforms_torch
 from simbackend.robots import get_robot, resolve, robot_scene
 from simbackend.robots.actuation import joint_controller, joint_controller_gains, joint_efforts, target_bounds
 
@@ -97,6 +109,14 @@ CLIP_TERM = "clip"
 CURRICULUM_WINDOWS = 5
 #: the largest derived action scale (rad)
 MAX_ACTION_SCALE = 1.0
+#: observation noise half-widths at ``obs_noise = 1`` (the module docstring), per observation term
+OBS_NOISE = {
+    "base_lin_vel": 0.1,
+    "base_ang_vel": 0.2,
+    "projected_gravity": 0.05,
+    "joint_pos": 0.01,
+    "joint_vel": 1.5,
+}
 #: the Froude number of the default forward command (v^2 / (g h) with h the base's default height)
 FROUDE = 0.35
 #: fraction of a joint's range beyond which the joint-limit penalty grows
@@ -132,6 +152,8 @@ class VelocityConfig(TaskConfig):
         curriculum_step: widening per promotion (fraction of the ranges), in (0, 1].
         curriculum_threshold: the share of the commanded planar speed the ended episodes tracked, on
             average, that promotes (``1 - error / max(command, success_error)``, 0 for a fall), in (0, 1].
+        obs_noise: scale of the uniform observation noise of :data:`OBS_NOISE` while training (0: none;
+            mjlab's and Isaac Lab's velocity environments use 1); evaluations observe without noise.
     """
 
     episode_length: int = 500
@@ -154,6 +176,7 @@ class VelocityConfig(TaskConfig):
     curriculum_start: float = 0.25
     curriculum_step: float = 0.25
     curriculum_threshold: float = 0.7
+    obs_noise: float = 0.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -182,6 +205,7 @@ class VelocityConfig(TaskConfig):
             "air_time",
             "resample_time",
             "pose_std",
+            "obs_noise",
         )
         for name in ("tracking_sigma", "resample_time", "pose_std"):
             if getattr(self, name) == 0:
@@ -258,6 +282,11 @@ class VelocityTask(Task):
         #: the command ranges' scale: 1 (full ranges) unless training with the curriculum
         self.command_level = 1.0
         self._curriculum = False
+        self._noisy = False  # observation noise: from begin_training, with obs_noise > 0
+        self._noise_key = int.from_bytes(
+            hashlib.blake2b(f"obs_noise:{self.name}".encode(), digest_size=8).digest(), "little"
+        )
+        self._noise_count = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
         self._command_sum = torch.zeros(n, dtype=torch.float32, device=dev)  # the episode's summed |command|
         self._window = torch.zeros(2, dtype=torch.float32, device=dev)  # ended episodes' tracked sum, count
         self._window_steps = 0
@@ -336,6 +365,24 @@ class VelocityTask(Task):
         )
 
     def _observations(self) -> dict[str, torch.Tensor]:
+        obs = self._clean_observations()
+        if self._noisy:
+            self._add_noise(obs)
+        return obs
+
+    def _add_noise(self, obs: dict[str, torch.Tensor]) -> None:
+        """Uniform noise of half-width ``obs_noise * OBS_NOISE[term]`` on the terms of :data:`OBS_NOISE`,
+        drawn per env from ``(seed, noise stream, env, observations made)``."""
+        widths = [obs[k].shape[1] for k in OBS_NOISE]
+        u = uniforms_torch(self.seed, self._noise_key, self._every_env, self._noise_count, sum(widths))
+        self._noise_count += 1
+        u = u.to(torch.float32)
+        col = 0
+        for (k, half), w in zip(OBS_NOISE.items(), widths):
+            obs[k] = obs[k] + (2 * u[:, col : col + w] - 1) * (half * self.config.obs_noise)
+            col += w
+
+    def _clean_observations(self) -> dict[str, torch.Tensor]:
         lin, ang, grav = self._base_frame()
         r = self.robot
         return {
@@ -416,6 +463,7 @@ class VelocityTask(Task):
         if self.config.command_curriculum and not self._curriculum:
             self._curriculum = True
             self.command_level = self.config.curriculum_start
+        self._noisy = self.config.obs_noise > 0
 
     def curriculum_state(self) -> dict:
         """``{"command_level": fraction of the command ranges}`` (logs and checkpoints)."""

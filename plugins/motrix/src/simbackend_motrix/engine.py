@@ -64,6 +64,14 @@ DR_TERMS = (
     "joint_frictionloss",
     "gravity",
 )
+#: why ``geom_compliance`` (contact time constant and damping ratio) is not among them: motrixsim 0.10
+#: sets a contact's spring-damper only in the scene description (``msd.PhysicsMaterial.contact_model``,
+#: ``SpringDampCoeff``), when the model is built, for every instance of a batch; a ``Geom`` overrides
+#: only its friction per instance (``set_friction_override``)
+COMPLIANCE_NOTE = (
+    "geom_compliance not declared: Motrix sets contact stiffness/damping (PhysicsMaterial.contact_model)"
+    " once per model when the scene is built, not per env; per env it overrides only friction"
+)
 #: Motrix's solver tolerance unless ``motrix={"solver_tolerance": ...}`` says otherwise. Motrix's own
 #: default, 1e-4, leaves results depending on the solver's warm start by ~2e-6 (a restored state then
 #: drifts from its twin beyond float32 precision); 1e-6 measured within one run's noise at N = 1024
@@ -150,6 +158,7 @@ class MotrixEngine(Engine):
         self._notes = tuple(notes) + (
             f"thread pool: {threads} threads (one pool per process)",
             f"solver: Motrix, at most {o.max_iterations} iterations, tolerance {o.solver_tolerance:g}",
+            COMPLIANCE_NOTE,
         )
         self._reads: dict[tuple, np.ndarray] = {}
         self._state: tuple[np.ndarray, np.ndarray] | None = None

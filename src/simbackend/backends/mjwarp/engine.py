@@ -50,11 +50,10 @@ from simbackend.backends.mujoco.pipeline import (
     DR_CAPABILITIES,
     DR_FIELDS,
     SETCONST_FIELDS,
+    ActuatorTables,
     apply_options,
     compiled_model_fields,
     fold_disabled_gravity,
-    read_gains,
-    write_gains,
 )
 from simbackend.backends.mujoco.rays import ALPHA, RayGeoms, transparent_collision
 from simbackend.capabilities import Capabilities
@@ -125,7 +124,7 @@ class MJWarpEngine(Engine):
         # a randomized centre of mass moves a body's inertial frame off its frame: never assume they coincide
         mjm.body_sameframe[:] = 0
         batched = {f for f in DR_FIELDS.values() if not f.startswith("opt.")} | set(_DERIVED)
-        batched |= {"actuator_gainprm", "actuator_biasprm"}
+        batched |= {"actuator_gainprm", "actuator_biasprm", "actuator_forcerange"}
         announce = not _compiled_before(mjm)
         t0 = time.perf_counter()
         if announce:
@@ -147,6 +146,7 @@ class MJWarpEngine(Engine):
                 raise ModelLoadError(
                     f"the mjwarp backend cannot build this model: {' '.join(str(err).split())}"
                 ) from None
+            self._actuators = ActuatorTables(build.info, mjm, n)
             # per-world gravity: model option arrays are indexed world % length, as batched fields are
             self.m.opt.gravity = wp.array(np.tile(np.asarray(mjm.opt.gravity, np.float32), (n, 1)), dtype=wp.vec3)
             try:
@@ -361,16 +361,21 @@ class MJWarpEngine(Engine):
 
     def write_params(self, env_ids: np.ndarray, values: Mapping[str, np.ndarray]) -> None:
         ids = self._dev(env_ids)
-        info = self.info
 
         def rows(v: np.ndarray) -> torch.Tensor:
             return torch.as_tensor(v, dtype=torch.float32, device=self.device)
 
+        if self._actuators.update(env_ids, values):  # gains and strength, composed (see ActuatorTables)
+            self._actuators.write(
+                self._model_array("actuator_gainprm"),
+                self._model_array("actuator_biasprm"),
+                self._model_array("actuator_forcerange"),
+                np.asarray(env_ids),
+                rows,
+                ids,
+            )
         for name, v in values.items():
-            if name in ("actuator_kp", "actuator_kv"):
-                gain, bias = self._model_array("actuator_gainprm"), self._model_array("actuator_biasprm")
-                write_gains(gain, bias, ids, name, rows(v), info.actuator_kind)
-            else:
+            if name not in ("actuator_kp", "actuator_kv", "actuator_strength"):
                 self._model_array(DR_FIELDS[name])[ids] = rows(v)
         if SETCONST_FIELDS.intersection(values):
             with wp.ScopedDevice(self.wp_device):
@@ -379,10 +384,10 @@ class MJWarpEngine(Engine):
         self._stale = True
 
     def read_params(self, field: str) -> np.ndarray:
-        if field in ("actuator_kp", "actuator_kv"):
-            gain = self._model_array("actuator_gainprm").double().cpu().numpy()
-            bias = self._model_array("actuator_biasprm").double().cpu().numpy()
-            return read_gains(gain, bias, field, self.info.actuator_kind)
+        if field in ("actuator_kp", "actuator_kv", "actuator_strength"):
+            table = self._actuators.read(field)
+            model = np.asarray(getattr(self.info, field), np.float64)
+            return np.broadcast_to(model, (self.num_envs, self.info.nu)).copy() if table is None else table
         return self._model_array(DR_FIELDS[field]).double().cpu().numpy()
 
     def model_fields(self) -> dict[str, np.ndarray]:

@@ -49,12 +49,11 @@ from .pipeline import (
     DR_CAPABILITIES,
     DR_FIELDS,
     SETCONST_FIELDS,
+    ActuatorTables,
     apply_options,
     compiled_model_fields,
     contact_probe_model,
     fold_disabled_gravity,
-    read_gains,
-    write_gains,
 )
 
 _VEL = int(mujoco.mjtStage.mjSTAGE_VEL)
@@ -160,6 +159,7 @@ class MuJoCoEngine(Engine):
                 f"num_envs: {self.num_envs} simulations of this model cannot be allocated ({' '.join(str(e).split())})"
             ) from e
         self.nthread = self.batch.nthread
+        self._actuators = ActuatorTables(build.info, self.model, self.num_envs)
         b = self.batch
         # the model's own sensors decide (a contact probe is evaluated inside every substep anyway)
         self._stage = _ACC if (np.asarray(build.info.compiled.sensor_needstage) >= _ACC).any() else _VEL
@@ -316,11 +316,11 @@ class MuJoCoEngine(Engine):
     # -- domain randomization: per-env model fields through Batch.expand --------
     def write_params(self, env_ids: np.ndarray, values: Any) -> None:
         b, info = self.batch, self.info
+        if self._actuators.update(env_ids, values):  # gains and strength, composed (see ActuatorTables)
+            force_range = b.expand("actuator_forcerange") if "actuator_strength" in self._actuators.tables else None
+            self._actuators.write(b.expand("actuator_gainprm"), b.expand("actuator_biasprm"), force_range, env_ids)
         for name, rows in values.items():
-            if name in ("actuator_kp", "actuator_kv"):
-                gain, bias = b.expand("actuator_gainprm"), b.expand("actuator_biasprm")
-                write_gains(gain, bias, env_ids, name, rows, info.actuator_kind)
-            else:
+            if name not in ("actuator_kp", "actuator_kv", "actuator_strength"):
                 b.expand(DR_FIELDS[name])[env_ids] = rows
         if "body_com" in values:
             # a body compiled as "simple" has its centre of mass at its frame; one that moves off it no longer is
@@ -335,11 +335,8 @@ class MuJoCoEngine(Engine):
 
     def read_params(self, field: str) -> Any:
         b = self.batch
-        if field in ("actuator_kp", "actuator_kv"):
-            gain, bias = b.expanded("actuator_gainprm"), b.expanded("actuator_biasprm")
-            if gain is None:
-                return None
-            return read_gains(gain, bias, field, self.info.actuator_kind)
+        if field in ("actuator_kp", "actuator_kv", "actuator_strength"):
+            return self._actuators.read(field)
         return b.expanded(DR_FIELDS[field])
 
     def model_fields(self) -> dict[str, np.ndarray]:

@@ -22,6 +22,9 @@ DR_FIELDS = {
     "body_com": "body_ipos",
     "body_inertia": "body_inertia",
     "geom_friction": "geom_friction",
+    # (timeconst, dampratio): the solver mixes a contact's two geoms' solref by geom_solmix when it builds
+    # the contact, in every substep, so a per-env value acts from the next substep on
+    "geom_compliance": "geom_solref",
     "dof_damping": "dof_damping",
     "dof_armature": "dof_armature",
     "dof_frictionloss": "dof_frictionloss",
@@ -35,8 +38,10 @@ DR_TERMS = (
     "body_com",
     "body_inertia",
     "geom_friction",
+    "geom_compliance",
     "actuator_kp",
     "actuator_kv",
+    "actuator_strength",
     "joint_damping",
     "joint_armature",
     "joint_frictionloss",
@@ -85,6 +90,66 @@ def write_gains(gain: Any, bias: Any, env_ids: Any, field: str, rows: Any, kinds
         elif field == "actuator_kv" and kind == "velocity":
             gain[env_ids, a, 0] = rows[:, a]
             bias[env_ids, a, 2] = -rows[:, a]
+
+
+#: the per-env fields an actuator's gainprm/biasprm/forcerange are composed from
+ACTUATOR_FIELDS = ("actuator_kp", "actuator_kv", "actuator_strength")
+
+
+class ActuatorTables:
+    """Per-env ``actuator_kp``/``actuator_kv``/``actuator_strength`` ``(N, nu)`` as written, and their
+    composition into MuJoCo's per-env ``gainprm``/``biasprm``/``forcerange``: the strength ``s`` scales
+    the whole force, so a position servo gets ``kp s``, ``kv s``, a velocity servo ``kv s``, a motor
+    ``gain s``, and every actuator its force range times ``s`` (what was written for one field is kept
+    when another changes: a strength never compounds with itself or with the gains)."""
+
+    def __init__(self, info: Any, model: Any, num_envs: int):
+        self.info, self.num_envs = info, num_envs
+        fr = np.array(model.actuator_forcerange, dtype=np.float64).reshape(-1, 2)
+        self.force_range = fr
+        self.tables: dict[str, np.ndarray] = {}
+
+    def update(self, env_ids: Any, values: Mapping[str, Any]) -> bool:
+        """Keep the rows of ``values``' actuator fields; whether any was given."""
+        hit = False
+        for name in ACTUATOR_FIELDS:
+            if name in values:
+                table = self.tables.get(name)
+                if table is None:
+                    model = np.asarray(getattr(self.info, name), np.float64)
+                    table = self.tables[name] = np.broadcast_to(model, (self.num_envs,) + model.shape).copy()
+                table[np.asarray(env_ids)] = np.asarray(values[name], np.float64)
+                hit = True
+        return hit
+
+    def rows(self, name: str, env_ids: Any) -> np.ndarray:
+        table = self.tables.get(name)
+        ids = np.asarray(env_ids)
+        if table is None:
+            return np.broadcast_to(np.asarray(getattr(self.info, name), np.float64), (ids.size, self.info.nu))
+        return table[ids]
+
+    def read(self, name: str) -> np.ndarray | None:
+        table = self.tables.get(name)
+        return None if table is None else table.copy()
+
+    def write(
+        self, gain: Any, bias: Any, force_range: Any, env_ids: np.ndarray, convert: Any = None, index: Any = None
+    ) -> None:
+        """Write host envs ``env_ids``' composed rows into ``gain``/``bias`` ``(N, nu, 10)`` and, once a
+        strength was written, ``force_range`` ``(N, nu, 2)`` (``convert``: host rows to the arrays' kind;
+        ``index``: ``env_ids`` as the arrays are indexed, default the host ids)."""
+        convert = np.asarray if convert is None else convert
+        at = env_ids if index is None else index
+        s = self.rows("actuator_strength", env_ids)
+        kp, kv = self.rows("actuator_kp", env_ids) * s, self.rows("actuator_kv", env_ids) * s
+        write_gains(gain, bias, at, "actuator_kp", convert(kp), self.info.actuator_kind)
+        write_gains(gain, bias, at, "actuator_kv", convert(kv), self.info.actuator_kind)
+        if "actuator_strength" in self.tables:
+            for a, kind in enumerate(self.info.actuator_kind):
+                if kind == "motor":
+                    gain[at, a, 0] = convert(self.info.actuator_gain[a] * s[:, a])
+            force_range[at] = convert(self.force_range[None] * s[:, :, None])
 
 
 def read_gains(gain: np.ndarray, bias: np.ndarray, field: str, kinds: Sequence[str]) -> np.ndarray:

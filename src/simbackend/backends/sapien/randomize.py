@@ -21,6 +21,19 @@ Every env has its own scene, so every per-env value has its own PhysX object:
 
 The values of every field written are kept per env and applied again to the
 fresh scenes ``set_state`` builds. The GPU path declares none of these.
+
+Not declared: ``geom_compliance`` (a contact's time constant and damping ratio, a
+mass-normalized spring-damper). SAPIEN 3.0.3's ``physx.PhysxMaterial`` takes
+only static and dynamic friction and restitution: neither PhysX's material
+damping (``PxMaterial::setDamping``) nor its compliant-contact flags
+(``eCOMPLIANT_CONTACT``, ``eCOMPLIANT_ACCELERATION_SPRING``) are reachable. A
+negative restitution does act as a spring (measured: a 1 kg box of 0.2 m on the
+ground, restitution -1e4, rests 0.3 mm deep, 4 kg 0.9 mm; restitution -1e3
+still bounces 2.8 cm after 4 s), but as an undamped **force** spring per contact
+point: its depth grows with the mass and the number of contact points, and its
+damping ratio cannot be set (only the solver's numerical damping), so neither
+half of the term's meaning can be honoured faithfully. A plan holding the term
+is refused by name.
 """
 
 from __future__ import annotations
