@@ -26,6 +26,7 @@ EXTRAS = {
     "tensordict": ("tensordict", "train"),
     "matplotlib": ("matplotlib", "train"),
     "tqdm": ("tqdm", "train"),
+    "cmaes": ("cmaes", "calibrate"),
     "stable_baselines3": ("stable-baselines3", "sb3"),
     "torchrl": ("torchrl", "torchrl"),
     "ray": ("ray", "ray"),

@@ -22,6 +22,9 @@ Commands:
   (:mod:`simbackend.cli.train`).
 * ``simbackend eval --checkpoint CKPT.pt [--sim NAME] [--seeds 0,1,2] ...``: a
   checkpoint's deterministic policy on any engine, with 95 % confidence intervals.
+* ``simbackend excite --robot R --sim NAME --out LOG.npz`` and ``simbackend calibrate --reference
+  LOG.npz --params PARAMS.json --sim NAME --out PLAN.json``: references worth fitting to, and the fit
+  of one engine's parameters to them (:mod:`simbackend.cli.calibrate`).
 
 Importing this module (and ``simbackend --help``) loads neither torch nor any
 engine: backends are listed from their entry points without being imported,
@@ -1057,6 +1060,7 @@ def contract(
     raise typer.Exit(2 if code == int(pytest.ExitCode.USAGE_ERROR) else code)
 
 
+from . import calibrate as _calibrate  # noqa: E402,F401 - registers `excite` and `calibrate` on the app
 from . import play as _play  # noqa: E402,F401 - registers `record` and `play` on the app
 from . import train as _train  # noqa: E402,F401 - registers `train` and `eval` on the app
 

@@ -1,0 +1,204 @@
+"""Excitation: recordings worth fitting to, written on any engine as ``simbackend-log`` files.
+
+Open-loop joint position targets around the robot's default pose, sent through the robot
+description's own joint controller at a fixed control period:
+
+* ``chirp``: every driven joint follows ``default + amplitude * sin(phase(t))``, a sweep from
+  ``f0`` to ``f1`` Hz over the episode, each env and joint with its own random phase offset
+  (seeded), so the envs of one run excite different joint combinations;
+* ``steps``: every joint holds a target drawn uniformly in ``default +- amplitude`` for a
+  random 0.2-0.6 s, then jumps to another (the transients identify damping and armature).
+
+Every env starts each episode at the default pose; episodes last ``episode_s`` seconds (a
+legged robot that falls still excites contact; the next episode starts over). The log holds
+every hinge/slide joint, the base (floating-base robots) and the targets sent, the form a
+robot's own logger writes (:func:`~simbackend.calibration.write_log`).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simbackend.errors import InvalidArgumentError
+from simbackend.model_info import JOINT_BALL, JOINT_FREE
+
+from .commands import TargetDriver
+from .reference import write_log
+
+__all__ = ["SIGNALS", "excite"]
+
+SIGNALS = ("chirp", "steps")
+
+
+def _targets(
+    signal: str,
+    rng: np.random.Generator,
+    default: np.ndarray,
+    amplitude: float,
+    rows: int,
+    dt: float,
+    f0: float,
+    f1: float,
+    n: int,
+) -> np.ndarray:
+    """``(rows, n, k)`` targets of one episode for ``n`` envs."""
+    k = default.size
+    t = np.arange(rows) * dt
+    if signal == "chirp":
+        T = max(rows * dt, dt)
+        phase = 2 * math.pi * (f0 * t + (f1 - f0) * t**2 / (2 * T))
+        offset = rng.uniform(0, 2 * math.pi, (n, k))
+        return default + amplitude * np.sin(phase[:, None, None] + offset[None])
+    out = np.empty((rows, n, k))
+    for e in range(n):
+        for j in range(k):
+            r = 0
+            while r < rows:
+                hold = max(1, int(round(rng.uniform(0.2, 0.6) / dt)))
+                out[r : r + hold, e, j] = default[j] + rng.uniform(-amplitude, amplitude)
+                r += hold
+    return out
+
+
+def excite(
+    robot: Any,
+    sim: str,
+    out: Any,
+    *,
+    signal: str = "chirp",
+    seconds: float = 10.0,
+    episode_s: float = 5.0,
+    num_envs: int = 4,
+    amplitude: float = 0.3,
+    f0: float = 0.3,
+    f1: float = 3.0,
+    control_dt: float = 0.02,
+    seed: int = 0,
+    plan: Any = None,
+    device: Any = None,
+    progress: Any = None,
+) -> dict:
+    """Run an excitation of ``robot`` on engine ``sim`` and write its log to ``out`` (``.npz``).
+
+    Args:
+        robot: a registered robot, a :class:`~simbackend.robots.RobotDescription` or a description file.
+        sim: the engine.
+        out: the log file to write.
+        signal: ``"chirp"`` or ``"steps"`` (module docstring).
+        seconds: logged seconds per env (whole episodes of ``episode_s``, the last one cut short).
+        num_envs: envs run side by side (each one an independent excitation).
+        amplitude: rad (or m) around the default pose.
+        f0, f1: the chirp's start and end frequencies, Hz.
+        control_dt: seconds between targets (a whole number of the model's physics steps).
+        seed: seeds the phases and steps (and the backend).
+        plan: a :class:`~simbackend.randomization.RandomizationPlan` whose ``init`` terms set the engine's
+            parameters first (a reference with known parameters); the log stores its JSON.
+        progress: called with the fraction done after each episode.
+
+    Returns:
+        A summary: rows, episodes, envs, the engine and the signal.
+    """
+    from simbackend.robots import make_robot_backend
+
+    if signal not in SIGNALS:
+        raise InvalidArgumentError(f"signal: expected one of {list(SIGNALS)}, got {signal!r}")
+    for name, value in (
+        ("seconds", seconds),
+        ("episode_s", episode_s),
+        ("amplitude", amplitude),
+        ("control_dt", control_dt),
+        ("f1", f1),
+    ):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
+            raise InvalidArgumentError(f"{name}: expected a positive number, got {value!r}")
+    if isinstance(f0, bool) or not isinstance(f0, (int, float)) or not 0 <= f0 <= f1:
+        raise InvalidArgumentError(f"f0: expected 0 <= f0 <= f1 ({f1}), got {f0!r}")
+    if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
+        raise InvalidArgumentError(f"num_envs: expected a whole number >= 1, got {num_envs!r}")
+    if Path(out).suffix.lower() != ".npz":
+        raise InvalidArgumentError(f"out: a log is an .npz file, got {str(out)!r}")
+    backend = make_robot_backend(robot, sim, num_envs, device=device, seed=seed)
+    with backend:
+        if plan is not None:
+            backend.apply_init_randomization(plan)
+        info = backend.info
+        ratio = control_dt / backend.physics_dt
+        nsteps = int(round(ratio))
+        if nsteps < 1 or abs(ratio - nsteps) > 1e-6 * max(1.0, ratio):
+            raise InvalidArgumentError(
+                f"control_dt: {control_dt:g} s is not a whole number of physics steps ({backend.physics_dt:g} s)"
+            )
+        driver = TargetDriver(robot, backend)
+        hinge = [j for j in range(len(info.joint_type)) if int(info.joint_type[j]) not in (JOINT_FREE, JOINT_BALL)]
+        free = [j for j in range(len(info.joint_type)) if int(info.joint_type[j]) == JOINT_FREE]
+        if any(int(t) == JOINT_BALL for t in info.joint_type) or len(free) > 1:
+            raise InvalidArgumentError(
+                "robot: excitation logs robots with hinge/slide joints and at most one free base"
+            )
+        qcols = np.array([int(info.joint_qposadr[j]) for j in hinge], np.int64)
+        vcols = np.array([int(info.joint_dofadr[j]) for j in hinge], np.int64)
+        rng = np.random.default_rng(seed)
+        per_episode = max(2, int(round(episode_s / control_dt)))
+        total = max(2, int(round(seconds / control_dt)))
+        logs: dict[str, list] = {k: [] for k in ("q", "v", "target", "episode")}
+        episode, done = 0, 0
+        while done < total:
+            rows = min(per_episode, total - done)
+            if rows < 2:
+                break
+            targets = _targets(signal, rng, driver.default_targets, amplitude, rows, control_dt, f0, f1, num_envs)
+            backend.set_state(None, driver.resolved.default_qpos.expand(num_envs, -1), None)
+            driver.reset()
+            q = np.empty((rows, num_envs, info.nq))
+            v = np.empty((rows, num_envs, info.nv))
+            for r in range(rows):
+                q[r] = backend.get_qpos().detach().cpu().numpy()
+                v[r] = backend.get_qvel().detach().cpu().numpy()
+                if r + 1 < rows:
+                    driver.step(targets[r], nsteps)
+            logs["q"].append(q)
+            logs["v"].append(v)
+            logs["target"].append(targets)
+            logs["episode"].append(np.full((rows, num_envs), episode))
+            episode += 1
+            done += rows
+            if progress is not None:
+                progress(done / total)
+        # one env's episodes after another's: rows (env, episode, row) flattened, ids distinct per env
+        q = np.concatenate(logs["q"], 0).transpose(1, 0, 2).reshape(-1, info.nq)
+        v = np.concatenate(logs["v"], 0).transpose(1, 0, 2).reshape(-1, info.nv)
+        tg = np.concatenate(logs["target"], 0).transpose(1, 0, 2).reshape(-1, len(driver.joint_names))
+        ep = (np.concatenate(logs["episode"], 0).T + episode * np.arange(num_envs)[:, None]).reshape(-1)
+        base = None
+        if free:
+            qa, da = int(info.joint_qposadr[free[0]]), int(info.joint_dofadr[free[0]])
+            base = {
+                "base_pos": q[:, qa : qa + 3],
+                "base_quat": q[:, qa + 3 : qa + 7],
+                "base_lin_vel": v[:, da : da + 3],
+                "base_ang_vel": v[:, da + 3 : da + 6],
+            }
+        name = robot if isinstance(robot, str) else driver.description.name
+        write_log(
+            out,
+            control_dt=control_dt,
+            joint_names=[info.joint_names[j] for j in hinge],
+            joint_pos=q[:, qcols],
+            joint_vel=v[:, vcols],
+            target_names=driver.joint_names,
+            target_pos=tg,
+            base=base,
+            episode=ep,
+            robot=name,
+        )
+        return {
+            "rows": int(q.shape[0]),
+            "episodes": int(episode * num_envs),
+            "envs": num_envs,
+            "sim": backend.name,
+            "signal": signal,
+        }

@@ -1,0 +1,279 @@
+"""``simbackend excite`` and ``simbackend calibrate``: references worth fitting to, and the fit.
+
+Registered on the application (:mod:`simbackend.cli.common`) when :mod:`simbackend.cli.main` is
+imported; nothing here loads torch or an engine before a command runs.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from .common import (
+    app,
+    check_output,
+    check_output_folder,
+    console,
+    fail,
+    load_plan,
+    overwrite_option,
+    sim_option,
+    staged_folder,
+    staged_outputs,
+)
+
+
+def _progress(label: str) -> Any:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[info]}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    )
+
+
+@app.command()
+def excite(
+    robot: str = typer.Option(..., "--robot", "-r", help="Registered robot name or a robot description file (.json)."),
+    sim: str = sim_option(),
+    out: str = typer.Option(..., "--out", metavar="LOG.npz", help="The log to write (simbackend-log, .npz)."),
+    signal: str = typer.Option("chirp", "--signal", help="chirp (a frequency sweep) or steps (random held targets)."),
+    seconds: float = typer.Option(10.0, "--seconds", min=0.0, help="Seconds logged per env."),
+    episode_s: float = typer.Option(
+        5.0, "--episode-s", min=0.0, help="Seconds per episode (each from the default pose)."
+    ),
+    num_envs: int = typer.Option(4, "--num-envs", "-n", min=1, help="Envs, each an independent excitation."),
+    amplitude: float = typer.Option(0.3, "--amplitude", min=0.0, help="rad (or m) around the default pose."),
+    f0: float = typer.Option(0.3, "--f0", min=0.0, help="Chirp start frequency, Hz."),
+    f1: float = typer.Option(3.0, "--f1", min=0.0, help="Chirp end frequency, Hz."),
+    control_dt: float = typer.Option(0.02, "--control-dt", min=0.0, help="Seconds between targets."),
+    dr_path: str | None = typer.Option(
+        None, "--dr", metavar="PLAN.json", help="A plan whose init terms set the engine's parameters first."
+    ),
+    seed: int = typer.Option(0, "--seed", min=0, max=2**63 - 1, help="Seed of the phases, steps and backend."),
+    overwrite: bool = overwrite_option(),
+) -> None:
+    """Drive a robot's joints open loop (chirps or steps around its default pose) on any engine and log it.
+
+    The log (joints, base, the targets sent) is what `simbackend calibrate --reference` reads, in the format a
+    robot's own logger can write (docs/calibration.md).
+    """
+    from simbackend.calibration import excite as run_excite
+    from simbackend.errors import SimBackendError
+
+    check_output(out, "--out", (".npz",), overwrite)
+    plan = load_plan(dr_path, num_envs)
+    with _progress("exciting") as bar, staged_outputs(out) as (staged,):
+        task = bar.add_task("excite", total=100, info=f"{robot} on {sim}")
+        try:
+            summary = run_excite(
+                robot,
+                sim,
+                staged,
+                signal=signal,
+                seconds=seconds,
+                episode_s=episode_s,
+                num_envs=num_envs,
+                amplitude=amplitude,
+                f0=f0,
+                f1=f1,
+                control_dt=control_dt,
+                seed=seed,
+                plan=plan,
+                progress=lambda f: bar.update(task, completed=round(100 * f)),
+            )
+        except (SimBackendError, ValueError, TypeError) as e:
+            raise fail(str(e), code=2) from None
+    console.print(
+        f"wrote {out}: {summary['rows']} rows, {summary['episodes']} episodes of {robot} on {summary['sim']}"
+        f" ({summary['signal']})"
+    )
+
+
+def _weights(text: str | None) -> dict[str, float] | None:
+    if not text:
+        return None
+    out = {}
+    for part in text.split(","):
+        name, sep, value = part.partition("=")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            raise fail(
+                f"--weights: expected channel=weight pairs like base_pos=0,joint_vel=0.5, got {text!r}", 2
+            ) from None
+        if not sep:
+            raise fail(f"--weights: expected channel=weight pairs like base_pos=0,joint_vel=0.5, got {text!r}", 2)
+    return out
+
+
+@app.command()
+def calibrate(
+    reference: list[str] = typer.Option(
+        ..., "--reference", metavar="FILE", help="Recording (.h5) or log (.npz) to fit to; repeat for more."
+    ),
+    parameters: str = typer.Option(
+        ..., "--params", metavar="PARAMS.json", help="The parameters and their bounds (docs/calibration.md)."
+    ),
+    sim: str = sim_option(),
+    robot: str | None = typer.Option(
+        None,
+        "--robot",
+        "-r",
+        help="The robot (a name or description file): its scene is the model, its controller sends log targets. Default: the log's robot.",
+    ),
+    model: str | None = typer.Option(
+        None, "--model", "-m", help="Without a robot: the model (default: the first recording's own)."
+    ),
+    validation: list[str] = typer.Option(
+        [], "--validate", metavar="FILE", help="Held-out recording or log, scored before and after; repeat for more."
+    ),
+    out: str = typer.Option(
+        ..., "--out", metavar="PLAN.json", help="The fitted values as a plan of fixed init terms (--dr takes it)."
+    ),
+    report: str | None = typer.Option(
+        None, "--report", metavar="DIR", help="Folder for report.json, loss.png, trajectory.png."
+    ),
+    training_plan: str | None = typer.Option(
+        None,
+        "--training-plan",
+        metavar="PLAN.json",
+        help="Also write a training plan centred on the fit (see --spread).",
+    ),
+    spread: float = typer.Option(
+        0.2, "--spread", min=0.0, max=0.99, help="Half-width of --training-plan's ranges, relative to each value."
+    ),
+    window: int = typer.Option(25, "--window", min=1, help="Rows per multiple-shooting window."),
+    popsize: int = typer.Option(16, "--popsize", min=2, help="Candidates per generation (CMA-ES population)."),
+    generations: int = typer.Option(30, "--generations", "-g", min=0, help="CMA-ES generations."),
+    sigma: float = typer.Option(0.25, "--sigma", min=0.0, max=1.0, help="CMA-ES initial step in the unit cube."),
+    max_envs: int = typer.Option(
+        512, "--max-envs", min=1, help="Envs of the backend: each candidate replays max-envs/popsize windows at once."
+    ),
+    weights: str | None = typer.Option(None, "--weights", metavar="CH=W,...", help="Channel weights (default 1 each)."),
+    seed: int = typer.Option(0, "--seed", min=0, max=2**31 - 1, help="CMA-ES seed."),
+    overwrite: bool = overwrite_option(),
+) -> None:
+    """Fit --sim's model parameters (--params) so that it reproduces reference recordings or logs.
+
+    Every candidate is one group of envs replaying the same commands from the same recorded states, re-anchored
+    every --window rows; CMA-ES searches the bounds. Ctrl-C stops after the current generation and keeps the
+    best so far. Writes the fitted plan, and with --report the errors before and after (fitted and held-out)
+    per channel and two pictures.
+    """
+    from simbackend.calibration import ParameterSet, load_reference
+    from simbackend.calibration import calibrate as run_calibrate
+    from simbackend.calibration.report import error_table, write_report
+    from simbackend.errors import SimBackendError
+
+    check_output(out, "--out", (".json",), overwrite)
+    if training_plan:
+        check_output(training_plan, "--training-plan", (".json",), overwrite)
+    if report:
+        check_output_folder(report, "--report", overwrite)
+    for flag, files in (("--reference", reference), ("--validate", validation)):
+        for f in files:
+            if not os.path.isfile(f):
+                raise fail(f"{flag}: no such file {f!r}", code=2)
+    try:
+        params = ParameterSet.load(parameters)
+    except (SimBackendError, ValueError, TypeError) as e:
+        raise fail(f"--params: {e}", code=2) from None
+    weight_map = _weights(weights)
+
+    robot_name = robot
+    if robot_name is None and model is None and reference[0].lower().endswith(".npz"):
+        import numpy as np
+
+        with np.load(reference[0], allow_pickle=False) as d:
+            robot_name = str(d["robot"]) if "robot" in d else None
+        if robot_name is None:
+            raise fail("--robot: the log names no robot; give --robot (or --model for a log of actuator controls)", 2)
+
+    def make(n: int) -> Any:
+        if robot_name is not None:
+            from simbackend.robots import make_robot_backend
+
+            return make_robot_backend(robot_name, sim, n)
+        from simbackend.registry import make_backend
+
+        if model is not None:
+            return make_backend(sim, model, n)
+        from simbackend.playback.recording import Recording
+
+        with Recording(reference[0]) as rec:
+            return make_backend(sim, rec.model(), n)
+
+    try:
+        probe = make(1)
+        with probe:
+            ref = load_reference(reference, probe.info, probe.physics_dt)
+            val = load_reference(validation, probe.info, probe.physics_dt) if validation else None
+    except (SimBackendError, ValueError, TypeError) as e:
+        raise fail(str(e), code=2) from None
+
+    with _progress("calibrating") as bar:
+        task = bar.add_task("fit", total=generations, info="")
+
+        def progress(entry: dict) -> None:
+            bar.update(task, completed=entry["generation"], info=f"best {entry['best']:.4g}")
+
+        try:
+            result = run_calibrate(
+                make,
+                ref,
+                params,
+                validation=val,
+                window=window,
+                popsize=popsize,
+                generations=generations,
+                seed=seed,
+                sigma=sigma,
+                max_envs=max_envs,
+                weights=weight_map,
+                robot=robot_name,
+                progress=progress,
+            )
+        except (SimBackendError, ValueError, TypeError) as e:
+            raise fail(str(e), code=2) from None
+    if result.interrupted:
+        console.print("interrupted: keeping the best values found so far")
+
+    staged_paths = [out, training_plan]
+    with staged_outputs(*staged_paths) as (plan_out, train_out):
+        assert plan_out is not None
+        Path(plan_out).write_text(result.plan(seed=0).to_json(indent=2) + "\n")
+        if train_out is not None:
+            Path(train_out).write_text(params.training_plan(result.values.tolist(), spread).to_json(indent=2) + "\n")
+    if report:
+        with staged_folder(report) as folder:
+            write_report(result, folder, title=f"{sim} fitted to {Path(reference[0]).name}")
+
+    t = Table(title="fitted parameters")
+    for col in ("parameter", "value", "bounds", "loss at -10 % / +10 %"):
+        t.add_column(col)
+    sens = result.sensitivity or {}
+    for p, v in zip(params.parameters, result.values):
+        s = sens.get(p.name)
+        t.add_row(p.name, f"{v:.4g}", f"[{p.low:g}, {p.high:g}]", f"x{s['down']:.3g} / x{s['up']:.3g}" if s else "")
+    console.print(t)
+    errors = Table(title="errors before and after (normalised: 1 = a model that does not move)")
+    for col in ("set", "channel", "norm. before", "norm. after", "rms before", "rms after", "units"):
+        errors.add_column(col)
+    for row in error_table(result):
+        errors.add_row(*row)
+    console.print(errors)
+    console.print(
+        f"{result.evaluations} candidates in {result.seconds:.1f} s; wrote {out}"
+        + (f", {training_plan}" if training_plan else "")
+        + (f", {report}/" if report else "")
+    )
