@@ -16,6 +16,8 @@ Results: ``benchmarks/results/calibration.json`` (and the report folders with pi
 
     python benchmarks/calibration.py                      # both, MuJoCo target
     python benchmarks/calibration.py --part recover --targets mujoco,mjwarp
+    python benchmarks/calibration.py --part plan          # plans/quadruped_calibrated_dr.json from `engines`
+    python benchmarks/calibration.py --part picture       # docs/images/calibration_base_height.png
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ KNOWN = [
 #: what ``engines`` fits: the contact, the joints
 ENGINE_PARAMS = [
     {"name": "friction", "kind": "geom_friction", "targets": FEET, "low": 0.3, "high": 3.0},
-    {"name": "timeconst", "kind": "geom_compliance", "targets": FEET, "components": ["timeconst"], "low": 0.5,
+    {"name": "timeconst", "kind": "geom_compliance", "targets": FEET, "components": ["timeconst"], "low": 0.21,
      "high": 4.0},
     {"name": "dampratio", "kind": "geom_compliance", "targets": FEET, "components": ["dampratio"], "low": 0.25,
      "high": 4.0},
@@ -125,6 +127,8 @@ def recover(args: Any, folder: Path) -> dict:
         r = _fit(target, fit, held, params, args, folder, f"recover on {target}")
         s = _summary(r)
         s["error_percent"] = {k: 100 * abs(s["values"][k] - v) / v for k, v in out["truth"].items()}
+        s["run"] = {"logged_s_per_env": args.seconds, "envs": args.envs, "generations": args.generations,
+                    "date": datetime.date.today().isoformat()}  # fmt: skip
         out[target] = s
     return out
 
@@ -145,9 +149,92 @@ def engines(args: Any, folder: Path) -> dict:
     return out
 
 
+PLANS = Path(__file__).parent / "plans"
+
+
+def calibrated_plan(data: dict, spread: float = 0.2) -> Path:
+    """``plans/quadruped_calibrated_dr.json``: the quadruped's plan (``plans/quadruped_dr.json``) with
+    its friction term replaced, and the contact and joint terms added, each drawn at every reset
+    uniformly over the range the engines' fits span (MuJoCo fitted to PhysX and to Motrix), widened
+    by ``spread`` of the values: train across the engines' calibrated range."""
+    from simbackend.calibration import ParameterSet
+
+    params = ParameterSet.from_dict(ENGINE_PARAMS)
+    fits = [data["engines"][s]["values"] for s in data["engines"] if s != "meta"]
+    base = json.loads((PLANS / "quadruped_dr.json").read_text())
+    terms = [t for t in base["terms"] if t["kind"] != "geom_friction"]
+    for p in params.parameters:
+        vals = [f[p.name] for f in fits]
+        if p.term.operation == "add":
+            half = spread * (p.high - p.low) / 2
+            lo, hi = max(p.low, min(vals) - half), min(p.high, max(vals) + half)
+        else:
+            lo, hi = max(p.low, min(vals) * (1 - spread)), min(p.high, max(vals) * (1 + spread))
+        term = {"name": p.name, "kind": p.term.kind, "phase": "reset", "operation": p.term.operation,
+                "distribution": {"kind": "uniform", "low": round(lo, 4), "high": round(hi, 4)}}  # fmt: skip
+        for k in ("targets", "components"):
+            if getattr(p.term, k) is not None:
+                term[k] = list(getattr(p.term, k))
+        terms.append(term)
+    out = PLANS / "quadruped_calibrated_dr.json"
+    plan = {"version": 1, "seed": base.get("seed", 0), "terms": terms}
+    from simbackend.randomization import RandomizationPlan
+
+    RandomizationPlan.from_dict(plan)  # checks it
+    out.write_text(json.dumps(plan, indent=2) + "\n")
+    return out
+
+
+IMAGE = Path(__file__).resolve().parents[1] / "docs" / "images" / "calibration_base_height.png"
+
+
+def picture(data: dict, folder: Path, seconds: float = 3.0) -> Path:
+    """``docs/images/calibration_base_height.png``: for each engine MuJoCo was fitted to, the base
+    height of its first held-out episode replayed open loop on MuJoCo before and after the fit,
+    against the engine's own (the logs of ``engines`` in ``folder``)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from simbackend.calibration import ParameterSet, Replayer, load_reference
+    from simbackend.robots import make_robot_backend
+
+    params = ParameterSet.from_dict(ENGINE_PARAMS)
+    names = {"sapien": "PhysX (SAPIEN)", "motrix": "Motrix", "mjwarp": "MuJoCo Warp"}
+    sources = [s for s in data["engines"] if s != "meta"]
+    fig, axes = plt.subplots(1, len(sources), figsize=(5.2 * len(sources), 3.4), dpi=120, squeeze=False)
+    for ax, source in zip(axes[0], sources):
+        values = np.array([data["engines"][source]["values"][n] for n in params.names])
+        sim = make_robot_backend(ROBOT, "mujoco", 2)
+        with sim:
+            ref = load_reference(folder / f"{source}_steps.npz", sim.info, sim.physics_dt)
+            seg = ref.segments[0]
+            rows = min(seg.rows - 1, int(round(seconds / (seg.nsteps * sim.physics_dt))))
+            rep = Replayer(sim, ref, params, popsize=2, window=1)
+            qs, _ = rep.rollout(np.stack([params.identity(), values]), seg, rows)
+            t = np.arange(rows + 1) * seg.nsteps * sim.physics_dt
+        z = 2  # the free joint's z: the base height
+        ax.plot(t, seg.qpos[: rows + 1, z], color="black", lw=2, label=f"{names.get(source, source)}")
+        ax.plot(t, qs[0, :, z], color="tab:red", lw=1.2, label="MuJoCo as modelled")
+        ax.plot(t, qs[1, :, z], color="tab:green", lw=1.2, ls="--", label="MuJoCo calibrated")
+        ratio = data["engines"][source]["held_out_ratio"]
+        ax.set_title(f"fitted to {names.get(source, source)}: held-out error x{ratio:.2f}", fontsize=10)
+        ax.set_xlabel("time (s), open loop from the logged start")
+        ax.set_ylabel("base height (m)")
+        ax.legend(fontsize=8)
+    fig.suptitle("quadruped, held-out joint steps replayed open loop", fontsize=10)
+    fig.tight_layout()
+    IMAGE.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(IMAGE)
+    plt.close(fig)
+    return IMAGE
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--part", choices=("recover", "engines", "both"), default="both")
+    ap.add_argument("--part", choices=("recover", "engines", "both", "plan", "picture"), default="both")
     ap.add_argument("--targets", default="mujoco", help="recover: engines fitted (mujoco,mjwarp)")
     ap.add_argument("--sources", default="sapien,motrix", help="engines: engines whose logs MuJoCo is fitted to")
     ap.add_argument("--seconds", type=float, default=6.0, help="logged seconds per env")
@@ -166,6 +253,12 @@ def main() -> None:
     folder.mkdir(parents=True, exist_ok=True)
     path = Path(args.results)
     data = json.loads(path.read_text()) if path.is_file() else {}
+    if args.part == "plan":  # from the results of `engines`
+        print(f"wrote {calibrated_plan(data)}")
+        return
+    if args.part == "picture":  # from the results and logs of `engines`
+        print(f"wrote {picture(data, folder)}")
+        return
     for part, run in (("recover", recover), ("engines", engines)):
         if args.part not in (part, "both"):
             continue

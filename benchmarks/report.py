@@ -398,20 +398,25 @@ def _sim_to_sim(stem: str, result: dict[str, Any]) -> list[str]:
         "| trained on | DR | evaluated on | success rate | return | train wall s | env steps |\n"
         "|---|---|---|---|---|---|---|"
     )
-    groups: dict[tuple[bool, str], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for r in runs:
         shards = f" ({r['shards']} shards)" if r.get("shards") else ""
-        groups.setdefault((bool(r.get("dr")), f"{r.get('train_sim')}{shards}"), []).append(r)
+        groups.setdefault((_dr_label(r), f"{r.get('train_sim')}{shards}"), []).append(r)
     for (dr, train_sim), group in groups.items():
         for eval_sim in group[0].get("eval", {}):
             succ = [r["eval"][eval_sim]["success_rate"]["mean"] for r in group if eval_sim in r.get("eval", {})]
             ret = [r["eval"][eval_sim]["mean_return"]["mean"] for r in group if eval_sim in r.get("eval", {})]
             out.append(
-                f"| {train_sim} | {'plan' if dr else 'off'} | {eval_sim} | {_interval(succ, '.3f')} |"
+                f"| {train_sim} | {dr} | {eval_sim} | {_interval(succ, '.3f')} |"
                 f" {_interval(ret, '.1f')} | {_interval([r['train_wall_s'] for r in group], '.0f')} |"
                 f" {_interval([r['env_steps'] for r in group], '.0f')} |"
             )
     return [*out, ""]
+
+
+def _dr_label(run: dict[str, Any]) -> str:
+    """A run's DR column: ``off``, ``plan`` (its task's plan) or the name of the plan it trained with."""
+    return str(run.get("plan_label") or "plan") if run.get("dr") else "off"
 
 
 def readme_table(results: dict[str, dict[str, Any]]) -> str:
@@ -426,10 +431,10 @@ def readme_table(results: dict[str, dict[str, Any]]) -> str:
     head = ["task", "trained on", "DR", *(f"success on {e}" for e in engines), "interval over"]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for result in studies.values():
-        groups: dict[tuple[str, bool], list[dict[str, Any]]] = {}
+        groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
         for r in result.get("runs", []):
             shards = f" ({r['shards']} shards)" if r.get("shards") else ""
-            groups.setdefault((f"{r.get('train_sim')}{shards}", bool(r.get("dr"))), []).append(r)
+            groups.setdefault((f"{r.get('train_sim')}{shards}", _dr_label(r)), []).append(r)
         for (train_sim, dr), group in groups.items():
             its = sorted({int(r["iterations"]) for r in group if "iterations" in r})
             if its:  # how long it trained: a row of policies trained twice as long is another row
@@ -452,7 +457,7 @@ def readme_table(results: dict[str, dict[str, Any]]) -> str:
             if robot and str(robot).endswith(".json"):  # a description file: its name, as sim_to_sim.py labels it
                 robot = Path(robot).stem
             task = result.get("task") if not robot else f"{result.get('task')} ({robot})"
-            out.append(f"| {task} | {train_sim} | {'plan' if dr else 'off'} | {' | '.join(cells)} | {seeds} |")
+            out.append(f"| {task} | {train_sim} | {dr} | {' | '.join(cells)} | {seeds} |")
     return "\n".join(out)
 
 

@@ -16,7 +16,9 @@ Usage::
     python benchmarks/sim_to_sim.py --task reach --train-sims sapien --shards 2 --dr off --seeds 0 --out ...
     python benchmarks/sim_to_sim.py --task velocity --robot go1 --train-sims mujoco --seeds 0 1 2 --time-budget 900
 
-``--robot NAME`` runs the velocity task on that robot, with the plan ``plans/<robot>_dr.json``.
+``--robot NAME`` runs the velocity task on that robot, with the plan ``plans/<robot>_dr.json``;
+``--plan FILE`` trains with another plan (results ``sim_to_sim_<label>_<plan name>.json``, the plan's
+name in the tables' DR column).
 
 ``--shards K`` trains on K Ray actors (``make_backend(..., shards=K)``); evaluations run in this process.
 
@@ -59,6 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--eval-seeds", nargs="+", type=int, default=[100, 101, 102])
     p.add_argument("--episodes", type=int, default=32, help="evaluation episodes per evaluation seed")
     p.add_argument("--dr", choices=("off", "on", "both"), default="both")
+    p.add_argument(
+        "--plan", type=Path, default=None, help="the plan of --dr on (default plans/<robot or task>_dr.json)"
+    )
     p.add_argument("--time-budget", type=float, default=None, help="training seconds per run")
     p.add_argument("--max-iterations", type=int, default=None)
     p.add_argument("--stop-at-success", type=float, default=None, help="stop a run once an evaluation reaches it")
@@ -75,6 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     robot_label = None if args.robot is None else Path(args.robot).stem if args.robot.endswith(".json") else args.robot
     label = args.task if robot_label is None else f"{args.task}_{robot_label}"
     plan = HERE / "plans" / f"{robot_label or args.task}_dr.json"
+    if args.plan is not None:  # another plan: its own results file and its own label in the tables
+        plan = args.plan
+        label = f"{label}_{plan.stem}"
     task_config = None if args.robot is None else {"robot": args.robot}
     settings = {"off": [False], "on": [True], "both": [False, True]}[args.dr]
     overrides = {}
@@ -114,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
                     "train_sim": train_sim,
                     "shards": args.shards,
                     "dr": dr,
+                    "plan_label": (plan.stem if args.plan is not None else "plan") if dr else None,
                     "seed": seed,
                     "iterations": result.iterations,
                     "env_steps": result.env_steps,

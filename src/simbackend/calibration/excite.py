@@ -96,7 +96,8 @@ def excite(
         control_dt: seconds between targets (a whole number of the model's physics steps).
         seed: seeds the phases and steps (and the backend).
         plan: a :class:`~simbackend.randomization.RandomizationPlan` whose ``init`` terms set the engine's
-            parameters first (a reference with known parameters); the log stores its JSON.
+            parameters first and whose ``reset`` terms are drawn at every episode start (a reference with
+            known, or randomized, parameters); ``interval`` terms are refused.
         progress: called with the fraction done after each episode.
 
     Returns:
@@ -121,6 +122,8 @@ def excite(
         raise InvalidArgumentError(f"num_envs: expected a whole number >= 1, got {num_envs!r}")
     if Path(out).suffix.lower() != ".npz":
         raise InvalidArgumentError(f"out: a log is an .npz file, got {str(out)!r}")
+    if plan is not None and plan.phase_terms("interval"):
+        raise InvalidArgumentError("plan: excitation applies init and reset terms; remove the interval terms")
     backend = make_robot_backend(robot, sim, num_envs, device=device, seed=seed)
     with backend:
         if plan is not None:
@@ -151,7 +154,7 @@ def excite(
             if rows < 2:
                 break
             targets = _targets(signal, rng, driver.default_targets, amplitude, rows, control_dt, f0, f1, num_envs)
-            backend.set_state(None, driver.resolved.default_qpos.expand(num_envs, -1), None)
+            backend.set_state(None, driver.resolved.default_qpos.expand(num_envs, -1), None, randomization=plan)
             driver.reset()
             q = np.empty((rows, num_envs, info.nq))
             v = np.empty((rows, num_envs, info.nv))
