@@ -9,7 +9,10 @@ description's own joint controller at a fixed control period:
 * ``steps``: every joint holds a target drawn uniformly in ``default +- amplitude`` for a
   random 0.2-0.6 s, then jumps to another (the transients identify damping and armature).
 
-Every env starts each episode at the default pose; episodes last ``episode_s`` seconds (a
+A trained policy's episodes are the third kind (:func:`excite_policy`): the checkpoint's
+deterministic policy plays its task on any engine, without the task's randomization, and the
+log holds the joint targets its controller sent. Every env starts each episode at the default
+pose; episodes last ``episode_s`` seconds (a
 legged robot that falls still excites contact; the next episode starts over). The log holds
 every hinge/slide joint, the base (floating-base robots) and the targets sent, the form a
 robot's own logger writes (:func:`~simbackend.calibration.write_log`).
@@ -22,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from simbackend.errors import InvalidArgumentError
 from simbackend.model_info import JOINT_BALL, JOINT_FREE
@@ -29,7 +33,7 @@ from simbackend.model_info import JOINT_BALL, JOINT_FREE
 from .commands import TargetDriver
 from .reference import write_log
 
-__all__ = ["SIGNALS", "excite"]
+__all__ = ["SIGNALS", "excite", "excite_policy"]
 
 SIGNALS = ("chirp", "steps")
 
@@ -62,6 +66,112 @@ def _targets(
                 out[r : r + hold, e, j] = default[j] + rng.uniform(-amplitude, amplitude)
                 r += hold
     return out
+
+
+def _log_rows(
+    info: Any, q: np.ndarray, v: np.ndarray
+) -> tuple[list[int], np.ndarray, np.ndarray, dict[str, np.ndarray] | None]:
+    """The hinge/slide joints, their ``(T, J)`` positions and velocities, and the base arrays, from
+    ``(T, nq)``/``(T, nv)`` rows (one free base at most)."""
+    types = [int(t) for t in info.joint_type]
+    hinge = [j for j, t in enumerate(types) if t not in (JOINT_FREE, JOINT_BALL)]
+    free = [j for j, t in enumerate(types) if t == JOINT_FREE]
+    if JOINT_BALL in types or len(free) > 1:
+        raise InvalidArgumentError("robot: a log holds hinge/slide joints and at most one free base")
+    qcols = np.array([int(info.joint_qposadr[j]) for j in hinge], np.int64)
+    vcols = np.array([int(info.joint_dofadr[j]) for j in hinge], np.int64)
+    base = None
+    if free:
+        qa, da = int(info.joint_qposadr[free[0]]), int(info.joint_dofadr[free[0]])
+        base = {
+            "base_pos": q[:, qa : qa + 3],
+            "base_quat": q[:, qa + 3 : qa + 7],
+            "base_lin_vel": v[:, da : da + 3],
+            "base_ang_vel": v[:, da + 3 : da + 6],
+        }
+    return hinge, q[:, qcols], v[:, vcols], base
+
+
+def excite_policy(
+    checkpoint: Any,
+    sim: str,
+    out: Any,
+    *,
+    seconds: float = 10.0,
+    num_envs: int = 4,
+    seed: int = 0,
+    device: Any = None,
+    progress: Any = None,
+) -> dict:
+    """Play a checkpoint's deterministic policy on engine ``sim`` and log its episodes (``.npz``).
+
+    The task is the checkpoint's, with its settings and without randomization (an engine's nominal
+    model); the log holds every joint, the base, and the joint targets the task's controller sent
+    (the robot's driven joints), so the policy's own gait is the reference. Episodes end as the
+    task ends them (falls, time limits) and each starts a new segment.
+
+    Args:
+        checkpoint: a checkpoint path (``simbackend train``'s) of a task on a robot (the velocity task).
+        sim, out, seconds, num_envs, seed, device, progress: as :func:`excite`'s (``seed`` seeds the task).
+    """
+    from simbackend.tasks import make_task
+    from simbackend.training.checkpoint import load_checkpoint
+
+    for name, value in (("seconds", seconds),):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
+            raise InvalidArgumentError(f"{name}: expected a positive number, got {value!r}")
+    ckpt = load_checkpoint(checkpoint)
+    config = {**ckpt.task_config, "randomization": None}
+    policy = ckpt.policy()
+    task = make_task(ckpt.task, sim, num_envs, config=config, seed=seed, device=device)
+    try:
+        controller = getattr(task, "controller", None)
+        robot = getattr(task, "robot", None)
+        if controller is None or robot is None or not hasattr(controller, "targets"):
+            raise InvalidArgumentError(
+                f"checkpoint: task {ckpt.task!r} drives no robot's joint targets; excite_policy logs robot tasks"
+            )
+        b = task.backend
+        info = b.info
+        total = max(2, int(round(seconds / task.control_dt)))
+        q = np.empty((total, num_envs, info.nq))
+        v = np.empty((total, num_envs, info.nv))
+        targets = np.zeros((total, num_envs, controller.targets.shape[1]))
+        episode = np.zeros((total, num_envs), np.int64)
+        count = np.arange(num_envs, dtype=np.int64) * total
+        obs = task.reset()
+        for r in range(total):
+            q[r] = b.get_qpos().detach().cpu().numpy()
+            v[r] = b.get_qvel().detach().cpu().numpy()
+            episode[r] = count
+            if r + 1 == total:
+                break
+            step = task.step(policy(task.flatten(obs)))
+            targets[r] = controller.targets.detach().cpu().numpy()
+            done = (step.terminated | step.truncated).cpu().numpy()
+            obs = task.reset(torch.as_tensor(done, device=task.device)) if done.any() else step.obs
+            count = count + done
+            if progress is not None:
+                progress((r + 1) / total)
+        flat_q = q.transpose(1, 0, 2).reshape(-1, info.nq)
+        flat_v = v.transpose(1, 0, 2).reshape(-1, info.nv)
+        hinge, jpos, jvel, base = _log_rows(info, flat_q, flat_v)
+        write_log(
+            out,
+            control_dt=task.control_dt,
+            joint_names=[info.joint_names[j] for j in hinge],
+            joint_pos=jpos,
+            joint_vel=jvel,
+            target_names=robot.description.driven_joints,
+            target_pos=targets.transpose(1, 0, 2).reshape(-1, targets.shape[2]),
+            base=base,
+            episode=episode.T.reshape(-1),
+            robot=str(config.get("robot") or robot.description.name),
+        )
+        return {"rows": total * num_envs, "episodes": int(len(np.unique(episode))), "envs": num_envs,
+                "sim": b.name, "signal": "policy"}  # fmt: skip
+    finally:
+        task.close()
 
 
 def excite(
@@ -136,14 +246,6 @@ def excite(
                 f"control_dt: {control_dt:g} s is not a whole number of physics steps ({backend.physics_dt:g} s)"
             )
         driver = TargetDriver(robot, backend)
-        hinge = [j for j in range(len(info.joint_type)) if int(info.joint_type[j]) not in (JOINT_FREE, JOINT_BALL)]
-        free = [j for j in range(len(info.joint_type)) if int(info.joint_type[j]) == JOINT_FREE]
-        if any(int(t) == JOINT_BALL for t in info.joint_type) or len(free) > 1:
-            raise InvalidArgumentError(
-                "robot: excitation logs robots with hinge/slide joints and at most one free base"
-            )
-        qcols = np.array([int(info.joint_qposadr[j]) for j in hinge], np.int64)
-        vcols = np.array([int(info.joint_dofadr[j]) for j in hinge], np.int64)
         rng = np.random.default_rng(seed)
         per_episode = max(2, int(round(episode_s / control_dt)))
         total = max(2, int(round(seconds / control_dt)))
@@ -176,22 +278,14 @@ def excite(
         v = np.concatenate(logs["v"], 0).transpose(1, 0, 2).reshape(-1, info.nv)
         tg = np.concatenate(logs["target"], 0).transpose(1, 0, 2).reshape(-1, len(driver.joint_names))
         ep = (np.concatenate(logs["episode"], 0).T + episode * np.arange(num_envs)[:, None]).reshape(-1)
-        base = None
-        if free:
-            qa, da = int(info.joint_qposadr[free[0]]), int(info.joint_dofadr[free[0]])
-            base = {
-                "base_pos": q[:, qa : qa + 3],
-                "base_quat": q[:, qa + 3 : qa + 7],
-                "base_lin_vel": v[:, da : da + 3],
-                "base_ang_vel": v[:, da + 3 : da + 6],
-            }
+        hinge, jpos, jvel, base = _log_rows(info, q, v)
         name = robot if isinstance(robot, str) else driver.description.name
         write_log(
             out,
             control_dt=control_dt,
             joint_names=[info.joint_names[j] for j in hinge],
-            joint_pos=q[:, qcols],
-            joint_vel=v[:, vcols],
+            joint_pos=jpos,
+            joint_vel=jvel,
             target_names=driver.joint_names,
             target_pos=tg,
             base=base,

@@ -43,7 +43,12 @@ def _progress(label: str) -> Any:
 
 @app.command()
 def excite(
-    robot: str = typer.Option(..., "--robot", "-r", help="Registered robot name or a robot description file (.json)."),
+    robot: str | None = typer.Option(
+        None, "--robot", "-r", help="Registered robot name or a robot description file (.json)."
+    ),
+    policy: str | None = typer.Option(
+        None, "--policy", metavar="CKPT.pt", help="Instead of a signal: log this checkpoint's episodes (its task)."
+    ),
     sim: str = sim_option(),
     out: str = typer.Option(..., "--out", metavar="LOG.npz", help="The log to write (simbackend-log, .npz)."),
     signal: str = typer.Option("chirp", "--signal", help="chirp (a frequency sweep) or steps (random held targets)."),
@@ -62,39 +67,53 @@ def excite(
     seed: int = typer.Option(0, "--seed", min=0, max=2**63 - 1, help="Seed of the phases, steps and backend."),
     overwrite: bool = overwrite_option(),
 ) -> None:
-    """Drive a robot's joints open loop (chirps or steps around its default pose) on any engine and log it.
+    """Drive a robot's joints open loop (chirps or steps around its default pose), or play a trained policy
+    (--policy), on any engine and log it.
 
     The log (joints, base, the targets sent) is what `simbackend calibrate --reference` reads, in the format a
     robot's own logger can write (docs/calibration.md).
     """
     from simbackend.calibration import excite as run_excite
+    from simbackend.calibration import excite_policy
     from simbackend.errors import SimBackendError
 
+    if (robot is None) == (policy is None):
+        raise fail("--robot, --policy: give exactly one (a robot to excite, or a checkpoint to play)", code=2)
+    if policy is not None and dr_path is not None:
+        raise fail("--dr: a policy plays its task's nominal model; --dr goes with --robot", code=2)
+    if policy is not None and not os.path.isfile(policy):
+        raise fail(f"--policy: no such file {policy!r}", code=2)
     check_output(out, "--out", (".npz",), overwrite)
     plan = load_plan(dr_path, num_envs)
     with _progress("exciting") as bar, staged_outputs(out) as (staged,):
-        task = bar.add_task("excite", total=100, info=f"{robot} on {sim}")
+        task = bar.add_task("excite", total=100, info=f"{robot or policy} on {sim}")
         try:
-            summary = run_excite(
-                robot,
-                sim,
-                staged,
-                signal=signal,
-                seconds=seconds,
-                episode_s=episode_s,
-                num_envs=num_envs,
-                amplitude=amplitude,
-                f0=f0,
-                f1=f1,
-                control_dt=control_dt,
-                seed=seed,
-                plan=plan,
-                progress=lambda f: bar.update(task, completed=round(100 * f)),
-            )
+            if policy is not None:
+                summary = excite_policy(
+                    policy, sim, staged, seconds=seconds, num_envs=num_envs, seed=seed,
+                    progress=lambda f: bar.update(task, completed=round(100 * f)),
+                )  # fmt: skip
+            else:
+                summary = run_excite(
+                    robot,
+                    sim,
+                    staged,
+                    signal=signal,
+                    seconds=seconds,
+                    episode_s=episode_s,
+                    num_envs=num_envs,
+                    amplitude=amplitude,
+                    f0=f0,
+                    f1=f1,
+                    control_dt=control_dt,
+                    seed=seed,
+                    plan=plan,
+                    progress=lambda f: bar.update(task, completed=round(100 * f)),
+                )
         except (SimBackendError, ValueError, TypeError) as e:
             raise fail(str(e), code=2) from None
     console.print(
-        f"wrote {out}: {summary['rows']} rows, {summary['episodes']} episodes of {robot} on {summary['sim']}"
+        f"wrote {out}: {summary['rows']} rows, {summary['episodes']} episodes of {robot or policy} on {summary['sim']}"
         f" ({summary['signal']})"
     )
 
