@@ -10,6 +10,8 @@ held out) and the fit of ``simbackend.calibration.calibrate``:
   against the truth and the loss sensitivity (which parameters the excitation pins down).
 * ``engines``: logs made on PhysX (SAPIEN) and Motrix; MuJoCo is fitted to each with the contact
   and joint parameters; reports the held-out error before and after, per channel.
+* ``impedance``: ``engines`` again on the same logs, with the contact's impedance (``geom_impedance``,
+  MuJoCo's solimp) as a seventh parameter.
 
 Results: ``benchmarks/results/calibration.json`` (and the report folders with pictures under
 ``--out``); ``docs/calibration.md`` quotes them.
@@ -133,15 +135,23 @@ def recover(args: Any, folder: Path) -> dict:
     return out
 
 
-def engines(args: Any, folder: Path) -> dict:
+#: ``impedance``'s extra parameter: the contact's impedance (MuJoCo's solimp dmin = dmax), set
+IMPEDANCE = {"name": "impedance", "kind": "geom_impedance", "targets": FEET, "components": ["dmin", "dmax"],
+             "operation": "set", "low": 0.5, "high": 0.999, "log": False}  # fmt: skip
+
+
+def engines(args: Any, folder: Path, extra: tuple = ()) -> dict:
     from simbackend.calibration import ParameterSet
 
-    params = ParameterSet.from_dict(ENGINE_PARAMS)
+    params = ParameterSet.from_dict([*ENGINE_PARAMS, *extra])
     out = {}
     for source in args.sources:
-        fit, held = _logs(source, folder, seconds=args.seconds, envs=args.envs)
-        print(f"engines: fitting MuJoCo to {source} logs")
-        r = _fit("mujoco", fit, held, params, args, folder, f"mujoco fitted to {source}")
+        fit, held = folder / f"{source}_chirp.npz", folder / f"{source}_steps.npz"
+        if not (extra and fit.is_file() and held.is_file()):  # `impedance` refits the logs `engines` made
+            fit, held = _logs(source, folder, seconds=args.seconds, envs=args.envs)
+        tag = " with impedance" if extra else ""
+        print(f"engines{tag}: fitting MuJoCo to {source} logs")
+        r = _fit("mujoco", fit, held, params, args, folder, f"mujoco fitted to {source}{tag}")
         s = _summary(r)
         b, a = s["held_out_loss"]
         s["held_out_ratio"] = a / b
@@ -234,7 +244,7 @@ def picture(data: dict, folder: Path, seconds: float = 3.0) -> Path:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--part", choices=("recover", "engines", "both", "plan", "picture"), default="both")
+    ap.add_argument("--part", choices=("recover", "engines", "impedance", "both", "plan", "picture"), default="both")
     ap.add_argument("--targets", default="mujoco", help="recover: engines fitted (mujoco,mjwarp)")
     ap.add_argument("--sources", default="sapien,motrix", help="engines: engines whose logs MuJoCo is fitted to")
     ap.add_argument("--seconds", type=float, default=6.0, help="logged seconds per env")
@@ -259,8 +269,9 @@ def main() -> None:
     if args.part == "picture":  # from the results and logs of `engines`
         print(f"wrote {picture(data, folder)}")
         return
-    for part, run in (("recover", recover), ("engines", engines)):
-        if args.part not in (part, "both"):
+    parts = (("recover", recover), ("engines", engines), ("impedance", lambda a, f: engines(a, f, (IMPEDANCE,))))
+    for part, run in parts:
+        if args.part != part and not (args.part == "both" and part != "impedance"):
             continue
         t0 = time.perf_counter()
         data[part] = {**data.get(part, {}), **run(args, folder)}

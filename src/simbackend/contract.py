@@ -1068,6 +1068,11 @@ class SimBackend:
         dampratio)`` in its standard form (see the ``geom_compliance`` term in docs/randomization.md)."""
         return self._out(self._dr.env_field("geom_compliance"))
 
+    def get_env_geom_impedance(self) -> torch.Tensor:
+        """``(N, ngeom, 3)`` contact impedance of every geom: MuJoCo's ``solimp[:3]``, ``(dmin, dmax,
+        width m)`` (see the ``geom_impedance`` term in docs/randomization.md)."""
+        return self._out(self._dr.env_field("geom_impedance"))
+
     def get_env_actuator_gains(self) -> ActuatorGains:
         """Per-env servo gains: :class:`ActuatorGains` of ``(N, nu)`` tensors."""
         return ActuatorGains(self._out(self._dr.env_field("actuator_kp")), self._out(self._dr.env_field("actuator_kv")))

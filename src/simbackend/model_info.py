@@ -68,6 +68,11 @@ class ModelInfo:
     #: weighted by ``geom_solmix`` (both standard; the element-wise minimum where either is direct), unless
     #: one geom has the higher ``priority`` (its value alone) or a ``<pair>`` sets the contact's own
     geom_compliance: np.ndarray
+    #: (ngeom, 3) contact impedance, MuJoCo's ``geom_solimp[:, :3]``: (dmin, dmax, width m); the impedance
+    #: rises from dmin at the surface to dmax at ``width`` penetration (solimp's midpoint and power shape it).
+    #: A contact mixes its two geoms' values weighted by ``geom_solmix`` (always: no direct form), unless one
+    #: geom has the higher ``priority`` (its value alone) or a ``<pair>`` sets the contact's own
+    geom_impedance: np.ndarray
     dof_damping: np.ndarray  # (nv,) per qvel column
     dof_armature: np.ndarray  # (nv,)
     dof_frictionloss: np.ndarray  # (nv,)

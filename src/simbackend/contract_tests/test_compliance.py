@@ -14,7 +14,9 @@ obeys
 At rest ``p = (1 - d)/d^2 * g * (dmax * timeconst * dampratio)^2``, the same for any mass; a drop from
 ``h`` rebounds to the apex the same equation gives (:func:`rebound_apex`, integrated here; with
 ``d = dmax`` its damping ratio is ``dampratio`` exactly, so ``e = exp(-pi z / sqrt(1 - z^2))`` up to
-the release of the no-tension contact). A backend that does not declare the term refuses a plan that
+the release of the no-tension contact). The companion term ``geom_impedance`` sets ``solimp``'s
+(dmin, dmax, width): with ``dmin = dmax = d`` the impedance is ``d`` at every depth, so the rest depth is
+``(1 - d) * g * (timeconst * dampratio)^2``. A backend that does not declare a term refuses a plan that
 holds it, by name; the clauses check that instead, then skip.
 """
 
@@ -63,21 +65,23 @@ def drop_model(tmp_path: Path) -> Path:
     return path
 
 
-def impedance(depth: float) -> float:
-    """MuJoCo's impedance ``d`` at penetration ``depth`` for :data:`SOLIMP`."""
-    dmin, dmax, width, mid, power = SOLIMP
+def impedance(depth: float, solimp: tuple[float, ...] = SOLIMP) -> float:
+    """MuJoCo's impedance ``d`` at penetration ``depth`` for ``solimp`` (constant where dmin = dmax)."""
+    dmin, dmax, width, mid, power = solimp
+    if dmin == dmax:
+        return dmin
     x = min(abs(depth) / width, 1.0)
     y = x**power / mid ** (power - 1) if x <= mid else 1 - (1 - x) ** power / (1 - mid) ** (power - 1)
     return dmin + y * (dmax - dmin)
 
 
-def rest_depth(timeconst: float, dampratio: float) -> float:
+def rest_depth(timeconst: float, dampratio: float, solimp: tuple[float, ...] = SOLIMP) -> float:
     """The resting penetration of one contact row: ``p = (1 - d(p))/d(p)^2 g (dmax timeconst dampratio)^2``,
     solved for ``p`` (``d`` depends on it) by fixed-point iteration."""
     p = 0.0
     for _ in range(200):
-        d = impedance(p)
-        p = (1 - d) / d**2 * G * (SOLIMP[1] * timeconst * dampratio) ** 2
+        d = impedance(p, solimp)
+        p = (1 - d) / d**2 * G * (solimp[1] * timeconst * dampratio) ** 2
     return p
 
 
@@ -113,21 +117,37 @@ def _plan(timeconst: float, dampratio: float, phase: str) -> RandomizationPlan:
     return RandomizationPlan((term,))
 
 
-def _declared_or_refused(sim: Any, phase: str) -> None:
-    """Return where the backend declares ``geom_compliance`` in ``phase``; otherwise check that a plan
-    holding it is refused by name, changing nothing, and skip."""
-    if phase in sim.get_dr_capabilities().get("geom_compliance", frozenset()):
+def _impedance_plan(d: float, phase: str) -> RandomizationPlan:
+    """``geom_impedance`` with ``dmin = dmax = d`` on both geoms of the contact (solimp's width stays)."""
+    term = Term(
+        "geom_impedance",
+        Distribution.fixed([d, d]),
+        phase=phase,
+        operation="set",
+        targets=GEOMS,
+        components=("dmin", "dmax"),
+    )
+    return RandomizationPlan((term,))
+
+
+def _declared_or_refused(sim: Any, phase: str, kind: str = "geom_compliance") -> None:
+    """Return where the backend declares ``kind`` (``geom_compliance``, ``geom_impedance``) in ``phase``;
+    otherwise check that a plan holding it is refused by name, changing nothing, and skip."""
+    if phase in sim.get_dr_capabilities().get(kind, frozenset()):
         return
+    plan = _plan if kind == "geom_compliance" else lambda _tc, _dr, ph: _impedance_plan(0.5, ph)
+    held = getattr(sim, f"get_env_{kind}")().clone()
     before = {k: v.copy() for k, v in env_params(sim).items()}
     qpos = sim.get_qpos().clone()
-    with pytest.raises(UnsupportedFeatureError, match="geom_compliance"):
-        sim.apply_init_randomization(_plan(0.02, 1.0, "init"))
-    with pytest.raises(UnsupportedFeatureError, match="geom_compliance"):
-        sim.set_state([0], qpos[:1], torch.zeros_like(sim.get_qvel()[:1]), randomization=_plan(0.02, 1.0, "reset"))
+    with pytest.raises(UnsupportedFeatureError, match=kind):
+        sim.apply_init_randomization(plan(0.02, 1.0, "init"))
+    with pytest.raises(UnsupportedFeatureError, match=kind):
+        sim.set_state([0], qpos[:1], torch.zeros_like(sim.get_qvel()[:1]), randomization=plan(0.02, 1.0, "reset"))
     assert torch.equal(sim.get_qpos(), qpos)
+    assert torch.equal(getattr(sim, f"get_env_{kind}")(), held)
     for k, v in env_params(sim).items():
         np.testing.assert_array_equal(v, before[k], err_msg=f"parameter {k} changed by a refused plan")
-    pytest.skip(f"backend {sim.name!r} declares no geom_compliance in phase {phase!r} (and refuses it by name)")
+    pytest.skip(f"backend {sim.name!r} declares no {kind} in phase {phase!r} (and refuses it by name)")
 
 
 def _drop(sim: Any, cases: tuple[tuple[float, float], ...], height: float) -> None:
@@ -200,3 +220,47 @@ def test_compliance_below_the_timestep_floor_is_refused(make_sim: Any, drop_mode
     assert torch.equal(sim.get_env_geom_compliance(), before)
     sim.apply_init_randomization(_plan(floor, 1.0, "init"))  # the floor itself is what acts: taken
     assert to_np(sim.get_env_geom_compliance())[:, 0, 0] == pytest.approx(floor)
+
+
+def test_lower_impedance_rests_deeper(make_sim: Any, drop_model: Path) -> None:
+    """Clause: with the contact's time constant fixed (the model's solref), a geom_impedance of
+    dmin = dmax = d sets how much of the spring-damper acts: a body rests at (1 - d)/d^2 * g * (d *
+    timeconst * dampratio)^2 = (1 - d) * g * (timeconst * dampratio)^2, deeper for a lower d (within 5 %,
+    as the compliance clause)."""
+    sim = make_sim(drop_model, 2)
+    _declared_or_refused(sim, "reset", "geom_impedance")
+    cases = (0.9, 0.5)
+    qpos = sim.get_qpos().clone()
+    for i, d in enumerate(cases):
+        sim.set_state(
+            [i], qpos[i : i + 1], torch.zeros_like(sim.get_qvel()[:1]), randomization=_impedance_plan(d, "reset")
+        )
+    held = to_np(sim.get_env_geom_impedance())[:, [sim.info.geom_names.index(g) for g in GEOMS]]
+    np.testing.assert_allclose(held[..., :2], np.repeat(np.array(cases)[:, None, None], 2, 1).repeat(2, 2), rtol=1e-6)
+    np.testing.assert_allclose(held[..., 2], SOLIMP[2], rtol=1e-6)  # the width stays the model's
+    for _ in range(10):  # 1 s: settled (the contact's time scale is 0.02 s)
+        sim.step(torch.zeros(2, sim.info.nu), nsteps=50)
+    depth = RADIUS - to_np(sim.get_qpos())[:, 2]
+    timeconst, dampratio = sim.info.geom_compliance[sim.info.geom_names.index("floor")]
+    expected = np.array([rest_depth(timeconst, dampratio, (d, d, *SOLIMP[2:])) for d in cases])
+    assert depth[1] > 3 * depth[0], f"impedance 0.5 rests at {depth[1]:.3g} m, 0.9 at {depth[0]:.3g} m"
+    np.testing.assert_allclose(depth, expected, rtol=0.05, err_msg="resting depth (m) against the spring's")
+
+
+def test_impedance_outside_mujocos_range_is_refused(make_sim: Any, drop_model: Path) -> None:
+    """Clause: a geom_impedance plan whose dmin exceeds its dmax, or whose dmin or dmax leaves [0.0001,
+    0.9999] (where MuJoCo would clamp it silently), is refused naming the term and the geom, and nothing
+    changes."""
+    sim = make_sim(drop_model, 2)
+    _declared_or_refused(sim, "init", "geom_impedance")
+    before = sim.get_env_geom_impedance().clone()
+    dmax_only = Term("geom_impedance", Distribution.fixed(0.8), targets=("floor",), components=("dmax",), name="low")
+    with pytest.raises(
+        ValueRangeError, match=r"'low' \(geom_impedance\): contact impedance of geom 'floor'.*dmin <= dmax"
+    ):
+        sim.apply_init_randomization(RandomizationPlan((dmax_only,)))
+    with pytest.raises(ValueRangeError, match=r"geom_impedance.*0\.0001 <= dmin, dmax <= 0\.9999"):
+        sim.apply_init_randomization(_impedance_plan(1.0, "init"))
+    assert torch.equal(sim.get_env_geom_impedance(), before)
+    sim.apply_init_randomization(_impedance_plan(0.9999, "init"))  # the range's end is what acts: taken
+    assert to_np(sim.get_env_geom_impedance())[:, 0, :2] == pytest.approx(0.9999)

@@ -65,6 +65,11 @@ READERS = {
         [0.03],
         lambda s: to_np(s.get_env_geom_compliance())[:, s.info.geom_names.index("box_geom"), 0],
     ),
+    "geom_impedance": (
+        "box_geom",
+        [0.5],
+        lambda s: to_np(s.get_env_geom_impedance())[:, s.info.geom_names.index("box_geom"), 0],
+    ),
     "actuator_kp": (
         "servo",
         [35.0],

@@ -110,6 +110,7 @@ def model_info(m: mujoco.MjModel) -> ModelInfo:
         geom_conaffinity=np.array(m.geom_conaffinity, dtype=np.int64),
         geom_friction=np.array(m.geom_friction, dtype=np.float64).reshape(m.ngeom, 3),
         geom_compliance=np.array(m.geom_solref, dtype=np.float64).reshape(m.ngeom, 2),
+        geom_impedance=np.array(m.geom_solimp, dtype=np.float64).reshape(m.ngeom, 5)[:, :3].copy(),
         dof_damping=np.array(m.dof_damping, dtype=np.float64),
         dof_armature=np.array(m.dof_armature, dtype=np.float64),
         dof_frictionloss=np.array(m.dof_frictionloss, dtype=np.float64),

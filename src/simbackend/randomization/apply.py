@@ -26,7 +26,7 @@ the fields of the terms it declares in ``capabilities.domain_randomization``
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -58,8 +58,11 @@ FIELDS: Mapping[str, tuple[str, float | None, str]] = {
     "body_inertia": ("body_inertia", 0.0, "principal inertia"),
     "geom_friction": ("geom_friction", -1.0, "friction"),
     # (timeconst s, dampratio) of MuJoCo's standard solref: finite here; > 0 and timeconst >= 2 timesteps
-    # where a value differs from the model's (a direct-form solref, negative, stays): check_compliance
+    # where a value differs from the model's (a direct-form solref, negative, stays): check_contact
     "geom_compliance": ("geom_compliance", None, "contact compliance"),
+    # (dmin, dmax, width m) of MuJoCo's solimp: finite here; where a value differs from the model's,
+    # IMPEDANCE_RANGE holds dmin <= dmax and width >= 0: check_contact
+    "geom_impedance": ("geom_impedance", None, "contact impedance"),
     "actuator_kp": ("actuator_kp", -1.0, "kp"),
     "actuator_kv": ("actuator_kv", -1.0, "kv"),
     # a factor on the actuator's whole output force (1 in the model): engines compose it with kp/kv
@@ -70,6 +73,12 @@ FIELDS: Mapping[str, tuple[str, float | None, str]] = {
     "gravity": ("gravity", None, "gravity"),
 }
 #: bounds: 0.0 means "> 0" (masses, inertias), -1.0 means ">= 0"
+
+#: the per-env contact fields whose rules span columns (:meth:`Randomizer.contact_rules`), checked once
+#: every term of an application is composed
+CONTACT_FIELDS = ("geom_compliance", "geom_impedance")
+#: the impedance MuJoCo acts with, [mjMINIMP, mjMAXIMP]: it clamps solimp's dmin and dmax into it silently
+IMPEDANCE_RANGE = (0.0001, 0.9999)
 
 #: terms the contract applies itself, from the state and the pending forces (no engine field)
 CORE_TERMS = ("joint_default_pos", "body_velocity_delta", "body_force", "action_latency")
@@ -118,6 +127,7 @@ class Prepared:
     lin_ang_delta: list = field(default_factory=list)  # (free joint dofadr, (n, 3) lin world, (n, 3) ang world)
     forces: list = field(default_factory=list)  # (body ids (T,), (n, T, 6), duration or None)
     latency: np.ndarray | None = None  # (n,) float64 action latency drawn, substeps (rounded at commit)
+    sources: dict = field(default_factory=dict)  # contact field -> [(plan term, its target ids)] composed into it
     counted: list = field(default_factory=list)  # stream keys drawn
     dropped: list = field(default_factory=list)
 
@@ -397,11 +407,11 @@ class Randomizer:
         rows = self._rows(p, fname)
         if fname == "gravity":
             rows[:] = combine(model, values[:, 0, :])
-        elif kind in COMPONENTS:  # geom_friction, geom_compliance: the term's columns of its targets' rows
+        elif kind in COMPONENTS:  # geom_friction, geom_compliance, geom_impedance: the term's columns
             for c_i, c in enumerate(term.component_columns):
                 rows[:, targets, c] = combine(model[targets, c], values[..., c_i])
-            if fname == "geom_compliance":
-                self.check_compliance(rows, p.ids, where)
+            if fname in CONTACT_FIELDS:  # checked in validate, once composed (dmin <= dmax may take two terms)
+                p.sources.setdefault(fname, []).append((where, targets))
         elif fname.startswith("dof_"):
             for k, j in enumerate(targets):
                 t = int(info.joint_type[j])
@@ -423,34 +433,61 @@ class Randomizer:
         (its ``refsafe`` rule) silently uses two timesteps, so a smaller value would not be what acts."""
         return 2.0 * float(self.info.timestep)
 
-    def check_compliance(self, rows: np.ndarray, ids: np.ndarray, argument: str) -> None:
-        """Refuse ``geom_compliance`` rows ``(n, ngeom, 2)`` of envs ``ids`` where a geom whose value
-        differs from the model's has a time constant below :meth:`compliance_floor`, or a time constant
-        or damping ratio that is not > 0 (the model's own values, a direct-form solref included, pass)."""
-        model = self.model_value("geom_compliance")
-        changed = (rows != model).any(-1)
-        floor = self.compliance_floor()
-        low = changed & ~(rows[..., 0] >= floor)
-        nonpositive = changed & ~(rows[..., 1] > 0)
-        for bad, rule in (
-            (low, f"timeconst >= {floor:g} s (2 physics timesteps; below it MuJoCo acts with {floor:g} s)"),
-            (nonpositive, "dampratio > 0"),
-        ):
+    def contact_rules(self, name: str) -> tuple[tuple[str, float, Callable[[np.ndarray], np.ndarray]], ...]:
+        """``(rule, limit, holds)`` for every rule a geom's changed value of :data:`CONTACT_FIELDS` field
+        ``name`` must keep, ``holds(rows (n, ngeom, k)) -> (n, ngeom)`` bool (NaN breaks every rule).
+
+        ``geom_compliance``: timeconst >= :meth:`compliance_floor` and dampratio > 0.
+        ``geom_impedance``: dmin and dmax in :data:`IMPEDANCE_RANGE` (MuJoCo would clamp them), dmin <= dmax,
+        width >= 0."""
+        if name == "geom_compliance":
+            floor = self.compliance_floor()
+            return (
+                (
+                    f"timeconst >= {floor:g} s (2 physics timesteps; below it MuJoCo acts with {floor:g} s)",
+                    floor,
+                    lambda r: r[..., 0] >= floor,
+                ),
+                ("dampratio > 0", 0.0, lambda r: r[..., 1] > 0),
+            )
+        lo, hi = IMPEDANCE_RANGE
+        return (
+            (
+                f"{lo:g} <= dmin, dmax <= {hi:g} (MuJoCo would clamp them into it)",
+                hi,
+                lambda r: ((r[..., :2] >= lo) & (r[..., :2] <= hi)).all(-1),
+            ),
+            ("dmin <= dmax", hi, lambda r: r[..., 0] <= r[..., 1]),
+            ("width >= 0", 0.0, lambda r: r[..., 2] >= 0),
+        )
+
+    def check_contact(
+        self, name: str, rows: np.ndarray, ids: np.ndarray, sources: Sequence[tuple[str, np.ndarray]] = ()
+    ) -> None:
+        """Refuse rows ``(n, ngeom, k)`` of contact field ``name`` for envs ``ids`` where a geom whose value
+        differs from the model's breaks one of :meth:`contact_rules` (the model's own values pass: a
+        direct-form solref, a model's dmin > dmax). The error names the plan terms of ``sources``
+        (``(term, target ids)``) that reach that geom, and the geom."""
+        changed = (rows != self.model_value(name)).any(-1)
+        for rule, limit, holds in self.contact_rules(name):
+            bad = changed & ~holds(rows)
             if bad.any():
-                env_rows = bad.any(-1)
                 g = int(np.flatnonzero(bad.any(0))[0])
+                terms = [where for where, targets in sources if g in targets]
                 raise ValueRangeError(
-                    f"{argument}: contact compliance of geom {self.info.geom_names[g]!r}",
-                    ids[env_rows],
-                    floor if bad is low else 0.0,
+                    f"{' and '.join(terms) or f'randomized {name}'}: {FIELDS[name][2]} of geom"
+                    f" {self.info.geom_names[g]!r}",
+                    ids[bad.any(-1)],
+                    limit,
                     problem=f"values that break {rule}",
                 )
 
     def validate(self, p: Prepared) -> None:
         """Physical bounds of every new value, before anything is written."""
         limit = V.MAX_REAL_INPUT
-        if "geom_compliance" in p.fields:
-            self.check_compliance(p.fields["geom_compliance"], p.ids, "randomized geom_compliance")
+        for name in CONTACT_FIELDS:
+            if name in p.fields:
+                self.check_contact(name, p.fields[name], p.ids, p.sources.get(name, ()))
         for name, rows in p.fields.items():
             _, bound, what = FIELDS[name]
             bad = ~np.isfinite(rows) | (np.abs(rows) > limit)

@@ -30,11 +30,15 @@ OPERATIONS = ("scale", "add", "set")
 FRICTION_COMPONENTS = ("sliding", "torsional", "rolling")
 #: contact compliance, MuJoCo's standard solref: the contact's spring-damper time constant (s) and damping ratio
 COMPLIANCE_COMPONENTS = ("timeconst", "dampratio")
+#: contact impedance, the first three numbers of MuJoCo's solimp: the impedance at zero and at ``width``
+#: penetration, and that width (m); its midpoint and power stay the model's
+IMPEDANCE_COMPONENTS = ("dmin", "dmax", "width")
 #: the term kinds that draw a chosen subset of their field's columns (``Term.components``): kind -> the
 #: field's columns in order; a term without ``components`` draws the first
 COMPONENTS: Mapping[str, tuple[str, ...]] = {
     "geom_friction": FRICTION_COMPONENTS,
     "geom_compliance": COMPLIANCE_COMPONENTS,
+    "geom_impedance": IMPEDANCE_COMPONENTS,
 }
 
 
@@ -81,6 +85,15 @@ TERM_KINDS: Mapping[str, TermKind] = {
         "geom_compliance",
         "contact compliance of geoms: time constant, s, and damping ratio of the contact's mass-normalized"
         " spring-damper (components: timeconst, dampratio; MuJoCo's standard solref)",
+    ),
+    "geom_impedance": TermKind(
+        "geom",
+        1,
+        ("scale", "add", "set"),
+        "geom_impedance",
+        "contact impedance of geoms: the share of the contact's spring-damper against a rigid constraint at"
+        " zero and at full penetration, and that penetration, m (components: dmin, dmax, width; MuJoCo's"
+        " solimp[:3])",
     ),
     "actuator_kp": TermKind(
         "actuator", 1, ("scale", "add", "set"), "actuator_kp", "position gain of position actuators"
@@ -277,7 +290,9 @@ class Term:
             only: ``geom_friction``'s friction coefficients, a subset of
             ``sliding``, ``torsional``, ``rolling`` (default sliding);
             ``geom_compliance``'s ``timeconst``, ``dampratio`` (default
-            timeconst). The term's width is their number.
+            timeconst); ``geom_impedance``'s ``dmin``, ``dmax``, ``width``
+            (default dmin). The term's width is their number; each column is
+            drawn on its own.
         duration: ``body_force`` only: seconds the force is held (counted in
             whole ``step`` calls); ``None`` until the next application.
         interval_s: ``interval`` phase: ``(low, high)`` seconds between
@@ -335,7 +350,7 @@ class Term:
         if self.components is not None:
             columns = COMPONENTS.get(self.kind)
             if columns is None:
-                raise InvalidArgumentError(f"{where}: components apply to {' and '.join(COMPONENTS)} only")
+                raise InvalidArgumentError(f"{where}: components apply to {', '.join(COMPONENTS)} only")
             comps = (self.components,) if isinstance(self.components, str) else tuple(self.components)
             bad = [c for c in comps if c not in columns]
             if bad or not comps or len(set(comps)) != len(comps):

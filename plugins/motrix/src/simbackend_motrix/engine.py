@@ -69,7 +69,7 @@ DR_TERMS = (
 #: ``SpringDampCoeff``), when the model is built, for every instance of a batch; a ``Geom`` overrides
 #: only its friction per instance (``set_friction_override``)
 COMPLIANCE_NOTE = (
-    "geom_compliance not declared: Motrix sets contact stiffness/damping (PhysicsMaterial.contact_model)"
+    "geom_compliance, geom_impedance not declared: Motrix sets contact stiffness/damping (PhysicsMaterial.contact_model)"
     " once per model when the scene is built, not per env; per env it overrides only friction"
 )
 #: Motrix's solver tolerance unless ``motrix={"solver_tolerance": ...}`` says otherwise. Motrix's own

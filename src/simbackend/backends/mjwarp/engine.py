@@ -53,6 +53,7 @@ from simbackend.backends.mujoco.pipeline import (
     ActuatorTables,
     apply_options,
     compiled_model_fields,
+    dr_index,
     fold_disabled_gravity,
 )
 from simbackend.backends.mujoco.rays import ALPHA, RayGeoms, transparent_collision
@@ -376,7 +377,7 @@ class MJWarpEngine(Engine):
             )
         for name, v in values.items():
             if name not in ("actuator_kp", "actuator_kv", "actuator_strength"):
-                self._model_array(DR_FIELDS[name])[ids] = rows(v)
+                self._model_array(DR_FIELDS[name])[dr_index(name, ids)] = rows(v)
         if SETCONST_FIELDS.intersection(values):
             with wp.ScopedDevice(self.wp_device):
                 mjw.set_const(self.m, self.d)
@@ -388,7 +389,7 @@ class MJWarpEngine(Engine):
             table = self._actuators.read(field)
             model = np.asarray(getattr(self.info, field), np.float64)
             return np.broadcast_to(model, (self.num_envs, self.info.nu)).copy() if table is None else table
-        return self._model_array(DR_FIELDS[field]).double().cpu().numpy()
+        return self._model_array(DR_FIELDS[field])[dr_index(field, slice(None))].double().cpu().numpy()
 
     def model_fields(self) -> dict[str, np.ndarray]:
         return compiled_model_fields(self.model, self.info)

@@ -53,6 +53,7 @@ from .pipeline import (
     apply_options,
     compiled_model_fields,
     contact_probe_model,
+    dr_index,
     fold_disabled_gravity,
 )
 
@@ -321,7 +322,7 @@ class MuJoCoEngine(Engine):
             self._actuators.write(b.expand("actuator_gainprm"), b.expand("actuator_biasprm"), force_range, env_ids)
         for name, rows in values.items():
             if name not in ("actuator_kp", "actuator_kv", "actuator_strength"):
-                b.expand(DR_FIELDS[name])[env_ids] = rows
+                b.expand(DR_FIELDS[name])[dr_index(name, env_ids)] = rows
         if "body_com" in values:
             # a body compiled as "simple" has its centre of mass at its frame; one that moves off it no longer is
             moved = np.flatnonzero((values["body_com"] != info.body_com).any(axis=(0, 2)))
@@ -337,7 +338,8 @@ class MuJoCoEngine(Engine):
         b = self.batch
         if field in ("actuator_kp", "actuator_kv", "actuator_strength"):
             return self._actuators.read(field)
-        return b.expanded(DR_FIELDS[field])
+        held = b.expanded(DR_FIELDS[field])
+        return None if held is None else held[dr_index(field, slice(None))]
 
     def model_fields(self) -> dict[str, np.ndarray]:
         """The compiled model's physical fields (see :meth:`simbackend.contract.SimBackend.model_fields`)."""

@@ -25,11 +25,24 @@ DR_FIELDS = {
     # (timeconst, dampratio): the solver mixes a contact's two geoms' solref by geom_solmix when it builds
     # the contact, in every substep, so a per-env value acts from the next substep on
     "geom_compliance": "geom_solref",
+    # (dmin, dmax, width): solimp's first 3 of 5 numbers (DR_COLUMNS), mixed by geom_solmix as solref is
+    "geom_impedance": "geom_solimp",
     "dof_damping": "dof_damping",
     "dof_armature": "dof_armature",
     "dof_frictionloss": "dof_frictionloss",
     "gravity": "opt.gravity",
 }
+#: contract fields that are the first columns of their MuJoCo field (the others keep the model's values)
+DR_COLUMNS = {"geom_impedance": 3}
+
+
+def dr_index(name: str, rows: Any) -> Any:
+    """The index of contract field ``name``'s values in its per-env MuJoCo array ``(N, ...)``, for rows
+    ``rows`` (env ids, a slice): the rows, and for a :data:`DR_COLUMNS` field its first columns only."""
+    cols = DR_COLUMNS.get(name)
+    return rows if cols is None else (rows, ..., slice(0, cols))
+
+
 #: fields whose derived constants mj_setConst (or MuJoCo Warp's set_const) computes
 SETCONST_FIELDS = frozenset({"body_mass", "body_com", "body_inertia", "dof_armature"})
 #: the randomization terms such an engine applies, at every phase
@@ -39,6 +52,7 @@ DR_TERMS = (
     "body_inertia",
     "geom_friction",
     "geom_compliance",
+    "geom_impedance",
     "actuator_kp",
     "actuator_kv",
     "actuator_strength",

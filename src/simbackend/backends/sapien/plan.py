@@ -942,7 +942,7 @@ def _approximations(m: mujoco.MjModel, plan: Plan) -> list[str]:
     if has_contacts:
         notes.append("contacts: MuJoCo's soft contacts (solref/solimp) become PhysX rigid contacts (rest offset 0)")
         notes.append(
-            "geom_compliance not declared: SAPIEN 3.0.3's PhysxMaterial reaches no contact damping nor"
+            "geom_compliance, geom_impedance not declared: SAPIEN 3.0.3's PhysxMaterial reaches no contact damping nor"
             " PhysX's compliant-contact flags; a negative restitution is an undamped force spring"
             " (mass-dependent), not the term's mass-normalized spring-damper"
         )
