@@ -242,3 +242,22 @@ def test_a_policy_log_holds_the_targets_its_controller_sent(tmp_path: Path) -> N
             losses[sim_name] = Replayer(sim, ref, params, popsize=2, window=5).score(np.array([[1.0], [1.0]])).loss[0]
     assert losses["sapien"] < 1e-6, losses
     assert losses["mujoco"] > 100 * max(losses["sapien"], 1e-9), losses
+
+
+def test_a_set_parameter_starts_from_the_model_and_its_before_is_the_model(recordings: tuple[Path, Path]) -> None:
+    """A ``set`` parameter has no value that means "as modelled" (the model's values are per target): its
+    identity is NaN, which applies the term that restores the model's values, so "before" scores the model
+    as given, even after another candidate changed the envs."""
+    params = ParameterSet.from_dict(PARAMS)  # damping is a `set` parameter
+    assert np.isnan(params.identity()[0]) and params.identity()[1] == 1.0
+    mass_only = ParameterSet.from_dict(PARAMS[1:])
+    ref = _reference(recordings[0])
+    sim = _make(8)
+    with sim:
+        both = Replayer(sim, ref, params, popsize=2, window=20)
+        both.score(np.array([[1.5, 1.7], [0.05, 0.6]]))  # other values first: the envs must be restored
+        first = both.score(np.stack([params.identity(), params.identity()])).loss[0]
+        model = Replayer(sim, ref, mass_only, popsize=2, window=20).score(np.array([[1.0], [1.0]])).loss[0]
+    assert first == pytest.approx(model, rel=1e-12)
+    plan = params.plan(params.identity())
+    assert plan.terms[0].operation == "scale" and plan.terms[0].distribution.value == (1.0,)

@@ -378,8 +378,8 @@ class CalibrationResult:
 
     def to_dict(self) -> dict:
         return {
-            "parameters": [
-                {**p.to_dict(), "value": float(v), "initial": float(i)}
+            "parameters": [  # null: the model's own value (a `set` parameter left as the model has it)
+                {**p.to_dict(), "value": _number(v), "initial": _number(i)}
                 for p, v, i in zip(self.parameters.parameters, self.values, self.initial)
             ],
             "fit": {"before": self.before, "after": self.after},
@@ -395,23 +395,35 @@ class CalibrationResult:
         }
 
 
+def _number(v: float) -> float | None:
+    return None if math.isnan(float(v)) else float(v)
+
+
 def _sensitivity(rep: Replayer, parameters: ParameterSet, best: np.ndarray, loss: float) -> dict:
     """Per parameter: the loss with its value 10 % lower and higher, over the best loss (module docstring)."""
-    moved = []
+    moved, which = [], []
     for k, p in enumerate(parameters.parameters):
+        if math.isnan(best[k]):  # the model's own values, per target: no one number to move
+            continue
+        which.append(k)
         step = 0.1 * (p.high - p.low) / 2 if p.term.operation == "add" else 0.1 * abs(best[k])
         for sign in (-1.0, 1.0):
             v = best.copy()
             v[k] = min(max(best[k] + sign * step, p.low), p.high)
             moved.append(v)
+    if not moved:
+        return {p.name: None for p in parameters.parameters}
     losses = np.concatenate(
         [rep.score(np.stack(moved[i : i + rep.popsize])).loss for i in range(0, len(moved), rep.popsize)]
     )
     floor = max(loss, 1e-12)
-    return {
-        p.name: {"down": float(losses[2 * k] / floor), "up": float(losses[2 * k + 1] / floor)}
-        for k, p in enumerate(parameters.parameters)
-    }
+    out: dict = {p.name: None for p in parameters.parameters}
+    for i, k in enumerate(which):
+        out[parameters.parameters[k].name] = {
+            "down": float(losses[2 * i] / floor),
+            "up": float(losses[2 * i + 1] / floor),
+        }
+    return out
 
 
 def calibrate(

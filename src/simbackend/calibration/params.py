@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from simbackend.errors import ArgumentTypeError, InvalidArgumentError
-from simbackend.randomization import Distribution, RandomizationPlan, Term
+from simbackend.randomization import TERM_KINDS, Distribution, RandomizationPlan, Term
 
 __all__ = ["Parameter", "ParameterSet"]
 
@@ -58,14 +58,14 @@ class Parameter:
 
     @property
     def identity(self) -> float:
-        """The value that leaves the model as it is: 1 for ``scale``, 0 for ``add``; for ``set``,
-        the middle of the bounds (the model's value is per target)."""
+        """The value that leaves the model as it is: 1 for ``scale``, 0 for ``add``; for ``set``, NaN
+        (the model's value is per target: :meth:`term_with` gives NaN the term that keeps it)."""
         op = self.term.operation
         if op == "scale":
             return 1.0
         if op == "add":
             return 0.0
-        return self.from_unit(0.5)
+        return math.nan
 
     def from_unit(self, z: float) -> float:
         z = min(max(float(z), 0.0), 1.0)
@@ -74,20 +74,27 @@ class Parameter:
         return float(self.low + z * (self.high - self.low))
 
     def to_unit(self, value: float) -> float:
+        if math.isnan(value):  # the model's own value (a `set` parameter's identity): start mid-bounds
+            return 0.5
         v = min(max(float(value), self.low), self.high)
         if self.log:
             return (math.log(v) - math.log(self.low)) / (math.log(self.high) - math.log(self.low))
         return (v - self.low) / (self.high - self.low)
 
     def term_with(self, value: float, phase: str) -> Term:
-        """The term with ``value`` fixed, in ``phase``."""
+        """The term with ``value`` fixed, in ``phase``; NaN: the term that restores the model's values
+        (scale 1, or add 0, on the same targets)."""
         t = self.term
+        op = t.operation
+        if math.isnan(value):
+            op = "scale" if "scale" in TERM_KINDS[t.kind].operations else "add"
+            value = 1.0 if op == "scale" else 0.0
         return Term(
             t.kind,
             Distribution.fixed(value),
             phase=phase,
             targets=t.targets,
-            operation=t.operation,
+            operation=op,
             components=t.components,
             name=self.name,
         )
@@ -190,6 +197,9 @@ class ParameterSet:
         terms = []
         for p, v in zip(self.parameters, values):
             v = float(v)
+            if math.isnan(v):  # the model's own value: kept as it is
+                terms.append(p.term_with(v, "init"))
+                continue
             half = spread * (abs(v) if p.term.operation != "add" else (p.high - p.low) / 2)
             lo, hi = max(p.low, v - half), min(p.high, v + half)
             dist = Distribution.fixed(v) if hi <= lo else Distribution.uniform(lo, hi)

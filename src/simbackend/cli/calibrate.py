@@ -283,7 +283,8 @@ def calibrate(
     sens = result.sensitivity or {}
     for p, v in zip(params.parameters, result.values):
         s = sens.get(p.name)
-        t.add_row(p.name, f"{v:.4g}", f"[{p.low:g}, {p.high:g}]", f"x{s['down']:.3g} / x{s['up']:.3g}" if s else "")
+        shown = "the model's" if v != v else f"{v:.4g}"  # NaN: a `set` parameter left as the model has it
+        t.add_row(p.name, shown, f"[{p.low:g}, {p.high:g}]", f"x{s['down']:.3g} / x{s['up']:.3g}" if s else "")
     console.print(t)
     errors = Table(title="errors before and after (normalised: 1 = a model that does not move)")
     for col in ("set", "channel", "norm. before", "norm. after", "rms before", "rms after", "units"):
