@@ -15,6 +15,7 @@ Usage::
     python benchmarks/sim_to_sim.py --task quadruped --train-sims mujoco --seeds 0 --time-budget 900
     python benchmarks/sim_to_sim.py --task reach --train-sims sapien --shards 2 --dr off --seeds 0 --out ...
     python benchmarks/sim_to_sim.py --task velocity --robot go1 --train-sims mujoco --seeds 0 1 2 --time-budget 900
+    python benchmarks/sim_to_sim.py --add-evals results/sim_to_sim_quadruped_plan.json --eval-sims mjwarp
 
 ``--robot NAME`` runs the velocity task on that robot, with the plan ``plans/<robot>_dr.json``;
 ``--plan FILE`` trains with another plan (results ``sim_to_sim_<label>_<plan name>.json``, the plan's
@@ -49,11 +50,44 @@ def _cell(values: list[float], fmt: str) -> str:
     return f"{format(e.mean, fmt)} ± {format(e.half_width, fmt)}"
 
 
+def _add_evals(path: Path, sims: list[str]) -> int:
+    """Evaluate the runs of results file ``path`` on the engines of ``sims`` they were not evaluated on,
+    with the file's own evaluation seeds and episodes; the file records which were added later."""
+    from simbackend.training import evaluate
+
+    data = json.loads(path.read_text())
+    a = data["args"]
+    for run in data["runs"]:
+        for sim in sims:
+            if sim in run["eval"]:
+                continue
+            ev = evaluate(
+                run["checkpoint"],
+                sim,
+                seeds=tuple(a["eval_seeds"]),
+                episodes_per_seed=a["episodes"],
+                task_config_override={"randomization": None},
+            )
+            run["eval"][sim] = ev.to_dict()
+            print(f"[sim_to_sim] {run['name']} on {sim}: success {ev.success_rate.mean:.3f}", file=sys.stderr)
+            a.setdefault("eval_sims_added", [])
+            if sim not in a["eval_sims_added"]:
+                a["eval_sims_added"].append(sim)
+            path.write_text(json.dumps(data, indent=2))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--task", required=True)
+    p.add_argument("--task", default=None, help="the task to train (required unless --add-evals)")
+    p.add_argument(
+        "--add-evals",
+        type=Path,
+        default=None,
+        help="evaluate an existing results file's checkpoints on the --eval-sims it lacks (same seeds, episodes)",
+    )
     p.add_argument("--robot", default=None, help="robot of the velocity task (its plan: plans/<robot>_dr.json)")
     p.add_argument("--train-sims", nargs="+", default=["mujoco", "sapien"])
     p.add_argument("--eval-sims", nargs="+", default=["mujoco", "sapien"])
@@ -75,6 +109,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     from simbackend.training import evaluate, train
+
+    if args.add_evals is not None:
+        return _add_evals(args.add_evals, args.eval_sims)
+    if args.task is None:
+        p.error("--task is required (or --add-evals FILE)")
 
     # a robot is a registered name or a JSON description (labelled by its file name)
     robot_label = None if args.robot is None else Path(args.robot).stem if args.robot.endswith(".json") else args.robot

@@ -89,7 +89,7 @@ def test_make_demo_suggests_commands_that_exist_with_the_flags_it_names():
 def test_readme_sim_to_sim_table_is_the_one_the_results_give():
     """The README's sim-to-sim figures are written by benchmarks/report.py from benchmarks/results/: rerunning
     it would not change them (so they never drift from the JSON), and the legged robots' rows carry intervals over
-    training seeds on every engine."""
+    training seeds on every engine they were evaluated on (MuJoCo, PhysX and Motrix always)."""
     import importlib.util
 
     path = README.parent / "benchmarks" / "report.py"
@@ -102,4 +102,12 @@ def test_readme_sim_to_sim_table_is_the_one_the_results_give():
     go1 = [line for line in block.splitlines() if line.startswith("| velocity (go1) |")]
     assert {line.split(" | ")[2] for line in go1} == {"off", "plan"}
     legged = go1 + [line for line in block.splitlines() if line.startswith("| quadruped |")]
-    assert all(line.endswith("| 3 training seeds |") and line.count("±") == 4 for line in legged)
+    head = [c.strip() for c in block.splitlines()[0].strip("|").split("|")]
+    for line in legged:
+        cells = dict(zip(head, (c.strip() for c in line.strip().strip("|").split("|"))))
+        assert cells["interval over"] == "3 training seeds", line
+        # every engine a study evaluated shows an interval; a study may leave out MuJoCo Warp (its CPU
+        # evaluation is the slowest), never MuJoCo, PhysX or Motrix
+        for engine in ("mujoco", "sapien", "motrix", "mjwarp"):
+            cell = cells[f"success on {engine}"]
+            assert "±" in cell or (engine == "mjwarp" and cell == "-"), line
