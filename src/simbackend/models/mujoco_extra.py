@@ -25,3 +25,13 @@ def import_mujoco() -> ModuleType:
     import mujoco
 
     return mujoco
+
+
+def import_mujoco_batch() -> ModuleType:
+    """MuJoCo's batched module ``mujoco.batch`` (``Batch``: many MjData stepped, read and ray-cast at once),
+    imported as :func:`import_mujoco` imports MuJoCo; for code outside the MuJoCo backend that casts MuJoCo's
+    rays on its own engine's state (a plugin's ray caster)."""
+    import_mujoco()
+    from mujoco import batch
+
+    return batch

@@ -47,9 +47,9 @@ from simbackend.engine import BodyForces, Engine, EngineBuild
 from simbackend.errors import ModelLoadError, ValueRangeError
 from simbackend.model_info import JOINT_BALL
 from simbackend.models import describe_source, model_info
-from simbackend.options import EngineOption, check_positive_float, optional
+from simbackend.options import EngineOption, check_bool, check_positive_float, optional
 
-from .loading import load
+from .loading import check_height_fields, load
 from .mapping import WXYZ_FROM_XYZW, Mapping
 
 #: domain-randomization terms applied through Motrix's per-instance overrides
@@ -110,8 +110,13 @@ class MotrixEngine(Engine):
     it; the trajectories are bit-identical for any count); ``solver_iterations``
     (Motrix's ``max_iterations``, default 100); ``timestep`` and the model
     options. The block ``motrix={...}`` takes ``solver_tolerance`` (default
-    1e-6, :data:`DEFAULT_TOLERANCE`; Motrix's own is 1e-4). ``contact_sensing``
-    turns on Motrix's contact-force report (the trajectories stay bit-identical).
+    1e-6, :data:`DEFAULT_TOLERANCE`; Motrix's own is 1e-4) and
+    ``native_hfield`` (default False: a model with a colliding height field is
+    refused, since Motrix collides it unlike MuJoCo; True loads it with
+    Motrix's own height-field collision, :func:`.loading.check_height_fields`).
+    ``contact_sensing`` turns on Motrix's contact-force report (the trajectories
+    stay bit-identical). Rays (the height scanner) are MuJoCo's ``mj_ray`` on
+    the compiled model posed at Motrix's state (:mod:`.rays`).
 
     Raises:
         ModelLoadError: the model holds something Motrix cannot represent
@@ -124,6 +129,11 @@ class MotrixEngine(Engine):
     distributions = ("motrixsim",)
     options = {
         "solver_tolerance": EngineOption(None, optional(check_positive_float), "Motrix solver tolerance"),
+        "native_hfield": EngineOption(
+            False,
+            check_bool,
+            "load colliding height fields with Motrix's own height-field collision (it differs from MuJoCo's)",
+        ),
     }
 
     def __init__(self, build: EngineBuild):
@@ -133,6 +143,9 @@ class MotrixEngine(Engine):
         import motrixsim as mx
 
         m, mm, notes = load(build.source, opts.model)
+        notes = notes + check_height_fields(
+            m, self.info.geom_names, describe_source(build.source), opts.engine["native_hfield"]
+        )
         o = mm.options
         if opts.timestep is not None:
             m = copy.copy(m)
@@ -162,6 +175,8 @@ class MotrixEngine(Engine):
         )
         self._reads: dict[tuple, np.ndarray] = {}
         self._state: tuple[np.ndarray, np.ndarray] | None = None
+        self._rays: Any = None  # .rays.RayCaster, made by the first cast
+        self._threads = threads
         self._before: tuple[np.ndarray, np.ndarray] | None = None  # the pre-call state of the last step
         self._sites = [mm.sites[int(k)] for k in mapping.site_index]
         self._ctrl = np.zeros((self.num_envs, mm.num_actuators), np.float32)
@@ -193,6 +208,7 @@ class MotrixEngine(Engine):
             snapshot_restore=True,
             snapshot_exact=False,
             contact_forces=True,  # with contact_sensing: Motrix's contact-force report
+            ray_casting=True,  # MuJoCo's mj_ray on the compiled model at Motrix's state (.rays)
             domain_randomization=frozenset(f"{t}:{p}" for t in DR_TERMS for p in ("init", "reset", "interval")),
             renderers_absent=(
                 (
@@ -604,8 +620,21 @@ class MotrixEngine(Engine):
         pos, vel = self._split(rows.cpu().numpy())
         self._write_dofs(env_ids, pos, vel, exact=True)
 
+    # ------------------------------------------------------------------
+    # rays: mj_ray on the compiled model posed at Motrix's state (see .rays for why not Motrix's own)
+    # ------------------------------------------------------------------
+    def cast_rays(self, origins: torch.Tensor, directions: torch.Tensor, exclude_body: int) -> np.ndarray:
+        """Every env's rays against the collision geoms where Motrix holds the bodies now (:mod:`.rays`)."""
+        from .rays import RayCaster
+
+        if self._rays is None:
+            self._rays = RayCaster(self.model, self.num_envs, self._threads)
+        qpos = self.read_state()[0]
+        return self._rays.cast(qpos, origins.cpu().numpy(), directions.cpu().numpy(), exclude_body)
+
     def close(self) -> None:
         self.data = None
+        self._rays = None
         self._invalidate()
 
 

@@ -22,6 +22,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from simbackend.errors import ModelLoadError
 
 #: elements whose ignored attributes do not touch the simulated dynamics
@@ -92,6 +94,42 @@ def load(source: Any, model_options: dict) -> tuple[Any, Any, list[str]]:
         shown = ", ".join(dict.fromkeys(rejected))
         raise ModelLoadError(f"{_label(source)}: Motrix cannot represent {shown}; it would simulate another model")
     return m, mm, notes
+
+
+#: why a colliding height field is refused unless ``native_hfield``, measured with motrixsim 0.10.1
+#: (plugins/motrix/README.md, "Height fields"; the plugin's tests check both halves): Motrix loads
+#: MuJoCo's surface exactly (rows from -y, columns along +x, MuJoCo's triangle diagonal, scale and
+#: offset: its rays agree with mj_ray to 1e-6 m), but collides it otherwise: one to four contacts per
+#: geom pair where MuJoCo makes 10 to 50, so that a box, cylinder or capsule at rest on a *flat* height
+#: field sinks 2 to 25 mm (MuJoCo: 0.1 mm; Motrix on a plane: 0.4 mm), a lying capsule can stand up,
+#: and a box over a stair's riser sinks up to 67 mm; a sphere on a flat one rests as on a plane
+HFIELD_NOTE = (
+    "height fields collide through Motrix's own height-field collision, not MuJoCo's"
+    " (boxes, capsules, cylinders rest millimetres deeper; see the plugin's README)"
+)
+
+
+def check_height_fields(m: Any, geom_names: tuple[str, ...], label: str, native: bool) -> list[str]:
+    """Notes for the model's colliding height-field geoms (world or body; ``geom_names`` as ``ModelInfo``
+    names them); refuses them unless
+    ``native`` (the engine option ``native_hfield``), see :data:`HFIELD_NOTE`. Visual-only ones
+    (``contype`` and ``conaffinity`` 0) collide with nothing in either engine and pass."""
+    from simbackend.models.mujoco_extra import import_mujoco
+
+    hfield = np.asarray(m.geom_type) == int(import_mujoco().mjtGeom.mjGEOM_HFIELD)
+    collides = (np.asarray(m.geom_contype) != 0) | (np.asarray(m.geom_conaffinity) != 0)
+    found = np.flatnonzero(hfield & collides)
+    if not found.size:
+        return []
+    if native:
+        return [HFIELD_NOTE]
+    first = geom_names[int(found[0])]
+    more = f" and {found.size - 1} more" if found.size > 1 else ""
+    raise ModelLoadError(
+        f"{label}: Motrix collides height fields unlike MuJoCo (geom {first!r}{more}: boxes, capsules and"
+        " cylinders rest 2-25 mm deep in a flat one, stair edges are missed); motrix={'native_hfield': True}"
+        " loads it with Motrix's collision anyway"
+    )
 
 
 def _label(source: Any) -> str:
