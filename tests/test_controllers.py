@@ -214,6 +214,69 @@ def test_pd_ctrl_is_the_pd_law(sim):
     ctl.detach()
 
 
+def _dc_expected(pd, v, sat, vmax, effort):
+    """Isaac Lab's DCMotor clip, per joint: the speed clipped to the corner speed ``V (1 + E/S)``, then
+    ``clip(pd, max(-E, S (-1 - v/V)), min(E, S (1 - v/V)))`` (``inf``: no such limit)."""
+    out = torch.empty_like(pd)
+    for j in range(pd.shape[1]):
+        s, big_v = sat[j], vmax[j]
+        inv = 0.0 if math.isinf(big_v) else 1.0 / big_v
+        corner = big_v * (1 + effort / s)
+        vj = v[:, j].clamp(-corner, corner)
+        top = (s * (1 - vj * inv)).clamp(max=effort)
+        bottom = (s * (-1 - vj * inv)).clamp(min=-effort)
+        out[:, j] = torch.minimum(torch.maximum(pd[:, j], bottom), top)
+    return out
+
+
+@pytest.mark.parametrize("sim", SIMS)
+def test_pd_dc_motor_clips_torque_to_the_torque_speed_curve(sim):
+    """saturation_effort S and velocity_limit V: ctrl = clip(PD, [max(-E, S (-1 - v/V)), min(E, S (1 - v/V))])
+    / gear, E the motor's own limit (quadruped: ctrl range 1 x gear 25 = 25 N m), per joint; inf turns a
+    joint's limit off; V alone takes S = E; S alone caps the torque at any speed. Read back through get_ctrl."""
+    b = backend(sim, "quadruped")
+    g = torch.Generator().manual_seed(1)
+    qpos, qvel = b.get_qpos(), torch.zeros(N, b.nv)
+    cols, vcols = b.get_joint_qpos_indices(LEGS), b.get_joint_qvel_indices(LEGS)
+    qvel[:, vcols] = 50.0 * (torch.rand(N, 12, generator=g) - 0.5)  # up to 25 rad/s both ways
+    b.set_state(None, qpos, qvel)
+    kp, kd, effort = 200.0, 1.0, 25.0
+    target = qpos[:, cols] + 0.4 * (torch.rand(N, 12, generator=g) - 0.5)
+    q, qd = qpos[:, cols], qvel[:, vcols]
+    pd = kp * (target - q) - kd * qd
+    inf = math.inf
+    cases = [
+        ([20.0] * 6 + [30.0] * 3 + [inf] * 3, [10.0] * 3 + [8.0] * 3 + [12.0] * 3 + [inf] * 3),
+        (None, 10.0),  # V alone: S = E = 25
+        (15.0, None),  # S alone: |torque| <= 15 at any speed
+        ([inf] * 12, [inf] * 12),  # off
+    ]
+    for i, (sat, vmax) in enumerate(cases):
+        ctl = make_controller(
+            b, JointPDConfig(LEGS, kp=kp, kd=kd, normalize_action=False, saturation_effort=sat, velocity_limit=vmax)
+        )
+        s = [inf] * 12 if sat is None else ([sat] * 12 if isinstance(sat, float) else sat)
+        v_lim = [inf] * 12 if vmax is None else ([vmax] * 12 if isinstance(vmax, float) else vmax)
+        s_eff = [effort if math.isinf(a) and not math.isinf(c) else a for a, c in zip(s, v_lim)]
+        assert ctl.saturation_effort.tolist() == pytest.approx(s_eff)
+        assert ctl.velocity_limit.tolist() == pytest.approx(v_lim)
+        expected = _dc_expected(pd, qd, s_eff, v_lim, effort) / 25.0
+        ctl.set_action(target)
+        assert torch.allclose(ctl.compute(), expected, atol=1e-5), (sat, vmax)
+        ctl.apply(target, 1)
+        acts = b.get_actuator_ids([f"{j}_motor" for j in LEGS])
+        assert torch.allclose(b.get_ctrl()[:, acts], expected, atol=1e-5), (sat, vmax)
+        ctl.detach()
+        b.set_state(None, qpos, qvel)
+        plain = (pd / 25.0).clamp(-1, 1)
+        curve = (expected - plain).abs() > 1e-4
+        if i == 0:  # every regime is covered: on the curve, at E, within, braking against the motion on it
+            assert curve.any() and (~curve).any() and (expected.abs() == 1).any() and (expected.abs() < 1).any()
+            assert ((qd * expected < 0) & curve).any()
+        if i == len(cases) - 1:
+            assert torch.equal(expected, plain)  # inf everywhere: the plain PD law
+
+
 @pytest.mark.parametrize("sim", SIMS)
 def test_pd_is_recomputed_every_substep(sim):
     """apply(a, 5) equals five apply(a, 1) calls (the PD law re-evaluated before every substep),
@@ -525,6 +588,17 @@ CONFIG_ERRORS = [
     (lambda: JointPDConfig(LEGS, kp=[10.0] * 11 + [-1.0], kd=1.0), InvalidArgumentError, "kp"),
     (lambda: JointPDConfig(LEGS, kp=10.0, kd=-1.0), InvalidArgumentError, "kd"),
     (lambda: JointPDConfig(LEGS, kp="10", kd=1.0), ArgumentTypeError, "kp"),
+    (lambda: JointPDConfig(LEGS, kp=10.0, kd=1.0, velocity_limit=0.0), InvalidArgumentError, "velocity_limit"),
+    (lambda: JointPDConfig(LEGS, kp=10.0, kd=1.0, velocity_limit=-math.inf), InvalidArgumentError, "velocity_limit"),
+    (lambda: JointPDConfig(LEGS, kp=10.0, kd=1.0, velocity_limit=math.nan), InvalidArgumentError, "velocity_limit"),
+    (lambda: JointPDConfig(LEGS, kp=10.0, kd=1.0, velocity_limit=[30.0] * 3), InvalidArgumentError, "velocity_limit"),
+    (lambda: JointPDConfig(LEGS, kp=10.0, kd=1.0, velocity_limit="30"), ArgumentTypeError, "velocity_limit"),
+    (
+        lambda: JointPDConfig(LEGS, kp=10.0, kd=1.0, saturation_effort=[20.0] * 11 + [-1.0]),
+        InvalidArgumentError,
+        "saturation_effort",
+    ),
+    (lambda: JointPDConfig(LEGS, kp=10.0, kd=1.0, saturation_effort=True), ArgumentTypeError, "saturation_effort"),
     (lambda: EEPoseConfig(ARM, "ee_site", -0.1, 0.1, 0.1, frame="world"), InvalidArgumentError, "frame"),
     (lambda: EEPoseConfig(ARM, "ee_site", -0.1, 0.1, 0.1, frame="root_translation"), InvalidArgumentError, "frame"),
     (lambda: EEPoseConfig(ARM, "ee_site", -0.1, 0.1, 0.0), InvalidArgumentError, "rot_bound"),

@@ -89,7 +89,7 @@ def critter(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_builtin_robots_are_registered() -> None:
-    assert {"quadruped", "go1", "g1"} <= set(available_robots())
+    assert {"quadruped", "go1", "go1_dc", "g1"} <= set(available_robots())
     go1 = get_robot("go1")
     assert len(go1.joints) == 12 and go1.base_body == "trunk" and go1.actuation == "servo"
     g1 = get_robot("g1")
@@ -209,6 +209,61 @@ def test_quadruped_is_the_velocity_task_on_the_builtin_quadruped() -> None:
         task.close()
 
 
+def test_go1_dc_is_go1_on_dc_motors() -> None:
+    """go1_dc: go1's joints, pose and servo gains as a PD law on torque motors (ctrl limited to Unitree's
+    torques), with Unitree's torque-speed limits; the velocity task gives it go1's action scale, and it
+    stands on zero actions as go1 does."""
+    go1, dc = get_robot("go1"), get_robot("go1_dc")
+    assert dc.joints == go1.joints and dc.feet == go1.feet and dc.actuation == "pd" and go1.actuation == "servo"
+    config = {"joint_noise": 0.0, "episode_length": 100}
+    tasks = {r: make_task("velocity", "mujoco", 2, config={"robot": r, **config}, seed=3) for r in ("go1", "go1_dc")}
+    try:
+        servo, pd = tasks["go1"], tasks["go1_dc"]
+        ctl = pd.controller
+        assert type(ctl).__name__ == "JointPDController"
+        gains = servo.backend.get_model_actuator_gains()
+        acts = servo.backend.get_actuator_ids(list(go1.joints))
+        torch.testing.assert_close(ctl.kp, gains.kp[acts].float(), rtol=1e-5, atol=0)
+        torch.testing.assert_close(ctl.kd, gains.kv[acts].float(), rtol=1e-5, atol=0)
+        stall, no_load = torch.tensor([23.7, 23.7, 35.55] * 4), torch.tensor([30.1, 30.1, 20.06] * 4)
+        torch.testing.assert_close(ctl.saturation_effort, stall)
+        torch.testing.assert_close(ctl.velocity_limit, no_load)
+        torch.testing.assert_close(pd.backend.get_actuator_ctrl_range()[ctl.actuator_ids, 1].float(), stall)
+        torch.testing.assert_close(pd.action_scale, servo.action_scale)
+        for _ in range(50):  # 1 s
+            for t in (servo, pd):
+                assert not bool(t.step(torch.zeros(2, 12)).terminated.any())
+        z_servo, z_pd = servo.backend.get_base_pos()[:, 2], pd.backend.get_base_pos()[:, 2]
+        assert (z_pd - z_servo).abs().max() < 0.01, (z_servo.tolist(), z_pd.tolist())
+    finally:
+        for t in tasks.values():
+            t.close()
+
+
+def test_a_velocity_limit_takes_the_motors_limit_as_its_stall_torque(critter: Path, tmp_path: Path) -> None:
+    """velocity_limit without saturation_effort: the stall torque is the motor's own limit (an added motor's
+    ctrl range, effort_limit); a motor with no limit is refused at build, in one line naming the field."""
+    fields = json.loads(critter.read_text())
+    fields.update(name="critter_dc", model=str(critter.parent / "critter.urdf"), actuation="pd")
+    fields.update(velocity_limit={"*_knee": 15.0})
+    path = tmp_path / "dc.json"
+    path.write_text(json.dumps(fields))
+    task = make_task("velocity", "mujoco", 2, config={"robot": str(path)})
+    try:
+        ctl = task.controller
+        inf = math.inf
+        assert ctl.velocity_limit.tolist() == [inf, 15.0] * 4 and ctl.saturation_effort.tolist() == [inf, 20.0] * 4
+    finally:
+        task.close()
+    fields.pop("effort_limit")
+    path.write_text(json.dumps(fields))
+    with pytest.raises(
+        InvalidArgumentError, match=r"^robot\.velocity_limit: joint 'fl_knee' has a velocity limit"
+    ) as e:
+        make_task("velocity", "mujoco", 2, config={"robot": str(path)})
+    assert "'fl_knee_motor' has no ctrl range" in str(e.value) and "\n" not in str(e.value)
+
+
 def test_commands_are_resampled_within_an_episode() -> None:
     task = make_task("velocity", "mujoco", 3, config={"robot": "go1", "resample_time": 0.1, "episode_length": 20})
     try:
@@ -315,6 +370,11 @@ def _from_json_fields(tmp_path: Path, **changes: object) -> RobotDescription:
         ({"model_options": {"fuse": True}}, r"robot\.model_options: unknown keys \['fuse'\]"),
         ({"name": "my robot"}, r"robot\.name: expected letters, digits"),
         ({"actuation": "torque"}, r"robot\.actuation: expected one of \['servo', 'pd'\], got 'torque'"),
+        # DC-motor limits: > 0, globs that match, and only on a PD law ("servo" cannot saturate with speed)
+        ({"velocity_limit": -1.0}, r"robot\.velocity_limit: expected a finite number > 0, got -1\.0"),
+        ({"saturation_effort": {"*_knee": 3.0}}, r"robot\.saturation_effort: '\*_knee' matches none"),
+        ({"velocity_limit": 30.0}, r'^robot\.velocity_limit: a DC-motor limit is a PD law\'s: use actuation "pd"'),
+        ({"saturation_effort": {"*_calf_joint": 35.0}}, r'^robot\.saturation_effort: .*use actuation "pd"'),
     ],
 )
 def test_hostile_values_fail_where_the_description_is_made(tmp_path: Path, changes: dict, match: str) -> None:
@@ -345,6 +405,8 @@ def test_sane_extremes_are_taken() -> None:
         ({"kp": "3"}, ScalarTypeError, r"robot\.kp: expected a finite number > 0, got str '3'"),
         ({"kp": True}, ScalarTypeError, r"robot\.kp: expected a finite number > 0, got bool True"),
         ({"kp": [1.0, 2.0]}, ArgumentTypeError, r"robot\.kp: expected a number or \{joint or glob: number\}, got list"),
+        ({"velocity_limit": [30.0]}, ArgumentTypeError, r"robot\.velocity_limit: expected a number or \{joint or"),
+        ({"saturation_effort": "23.7"}, ScalarTypeError, r"robot\.saturation_effort: expected a finite number > 0"),
         ({"kd": {"*": [1.0]}}, ScalarTypeError, r"robot\.kd\['\*'\]: expected a finite number >= 0, got list"),
         ({"timestep": "0.005"}, ScalarTypeError, r"robot\.timestep: expected a finite number in \(0, 0\.1\], got str"),
         ({"add_floor": 1}, ScalarTypeError, r"robot\.add_floor: expected True or False, got int 1"),

@@ -89,9 +89,11 @@ def _check_values(
     minimum: float | None = None,
     strict: bool = False,
     what: str = "joint",
+    allow_inf: bool = False,
 ) -> tuple[float, ...] | None:
-    """A number or a length-``n`` sequence of numbers, finite (and ``> / >= minimum``); stored as
-    given (a float or a tuple); returns it as an ``n``-tuple (``None`` if allowed and absent)."""
+    """A number or a length-``n`` sequence of numbers, finite (``+inf`` too with ``allow_inf``) and
+    ``> / >= minimum``; stored as given (a float or a tuple); returns it as an ``n``-tuple (``None`` if
+    allowed and absent)."""
     v = getattr(obj, name)
     if v is None:
         if allow_none:
@@ -120,8 +122,9 @@ def _check_values(
             )
         values = stored = tuple(float(x) for x in items)
     for x in values:
-        if not math.isfinite(x):
-            raise InvalidArgumentError(f"{_arg(obj, name)}: expected finite numbers, got {x}")
+        if not (math.isfinite(x) or (allow_inf and x == math.inf)):
+            finite = "finite numbers or inf" if allow_inf else "finite numbers"
+            raise InvalidArgumentError(f"{_arg(obj, name)}: expected {finite}, got {x}")
         if minimum is not None and (x <= minimum if strict else x < minimum):
             cmp = ">" if strict else ">="
             raise InvalidArgumentError(f"{_arg(obj, name)}: expected values {cmp} {minimum:g}, got {x:g}")
@@ -200,10 +203,35 @@ class JointPositionConfig:
 class JointPDConfig:
     """A PD law on joints driven by **motor** actuators, evaluated at the physics rate.
 
-    Every substep: ``torque = kp * (target - q) - kd * qdot`` and
+    Every substep: ``torque = kp * (target - q) - kd * qdot``, limited by the DC
+    motor's torque-speed curve when one is given (below), and
     ``ctrl = torque / (gear * gain)`` of each joint's motor, clipped to its
     ctrl range. The action sets the targets as :class:`JointPositionConfig`
     does (absolute or delta); targets are clipped to the joint range.
+
+    **DC motor** (the model of Isaac Lab's ``DCMotor`` and mjlab's
+    ``DcMotorActuator``): a motor's torque falls linearly with its speed. At
+    joint speed ``v`` the torque is clipped to::
+
+        [max(-E, S * (-1 - v / V)), min(E, S * (1 - v / V))]
+
+    ``S`` is ``saturation_effort`` (the stall torque), ``V`` is
+    ``velocity_limit`` (the no-load speed) and ``E`` the motor's own limit, its
+    ctrl range times ``gear * gain``. At rest the motor gives ``min(E, S)``;
+    driving the joint it gives less the faster the joint turns, and nothing at
+    ``V``, so the motor alone cannot drive the joint beyond ``V`` (gravity or a
+    contact can, and the motor then brakes). Braking against the motion it
+    gives up to ``E``. Beyond the corner speed ``V * (1 + E / S)`` the curve
+    lies outside ``[-E, E]`` and the torque is ``-E`` (``+E`` below
+    ``-V * (1 + E / S)``), as Isaac Lab's clip of the speed to the corner
+    speed gives. Computed by the controller from the state at each substep,
+    so every engine applies the same torque.
+
+    * ``velocity_limit`` without ``saturation_effort``: ``S = E`` (the motor
+      needs a finite ctrl range).
+    * ``saturation_effort`` without ``velocity_limit``: a torque limit
+      ``min(E, S)`` at any speed.
+    * ``inf`` in a per-joint sequence leaves that joint without the limit.
 
     Attributes:
         joints: hinge/slide joint names, each driven by exactly one motor.
@@ -212,6 +240,10 @@ class JointPDConfig:
         low, high: action bounds (a number or one per joint). Absolute: ``None``
             means the joint range. Delta: required.
         use_delta, use_target, normalize_action: as in :class:`JointPositionConfig`.
+        saturation_effort: the motor's stall torque ``S``, > 0 (N m or N), a
+            number or one per joint; ``None`` (default): no stall torque.
+        velocity_limit: the motor's no-load speed ``V``, > 0 (rad/s or m/s), a
+            number or one per joint; ``None`` (default): no speed limit.
     """
 
     joints: Sequence[str]
@@ -222,11 +254,15 @@ class JointPDConfig:
     use_delta: bool = False
     use_target: bool = False
     normalize_action: bool = True
+    saturation_effort: Bound = None
+    velocity_limit: Bound = None
 
     def __post_init__(self) -> None:
         n = len(_check_names(self, "joints", "joint"))
         _check_values(self, "kp", n, allow_none=False, minimum=0.0, strict=True)
         _check_values(self, "kd", n, allow_none=False, minimum=0.0)
+        for name in ("saturation_effort", "velocity_limit"):
+            _check_values(self, name, n, allow_none=True, minimum=0.0, strict=True, allow_inf=True)
         _check_delta_flags(self)
         _check_low_high(self, "low", "high", n, required=self.use_delta, why="when use_delta=True")
 

@@ -121,11 +121,15 @@ class JointPDController(_JointTargets):
 
     Action ``(N, k)`` sets joint targets (absolute or delta, clipped to the joint
     range). :meth:`compute`: ``torque = kp (target - q) - kd qdot`` from the
-    current state, ``ctrl = torque / (gear * gain)`` of each joint's motor,
+    current state, clipped to the DC motor's torque-speed curve where the config
+    gives one, ``ctrl = torque / (gear * gain)`` of each joint's motor,
     clipped to the ctrl range; ``(N, k)``. ``physics_rate`` is true.
 
     Attributes:
         joint_ids: ``(k,)`` the joints. kp, kd: ``(k,)`` float32 gains.
+        saturation_effort: ``(k,)`` float32 stall torque ``S`` of the curve (``inf`` where the joint has
+            none; with only a velocity limit, the motor's own limit ``E``).
+        velocity_limit: ``(k,)`` float32 no-load speed ``V`` (``inf`` where none).
         targets: ``(N, k)`` the current joint targets.
     """
 
@@ -161,14 +165,47 @@ class JointPDController(_JointTargets):
         r = np.asarray(info.actuator_ctrl_range)[acts]
         self._ctrl_low = torch.as_tensor(r[:, 0], dtype=torch.float32, device=dev)
         self._ctrl_high = torch.as_tensor(r[:, 1], dtype=torch.float32, device=dev)
+        sat, vmax = _motor_curve(config, np.abs(r * scale[:, None]).max(axis=1), [info.actuator_names[a] for a in acts])
+        self.saturation_effort = torch.as_tensor(sat, dtype=torch.float32, device=dev)
+        self.velocity_limit = torch.as_tensor(vmax, dtype=torch.float32, device=dev)
+        #: the curve is evaluated only where some joint has one (a plain PD law costs nothing more)
+        self._curve = bool(np.isfinite(sat).any())
+        #: S / V, the torque lost per unit of speed (0 where V is inf: S is then a plain torque limit)
+        per_speed = np.divide(sat, vmax, out=np.zeros(k), where=np.isfinite(vmax))
+        self._stall_per_speed = torch.as_tensor(per_speed, dtype=torch.float32, device=dev)
+        self._neg_stall = -self.saturation_effort
         self._init_targets(backend, joints, joint_range)
 
     def compute(self) -> torch.Tensor:
-        """``(N, k)`` motor ctrl of the PD law at the current state, clipped to the ctrl range."""
+        """``(N, k)`` motor ctrl of the PD law at the current state, clipped to the torque-speed curve
+        (where there is one) and to the ctrl range."""
         q = self.backend.get_qpos()[:, self._qpos_cols]
         qd = self.backend.get_qvel()[:, self._qvel_cols]
         torque = self.kp * (self._target - q) - self.kd * qd
+        if self._curve:  # S (1 - v/V) above, S (-1 - v/V) below: 2 S apart, never crossed
+            lost = qd * self._stall_per_speed
+            torque = torch.clamp(torque, min=self._neg_stall - lost, max=self.saturation_effort - lost)
         return torch.maximum(torch.minimum(torque / self._scale, self._ctrl_high), self._ctrl_low)
+
+
+def _motor_curve(config: JointPDConfig, effort: np.ndarray, motors: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``(S, V)`` per joint, float64 (``inf``: none): the config's stall torque and no-load speed, ``S``
+    defaulting to the motor's own limit ``effort`` (``|ctrl range| * |gear * gain|``) where only ``V`` is given."""
+    k = len(config.joints)
+    sat = np.full(k, np.inf) if config.saturation_effort is None else np.broadcast_to(config.saturation_effort, k)
+    vmax = np.full(k, np.inf) if config.velocity_limit is None else np.broadcast_to(config.velocity_limit, k)
+    sat, vmax = np.array(sat, dtype=np.float64), np.array(vmax, dtype=np.float64)
+    fill = np.isinf(sat) & np.isfinite(vmax)
+    bad = fill & ~np.isfinite(effort)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InvalidArgumentError(
+            f"JointPDConfig.velocity_limit: joint {config.joints[i]!r} has a velocity limit but no"
+            f" saturation_effort, and its motor {motors[i]!r} has no ctrl range to take the stall torque from;"
+            " give saturation_effort"
+        )
+    sat[fill] = effort[fill]
+    return sat, vmax
 
 
 @register_controller

@@ -4,7 +4,8 @@ A description's ``actuation`` says how its joints are driven: ``"servo"``, the
 scene's position actuators (:class:`~simbackend.controllers.JointPositionConfig`);
 ``"pd"``, a PD law at the physics rate on its motors
 (:class:`~simbackend.controllers.JointPDConfig`, with the description's ``kp``
-and ``kd``). :func:`joint_controller` builds the one controller that drives every
+and ``kd``, and its DC-motor ``saturation_effort`` and ``velocity_limit`` where
+given). :func:`joint_controller` builds the one controller that drives every
 driven joint (the policy's, then the held ones) that way, and gives the policy
 joints' gains, for a torque estimate ``kp * (target - q) - kd * qdot``. The
 velocity task and the settle check (:mod:`simbackend.robots.settle`) take it.
@@ -20,6 +21,7 @@ import torch
 
 from simbackend.controllers import JointPDConfig, JointPositionConfig, make_controller
 from simbackend.controllers.base import joint_actuators
+from simbackend.errors import InvalidArgumentError
 
 from .description import RobotDescription
 
@@ -63,16 +65,27 @@ def joint_controller(
 
     Raises:
         InvalidArgumentError: a driven joint without the one actuator its actuation needs
-            (``robot.joints: joint 'x' has no position actuator ...``).
+            (``robot.joints: joint 'x' has no position actuator ...``); a ``velocity_limit`` without
+            ``saturation_effort`` on a motor with no ctrl range (``robot.velocity_limit: ...``).
     """
-    from .resolved import joint_gains
+    from .resolved import joint_gains, joint_motor_limits
 
     joints = desc.driven_joints
     k = len(desc.joints)
     dev = backend.device
     if desc.actuation == "pd":
         kp, kd = joint_gains(desc, desc.name)
-        controller = make_controller(backend, JointPDConfig(joints=joints, kp=kp, kd=kd, low=low, high=high))
+        sat, vmax = joint_motor_limits(desc)
+        config = JointPDConfig(
+            joints=joints, kp=kp, kd=kd, low=low, high=high, saturation_effort=sat, velocity_limit=vmax
+        )
+        try:
+            controller = make_controller(backend, config)
+        except InvalidArgumentError as e:  # the description's field, not the config's, is what to fix
+            text = str(e)
+            if not text.startswith(("JointPDConfig.saturation_effort", "JointPDConfig.velocity_limit")):
+                raise
+            raise InvalidArgumentError("robot." + text.removeprefix("JointPDConfig.")) from None
         return (
             controller,
             torch.tensor(kp[:k], dtype=torch.float32, device=dev),
@@ -103,7 +116,8 @@ def joint_efforts(desc: RobotDescription, backend: Any) -> torch.Tensor:
 
     The description's ``effort_limit`` where it names the joint; else the joint's actuator, read through the
     contract: ``gear`` times its force range (``model_fields()["actuator_force_range"]``) where that is
-    finite, or, for a motor, ``gear * gain`` times its ctrl range.
+    finite, or, for a motor, ``gear * gain`` times its ctrl range. A DC motor's ``saturation_effort`` (its
+    stall torque, the most it gives at rest) lowers it where it is smaller.
     """
     from simbackend.errors import UnsupportedFeatureError
 
@@ -130,4 +144,6 @@ def joint_efforts(desc: RobotDescription, backend: Any) -> torch.Tensor:
             elif info.actuator_kind[a] == "motor" and np.isfinite(ctrl[a]):
                 best = min(best, gear * abs(float(info.actuator_gain[a])) * ctrl[a])
         out.append(best)
+    stall = pattern_values(desc.saturation_effort, desc.joints, "robot.saturation_effort")
+    out = [min(e, stall.get(name, np.inf)) for name, e in zip(desc.joints, out)]
     return torch.tensor(out, dtype=torch.float32, device=backend.device)

@@ -1,4 +1,4 @@
-"""The built-in robots: the toy ``quadruped``, Unitree ``go1`` and Unitree ``g1``.
+"""The built-in robots: the toy ``quadruped``, Unitree ``go1`` (and ``go1_dc``) and Unitree ``g1``.
 
 Go1 and G1 are MuJoCo Menagerie's models (BSD-3-Clause, LICENSE beside each
 file under ``models/assets/robots/``), collision geometry only, with the
@@ -50,6 +50,31 @@ GO1 = register_robot(
         imu_site="imu",
     )
 )
+
+GO1_DC = register_robot(
+    RobotDescription(
+        name="go1_dc",
+        model=str(_ROBOTS / "unitree_go1" / "go1_motors.xml"),
+        joints=GO1.joints,
+        default_pose="home",
+        base_body="trunk",
+        feet=GO1.feet,
+        termination_bodies=("trunk",),
+        imu_site="imu",
+        actuation="pd",
+        kp={"*_hip_joint": 15.8952427, "*_thigh_joint": 15.8952427, "*_calf_joint": 35.764296},
+        kd={"*_hip_joint": 1.01192258, "*_thigh_joint": 1.01192258, "*_calf_joint": 2.2768258},
+        saturation_effort={"*_hip_joint": 23.7, "*_thigh_joint": 23.7, "*_calf_joint": 35.55},
+        velocity_limit={"*_hip_joint": 30.1, "*_thigh_joint": 30.1, "*_calf_joint": 20.06},
+    )
+)
+"""Go1 on DC motors: ``go1`` with its servos replaced by a PD law at the physics rate on torque motors
+(``go1_motors.xml``, ctrl limited to the motors' torque), the same gains as ``go1``'s servos (kp 15.895 and
+kd 1.0119 on hips and thighs, 35.764 and 2.2768 on calves) and Unitree's motor limits as a DC-motor
+torque-speed curve: hips and thighs 23.7 N m stall torque and 30.1 rad/s no-load speed, calves 35.55 N m
+and 20.06 rad/s (mjlab's ``HIP_ACTUATOR`` / ``KNEE_ACTUATOR`` in
+``mujocolab/mjlab: src/mjlab/asset_zoo/robots/unitree_go1/go1_constants.py``). No joint is driven faster
+than its motor's no-load speed, on any engine: the controller computes the torque."""
 
 _G1_LEGS = tuple(
     f"{side}_{part}_joint"

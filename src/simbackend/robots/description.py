@@ -71,6 +71,11 @@ class RobotDescription:
             own, or added), ``kp`` and ``kd`` required (:class:`~simbackend.controllers.JointPDConfig`).
         kp, kd: stiffness (N m/rad) and damping (N m s/rad), > 0 and >= 0.
         effort_limit: the most torque each joint's actuator gives (N m), > 0; ``None``: the model's.
+        saturation_effort, velocity_limit: a DC motor's stall torque (N m) and no-load speed (rad/s),
+            > 0, for ``actuation="pd"`` only: the PD law's torque is clipped to the motor's torque-speed
+            curve (:class:`~simbackend.controllers.JointPDConfig`), so no joint is driven faster than its
+            velocity limit. A joint no pattern names has no such limit. With ``"servo"`` they are refused
+            (the engines' position servos cannot saturate with speed).
         held_joints: actuated joints the policy does not drive: held at their default pose by
             the same actuation (a humanoid's arms, say).
         termination_bodies: bodies whose contact with anything ends an episode (base, thighs);
@@ -101,6 +106,8 @@ class RobotDescription:
     kp: Gains = None
     kd: Gains = None
     effort_limit: Gains = None
+    saturation_effort: Gains = None
+    velocity_limit: Gains = None
     held_joints: Sequence[str] = ()
     termination_bodies: Sequence[str] | None = None
     imu_site: str | None = None
@@ -146,10 +153,23 @@ class RobotDescription:
                 f" got {type(self.default_pose).__name__}"
             )
         _set(self, "actuation", checks.choice(self.actuation, "robot.actuation", ACTUATIONS))
-        for name, strict in (("kp", True), ("kd", False), ("effort_limit", True)):
+        for name, strict in (
+            ("kp", True),
+            ("kd", False),
+            ("effort_limit", True),
+            ("saturation_effort", True),
+            ("velocity_limit", True),
+        ):
             gains = _gains(getattr(self, name), name, strict=strict)
             pattern_values(gains, driven, f"robot.{name}")  # every pattern matches a joint
             _set(self, name, gains)
+        if self.actuation == "servo":
+            for name in ("saturation_effort", "velocity_limit"):
+                if getattr(self, name) is not None:
+                    raise InvalidArgumentError(
+                        f'robot.{name}: a DC-motor limit is a PD law\'s: use actuation "pd" (motors); the'
+                        ' engines\' position servos of actuation "servo" cannot saturate with speed'
+                    )
         if self.actuation == "pd":
             if self.kp is None or self.kd is None:
                 raise InvalidArgumentError("robot.kp, robot.kd: required with actuation='pd'")

@@ -1,5 +1,6 @@
 """A description checked against a backend (:func:`resolve`), a backend built on a description's scene
-(:func:`make_robot_backend`) and a PD description's gains (:func:`joint_gains`)."""
+(:func:`make_robot_backend`) and a PD description's gains and motor limits (:func:`joint_gains`,
+:func:`joint_motor_limits`)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from .description import RobotDescription, pattern_values
 from .registry import get_robot
 from .scene import robot_scene
 
-__all__ = ["ResolvedRobot", "joint_gains", "make_robot_backend", "resolve"]
+__all__ = ["ResolvedRobot", "joint_gains", "joint_motor_limits", "make_robot_backend", "resolve"]
 
 
 @dataclass(frozen=True)
@@ -168,3 +169,15 @@ def joint_gains(desc: RobotDescription, name: str) -> tuple[list[float], list[fl
     if missing:
         raise InvalidArgumentError(f"robot.kp, robot.kd: no gain for joints {missing} ({name})")
     return [kp[n] for n in names], [kd[n] for n in names]
+
+
+def joint_motor_limits(desc: RobotDescription) -> tuple[list[float] | None, list[float] | None]:
+    """``(saturation_effort, velocity_limit)`` per driven joint for ``actuation='pd'`` (patterns resolved,
+    ``inf`` for a joint no pattern names: no limit there); each ``None`` where the description gives none."""
+    names = desc.driven_joints
+    out: list[list[float] | None] = []
+    for name in ("saturation_effort", "velocity_limit"):
+        given = getattr(desc, name)
+        values = pattern_values(given, names, f"robot.{name}")
+        out.append(None if given is None else [values.get(n, float("inf")) for n in names])
+    return out[0], out[1]
