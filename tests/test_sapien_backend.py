@@ -713,6 +713,187 @@ def test_height_field_terrain_scans_and_holds_bodies_as_in_mujoco(tmp_path: Path
         make_backend("sapien", str(moving), 1)
 
 
+def _hfield_xml(tiles: list[tuple[str, np.ndarray, str]]) -> str:
+    """An MJCF of height-field tiles ``(pose attributes, elevation, size)`` and a free probe body."""
+    assets, geoms = [], []
+    for i, (where, elevation, size) in enumerate(tiles):
+        nrow, ncol = elevation.shape
+        text = " ".join(f"{v:.4f}" for v in elevation.reshape(-1))
+        assets.append(f'<hfield name="h{i}" nrow="{nrow}" ncol="{ncol}" size="{size}" elevation="{text}"/>')
+        geoms.append(f'<geom name="tile{i}" type="hfield" hfield="h{i}" {where}/>')
+    return f"""<mujoco><asset>{"".join(assets)}</asset><worldbody>{"".join(geoms)}
+      <body name="probe" pos="0 0 3"><freejoint/><geom size=".05"/></body></worldbody></mujoco>"""
+
+
+def _stairs_and_rough(rng: np.random.Generator, nrow: int = 9, ncol: int = 12) -> tuple[np.ndarray, np.ndarray]:
+    stairs = np.tile(np.floor(np.linspace(0, 4, ncol)) / 4, (nrow, 1))  # risers across x
+    return stairs, rng.uniform(0, 1, (nrow, ncol))
+
+
+def _random_rays(rng: np.random.Generator, k: int, verts: np.ndarray, span: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rays of every kind over a terrain: vertical (half of them through grid vertices and lines),
+    horizontal (into risers), slightly tilted, within a vertical plane, upward from below, any."""
+    o = np.column_stack([rng.uniform(-span, span, (k, 2)), rng.uniform(-0.5, 1.5, k)])
+    d = rng.normal(size=(k, 3))
+    kind = np.arange(k) % 6
+    d[kind == 0] = [0, 0, -1]
+    d[kind == 1, 2] = 0
+    d[kind == 2, :2] *= 0.05
+    d[kind == 2, 2] = -1
+    d[kind == 3, 0] = 0
+    d[kind == 4, 2] = np.abs(d[kind == 4, 2])
+    o[kind == 4, 2] = -0.5
+    on = np.flatnonzero(kind == 0)[::2]
+    o[on, :2] = verts[rng.integers(0, len(verts), len(on)), :2]
+    o[on[::2], 1] = verts[rng.integers(0, len(verts), len(on[::2])), 1] + 0.37  # on a column line only
+    return torch.as_tensor(o), torch.as_tensor(d / np.linalg.norm(d, axis=1, keepdims=True))
+
+
+def test_height_field_rays_test_only_the_cells_they_cross_and_match_every_triangle() -> None:
+    """Rays against a height field walk its grid and test only the cells they cross: the same
+    distances, bit for bit, as testing every triangle of its mesh, for vertical rays (through grid
+    vertices and lines too), horizontal ones into stair risers, tilted, upward and arbitrary ones;
+    misses stay misses."""
+    import mujoco
+
+    from simbackend.backends.sapien import raycast
+    from simbackend.backends.sapien.plan import hfield_mesh
+
+    rng = np.random.default_rng(7)
+    for elevation in (*_stairs_and_rough(rng), np.zeros((9, 12))):
+        model = mujoco.MjModel.from_xml_string(_hfield_xml([('pos="0 0 0"', elevation, "1.1 0.8 0.5 0.1")]))
+        verts, tris = hfield_mesh(model, 0)
+        o, d = _random_rays(rng, 3000, verts, 1.4)
+        brute = raycast._mesh(o, d, {"triangles": torch.as_tensor(verts[tris])})
+        walk = raycast._hfield(o, d, {"grid": torch.as_tensor(verts.reshape(9, 12, 3))})
+        hits = torch.isfinite(brute)
+        assert hits.float().mean() > 0.2 and (~hits).any()
+        assert torch.equal(walk, brute)
+
+
+def test_height_field_tiles_scan_as_their_triangles_in_any_pose(tmp_path: Path) -> None:
+    """A terrain of several height-field tiles (of two grid sizes, one turned and lifted) is cast
+    against by grid size: each ray tests only the tiles whose box it meets (chosen once per env
+    for parallel rays) and their crossed cells, with the same distances as every triangle of every
+    tile, and the same first hits on the surface as MuJoCo's rays."""
+    import mujoco
+
+    from simbackend.backends.sapien import raycast
+    from simbackend.backends.sapien.raycast import RayCaster
+    from simbackend.math import quat_apply_inverse
+
+    rng = np.random.default_rng(11)
+    stairs, rough = _stairs_and_rough(rng)
+    tiles = [
+        ('pos="-1.1 -0.8 0"', stairs, "1.1 0.8 0.5 0.1"),
+        ('pos="1.1 -0.8 0"', rough, "1.1 0.8 0.5 0.1"),
+        ('pos="0 0.9 0.2" euler="0.1 0.2 0.7"', rough[::-1], "1.1 0.8 0.4 0.1"),
+        ('pos="1 1 -0.1"', rng.uniform(0, 1, (5, 7)), "0.6 0.5 0.3 0.1"),
+    ]
+    path = tmp_path / "tiles.xml"
+    path.write_text(_hfield_xml(tiles))
+    sim = make_backend("sapien", str(path), 2)
+    engine = sim.engine
+    caster = RayCaster(engine.plan, engine.physx)
+    assert [len(g) for g in caster._groups] == [3, 1]
+    pos, quat = engine.body_pose(caster.bodies)
+    probe = int(sim.get_body_ids("probe")[0])
+
+    def every_triangle(o: torch.Tensor, d: torch.Tensor) -> torch.Tensor:
+        best = torch.full(o.shape[:2], torch.inf, dtype=torch.float64)
+        for shape in engine.plan.static_shapes:
+            p, q = torch.as_tensor(shape.pose[:3]), torch.as_tensor(shape.pose[3:]).expand(*o.shape[:2], 4)
+            lo, lv = quat_apply_inverse(q, o - p).reshape(-1, 3), quat_apply_inverse(q, d).reshape(-1, 3)
+            tris = torch.as_tensor(np.asarray(shape.vertices)[np.asarray(shape.triangles)])
+            best = torch.minimum(best, raycast._mesh(lo, lv, {"triangles": tris}).reshape(o.shape[:2]))
+        return torch.where(torch.isfinite(best), best, -torch.ones_like(best))
+
+    o, d = _random_rays(rng, 1200, np.asarray(engine.plan.static_shapes[0].vertices), 2.4)
+    o, d = o.reshape(2, 600, 3), d.reshape(2, 600, 3)
+    want = every_triangle(o, d)
+    assert torch.equal(caster.cast(o, d, probe, pos, quat), want)
+    # parallel rays in each env (a scanner's: the tiles are picked once per env)
+    d = torch.as_tensor(np.array([[0.3, -0.2, -1.0], [-0.05, 0.4, -0.8]]))[:, None].expand(2, 600, 3)
+    d = d / d.norm(dim=-1, keepdim=True)
+    o[..., 2] = 1.5
+    want = every_triangle(o, d)
+    assert 0.5 < (want >= 0).float().mean() < 1
+    assert torch.equal(caster.cast(o, d, probe, pos, quat), want)
+    # MuJoCo's rays from above (its height field is a solid below the surface; PhysX's is the surface)
+    o = torch.as_tensor(np.column_stack([rng.uniform(-2.4, 2.4, (400, 2)), np.full(400, 2.0)]))
+    d = torch.as_tensor(np.column_stack([rng.normal(0, 0.2, (400, 2)), -np.ones(400)]))
+    d = d / d.norm(dim=1, keepdim=True)
+    got = caster.cast(o[None].expand(2, -1, -1), d[None].expand(2, -1, -1), -1, pos, quat)[0].numpy()
+    m = mujoco.MjModel.from_xml_path(str(path))
+    data = mujoco.MjData(m)
+    mujoco.mj_forward(m, data)
+    geomid = np.zeros(1, np.int32)
+    want, top = np.full(len(o), -1.0), np.zeros(len(o), bool)
+    for k, (oi, di) in enumerate(zip(o.numpy(), d.numpy())):
+        want[k] = mujoco.mj_ray(m, data, oi, di, None, 1, 1, geomid)
+        if want[k] >= 0:  # on the top surface, not on a side of MuJoCo's solid
+            g = int(geomid[0])
+            local = data.geom_xmat[g].reshape(3, 3).T @ (oi + want[k] * di - data.geom_xpos[g])
+            top[k] = (np.abs(np.abs(local[:2]) - m.hfield_size[m.geom_dataid[g], :2]) > 1e-9).all()
+    assert top.mean() > 0.3 and (want < 0).any() and (~top & (want >= 0)).any()
+    np.testing.assert_allclose(got[top], want[top], atol=1e-9)
+    assert ((got < 0) == (want < 0))[want < 0].all()
+    assert ((got < 0) | (got > want))[~top & (want >= 0)].all()  # past a side wall: a farther surface or none
+
+
+def test_height_field_meshes_are_cooked_once_and_shared_by_every_scene(tmp_path: Path, monkeypatch) -> None:
+    """Each height field's triangle mesh is written once, named by its content, under the cache
+    folder, and every env's scene (a fresh one at set_state too) loads that file, which SAPIEN cooks
+    once per process and shares; the loaded mesh holds the plan's triangles. Without a writable
+    cache folder the mesh is cooked per shape, as before."""
+    from sapien import physx
+
+    from simbackend.backends.sapien import scene
+
+    rng = np.random.default_rng(5)
+    stairs, rough = _stairs_and_rough(rng)
+    path = tmp_path / "tiles.xml"
+    path.write_text(
+        _hfield_xml([('pos="-1.1 0 0"', stairs, "1.1 0.8 0.5 0.1"), ('pos="1.1 0 0"', rough, "1.1 0.8 0.5 0.1")])
+    )
+    monkeypatch.setenv("SIMBACKEND_CACHE", str(tmp_path / "cache"))
+    made: list = []
+    real = physx.PhysxCollisionShapeTriangleMesh
+
+    def spy(*args):
+        made.append(args[0])
+        return real(*args)
+
+    monkeypatch.setattr(scene.physx, "PhysxCollisionShapeTriangleMesh", spy)
+    sim = make_backend("sapien", str(path), 3)
+    files = sorted((tmp_path / "cache" / "sapien-meshes").iterdir())
+    assert len(files) == 2 and all(f.suffix == ".glb" for f in files)
+    assert sorted(set(made)) == [str(f) for f in files] and len(made) == 6
+    sim.set_state([1], sim.get_qpos()[1:2])
+    assert len(made) == 8 and set(made) == {str(f) for f in files}
+    plan = sim.engine.plan
+    for shape, cooked in zip(plan.static_shapes, sim.engine.physx.static_shapes(2)):
+        want = np.asarray(shape.vertices, np.float32)[np.asarray(shape.triangles)].reshape(-1, 9)
+        have = np.asarray(cooked.get_vertices())[np.asarray(cooked.get_triangles())].reshape(-1, 9)
+        np.testing.assert_array_equal(np.unique(have, axis=0), np.unique(want, axis=0))
+    # SAPIEN keeps what it cooked from a file: the same path gives the first mesh, whatever it now holds
+    first = scene.shared_mesh_file(
+        np.asarray(plan.static_shapes[0].vertices), np.asarray(plan.static_shapes[0].triangles)
+    )
+    assert first is not None
+    mat = physx.PhysxMaterial(1.0, 1.0, 0.0)
+    before = real(first, np.ones(3, np.float32), mat).get_vertices()
+    Path(first).write_bytes(Path(str(files[0] if str(files[0]) != first else files[1])).read_bytes())
+    np.testing.assert_array_equal(real(first, np.ones(3, np.float32), mat).get_vertices(), before)
+
+    made.clear()
+    (tmp_path / "blocked").write_text("")
+    monkeypatch.setenv("SIMBACKEND_CACHE", str(tmp_path / "blocked"))  # a file: no folder can be made there
+    other = make_backend("sapien", str(path), 1)
+    assert len(made) == 2 and all(isinstance(a, np.ndarray) for a in made)
+    assert other.engine.physx.static_shapes(0)[0].get_triangles().shape == (2 * 8 * 11, 3)
+
+
 def test_mocap_body_is_fixed_at_its_model_pose_and_collides(tmp_path: Path) -> None:
     """A mocap body stays at its model pose (nothing in the contract moves it) and holds what lands
     on it, as in MuJoCo; the notes say so."""

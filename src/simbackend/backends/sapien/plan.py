@@ -90,11 +90,11 @@ _PRIMITIVE = {
 class Shape:
     """One collision shape on a link or on the static world actor.
 
-    ``kind``: plane, box, sphere, capsule, cylinder or convex. ``pose``:
+    ``kind``: plane, box, sphere, capsule, cylinder, convex or mesh. ``pose``:
     ``(7,)`` pos + wxyz quat in the owner's frame, already turned so PhysX's
     x axis is the shape axis. ``size``: box half sizes (3,), sphere radius (1,),
     capsule/cylinder ``(radius, half_length)``. ``vertices``: ``(k, 3)`` for
-    convex hulls (meshes, ellipsoids).
+    convex hulls (meshes, ellipsoids) and triangle meshes (height fields).
     """
 
     geom: int
@@ -106,6 +106,9 @@ class Shape:
     vertices: np.ndarray | None = None
     #: ``(T, 3)`` vertex indices of a triangle mesh (``kind == "mesh"``: a height field's surface)
     triangles: np.ndarray | None = None
+    #: ``(nrow, ncol)`` of a height field's mesh: its vertices are that grid, row-major, and its
+    #: triangles split each cell as :func:`hfield_mesh` does (ray casting walks the grid's cells)
+    grid: tuple[int, int] | None = None
 
 
 @dataclass
@@ -442,9 +445,10 @@ def _shapes_of_body(m: mujoco.MjModel, b: int) -> list[Shape]:
             verts, tris = hfield_mesh(m, int(m.geom_dataid[g]))
             friction = 0.0 if m.geom_condim[g] == 1 else float(m.geom_friction[g, 0])
             groups = [int(m.geom_contype[g]), int(m.geom_conaffinity[g]), 0, 0]
-            shapes.append(
-                Shape(g, "mesh", _pose(m.geom_pos[g], m.geom_quat[g]), np.zeros(0), friction, groups, verts, tris)
-            )
+            h = int(m.geom_dataid[g])
+            grid = (int(m.hfield_nrow[h]), int(m.hfield_ncol[h]))
+            pose = _pose(m.geom_pos[g], m.geom_quat[g])
+            shapes.append(Shape(g, "mesh", pose, np.zeros(0), friction, groups, verts, tris, grid))
             continue
         kind = _PRIMITIVE[t]
         pose = _pose(m.geom_pos[g], m.geom_quat[g])
