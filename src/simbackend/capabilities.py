@@ -99,6 +99,11 @@ class Capabilities:
             continuation agrees to the tolerance the backend documents).
         ray_casting: rays against the collision geoms of every env
             (``create_height_scanner``).
+        hfield_slope_contacts: a box let down on a height field's slope rests where MuJoCo's
+            collision holds it (the conformance suite's terrain clause). MuJoCo Warp 4.0.0
+            declares it absent: its height-field collision makes spurious deep contacts under
+            tilted boxes (normal straight down), which kick them off the slope (upstream
+            mujoco_warp issues 736 and 831); spheres and level boxes rest as on MuJoCo.
         cuda_graphs: with deferred checks, ``step``, the getters and ``set_state`` with a mask
             and N rows can be captured in a caller's ``torch.cuda.graph`` (every kernel on the
             capturing stream, nothing read back, nothing allocated outside the graph's pool):
@@ -139,6 +144,7 @@ class Capabilities:
     snapshot_restore: bool = False
     snapshot_exact: bool = False
     ray_casting: bool = False
+    hfield_slope_contacts: bool = True
     cuda_graphs: bool = False
     domain_randomization: frozenset[str] = field(default_factory=frozenset)
     max_envs: int | None = None

@@ -41,7 +41,7 @@ FLOOR = "floor"
 #: clearance (m) between the lowest collision geom and the floor in the default state
 CLEARANCE = 0.002
 #: bump when the composition changes: cached scenes of older versions are not reused
-_VERSION = 1
+_VERSION = 2
 
 
 class SceneCompileError(ModelLoadError, InvalidArgumentError):
@@ -69,6 +69,8 @@ class ScenePlan:
         package_dirs, fuse_static: the model compiler's options.
         balance_inertia: let MuJoCo's compiler correct inertias that violate the triangle inequality
             (its ``balanceinertia``; ``None``/``False``: as written, an error names the body).
+        terrain: a :class:`~simbackend.terrains.TerrainConfig` laid out in place of the floor plane (one
+            height field per tile, :func:`simbackend.terrains.add_terrain`); needs ``add_floor``.
         argument: what messages name: ``{argument}.{field}`` (``robot.base_body``).
     """
 
@@ -89,6 +91,7 @@ class ScenePlan:
     package_dirs: tuple[str, ...] | None = None
     fuse_static: bool | None = None
     balance_inertia: bool | None = None
+    terrain: Any = None
     argument: str = "scene"
 
     @property
@@ -143,7 +146,7 @@ def compose_scene(plan: ScenePlan) -> SceneFile:
         model = spec.compile()
     except Exception as e:  # mujoco raises ValueError with the compiler's (multi-line) message
         raise _compile_error(plan, label, urdf, one_line(e)) from e
-    qpos = _default_qpos(mujoco, model, plan)
+    qpos = _default_qpos(mujoco, model if plan.terrain is None else _floor_model(plan), plan)
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{plan.name}-", dir=folder.parent))
     from simbackend.models.export import export_mjcf
@@ -159,6 +162,19 @@ def compose_scene(plan: ScenePlan) -> SceneFile:
     if not done.is_file():
         raise ModelLoadError(f"{plan.argument} {plan.name!r}: could not write its scene into {folder}")
     return SceneFile(str(final), tuple(meta["default_qpos"]))
+
+
+def _floor_model(plan: ScenePlan) -> Any:
+    """The plan's model on the floor plane in place of its terrain, to place the default pose on: a task
+    spawns the robot at a tile's origin, the default pose's height above the ground there."""
+    from dataclasses import replace
+
+    floor = replace(plan, terrain=None)
+    spec, label, _ = prepared_spec(floor.model, floor.package_dirs, None, floor.fuse_static)
+    _compose(spec, floor, label)
+    if floor.balance_inertia:
+        spec.compiler.balanceinertia = True
+    return spec.compile()
 
 
 def _compile_error(plan: ScenePlan, label: str, urdf: bool, message: str) -> SceneCompileError:
@@ -202,7 +218,17 @@ def _compose(spec: Any, plan: ScenePlan, label: str) -> None:
             )
         base.add_freejoint(name=f"{plan.base_body}_free")
     _actuate(spec, plan, joints, label)
-    if plan.add_floor:
+    if plan.terrain is not None:
+        if not plan.add_floor:
+            raise InvalidArgumentError(
+                f"terrain: {plan.argument} {plan.name!r} brings its own floor ({plan.argument}.add_floor is false);"
+                " a terrain takes the place of the floor a scene adds"
+            )
+        from simbackend.terrains import add_terrain, generate_terrain
+
+        add_terrain(spec, generate_terrain(plan.terrain))
+        spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
+    elif plan.add_floor:
         taken = {g.name for g in spec.geoms}
         spec.worldbody.add_geom(
             name=FLOOR if FLOOR not in taken else f"{plan.name}_{FLOOR}",

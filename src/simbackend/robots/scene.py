@@ -11,6 +11,7 @@ folder, as its model is).
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from simbackend.errors import ArgumentTypeError, InvalidArgumentError, SimBackendError
 from simbackend.models.packages import package_dirs_option
@@ -24,10 +25,16 @@ __all__ = ["RobotScene", "robot_scene", "scene_plan"]
 RobotScene = SceneFile
 
 
-def scene_plan(desc: RobotDescription | str | os.PathLike) -> ScenePlan:
+def scene_plan(desc: RobotDescription | str | os.PathLike, terrain: Any = None) -> ScenePlan:
     """The plain values the model layer composes ``desc``'s scene from (messages name ``robot.FIELD``);
-    ``desc`` is a description, a registered name or a JSON description file."""
+    ``desc`` is a description, a registered name or a JSON description file; ``terrain`` a
+    :class:`~simbackend.terrains.TerrainConfig` (or its fields, or a JSON file) in place of the floor."""
+    from simbackend.terrains import TerrainConfig
+
     from .registry import get_robot
+
+    if terrain is not None:
+        terrain = TerrainConfig.load(terrain)
 
     desc = get_robot(desc)
     names = desc.driven_joints
@@ -59,16 +66,19 @@ def scene_plan(desc: RobotDescription | str | os.PathLike) -> ScenePlan:
         package_dirs=dirs,
         fuse_static=opts.get("fuse_static"),
         balance_inertia=opts.get("balance_inertia"),
+        terrain=terrain,
         argument="robot",
     )
 
 
-def robot_scene(desc: RobotDescription | str | os.PathLike) -> RobotScene:
+def robot_scene(desc: RobotDescription | str | os.PathLike, terrain: Any = None) -> RobotScene:
     """The description's scene, composed and written on first use (then read from the cache).
 
     ``desc`` is a :class:`RobotDescription`, a registered name or a JSON description file (as
-    :func:`simbackend.robots.get_robot` takes). MuJoCo's compile errors are one line naming
+    :func:`simbackend.robots.get_robot` takes); ``terrain`` a :class:`~simbackend.terrains.TerrainConfig`,
+    its fields or a JSON file: the robot on that terrain instead of a floor plane (bad fields fail here,
+    in one line naming ``terrain.FIELD``). MuJoCo's compile errors are one line naming
     ``robot.model`` and the file (:class:`~simbackend.models.scene.SceneCompileError`, an
     :class:`~simbackend.errors.InvalidArgumentError`).
     """
-    return compose_scene(scene_plan(desc))
+    return compose_scene(scene_plan(desc, terrain))

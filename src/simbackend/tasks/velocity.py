@@ -78,11 +78,14 @@ from typing import Any, ClassVar
 
 import torch
 
+from simbackend import checks
 from simbackend.errors import InvalidArgumentError, closest_names_hint
 from simbackend.math import quat_apply, quat_apply_inverse
 from simbackend.randomization import uniforms_torch
 from simbackend.robots import get_robot, resolve, robot_scene
 from simbackend.robots.actuation import joint_controller, joint_controller_gains, joint_efforts, target_bounds
+from simbackend.scanner import grid_offsets
+from simbackend.terrains import TerrainConfig, generate_terrain
 
 from . import register_task
 from .base import Task, TaskConfig, check_non_negative
@@ -117,6 +120,15 @@ OBS_NOISE = {
     "joint_pos": 0.01,
     "joint_vel": 1.5,
 }
+#: the default height scan: Isaac Lab's and mjlab's grid of 1.6 x 1.0 m every 0.1 m under the base
+SCAN_SIZE = (1.6, 1.0)
+SCAN_RESOLUTION = 0.1
+#: the most rays a height scan casts per env
+MAX_SCAN_RAYS = 4096
+#: the height scan observes ``base z - ground z - base's default height``, clipped to +- this (m)
+SCAN_CLIP = 1.0
+#: noise half-width of the height scan at ``obs_noise = 1`` (Isaac Lab's), m
+SCAN_NOISE = 0.1
 #: the Froude number of the default forward command (v^2 / (g h) with h the base's default height)
 FROUDE = 0.35
 #: fraction of a joint's range beyond which the joint-limit penalty grows
@@ -154,6 +166,18 @@ class VelocityConfig(TaskConfig):
             average, that promotes (``1 - error / max(command, success_error)``, 0 for a fall), in (0, 1].
         obs_noise: scale of the uniform observation noise of :data:`OBS_NOISE` while training (0: none;
             mjlab's and Isaac Lab's velocity environments use 1); evaluations observe without noise.
+        terrain: a :class:`~simbackend.terrains.TerrainConfig` (its fields, or a JSON file): the robot walks
+            on its tiles instead of a floor plane (``None``: flat ground).
+        height_scan: observe the terrain's height on a grid under the base (``height_scan``, last term).
+        scan_size: ``(x, y)`` extent (m) of the scan grid, in the base's heading frame (Isaac Lab's and
+            mjlab's 1.6 x 1.0 m).
+        scan_resolution: spacing (m) of the scan grid's points.
+        terrain_curriculum: while training on a terrain, move an env a level up when its episode walked
+            more than half a tile and down when it walked less than half its commanded distance (legged_gym's
+            rule); off: a random level each episode.
+        init_level: training starts every env on a level drawn from ``0..init_level``.
+        eval_levels: the levels evaluations play (``None``: every level); env ``i``'s ``k``-th episode
+            plays tile ``(i + k N) mod (types x levels)``, so every engine plays the same tiles.
     """
 
     episode_length: int = 500
@@ -177,9 +201,17 @@ class VelocityConfig(TaskConfig):
     curriculum_step: float = 0.25
     curriculum_threshold: float = 0.7
     obs_noise: float = 0.0
+    terrain: Any = None
+    height_scan: bool = False
+    scan_size: tuple[float, float] = SCAN_SIZE
+    scan_resolution: float = SCAN_RESOLUTION
+    terrain_curriculum: bool = True
+    init_level: int = 0
+    eval_levels: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        self._check_terrain()
         for name in ("only_positive_rewards", "command_curriculum"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidArgumentError(f"config.{name}: expected true or false, got {getattr(self, name)!r}")
@@ -229,6 +261,50 @@ class VelocityConfig(TaskConfig):
     #: the keys ``reward_weights`` takes (``--set reward_weights.KEY=...``)
     mapping_keys: ClassVar[dict[str, tuple[str, ...]]] = {"reward_weights": tuple(REWARD_WEIGHTS)}
 
+    def _check_terrain(self) -> None:
+        set_ = object.__setattr__
+        for name in ("height_scan", "terrain_curriculum"):
+            checks.boolean(getattr(self, name), f"config.{name}")
+        size = self.scan_size
+        if isinstance(size, (str, bytes)) or not isinstance(size, (tuple, list)) or len(size) != 2:
+            raise InvalidArgumentError(f"config.scan_size: expected (x, y) in metres, got {size!r}")
+        set_(self, "scan_size", tuple(checks.real(v, "config.scan_size", minimum=0.0, maximum=20.0) for v in size))
+        set_(
+            self,
+            "scan_resolution",
+            checks.real(self.scan_resolution, "config.scan_resolution", minimum=0.01, maximum=10.0),
+        )
+        rays = len(grid_offsets(*self.scan_size, self.scan_resolution))
+        if rays > MAX_SCAN_RAYS:
+            raise InvalidArgumentError(
+                f"config.scan_resolution: a {self.scan_size} m scan every {self.scan_resolution} m casts {rays} rays,"
+                f" more than {MAX_SCAN_RAYS}"
+            )
+        if self.terrain is None:
+            for name in ("init_level", "eval_levels"):
+                if getattr(self, name) not in (0, None):
+                    raise InvalidArgumentError(f"config.{name}: levels are a terrain's; set config.terrain")
+            return
+        terrain = TerrainConfig.load(self.terrain)
+        set_(self, "terrain", terrain)
+        top = terrain.levels - 1
+        set_(self, "init_level", checks.integer(self.init_level, "config.init_level", minimum=0, maximum=top))
+        if self.eval_levels is not None:
+            levels = self.eval_levels
+            if isinstance(levels, (str, bytes)) or not isinstance(levels, (tuple, list)) or not levels:
+                raise InvalidArgumentError(f"config.eval_levels: expected a non-empty list of levels, got {levels!r}")
+            set_(
+                self,
+                "eval_levels",
+                tuple(checks.integer(v, "config.eval_levels", minimum=0, maximum=top) for v in levels),
+            )
+
+    def to_dict(self) -> dict:
+        out = super().to_dict()
+        if isinstance(self.terrain, TerrainConfig):
+            out["terrain"] = self.terrain.to_dict()
+        return out
+
     def _check_command_range(self) -> None:
         rng = self.command_range
         try:
@@ -248,7 +324,7 @@ class VelocityTask(Task):
     @classmethod
     def model_source(cls, config: Any) -> str:
         """The robot's scene file (:func:`simbackend.robots.robot_scene`)."""
-        return robot_scene(get_robot(config.robot)).path
+        return robot_scene(get_robot(config.robot), terrain=config.terrain).path
 
     @classmethod
     def backend_options(cls, config: Any) -> dict:
@@ -258,7 +334,7 @@ class VelocityTask(Task):
     def _build_controller(self) -> Any:
         b, c = self.backend, self.config
         desc = get_robot(c.robot)
-        r = self.robot = resolve(desc, b, robot_scene(desc).default_qpos)
+        r = self.robot = resolve(desc, b, robot_scene(desc, terrain=c.terrain).default_qpos)
         k, dev, n = r.qpos_cols.numel(), self.device, self.num_envs
         self._contacts = bool(b.capabilities.contact_forces) and bool(getattr(b, "contact_sensing", False))
         self._resamples = max(1, math.ceil(c.episode_length * self.control_dt / c.resample_time - 1e-9))
@@ -309,7 +385,67 @@ class VelocityTask(Task):
         self.action_scale = scale
         low, high = target_bounds(r, scale)
         controller, self._kp, self._kd = joint_controller(desc, b, r, low, high)
+        self._build_terrain()
         return controller
+
+    def _build_terrain(self) -> None:
+        """The terrain's tiles, each env's tile, the height scan's points."""
+        c, n, dev = self.config, self.num_envs, self.device
+        self.terrain = generate_terrain(c.terrain) if c.terrain is not None else None
+        self._terrain_training = False
+        if self.terrain is not None:
+            t = self.terrain
+            self.reset_draws += 1  # the level of a first (or a random) tile
+            self._origins = torch.as_tensor(t.origins, dtype=torch.float32, device=dev)  # (L, T, 3)
+            #: ``(N,)`` each env's tile: its level (row) and its type's column
+            self.terrain_level = torch.zeros(n, dtype=torch.int64, device=dev)
+            self.terrain_column = torch.arange(n, device=dev) % t.num_types
+            self._played = torch.zeros(n, dtype=torch.bool, device=dev)
+            levels = c.eval_levels if c.eval_levels is not None else tuple(range(t.num_levels))
+            self._eval_levels = torch.tensor(levels, dtype=torch.int64, device=dev)
+            self._start_xy = torch.zeros((n, 2), dtype=torch.float32, device=dev)
+        self._scan_points = None
+        if c.height_scan:
+            if self.terrain is None:
+                raise InvalidArgumentError("config.height_scan: a height scan reads a terrain; set config.terrain")
+            #: ``(R, 2)`` the scan's points in the base's heading frame
+            self._scan_points = torch.as_tensor(
+                grid_offsets(*c.scan_size, c.scan_resolution)[:, :2], dtype=torch.float32, device=dev
+            )
+            self._scan_offset = float(self.robot.default_qpos[2])
+
+    @property
+    def group_names(self) -> tuple[str, ...]:
+        """Evaluations count success per terrain type (``()`` on flat ground)."""
+        return self.terrain.types if self.terrain is not None else ()
+
+    def episode_groups(self) -> torch.Tensor:
+        """``(N,)`` each env's terrain column (an index into :attr:`group_names`)."""
+        return self.terrain_column
+
+    def _tiles(self, env_ids: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The tiles ``(level, column)`` of the episodes about to start in ``env_ids`` (``u``: one uniform
+        each): training, the curriculum's move (or a random level); else the evaluation's fixed tiles."""
+        t = self.terrain
+        assert t is not None
+        levels, types = t.num_levels, t.num_types
+        if not self._terrain_training:
+            count = self.episode_count[env_ids]
+            tile = (env_ids + count * self.num_envs) % (types * self._eval_levels.numel())
+            return self._eval_levels[tile // types], tile % types
+        column = self.terrain_column[env_ids]
+        first = (u * (self.config.init_level + 1)).long().clamp(max=self.config.init_level)
+        anywhere = (u * levels).long().clamp(max=levels - 1)
+        if not self.config.terrain_curriculum:
+            return anywhere, column
+        level = self.terrain_level[env_ids]
+        walked = (self.backend.get_base_pos()[env_ids, :2] - self._start_xy[env_ids]).norm(dim=1)
+        commanded = self._command_sum[env_ids] * self.control_dt
+        up = walked > t.config.tile_size / 2
+        down = (walked < 0.5 * commanded) & ~up
+        moved = (level + up.long() - down.long()).clamp(min=0)
+        moved = torch.where(moved >= levels, anywhere, moved)  # past the last level: a random one
+        return torch.where(self._played[env_ids], moved, first), column
 
     def _action_dim(self) -> int:
         return int(self.robot.qpos_cols.numel())
@@ -332,8 +468,17 @@ class VelocityTask(Task):
         qpos[:, 3] = torch.cos(yaw / 2)
         qpos[:, 6] = torch.sin(yaw / 2)
         qpos[:, 4:6] = 0
-        joints = r.default_joints + c.joint_noise * (2 * u[:, 3 * m + 1 :] - 1)
+        k = r.qpos_cols.numel()
+        joints = r.default_joints + c.joint_noise * (2 * u[:, 3 * m + 1 : 3 * m + 1 + k] - 1)
         qpos[:, r.qpos_cols] = torch.maximum(torch.minimum(joints, r.joint_high), r.joint_low)
+        if self.terrain is not None:
+            level, column = self._tiles(env_ids, u[:, 3 * m + 1 + k])
+            origin = self._origins[level, column]
+            qpos[:, :3] += origin
+            self.terrain_level[env_ids] = level
+            self.terrain_column[env_ids] = column
+            self._start_xy[env_ids] = qpos[:, :2]
+            self._played[env_ids] = True
         # index_fill_, not t[ids] = 0: that copies the 0 to the device inside index_put_, which waits
         for t in (self.last_action, self._prev_action, self._error_sum, self._air_time, self._command_sum):
             t.index_fill_(0, env_ids, 0.0)
@@ -373,12 +518,13 @@ class VelocityTask(Task):
     def _add_noise(self, obs: dict[str, torch.Tensor]) -> None:
         """Uniform noise of half-width ``obs_noise * OBS_NOISE[term]`` on the terms of :data:`OBS_NOISE`,
         drawn per env from ``(seed, noise stream, env, observations made)``."""
-        widths = [obs[k].shape[1] for k in OBS_NOISE]
+        halves = {**OBS_NOISE, **({"height_scan": SCAN_NOISE} if "height_scan" in obs else {})}
+        widths = [obs[k].shape[1] for k in halves]
         u = uniforms_torch(self.seed, self._noise_key, self._every_env, self._noise_count, sum(widths))
         self._noise_count += 1
         u = u.to(torch.float32)
         col = 0
-        for (k, half), w in zip(OBS_NOISE.items(), widths):
+        for (k, half), w in zip(halves.items(), widths):
             obs[k] = obs[k] + (2 * u[:, col : col + w] - 1) * (half * self.config.obs_noise)
             col += w
 
@@ -393,7 +539,28 @@ class VelocityTask(Task):
             "joint_pos": self.backend.get_dof_pos()[:, r.dof_cols] - r.default_joints,
             "joint_vel": self.backend.get_dof_vel()[:, r.dof_cols],
             "last_action": self.last_action.clone(),
+            **({"height_scan": self._height_scan()} if self._scan_points is not None else {}),
         }
+
+    def _height_scan(self) -> torch.Tensor:
+        """``(N, R)`` base height above the ground under each scan point, less the base's default height,
+        clipped to +- :data:`SCAN_CLIP` (0 on flat ground at the default height).
+
+        The ground is the terrain's own surface (:meth:`~simbackend.terrains.Terrain.height_at_torch`, the
+        triangles every engine collides, which every engine's rays read to 1e-5 m: the conformance suite's
+        terrain clauses), at the grid's points turned with the base's heading: the heights a downward scan
+        of the terrain alone reads, as Isaac Lab's and mjlab's ray casters (which see only the terrain) do.
+        The contract's height scanner sees every collision geom, the robot's own legs under its base too."""
+        assert self._scan_points is not None and self.terrain is not None
+        pos = self.backend.get_base_pos()
+        w, x, y, z = self.backend.get_base_quat().unbind(-1)
+        yaw = torch.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+        cos, sin = torch.cos(yaw)[:, None], torch.sin(yaw)[:, None]
+        px, py = self._scan_points[:, 0], self._scan_points[:, 1]
+        wx = pos[:, 0:1] + cos * px - sin * py
+        wy = pos[:, 1:2] + sin * px + cos * py
+        ground = self.terrain.height_at_torch(wx, wy)
+        return (pos[:, 2:3] - ground - self._scan_offset).clamp(-SCAN_CLIP, SCAN_CLIP)
 
     def _reward(self, action: torch.Tensor) -> dict[str, torch.Tensor]:
         lin, ang, grav = self._frame
@@ -443,7 +610,9 @@ class VelocityTask(Task):
 
     def _fallen(self) -> torch.Tensor:
         up = quat_apply(self.backend.get_base_quat(), self._up_w.expand(self.num_envs, 3))
-        fallen = (self.backend.get_base_pos()[:, 2] < self._min_z) | (up[:, 2] < math.cos(self.config.max_tilt))
+        pos = self.backend.get_base_pos()
+        height = pos[:, 2] if self.terrain is None else pos[:, 2] - self.terrain.height_at_torch(pos[:, 0], pos[:, 1])
+        fallen = (height < self._min_z) | (up[:, 2] < math.cos(self.config.max_tilt))
         if self._contacts and self.robot.termination.size:
             hit = self.backend.get_body_contact_mask(self.robot.termination, self.config.contact_threshold)
             fallen = fallen | hit.any(1)
@@ -459,15 +628,25 @@ class VelocityTask(Task):
     # ------------------------------------------------------------------
     def begin_training(self) -> None:
         """Training starts: with ``command_curriculum``, the commands start at ``curriculum_start`` of
-        their ranges and widen as the training episodes track them (the module docstring)."""
+        their ranges and widen as the training episodes track them (the module docstring); on a terrain,
+        every env starts a new episode on its training tile (a level from ``0..init_level``)."""
         if self.config.command_curriculum and not self._curriculum:
             self._curriculum = True
             self.command_level = self.config.curriculum_start
         self._noisy = self.config.obs_noise > 0
+        if self.terrain is not None and not self._terrain_training:
+            # every env restarts on its training tile: its column, a level from 0..init_level
+            self._terrain_training = True
+            self._played.zero_()
+            self.reset()
 
     def curriculum_state(self) -> dict:
-        """``{"command_level": fraction of the command ranges}`` (logs and checkpoints)."""
-        return {"command_level": self.command_level}
+        """``{"command_level": fraction of the command ranges}`` (logs and checkpoints), and on a terrain
+        ``"terrain_level"``: the training envs' mean level."""
+        out: dict[str, Any] = {"command_level": self.command_level}
+        if self.terrain is not None:
+            out["terrain_level"] = float(self.terrain_level.float().mean())
+        return out
 
     def load_curriculum_state(self, state: Mapping[str, Any]) -> None:
         """Continue a curriculum from :meth:`curriculum_state` (a resumed run)."""

@@ -24,7 +24,15 @@ from simbackend.errors import InvalidArgumentError
 from .checkpoint import Checkpoint, load_checkpoint
 from .stats import Estimate, estimate, wilson
 
-__all__ = ["EvalResult", "evaluate", "merge_seeds", "run_episodes", "success_estimate", "torch_threads"]
+__all__ = [
+    "EvalResult",
+    "evaluate",
+    "group_success",
+    "merge_seeds",
+    "run_episodes",
+    "success_estimate",
+    "torch_threads",
+]
 
 #: how the intervals of an evaluation are made (its JSON's ``ci``, the tables' footnote)
 CI_NOTE = (
@@ -66,7 +74,8 @@ def run_episodes(
 
     Returns:
         ``{"return", "length", "success"}``: ``(episodes,)`` float64 tensors on the CPU, in the order
-        ``k * num_envs + i``.
+        ``k * num_envs + i``; with ``"group"`` too (each episode's index into ``task.group_names``) where
+        the task sorts its episodes into groups (the velocity task's terrain types).
     """
     episodes = checks.integer(episodes, "episodes", minimum=1)
     n = task.num_envs
@@ -77,7 +86,8 @@ def run_episodes(
     else:
         obs = task.observe()
     flat = task.flatten(obs)
-    out = {key: torch.full((rounds, n), math.nan, dtype=torch.float64) for key in ("return", "length", "success")}
+    keys = ("return", "length", "success") + (("group",) if getattr(task, "group_names", ()) else ())
+    out = {key: torch.full((rounds, n), math.nan, dtype=torch.float64) for key in keys}
     count = torch.zeros(n, dtype=torch.int64)
     more = False
     while more or bool((count < need).any()):
@@ -91,6 +101,8 @@ def run_episodes(
             out["return"][k, ids] = step.info["episode_return"].cpu()[ids].double()
             out["length"][k, ids] = step.info["episode_length"].cpu()[ids].double()
             out["success"][k, ids] = step.info["success"].cpu()[ids].double()
+            if "group" in out:  # read before the reset moves the envs to their next group
+                out["group"][k, ids] = task.episode_groups().cpu()[ids].double()
             count += done.long()
             obs = task.reset(done.to(task.device))
         else:
@@ -118,6 +130,9 @@ class EvalResult:
             per-seed rates), with Wilson's 95 % score interval over those episodes (within [0, 1];
             its ``n`` is the number of episodes).
         wall_s: total wall time. video: the video written, or ``None``.
+        success_by_group: ``{group: success rate}`` with Wilson's interval, over every seed's episodes of
+            that group, where the task sorts episodes into groups (the velocity task on a terrain: its
+            terrain types); the per-seed rows hold ``success_by_group`` as ``{group: [successes, episodes]}``.
     """
 
     task: str
@@ -137,6 +152,7 @@ class EvalResult:
     video: str | None = None
     delegated: tuple[str, ...] = ()
     trained_delegated: tuple[str, ...] = ()
+    success_by_group: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """JSON-ready figures."""
@@ -159,6 +175,11 @@ class EvalResult:
             "ci": CI_NOTE,
             "wall_s": self.wall_s,
             "video": self.video,
+            **(
+                {"success_by_group": {k: v.to_dict() for k, v in self.success_by_group.items()}}
+                if self.success_by_group
+                else {}
+            ),
         }
 
 
@@ -357,6 +378,7 @@ def merge_seeds(results: Sequence[EvalResult]) -> EvalResult:
         mean_length=estimate(s["mean_length"] for s in per_seed),
         wall_s=sum(r.wall_s for r in results),
         video=next((r.video for r in results if r.video), None),
+        success_by_group=group_success(per_seed),
     )
 
 
@@ -406,6 +428,7 @@ def _evaluate(
     for j, seed in enumerate(seeds):
         t_seed = time.perf_counter()
         task = make_task(ckpt.task, sim, n, config=config, seed=seed, device=device, **dict(backend_options or {}))
+        group_names = tuple(getattr(task, "group_names", ()))
         film = None
         try:
             delegated = tuple(sorted(task.backend.capabilities.delegated))
@@ -418,15 +441,16 @@ def _evaluate(
             raise
         finally:
             task.close()
-        per_seed.append(
-            {
-                "seed": seed,
-                "mean_return": float(r["return"].mean()),
-                "success_rate": float(r["success"].mean()),
-                "mean_length": float(r["length"].mean()),
-                "wall_s": time.perf_counter() - t_seed,
-            }
-        )
+        row = {
+            "seed": seed,
+            "mean_return": float(r["return"].mean()),
+            "success_rate": float(r["success"].mean()),
+            "mean_length": float(r["length"].mean()),
+            "wall_s": time.perf_counter() - t_seed,
+        }
+        if "group" in r:
+            row["success_by_group"] = _group_counts(r["success"], r["group"], group_names)
+        per_seed.append(row)
         if film is not None:  # drawn once the rollout is over: the seed's wall time is the evaluation's
             try:
                 film.draw(video)
@@ -450,4 +474,28 @@ def _evaluate(
         video=None if video is None else str(Path(video)),
         delegated=delegated,
         trained_delegated=ckpt.delegated,
+        success_by_group=group_success(per_seed),
     )
+
+
+def _group_counts(success: torch.Tensor, group: torch.Tensor, names: Sequence[str]) -> dict:
+    """``{name: [successes, episodes]}`` of one seed's episodes, per group name (a name that several
+    groups share, as a terrain type in two columns, counts them together)."""
+    out: dict[str, list[int]] = {}
+    for g, name in enumerate(names):
+        sel = group == g
+        tally = out.setdefault(name, [0, 0])
+        tally[0] += int(success[sel].sum())
+        tally[1] += int(sel.sum())
+    return {k: v for k, v in out.items() if v[1]}
+
+
+def group_success(per_seed: Sequence[Mapping[str, Any]]) -> dict:
+    """``{group: Estimate}``: each group's success rate over every seed's episodes of it (Wilson's interval)."""
+    totals: dict[str, list[int]] = {}
+    for row in per_seed:
+        for name, (wins, count) in row.get("success_by_group", {}).items():
+            t = totals.setdefault(name, [0, 0])
+            t[0] += int(wins)
+            t[1] += int(count)
+    return {name: wilson(w, c) for name, (w, c) in totals.items()}

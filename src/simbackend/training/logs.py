@@ -33,6 +33,7 @@ COLUMNS = (
     "learning_rate",  # after the adaptive schedule
     "action_std",  # mean std of the Gaussian action noise
     "command_level",  # the training task's command curriculum: fraction of the command ranges (empty: none)
+    "terrain_level",  # the training task's terrain curriculum: the envs' mean level (empty: no terrain)
 )
 
 

@@ -466,6 +466,7 @@ class _Run:
                 "learning_rate": self.alg.learning_rate,
                 "action_std": float(self.alg.get_policy().output_std.detach().mean()),
                 "command_level": curriculum.get("command_level"),
+                "terrain_level": curriculum.get("terrain_level"),
             }
         )
         postfix = {
@@ -475,6 +476,8 @@ class _Run:
         }
         if "command_level" in curriculum:
             postfix["cmd"] = f"{curriculum['command_level']:.2f}"
+        if "terrain_level" in curriculum:
+            postfix["lvl"] = f"{curriculum['terrain_level']:.2f}"
         if self.last_eval is not None:
             postfix["eval"] = f"{self.last_eval['success']:.2f}"
         self.bar.set_postfix(postfix, refresh=False)

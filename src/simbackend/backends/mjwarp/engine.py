@@ -213,6 +213,8 @@ class MJWarpEngine(Engine):
             sensor_types=ALL_SENSOR_TYPES,
             rendering=True,  # MuJoCo's renderer draws the compiled model (simbackend.playback)
             ray_casting=True,
+            # its height-field collision kicks boxes off slopes (spurious deep contacts; Capabilities)
+            hfield_slope_contacts=False,
             cuda_graphs=self.device.type == "cuda",  # kernels launched on a capturing torch stream (_scope)
             contact_forces=True,
             snapshot_restore=True,

@@ -1,0 +1,31 @@
+"""Rough terrain: generated grids of sub-terrain tiles, described as data, on every engine.
+
+A :class:`TerrainConfig` (a dataclass, or the same fields as JSON) describes a
+grid of tiles: rows are difficulty levels, columns terrain types (flat, rough,
+slopes, stairs, obstacles, stepping stones; :data:`TERRAIN_TYPES`).
+:func:`generate_terrain` draws it from its seed (:class:`Terrain`: every tile's
+heights, tile centres, heights anywhere); :func:`add_terrain` puts it into a
+MuJoCo model as one height field per tile, which every engine loads as the same
+surface; :func:`simbackend.robots.robot_scene` composes a robot on it. See
+docs/terrains.md.
+"""
+
+from .config import DEFAULT_TYPES, MAX_SAMPLES, TerrainConfig
+from .mjcf import BASE_DEPTH, TERRAIN_PREFIX, add_terrain, tile_name
+from .terrain import Terrain, generate_terrain
+from .tiles import TERRAIN_TYPES, param_values, tile_heights
+
+__all__ = [
+    "BASE_DEPTH",
+    "DEFAULT_TYPES",
+    "MAX_SAMPLES",
+    "TERRAIN_PREFIX",
+    "TERRAIN_TYPES",
+    "Terrain",
+    "TerrainConfig",
+    "add_terrain",
+    "generate_terrain",
+    "param_values",
+    "tile_heights",
+    "tile_name",
+]

@@ -1,0 +1,163 @@
+"""A generated terrain (:class:`Terrain`): every tile's heights, where tiles lie, heights anywhere.
+
+:func:`generate_terrain` draws the tiles of a :class:`TerrainConfig` from its
+seed, the same on every machine (numpy's PCG64, one stream per tile), so a
+task regenerates the terrain from its config instead of reading it back from
+a scene. The grid lies centred on the world origin: level ``l`` (row) along x,
+column ``c`` (type) along y; tile ``(l, c)``'s centre is at
+``x = (l + 1/2 - levels/2) tile_size``, ``y = (c + 1/2 - columns/2) tile_size``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .config import TerrainConfig
+from .tiles import tile_heights
+
+__all__ = ["Terrain", "generate_terrain", "SPAWN_HALF_WIDTH"]
+
+#: a spawn point's height is the highest ground within this many metres (x and y) of the tile's centre
+SPAWN_HALF_WIDTH = 0.4
+
+
+@dataclass(frozen=True)
+class Terrain:
+    """A terrain's tiles (see the module docstring for the layout).
+
+    Attributes:
+        config: the config it was generated from.
+        heights: ``(levels, columns, n+1, n+1)`` float64 heights (m) of every tile, rows along y and columns
+            along x (a MuJoCo height field's order), ``n = tile_size / resolution``.
+    """
+
+    config: TerrainConfig
+    heights: np.ndarray
+    _device_heights: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def num_levels(self) -> int:
+        return self.config.levels
+
+    @property
+    def num_types(self) -> int:
+        return len(self.config.types)
+
+    @property
+    def types(self) -> tuple[str, ...]:
+        return tuple(self.config.types)
+
+    def difficulty(self, level: int) -> float:
+        return self.config.level_difficulty(level)
+
+    def tile_heights(self, level: int, column: int) -> np.ndarray:
+        return self.heights[level, column]
+
+    def tile_center(self, level: int, column: int) -> tuple[float, float]:
+        """World ``(x, y)`` of tile ``(level, column)``'s centre."""
+        s = self.config.tile_size
+        return (level + 0.5 - self.num_levels / 2) * s, (column + 0.5 - self.num_types / 2) * s
+
+    @property
+    def extent(self) -> tuple[float, float, float, float]:
+        """``(x_min, x_max, y_min, y_max)`` of the tiles (the border lies outside)."""
+        s = self.config.tile_size
+        hx, hy = self.num_levels * s / 2, self.num_types * s / 2
+        return -hx, hx, -hy, hy
+
+    @property
+    def origins(self) -> np.ndarray:
+        """``(levels, columns, 3)`` spawn points: each tile's centre, at the highest point of the terrain
+        within :data:`SPAWN_HALF_WIDTH` of it (a robot placed there starts above the ground around it)."""
+        lv, col = np.meshgrid(np.arange(self.num_levels), np.arange(self.num_types), indexing="ij")
+        s, res = self.config.tile_size, self.config.resolution
+        x = (lv + 0.5 - self.num_levels / 2) * s
+        y = (col + 0.5 - self.num_types / 2) * s
+        n = self.heights.shape[-1] - 1
+        k = min(n // 2, int(np.ceil(SPAWN_HALF_WIDTH / res)))
+        mid = n // 2
+        z = self.heights[:, :, mid - k : mid + k + 1, mid - k : mid + k + 1].max(axis=(2, 3))
+        return np.stack([x, y, np.maximum(z, self.height_at(x, y))], axis=-1)
+
+    def height_at(self, x: np.ndarray | float, y: np.ndarray | float) -> np.ndarray:
+        """Terrain height (m) at world points, on the surface every engine collides: each cell of a tile
+        split into two triangles along its ``(r, c)``-``(r+1, c+1)`` diagonal (as MuJoCo splits a height
+        field); 0 outside the tiles (the border). Points on a seam between tiles read the tile that starts
+        there (the higher index, the tile :meth:`locate` names), those on the grid's far edges the last tile."""
+        x, y = np.broadcast_arrays(np.asarray(x, np.float64), np.asarray(y, np.float64))
+        s, res = self.config.tile_size, self.config.resolution
+        n = self.heights.shape[-1] - 1
+        x0, x1, y0, y1 = self.extent
+        inside = (x >= x0) & (x <= x1) & (y >= y0) & (y <= y1)
+        lv = np.clip(np.floor((x - x0) / s).astype(np.int64), 0, self.num_levels - 1)
+        col = np.clip(np.floor((y - y0) / s).astype(np.int64), 0, self.num_types - 1)
+        u = (x - (x0 + lv * s)) / res  # sample units within the tile, along x (columns) and y (rows)
+        v = (y - (y0 + col * s)) / res
+        c = np.clip(np.floor(u).astype(np.int64), 0, n - 1)
+        r = np.clip(np.floor(v).astype(np.int64), 0, n - 1)
+        fu, fv = np.clip(u - c, 0.0, 1.0), np.clip(v - r, 0.0, 1.0)
+        h = self.heights
+        h00, h01 = h[lv, col, r, c], h[lv, col, r, c + 1]
+        h10, h11 = h[lv, col, r + 1, c], h[lv, col, r + 1, c + 1]
+        lower = fu >= fv  # the triangle (r, c), (r, c+1), (r+1, c+1)
+        z = np.where(lower, h00 + fu * (h01 - h00) + fv * (h11 - h01), h00 + fv * (h10 - h00) + fu * (h11 - h10))
+        return np.where(inside, z, 0.0)
+
+    def height_at_torch(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """:meth:`height_at` on torch tensors, on their device, in their dtype (no host read)."""
+        key = (x.device, x.dtype)
+        h = self._device_heights.get(key)
+        if h is None:  # every tile's samples, flat: four gathers per point
+            h = self._device_heights[key] = torch.tensor(self.heights.ravel(), dtype=x.dtype, device=x.device)
+        s, res = self.config.tile_size, self.config.resolution
+        side = self.heights.shape[-1]
+        n = side - 1
+        x0, x1, y0, y1 = self.extent
+        # sample units from the grid's corner; a tile spans n units and its last sample is the next one's first
+        gu = (x - x0) / res
+        gv = (y - y0) / res
+        per = s / res
+        lv = torch.floor(gu / per).clamp(0, self.num_levels - 1)
+        col = torch.floor(gv / per).clamp(0, self.num_types - 1)
+        u = gu - lv * per
+        v = gv - col * per
+        c = torch.floor(u).clamp(0, n - 1)
+        r = torch.floor(v).clamp(0, n - 1)
+        fu, fv = (u - c).clamp(0.0, 1.0), (v - r).clamp(0.0, 1.0)
+        idx = (((lv * self.num_types + col) * side + r) * side + c).long()
+        h00, h01 = h.take(idx), h.take(idx + 1)
+        h10, h11 = h.take(idx + side), h.take(idx + side + 1)
+        lower = fu >= fv
+        z = h00 + torch.where(lower, fu * (h01 - h00) + fv * (h11 - h01), fv * (h10 - h00) + fu * (h11 - h10))
+        inside = (x >= x0) & (x <= x1) & (y >= y0) & (y <= y1)
+        return z * inside
+
+    def locate(self, x: np.ndarray | float, y: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+        """``(level, column)`` of the tile under world points, ``-1`` outside the grid."""
+        x, y = np.broadcast_arrays(np.asarray(x, np.float64), np.asarray(y, np.float64))
+        s = self.config.tile_size
+        x0, x1, y0, y1 = self.extent
+        inside = (x >= x0) & (x < x1) & (y >= y0) & (y < y1)
+        lv = np.where(inside, np.floor((x - x0) / s), -1).astype(np.int64)
+        col = np.where(inside, np.floor((y - y0) / s), -1).astype(np.int64)
+        return lv, col
+
+
+def generate_terrain(config: TerrainConfig) -> Terrain:
+    """The tiles of ``config`` (a :class:`TerrainConfig`, a mapping or a JSON file), drawn from its seed."""
+    config = TerrainConfig.load(config)
+    n = int(round(config.tile_size / config.resolution))
+    out = np.zeros((config.levels, len(config.types), n + 1, n + 1), np.float64)
+    seeds = np.random.SeedSequence(config.seed).spawn(config.levels * len(config.types))
+    for lv in range(config.levels):
+        d = config.level_difficulty(lv)
+        for col, kind in enumerate(config.types):
+            rng = np.random.Generator(np.random.PCG64(seeds[lv * len(config.types) + col]))
+            out[lv, col] = tile_heights(
+                kind, d, config.tile_size, config.resolution, rng, dict(config.params.get(kind, {}))
+            )
+    out.setflags(write=False)
+    return Terrain(config, out)

@@ -1,0 +1,144 @@
+"""The sub-terrains: one function per terrain type, heights of one tile at one difficulty.
+
+Each type has parameters with a ``(easy, hard)`` pair: at difficulty ``d`` in
+``[0, 1]`` a parameter is ``easy + d * (hard - easy)`` (a pair of equal values
+is a constant). :data:`TERRAIN_TYPES` holds the defaults; a terrain config's
+``params`` replaces any of them. The types are those of legged_gym and Isaac
+Lab's height-field terrains, defined here from what the robot at the tile's
+centre faces:
+
+* ``flat``: level ground.
+* ``rough``: uniform noise of total amplitude ``amplitude`` on every sample,
+  in steps of ``step``.
+* ``slope_up`` / ``slope_down``: a pyramid of slope ``slope`` (rise over run)
+  around a flat ``platform`` (its width): ``up`` has the platform at the
+  bottom (the robot climbs out), ``down`` at the top.
+* ``stairs_up`` / ``stairs_down``: the same pyramids in steps of
+  ``step_height`` every ``step_width``.
+* ``obstacles``: ``count`` rectangles ``size`` wide at random places, each
+  ``height`` up or down (or half of it), the central ``platform`` kept clear.
+* ``stepping_stones``: square stones ``stone_size`` wide, ``gap`` apart, over
+  pits ``depth`` deep, around a ``platform``.
+
+Every tile's rim is at height 0 except where rough ground's noise, an
+obstacle or a stone's pit reaches it, so neighbouring tiles meet without a
+step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+__all__ = ["TERRAIN_TYPES", "tile_heights", "param_values"]
+
+#: ``{type: {param: (easy, hard)}}``: each type's parameters at difficulty 0 and 1 (metres, or rise/run)
+TERRAIN_TYPES: dict[str, dict[str, tuple[float, float]]] = {
+    "flat": {},
+    "rough": {"amplitude": (0.02, 0.10), "step": (0.005, 0.005)},
+    "slope_up": {"slope": (0.0, 0.4), "platform": (1.0, 1.0)},
+    "slope_down": {"slope": (0.0, 0.4), "platform": (1.0, 1.0)},
+    "stairs_up": {"step_height": (0.05, 0.20), "step_width": (0.30, 0.30), "platform": (1.0, 1.0)},
+    "stairs_down": {"step_height": (0.05, 0.20), "step_width": (0.30, 0.30), "platform": (1.0, 1.0)},
+    "obstacles": {"height": (0.05, 0.20), "size": (0.4, 1.0), "count": (20.0, 20.0), "platform": (2.0, 2.0)},
+    "stepping_stones": {"stone_size": (0.8, 0.4), "gap": (0.1, 0.3), "depth": (0.5, 0.5), "platform": (1.2, 1.2)},
+}
+#: parameters that must be > 0 (the others >= 0)
+POSITIVE = ("step", "step_width", "size", "stone_size", "count", "platform")
+
+
+def param_values(kind: str, difficulty: float, params: dict[str, tuple[float, float]] | None = None) -> dict:
+    """``{param: value}`` of ``kind`` at ``difficulty``: the defaults with ``params`` replacing any pair."""
+    pairs = {**TERRAIN_TYPES[kind], **(params or {})}
+    return {k: lo + difficulty * (hi - lo) for k, (lo, hi) in pairs.items()}
+
+
+def _axes(size: float, resolution: float) -> tuple[np.ndarray, np.ndarray]:
+    """``(x, y)``: ``(n+1, n+1)`` sample coordinates from the tile's centre (rows are y, columns x)."""
+    n = int(round(size / resolution))
+    s = np.linspace(-size / 2, size / 2, n + 1)
+    y, x = np.meshgrid(s, s, indexing="ij")
+    return x, y
+
+
+def _chebyshev(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return np.maximum(np.abs(x), np.abs(y))
+
+
+def _flat(x: np.ndarray, y: np.ndarray, size: float, p: dict, rng: np.random.Generator) -> np.ndarray:
+    return np.zeros_like(x)
+
+
+def _rough(x: np.ndarray, y: np.ndarray, size: float, p: dict, rng: np.random.Generator) -> np.ndarray:
+    amplitude, step = p["amplitude"], p["step"]
+    # whole steps centred on 0, none beyond amplitude / 2 (the amplitude need not be a whole number of steps)
+    k = int(np.floor(amplitude / step + 1e-9))
+    levels = (np.arange(k + 1) - k / 2) * step
+    return rng.choice(levels, size=x.shape)
+
+
+def _pyramid_depth(x: np.ndarray, y: np.ndarray, size: float, platform: float) -> np.ndarray:
+    """Run (m) from the rim toward the centre, held at the platform's edge."""
+    return size / 2 - np.maximum(_chebyshev(x, y), min(platform, size) / 2)
+
+
+def _slope(sign: float) -> Callable:
+    def heights(x: np.ndarray, y: np.ndarray, size: float, p: dict, rng: np.random.Generator) -> np.ndarray:
+        return sign * p["slope"] * _pyramid_depth(x, y, size, p["platform"])
+
+    return heights
+
+
+def _stairs(sign: float) -> Callable:
+    def heights(x: np.ndarray, y: np.ndarray, size: float, p: dict, rng: np.random.Generator) -> np.ndarray:
+        steps = np.floor(_pyramid_depth(x, y, size, p["platform"]) / p["step_width"] + 1e-9)
+        return sign * p["step_height"] * steps
+
+    return heights
+
+
+def _obstacles(x: np.ndarray, y: np.ndarray, size: float, p: dict, rng: np.random.Generator) -> np.ndarray:
+    h = np.zeros_like(x)
+    choices = np.array([-1.0, -0.5, 0.5, 1.0]) * p["height"]
+    for _ in range(int(round(p["count"]))):
+        w, d = rng.uniform(0.5 * p["size"], p["size"], 2)
+        cx, cy = rng.uniform(-size / 2, size / 2, 2)
+        inside = (np.abs(x - cx) <= w / 2) & (np.abs(y - cy) <= d / 2)
+        h[inside] = rng.choice(choices)
+    h[_chebyshev(x, y) <= p["platform"] / 2] = 0.0
+    return h
+
+
+def _stones(x: np.ndarray, y: np.ndarray, size: float, p: dict, rng: np.random.Generator) -> np.ndarray:
+    pitch = p["stone_size"] + p["gap"]
+    # a lattice of stones centred on the tile, shifted by a random offset so that tiles differ
+    ox, oy = rng.uniform(0, pitch, 2)
+    u = np.mod(x + ox, pitch)
+    v = np.mod(y + oy, pitch)
+    stone = (u <= p["stone_size"]) & (v <= p["stone_size"])
+    h = np.where(stone, 0.0, -p["depth"])
+    h[_chebyshev(x, y) <= p["platform"] / 2] = 0.0
+    return h
+
+
+_MAKERS: dict[str, Callable] = {
+    "flat": _flat,
+    "rough": _rough,
+    "slope_up": _slope(-1.0),
+    "slope_down": _slope(1.0),
+    "stairs_up": _stairs(-1.0),
+    "stairs_down": _stairs(1.0),
+    "obstacles": _obstacles,
+    "stepping_stones": _stones,
+}
+assert set(_MAKERS) == set(TERRAIN_TYPES)
+
+
+def tile_heights(
+    kind: str, difficulty: float, size: float, resolution: float, rng: np.random.Generator, params: dict | None = None
+) -> np.ndarray:
+    """``(n+1, n+1)`` heights (m) of a ``size`` m tile of ``kind`` at ``difficulty``, ``resolution`` apart,
+    rows along y and columns along x (a MuJoCo height field's order), from the tile's centre."""
+    x, y = _axes(size, resolution)
+    return np.asarray(_MAKERS[kind](x, y, size, param_values(kind, difficulty, params), rng), dtype=np.float64)
