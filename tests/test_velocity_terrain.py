@@ -65,39 +65,35 @@ def test_eval_levels_pick_the_evaluation_rows() -> None:
         task.close()
 
 
-def test_the_curriculum_promotes_far_walkers_and_demotes_stayers() -> None:
-    """Training: an env whose episode walked more than half a tile goes a level up; one that walked less
-    than half its commanded distance goes down (not below 0); one past the last level gets a random level."""
+def _episodes(task, tracked: list[float], fell: list[bool]) -> None:
+    """Make each env's episode so far one that tracked ``tracked`` of a 1 m/s command over 100 steps."""
+    n = task.num_envs
+    task.episode_step[:] = 100
+    task._command_sum[:] = 100.0
+    task._error_sum[:] = torch.tensor([100.0 * (1 - t) for t in tracked])
+    task._fell[:] = torch.tensor(fell)
+    assert task._fell.shape == (n,)
+
+
+def test_the_curriculum_promotes_trackers_and_demotes_falls_and_stayers() -> None:
+    """Training: an env whose episode tracked curriculum_threshold (0.7) of its commanded speed goes a level
+    up; one that tracked less than half of it, or fell, goes down (not below 0); one between stays; one past
+    the last level gets a random level; a training env keeps its column."""
     task = _task(4, init_level=0)
     try:
         assert task.terrain_level.tolist() == [0, 0, 0, 1]  # evaluation tiles, before training
         task.begin_training()  # every env restarts on its training tile: level 0 (init_level)
         assert task.terrain_level.tolist() == [0, 0, 0, 0]
         assert task.episode_step.tolist() == [0, 0, 0, 0]
-        b = task.backend
-        qpos, qvel = b.get_qpos().clone(), torch.zeros_like(b.get_qvel())
-        qpos[0, 0] += 2.5  # env 0 walked 2.5 m > 2 m (half a tile)
-        b.set_state(None, qpos, qvel)
-        task._command_sum[:] = 0.0
-        task._command_sum[1] = 1.0 / task.control_dt  # env 1 was commanded 1 m and walked 0: down (stays at 0)
+        _episodes(task, [0.9, 0.2, 0.6, 0.9], [False, False, False, True])
         task.reset()
         assert task.terrain_level.tolist() == [1, 0, 0, 0]
-        qpos = b.get_qpos().clone()
-        qpos[0, 0] += 2.5
-        b.set_state(None, qpos, qvel)
-        task._command_sum[:] = 0.0
-        counts = task.episode_count.clone()
-        task.reset()  # env 0 past the last level: a random level, from its reset stream
-        assert 0 <= int(task.terrain_level[0]) <= 1
-        assert task.terrain_column.tolist() == [0, 1, 2, 0]  # a training env keeps its column
-        assert bool((task.episode_count == counts + 1).all())
-        qpos = b.get_qpos().clone()
-        b.set_state(None, qpos, qvel)
         task.terrain_level[:] = 1
-        task._command_sum[:] = 0.0
-        task._command_sum[2] = 1.0 / task.control_dt
+        _episodes(task, [0.6, 0.2, 0.75, 0.9], [False, False, False, True])
         task.reset()
-        assert task.terrain_level.tolist() == [1, 1, 0, 1]  # env 2: commanded 1 m, walked nothing: down
+        assert task.terrain_level[[0, 1, 3]].tolist() == [1, 0, 0]  # stays, tracked 0.2: down, fell: down
+        assert 0 <= int(task.terrain_level[2]) <= 1  # promoted past the last level: a random one
+        assert task.terrain_column.tolist() == [0, 1, 2, 0]
     finally:
         task.close()
 

@@ -120,6 +120,8 @@ OBS_NOISE = {
     "joint_pos": 0.01,
     "joint_vel": 1.5,
 }
+#: the terrain curriculum moves an env down a level when its episode tracked less than this share of its commands
+TERRAIN_DEMOTE = 0.5
 #: the default height scan: Isaac Lab's and mjlab's grid of 1.6 x 1.0 m every 0.1 m under the base
 SCAN_SIZE = (1.6, 1.0)
 SCAN_RESOLUTION = 0.1
@@ -172,9 +174,10 @@ class VelocityConfig(TaskConfig):
         scan_size: ``(x, y)`` extent (m) of the scan grid, in the base's heading frame (Isaac Lab's and
             mjlab's 1.6 x 1.0 m).
         scan_resolution: spacing (m) of the scan grid's points.
-        terrain_curriculum: while training on a terrain, move an env a level up when its episode walked
-            more than half a tile and down when it walked less than half its commanded distance (legged_gym's
-            rule); off: a random level each episode.
+        terrain_curriculum: while training on a terrain, move an env a level up when its episode tracked
+            ``curriculum_threshold`` of its commanded speed (the command curriculum's measure: ``1 - error /
+            command``, 0 for a fall) and down when it tracked less than half (:data:`TERRAIN_DEMOTE`); off: a
+            random level each episode.
         init_level: training starts every env on a level drawn from ``0..init_level``.
         eval_levels: the levels evaluations play (``None``: every level); env ``i``'s ``k``-th episode
             plays tile ``(i + k N) mod (types x levels)``, so every engine plays the same tiles.
@@ -403,8 +406,7 @@ class VelocityTask(Task):
             self._played = torch.zeros(n, dtype=torch.bool, device=dev)
             levels = c.eval_levels if c.eval_levels is not None else tuple(range(t.num_levels))
             self._eval_levels = torch.tensor(levels, dtype=torch.int64, device=dev)
-            self._start_xy = torch.zeros((n, 2), dtype=torch.float32, device=dev)
-        self._scan_points = None
+            self._scan_points = None
         if c.height_scan:
             if self.terrain is None:
                 raise InvalidArgumentError("config.height_scan: a height scan reads a terrain; set config.terrain")
@@ -425,7 +427,12 @@ class VelocityTask(Task):
 
     def _tiles(self, env_ids: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The tiles ``(level, column)`` of the episodes about to start in ``env_ids`` (``u``: one uniform
-        each): training, the curriculum's move (or a random level); else the evaluation's fixed tiles."""
+        each): training, the curriculum's move (or a random level); else the evaluation's fixed tiles.
+
+        The curriculum judges an episode by how well it tracked its commands, not by legged_gym's distance
+        from the start (up beyond half a tile, down below half the commanded distance): in 10 s episodes
+        whose command changes at 5 s, a robot that tracks perfectly walks 4 m in about a quarter of them,
+        and ends less than half its commanded path from its start when the second command turns back."""
         t = self.terrain
         assert t is not None
         levels, types = t.num_levels, t.num_types
@@ -439,10 +446,9 @@ class VelocityTask(Task):
         if not self.config.terrain_curriculum:
             return anywhere, column
         level = self.terrain_level[env_ids]
-        walked = (self.backend.get_base_pos()[env_ids, :2] - self._start_xy[env_ids]).norm(dim=1)
-        commanded = self._command_sum[env_ids] * self.control_dt
-        up = walked > t.config.tile_size / 2
-        down = (walked < 0.5 * commanded) & ~up
+        tracked = self._tracked()[env_ids]
+        up = tracked >= self.config.curriculum_threshold
+        down = tracked < TERRAIN_DEMOTE
         moved = (level + up.long() - down.long()).clamp(min=0)
         moved = torch.where(moved >= levels, anywhere, moved)  # past the last level: a random one
         return torch.where(self._played[env_ids], moved, first), column
@@ -477,7 +483,6 @@ class VelocityTask(Task):
             qpos[:, :3] += origin
             self.terrain_level[env_ids] = level
             self.terrain_column[env_ids] = column
-            self._start_xy[env_ids] = qpos[:, :2]
             self._played[env_ids] = True
         # index_fill_, not t[ids] = 0: that copies the 0 to the device inside index_put_, which waits
         for t in (self.last_action, self._prev_action, self._error_sum, self._air_time, self._command_sum):
@@ -660,12 +665,7 @@ class VelocityTask(Task):
         the commands a level when those episodes tracked well (one read)."""
         c = self.config
         ended = self._fell | (self.episode_step >= c.episode_length)
-        # the share of the commanded speed an episode tracked: 1 - error / command, the command counted at
-        # least success_error (standing still tracks none of a command, and does not pass on small ones);
-        # a fall tracked nothing
-        steps = self.episode_step.clamp(min=1).to(torch.float32)
-        tracked = 1.0 - self._error_sum / torch.maximum(self._command_sum, c.success_error * steps)
-        tracked = torch.where(self._fell, torch.zeros_like(tracked), tracked.clamp(0.0, 1.0))
+        tracked = self._tracked()
         self._window += torch.stack([(tracked * ended).sum(), ended.sum().to(torch.float32)])
         self._window_steps += 1
         if self._window_steps < max(1, c.episode_length // CURRICULUM_WINDOWS):
@@ -675,6 +675,14 @@ class VelocityTask(Task):
         self._window_steps = 0
         if count > 0 and total / count >= c.curriculum_threshold:
             self.command_level = min(1.0, self.command_level + c.curriculum_step)
+
+    def _tracked(self) -> torch.Tensor:
+        """``(N,)`` the share of the commanded speed each env's episode has tracked so far: ``1 - error /
+        command`` summed over its steps, the command counted at least ``success_error`` (standing still
+        tracks none of a command, and does not pass on small ones), in [0, 1]; 0 for a fall."""
+        steps = self.episode_step.clamp(min=1).to(torch.float32)
+        tracked = 1.0 - self._error_sum / torch.maximum(self._command_sum, self.config.success_error * steps)
+        return torch.where(self._fell, torch.zeros_like(tracked), tracked.clamp(0.0, 1.0))
 
     def mean_velocity_error(self) -> torch.Tensor:
         """``(N,)`` mean planar velocity error (m/s) of the current episodes so far."""
