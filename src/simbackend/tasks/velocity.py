@@ -406,7 +406,7 @@ class VelocityTask(Task):
             self._played = torch.zeros(n, dtype=torch.bool, device=dev)
             levels = c.eval_levels if c.eval_levels is not None else tuple(range(t.num_levels))
             self._eval_levels = torch.tensor(levels, dtype=torch.int64, device=dev)
-            self._scan_points = None
+        self._scan_points = None
         if c.height_scan:
             if self.terrain is None:
                 raise InvalidArgumentError("config.height_scan: a height scan reads a terrain; set config.terrain")
