@@ -146,26 +146,33 @@ def part_overhead(args: argparse.Namespace) -> int:
 
     torch.set_num_threads(1)  # as training runs (TrainConfig.torch_threads)
     n, steps = args.num_envs, args.steps
-    out = {}
     g = torch.Generator().manual_seed(0)
     actions = [torch.rand((n, 12), generator=g) * 0.6 - 0.3 for _ in range(steps)]
-    for label, cfg in (("flat", {"robot": "go1"}), ("terrain", task_config())):
-        task = make_task("velocity", "mujoco", n, config=cfg, seed=0)
-        for a in actions[:10]:
-            task.step(a)
-        best = float("inf")
-        for _ in range(args.repeats):
-            task.reset()
-            t0 = time.perf_counter()
-            for a in actions:
-                st = task.step(a)
-                done = st.terminated | st.truncated
-                if bool(done.any()):
-                    task.reset(done)
-            best = min(best, (time.perf_counter() - t0) / steps)
-        out[label] = best * 1e3
-        task.close()
-        print(f"[terrain] {label}: {best * 1e3:.1f} ms per policy step at N={n}", file=sys.stderr, flush=True)
+    tasks = {
+        "flat": make_task("velocity", "mujoco", n, config={"robot": "go1"}, seed=0),
+        "terrain": make_task("velocity", "mujoco", n, config=task_config(), seed=0),
+    }
+    best = {k: float("inf") for k in tasks}
+    try:
+        for task in tasks.values():
+            for a in actions[:10]:
+                task.step(a)
+        for _ in range(args.repeats):  # interleaved, so that a load on the machine meets both alike
+            for label, task in tasks.items():
+                task.reset()
+                t0 = time.perf_counter()
+                for a in actions:
+                    st = task.step(a)
+                    done = st.terminated | st.truncated
+                    if bool(done.any()):
+                        task.reset(done)
+                best[label] = min(best[label], (time.perf_counter() - t0) / steps)
+    finally:
+        for task in tasks.values():
+            task.close()
+    out = {k: v * 1e3 for k, v in best.items()}
+    for label, ms in out.items():
+        print(f"[terrain] {label}: {ms:.1f} ms per policy step at N={n}", file=sys.stderr, flush=True)
     data = _load()
     data["overhead"] = {
         "num_envs": n,
@@ -174,7 +181,9 @@ def part_overhead(args: argparse.Namespace) -> int:
         "flat_ms": out["flat"],
         "terrain_ms": out["terrain"],
         "ratio": out["terrain"] / out["flat"],
-        "note": "the velocity task's whole step (physics, observations with the height scan, reward), best of the repeats",
+        "load_average": os.getloadavg()[0],
+        "note": "the velocity task's whole step on Go1 (physics, observations with the height scan on the terrain,"
+        " reward), random actions, the best of the repeats, flat and terrain interleaved",
     }
     _save(data)
     print(f"terrain / flat: {out['terrain'] / out['flat']:.2f}")
