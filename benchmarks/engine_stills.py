@@ -32,7 +32,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=100)
     p.add_argument("--size", default="320x240")
     p.add_argument("--out", type=Path, required=True)
+    p.add_argument(
+        "--override", default=None, help="task settings replacing the checkpoint's, as JSON (e.g. another terrain)"
+    )
+    p.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="SIM=JSON",
+        help='backend options of one engine, as JSON (e.g. motrix=\'{"motrix": {"native_hfield": true}}\')',
+    )
+    p.add_argument("--label", action="append", default=[], metavar="SIM=TEXT", help="a row's label (default: SIM)")
     args = p.parse_args(argv)
+    import json
+
+    override = json.loads(args.override) if args.override else None
+    options = {k: json.loads(v) for k, v in (o.split("=", 1) for o in args.option)}
+    labels = dict(o.split("=", 1) for o in args.label)
 
     import imageio.v3 as iio
     import numpy as np
@@ -45,12 +61,21 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for sim in args.sims:
             video = Path(tmp) / f"{sim}.mp4"
-            evaluate(args.checkpoint, sim, seeds=(args.seed,), episodes_per_seed=1, video=video, video_size=(w, h))
+            evaluate(
+                args.checkpoint,
+                sim,
+                seeds=(args.seed,),
+                episodes_per_seed=1,
+                video=video,
+                video_size=(w, h),
+                task_config_override=override,
+                backend_options=options.get(sim),
+            )
             frames = iio.imread(video)
             picks = np.linspace(0, len(frames) - 1, args.frames).round().astype(int)
             row = np.concatenate([frames[i] for i in picks], axis=1)
             img = Image.fromarray(row)
-            ImageDraw.Draw(img).text((8, 6), sim, fill=(255, 255, 255))
+            ImageDraw.Draw(img).text((8, 6), labels.get(sim, sim), fill=(255, 255, 255))
             rows.append(np.asarray(img))
             print(f"[stills] {sim}: {len(frames)} frames", file=sys.stderr)
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,9 @@ Parts (``--part``):
 * ``overhead``: the velocity task's step at N = 256 on MuJoCo, flat ground
   against the terrain with the height scan (random actions, the same for
   both; the ratio is the target's figure). Adds to ``results/terrain.json``.
+* ``picture``: one policy (``--checkpoint``) on each engine, stills of an
+  episode on each of ``--tiles`` side by side, one row per engine
+  (``docs/images/go1_terrain_engines.png``).
 * ``table``: prints the README's table from ``results/terrain.json``.
 
 Usage::
@@ -40,6 +43,9 @@ if not os.environ.get("MUJOCO_GL"):
 HERE = Path(__file__).resolve().parent
 TERRAIN = HERE / "terrains" / "rough.json"
 RESULTS = HERE / "results" / "terrain.json"
+#: Motrix refuses colliding height fields (it collides them otherwise than MuJoCo: docs/terrains.md); the
+#: evaluation runs it with its own height-field collision, which is what the figure then measures
+BACKEND_OPTIONS = {"motrix": {"motrix": {"native_hfield": True}}}
 #: the velocity task's settings on the terrain (besides the terrain itself)
 TASK = {"robot": "go1", "height_scan": True, "init_level": 1}
 
@@ -123,6 +129,7 @@ def part_eval(args: argparse.Namespace) -> int:
                 seeds=tuple(args.seeds),
                 episodes_per_seed=tiles,
                 num_envs=tiles,
+                backend_options=BACKEND_OPTIONS.get(sim),
             )
             run["eval"][sim] = ev.to_dict()
             by = {k: round(v.mean, 3) for k, v in ev.success_by_group.items()}
@@ -134,9 +141,40 @@ def part_eval(args: argparse.Namespace) -> int:
             data["eval_design"] = {"seeds": list(args.seeds), "episodes_per_seed": tiles, "tiles": tiles}
             data["terrain"] = terrain
             data["task"] = TASK
+            data["backend_options"] = BACKEND_OPTIONS
             _save(data)
+    _write_study(data)
     print(table(data))
     return 0
+
+
+def _write_study(data: dict) -> None:
+    """The runs as a sim-to-sim study (``results/sim_to_sim_velocity_go1_rough.json``), the row of the
+    README's sim-to-sim table that ``report.py`` writes."""
+    design = data.get("eval_design", {})
+    study = {
+        "task": "velocity on rough terrain",
+        "robot": TASK["robot"],
+        "args": {"eval_seeds": design.get("seeds", []), "episodes": design.get("episodes_per_seed")},
+        "terrain": data.get("terrain"),
+        "backend_options": data.get("backend_options"),
+        "runs": [
+            {
+                "name": name,
+                "task": "velocity",
+                "robot": TASK["robot"],
+                "train_sim": "mujoco",
+                "dr": False,
+                "seed": r["seed"],
+                "iterations": r["iterations"],
+                "env_steps": r.get("env_steps"),
+                "train_wall_s": r.get("train_wall_s"),
+                "eval": r.get("eval", {}),
+            }
+            for name, r in sorted(data.get("runs", {}).items())
+        ],
+    }
+    (RESULTS.parent / "sim_to_sim_velocity_go1_rough.json").write_text(json.dumps(study, indent=2) + "\n")
 
 
 def part_overhead(args: argparse.Namespace) -> int:
@@ -190,6 +228,42 @@ def part_overhead(args: argparse.Namespace) -> int:
     return 0
 
 
+def part_picture(args: argparse.Namespace) -> int:
+    """One policy on each engine: ``--frames`` stills of an episode on each of ``--tiles`` (type:level), side
+    by side, one row per engine (``engine_stills.py`` per tile, joined)."""
+    import tempfile
+
+    import numpy as np
+    from PIL import Image
+
+    import engine_stills
+
+    terrain = json.loads(TERRAIN.read_text())
+    parts = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for k, tile in enumerate(args.tiles):
+            kind, level = tile.split(":")
+            override = {"terrain": {**terrain, "types": [kind]}, "eval_levels": [int(level)]}
+            out = Path(tmp) / f"{k}.png"
+            argv = ["--checkpoint", str(args.checkpoint), "--sims", *args.sims, "--frames", str(args.frames)]
+            argv += ["--override", json.dumps(override), "--out", str(out), "--seed", str(args.seeds[0])]
+            for sim, opts in BACKEND_OPTIONS.items():
+                argv += ["--option", f"{sim}={json.dumps(opts)}"]
+            for sim in args.sims:
+                argv += ["--label", f"{sim}={sim}: {kind}, level {level}"]
+            engine_stills.main(argv)
+            parts.append(np.asarray(Image.open(out)))
+    height = min(p.shape[0] for p in parts)
+    gap = np.full((height, 6, 3), 255, np.uint8)
+    row = [parts[0][:height]]
+    for p in parts[1:]:
+        row += [gap, p[:height]]
+    args.picture.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(np.concatenate(row, axis=1)).save(args.picture)
+    print(args.picture)
+    return 0
+
+
 def table(data: dict) -> str:
     """The README's table: per engine, success over all tiles and per type, mean over training seeds."""
     from simbackend.training.stats import estimate
@@ -226,7 +300,7 @@ def table(data: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--part", choices=("train", "eval", "overhead", "table"), required=True)
+    p.add_argument("--part", choices=("train", "eval", "overhead", "picture", "table"), required=True)
     p.add_argument("--seed", type=int, default=0, help="train: the training seed")
     p.add_argument("--iterations", type=int, default=800, help="train: PPO iterations")
     p.add_argument("--time-budget", type=float, default=None, help="train: seconds at most (default: none)")
@@ -237,7 +311,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--num-envs", type=int, default=256)
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--checkpoint", type=Path, help="picture: the policy")
+    p.add_argument("--tiles", nargs="+", default=["stairs_up:2", "rough:4"], help="picture: TYPE:LEVEL each")
+    p.add_argument("--frames", type=int, default=2, help="picture: stills per tile")
+    p.add_argument("--picture", type=Path, default=HERE.parent / "docs" / "images" / "go1_terrain_engines.png")
     args = p.parse_args(argv)
+    if args.part == "picture":
+        return part_picture(args)
     if args.part == "train":
         return part_train(args)
     if args.part == "eval":
