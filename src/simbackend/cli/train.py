@@ -606,6 +606,9 @@ def _print_evaluation(result: Any, settings: str) -> None:
         ),
         soft_wrap=True,
     )
+    if result.success_by_group:  # the velocity task on a terrain: each terrain type's episodes
+        parts = [f"{name} {est.mean:.2f} (n={est.n})" for name, est in result.success_by_group.items()]
+        console.print(Text("success by terrain type: " + ", ".join(parts)), soft_wrap=True)
     console.print(Text(f"task settings: {settings}"), soft_wrap=True)
     for engine, elements in {result.trained_on: result.trained_delegated, result.sim: result.delegated}.items():
         if elements:
