@@ -50,14 +50,14 @@ BACKEND_OPTIONS = {"motrix": {"motrix": {"native_hfield": True}}}
 TASK = {"robot": "go1", "height_scan": True, "init_level": 1}
 
 
-def _load() -> dict:
-    return json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
+def _load(path: Path = RESULTS) -> dict:
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
-def _save(data: dict) -> None:
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+def _save(data: dict, path: Path = RESULTS) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
     data["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(), "date": time.strftime("%Y-%m-%d")}
-    RESULTS.write_text(json.dumps(data, indent=2) + "\n")
+    path.write_text(json.dumps(data, indent=2) + "\n")
 
 
 def task_config() -> dict:
@@ -105,8 +105,16 @@ def part_train(args: argparse.Namespace) -> int:
 def part_eval(args: argparse.Namespace) -> int:
     from simbackend.training import evaluate
 
-    data = _load()
+    data = _load(args.results)
     runs = data.setdefault("runs", {})
+    for other in args.merge:  # evaluations another process wrote (an engine evaluated side by side)
+        theirs = _load(other)
+        for sim, seeds in theirs.get("eval_seeds_by_sim", {}).items():
+            data.setdefault("eval_seeds_by_sim", {}).setdefault(sim, seeds)
+        for name, run in theirs.get("runs", {}).items():
+            mine = runs.setdefault(name, {k: v for k, v in run.items() if k != "eval"})
+            for sim, ev in run.get("eval", {}).items():
+                mine.setdefault("eval", {}).setdefault(sim, ev)
     summaries = sorted(args.runs.glob("go1_rough_mujoco_s*/summary.json"))
     if not summaries:
         print(f"no training runs under {args.runs}", file=sys.stderr)
@@ -142,8 +150,12 @@ def part_eval(args: argparse.Namespace) -> int:
             data["terrain"] = terrain
             data["task"] = TASK
             data["backend_options"] = BACKEND_OPTIONS
-            _save(data)
-    _write_study(data)
+            data.setdefault("eval_seeds_by_sim", {})[sim] = list(args.seeds)
+            _save(data, args.results)
+    if args.merge:
+        _save(data, args.results)
+    if args.results == RESULTS:
+        _write_study(data)
     print(table(data))
     return 0
 
@@ -308,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sims", nargs="+", default=["mujoco", "sapien", "mjwarp", "motrix"])
     p.add_argument("--seeds", nargs="+", type=int, default=[100, 101, 102], help="eval: evaluation seeds")
     p.add_argument("--again", action="store_true", help="eval: evaluate again where a result exists")
+    p.add_argument("--results", type=Path, default=RESULTS, help="eval: the results file to write")
+    p.add_argument("--merge", nargs="*", type=Path, default=[], help="eval: results files whose evaluations to add")
     p.add_argument("--num-envs", type=int, default=256)
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--repeats", type=int, default=3)
