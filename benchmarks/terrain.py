@@ -12,6 +12,7 @@ Parts (``--part``):
   plays tile ``(i + k N) mod (types x levels)``, the same on every engine),
   ``--seeds`` x one episode per tile; success per terrain type. Writes
   ``results/terrain.json``.
+* ``levels``: success per difficulty level on one engine (``--sims``' first).
 * ``overhead``: the velocity task's step at N = 256 on MuJoCo, flat ground
   against the terrain with the height scan (random actions, the same for
   both; the ratio is the target's figure). Adds to ``results/terrain.json``.
@@ -189,6 +190,37 @@ def _write_study(data: dict) -> None:
     (RESULTS.parent / "sim_to_sim_velocity_go1_rough.json").write_text(json.dumps(study, indent=2) + "\n")
 
 
+def part_levels(args: argparse.Namespace) -> int:
+    """Success per difficulty level on one engine: every run evaluated on one level at a time (every type's
+    tile of that level, ``--seeds`` x one episode per tile); added to ``results/terrain.json``."""
+    from simbackend.training import evaluate
+
+    data = _load(args.results)
+    types = len(json.loads(TERRAIN.read_text()).get("types", []))
+    levels = json.loads(TERRAIN.read_text()).get("levels", 5)
+    table: dict = {}
+    for path in sorted(args.runs.glob("go1_rough_mujoco_s*/summary.json")):
+        s = json.loads(path.read_text())
+        for level in range(levels):
+            ev = evaluate(
+                s["checkpoint"],
+                args.sims[0],
+                seeds=tuple(args.seeds),
+                episodes_per_seed=types,
+                num_envs=types,
+                task_config_override={"eval_levels": [level]},
+                backend_options=BACKEND_OPTIONS.get(args.sims[0]),
+            )
+            table.setdefault(str(level), {})[s["name"]] = {
+                "success": ev.success_rate.mean,
+                "by_type": {k: v.mean for k, v in ev.success_by_group.items()},
+            }
+            print(f"[terrain] {s['name']} level {level}: {ev.success_rate.mean:.3f}", file=sys.stderr, flush=True)
+    data.setdefault("per_level", {})[args.sims[0]] = {"seeds": list(args.seeds), "levels": table}
+    _save(data, args.results)
+    return 0
+
+
 def part_overhead(args: argparse.Namespace) -> int:
     import torch
 
@@ -312,7 +344,7 @@ def table(data: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--part", choices=("train", "eval", "overhead", "picture", "table"), required=True)
+    p.add_argument("--part", choices=("train", "eval", "levels", "overhead", "picture", "table"), required=True)
     p.add_argument("--seed", type=int, default=0, help="train: the training seed")
     p.add_argument("--iterations", type=int, default=800, help="train: PPO iterations")
     p.add_argument("--time-budget", type=float, default=None, help="train: seconds at most (default: none)")
@@ -336,6 +368,8 @@ def main(argv: list[str] | None = None) -> int:
         return part_train(args)
     if args.part == "eval":
         return part_eval(args)
+    if args.part == "levels":
+        return part_levels(args)
     if args.part == "overhead":
         return part_overhead(args)
     print(table(_load()))
