@@ -88,26 +88,12 @@ class Terrain:
         field); 0 outside the tiles (the border). Points on a seam between tiles read the tile that starts
         there (the higher index, the tile :meth:`locate` names), those on the grid's far edges the last tile."""
         x, y = np.broadcast_arrays(np.asarray(x, np.float64), np.asarray(y, np.float64))
-        s, res = self.config.tile_size, self.config.resolution
-        n = self.heights.shape[-1] - 1
-        x0, x1, y0, y1 = self.extent
-        inside = (x >= x0) & (x <= x1) & (y >= y0) & (y <= y1)
-        lv = np.clip(np.floor((x - x0) / s).astype(np.int64), 0, self.num_levels - 1)
-        col = np.clip(np.floor((y - y0) / s).astype(np.int64), 0, self.num_types - 1)
-        u = (x - (x0 + lv * s)) / res  # sample units within the tile, along x (columns) and y (rows)
-        v = (y - (y0 + col * s)) / res
-        c = np.clip(np.floor(u).astype(np.int64), 0, n - 1)
-        r = np.clip(np.floor(v).astype(np.int64), 0, n - 1)
-        fu, fv = np.clip(u - c, 0.0, 1.0), np.clip(v - r, 0.0, 1.0)
-        h = self.heights
-        h00, h01 = h[lv, col, r, c], h[lv, col, r, c + 1]
-        h10, h11 = h[lv, col, r + 1, c], h[lv, col, r + 1, c + 1]
-        lower = fu >= fv  # the triangle (r, c), (r, c+1), (r+1, c+1)
-        z = np.where(lower, h00 + fu * (h01 - h00) + fv * (h11 - h01), h00 + fv * (h10 - h00) + fu * (h11 - h10))
-        return np.where(inside, z, 0.0)
+        z = self.height_at_torch(torch.tensor(x), torch.tensor(y))  # copies; a 0-d point stays 0-d
+        return z.numpy()
 
     def height_at_torch(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """:meth:`height_at` on torch tensors, on their device, in their dtype (no host read)."""
+        """:meth:`height_at` on torch tensors, on their device, in their dtype (no host read); the one
+        implementation (:meth:`height_at` runs it in float64 on the CPU)."""
         key = (x.device, x.dtype)
         h = self._device_heights.get(key)
         if h is None:  # every tile's samples, flat: four gathers per point
