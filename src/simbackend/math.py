@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 __all__ = [
+    "quat_yaw",
     "quat_mul",
     "quat_conj",
     "quat_apply",
@@ -102,6 +103,12 @@ def quat_canonical(q: Array) -> Array:
     if isinstance(q, torch.Tensor):
         return torch.where(q[..., :1] < 0, -q, q)
     return np.where(q[..., :1] < 0, -q, q)
+
+
+def quat_yaw(q: torch.Tensor) -> torch.Tensor:
+    """Heading (radians, about world z) of wxyz quaternions ``(..., 4)``: the yaw of a z-y-x Euler split."""
+    w, x, y, z = q.unbind(-1)
+    return torch.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
 
 
 def quat_angle_between(a: Array, b: Array) -> Array:

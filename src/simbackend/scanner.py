@@ -19,7 +19,7 @@ from simbackend import _validate as V
 from simbackend import checks
 from simbackend.engine import Engine
 from simbackend.errors import ArgumentTypeError, InputShapeError, InvalidArgumentError
-from simbackend.math import quat_apply
+from simbackend.math import quat_apply, quat_yaw
 
 #: alignments of a height scanner's points and rays to its body
 SCANNER_ALIGNMENTS = ("yaw", "full", "world")
@@ -82,8 +82,7 @@ class HeightScanner:
             rot = torch.zeros_like(quat)
             rot[:, 0] = 1.0
         elif self.alignment == "yaw":
-            w, x, y, z = quat.unbind(-1)
-            yaw = torch.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+            yaw = quat_yaw(quat)
             rot = torch.stack(
                 [torch.cos(yaw / 2), torch.zeros_like(yaw), torch.zeros_like(yaw), torch.sin(yaw / 2)], -1
             )

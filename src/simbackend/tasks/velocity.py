@@ -80,7 +80,7 @@ import torch
 
 from simbackend import checks
 from simbackend.errors import InvalidArgumentError, closest_names_hint
-from simbackend.math import quat_apply, quat_apply_inverse
+from simbackend.math import quat_apply, quat_apply_inverse, quat_yaw
 from simbackend.randomization import uniforms_torch
 from simbackend.robots import get_robot, resolve, robot_scene
 from simbackend.robots.actuation import joint_controller, joint_controller_gains, joint_efforts, target_bounds
@@ -558,8 +558,7 @@ class VelocityTask(Task):
         The contract's height scanner sees every collision geom, the robot's own legs under its base too."""
         assert self._scan_points is not None and self.terrain is not None
         pos = self.backend.get_base_pos()
-        w, x, y, z = self.backend.get_base_quat().unbind(-1)
-        yaw = torch.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+        yaw = quat_yaw(self.backend.get_base_quat())
         cos, sin = torch.cos(yaw)[:, None], torch.sin(yaw)[:, None]
         px, py = self._scan_points[:, 0], self._scan_points[:, 1]
         wx = pos[:, 0:1] + cos * px - sin * py
