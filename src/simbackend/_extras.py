@@ -30,6 +30,9 @@ EXTRAS = {
     "stable_baselines3": ("stable-baselines3", "sb3"),
     "torchrl": ("torchrl", "torchrl"),
     "ray": ("ray", "ray"),
+    "onnx": ("onnx", "deploy"),
+    "onnxscript": ("onnxscript", "deploy"),
+    "onnxruntime": ("onnxruntime", "deploy"),
     "pytest": ("pytest", "contract"),
     "hypothesis": ("hypothesis", "contract"),
 }

@@ -427,6 +427,41 @@ class Task:
             "control_dt": self.control_dt,
         }
 
+    def policy_io(self) -> dict:
+        """The policy's boundary, JSON-ready: what an exported policy's metadata records
+        (:mod:`simbackend.training.export`, docs/deploy.md).
+
+        ``{"kind", "control", "observations", "action"}``: ``kind`` the task's I/O family (here
+        ``"generic"``; the velocity task's is ``"velocity"``, which the deployment loop runs); ``control``
+        the period (s), physics substep (s) and substeps per policy step; ``observations`` each flat term
+        in order with its slice ``[start, start + size)`` of the policy's input; ``action`` its size and
+        clip, and, for a task without a controller, the actuators and their ctrl ranges that an action in
+        ``[-1, 1]`` maps onto linearly.
+        """
+        terms, start = [], 0
+        for name, shape in self.observation_dims.items():
+            if name in self.image_terms:
+                continue
+            size = int(np.prod(shape))
+            terms.append({"name": name, "start": start, "size": size, "scale": 1.0})
+            start += size
+        action: dict[str, Any] = {"size": self.action_dim, "clip": [-1.0, 1.0]}
+        if self.controller is None:
+            lo, hi = (self._ctrl_mid - self._ctrl_half), (self._ctrl_mid + self._ctrl_half)
+            action["mapping"] = "ctrl = low + (action + 1) / 2 * (high - low)"
+            action["actuators"] = list(self.backend.info.actuator_names)
+            action["ctrl_low"], action["ctrl_high"] = lo.tolist(), hi.tolist()
+        return {
+            "kind": "generic",
+            "control": {
+                "period": self.control_dt,
+                "physics_dt": self.backend.physics_dt,
+                "decimation": self.config.decimation,
+            },
+            "observations": terms,
+            "action": action,
+        }
+
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(name={self.name!r}, sim={getattr(self.backend, 'name', '?')!r},"

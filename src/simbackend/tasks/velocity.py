@@ -691,6 +691,95 @@ class VelocityTask(Task):
         done = self.episode_step >= self.config.episode_length
         return done & ~self._fell & (self.mean_velocity_error() <= self.config.success_error)
 
+    def policy_io(self) -> dict:
+        """The policy's boundary (:meth:`Task.policy_io`), everything a robot's controller needs to run it:
+        ``kind`` ``"velocity"``; the robot's base, IMU and default state; the policy's joints in order with
+        their default angles and ranges (and the held ones' targets); the actuation (servo or PD, gains,
+        effort and motor limits, actuators); the action's clip, scale and offset; the commands; each
+        observation term with its slice, units, frame and meaning (:data:`TERM_DOCS`); what ends an
+        episode and what makes it a success (docs/deploy.md spells out every field)."""
+        out = super().policy_io()
+        r, c, b = self.robot, self.config, self.backend
+        desc = r.description
+        k = r.qpos_cols.numel()
+        acts = self.controller.actuator_columns
+        info = b.info
+
+        def floats(t: Any) -> list:  # float32 values by their shortest text (0.1, not 0.10000000149): exact
+            return [float(str(v)) if math.isfinite(v) else None for v in torch.as_tensor(t).float().numpy().ravel()]
+
+        for term in out["observations"]:
+            units, frame, meaning = TERM_DOCS[term["name"]]
+            term.update(units=units, frame=frame, meaning=meaning)
+            if term["name"] == "height_scan":
+                assert self._scan_points is not None
+                term["points"] = self._scan_points.tolist()
+                term["offset"] = self._scan_offset
+                term["clip"] = SCAN_CLIP
+        out["kind"] = "velocity"
+        out["quaternion"] = "wxyz"
+        out["base"] = {
+            "body": desc.base_body,
+            "imu_site": desc.imu_site,
+            "default_qpos": floats(r.default_qpos),
+        }
+        out["joints"] = {
+            "names": list(desc.joints),
+            "default": floats(r.default_joints),
+            "low": floats(r.joint_low),
+            "high": floats(r.joint_high),
+            "held": {"names": list(desc.held_joints), "targets": floats(r.held_default)},
+        }
+        actuation: dict[str, Any] = {
+            "kind": desc.actuation,
+            "actuators": [info.actuator_names[int(a)] for a in acts[:k]],
+            "kp": floats(self._kp),
+            "kd": floats(self._kd),
+            "effort_limit": floats(joint_efforts(desc, b)),
+        }
+        if desc.actuation == "pd":
+            actuation["saturation_effort"] = floats(self.controller.saturation_effort[:k])
+            actuation["velocity_limit"] = floats(self.controller.velocity_limit[:k])
+        out["actuation"] = actuation
+        out["action"].update(
+            scale=floats(self.action_scale),
+            offset=floats(r.default_joints),
+            target="offset + scale * clip(action)",
+        )
+        out["commands"] = {
+            "names": ["lin_vel_x", "lin_vel_y", "ang_vel_z"],
+            "frame": "heading",
+            "ranges": [list(rng) for rng in self.command_range],
+            "resample_time": c.resample_time,
+        }
+        out["episode"] = {
+            "length": c.episode_length,
+            "min_base_height": self._min_z,
+            "max_tilt": c.max_tilt,
+            "success_error": c.success_error,
+            "termination_bodies": list(desc.termination_bodies) if self._contacts else [],
+            "contact_threshold": c.contact_threshold,
+            "terrain": c.terrain is not None,
+        }
+        return out
+
+
+#: each observation term's units and meaning, as :meth:`VelocityTask.policy_io` records them
+TERM_DOCS = {
+    "base_lin_vel": ("m/s", "imu", "linear velocity of the base body's frame origin, in the IMU frame"),
+    "base_ang_vel": ("rad/s", "imu", "angular velocity of the base, in the IMU frame (a gyroscope's reading)"),
+    "projected_gravity": ("1", "imu", "unit vector of gravity (world -z) in the IMU frame"),
+    "command": ("m/s, m/s, rad/s", "heading", "commanded forward and lateral velocity, and yaw rate"),
+    "joint_pos": ("rad", "joints", "joint angle less its default angle, in joints.names order"),
+    "joint_vel": ("rad/s", "joints", "joint velocity, in joints.names order"),
+    "last_action": ("1", "joints", "the previous policy step's action after clipping (0 at an episode's start)"),
+    "height_scan": (
+        "m",
+        "heading",
+        "base height above the ground under each scan point, less the base's default height, clipped to +-1",
+    ),
+}
+
 
 def default_command_range(height: float) -> tuple:
     """The command ranges of a robot whose base stands ``height`` m high: forward up to
