@@ -369,14 +369,29 @@ def train_command(
 @with_picture_flags
 def eval_command(
     checkpoint: list[str] = typer.Option(
-        ...,
+        [],
         "--checkpoint",
         "-c",
         metavar="CKPT.pt",
         help="A checkpoint written by `simbackend train`; repeatable: several print one table.",
     ),
+    policy: str | None = typer.Option(
+        None,
+        "--policy",
+        metavar="POLICY.onnx",
+        help="An exported ONNX policy with its metadata (`simbackend export`, or another framework's: docs/deploy.md)"
+        " instead of --checkpoint; refused in one line naming the metadata field that does not fit the robot.",
+    ),
+    robot: str | None = typer.Option(
+        None, "--robot", metavar="ROBOT", help="With --policy: the robot (default: the policy metadata's)."
+    ),
     task: str | None = typer.Option(
-        None, "--task", "-t", metavar="TASK", help="The checkpoint's task (a check; default: read from the checkpoint)."
+        None,
+        "--task",
+        "-t",
+        metavar="TASK",
+        help="The checkpoint's task (a check; default: read from the checkpoint); with --policy, the task to run it on"
+        " (default: the metadata's).",
     ),
     sim: str | None = typer.Option(
         None,
@@ -439,6 +454,13 @@ def eval_command(
     unreadable checkpoint, a --task other than the checkpoint's, malformed --seeds, a bad --video path).
     """
     seed_list = _parse_seeds(seeds)
+    if (policy is None) == (not checkpoint):
+        raise fail("--checkpoint: give --checkpoint or --policy (one of them)", code=2)
+    if robot is not None and policy is None:
+        raise fail("--robot: the robot of an exported policy (--policy); a checkpoint names its own", code=2)
+    if policy is not None:
+        _eval_policy(policy, task, robot, sim, num_envs, seed_list, episodes, as_json, video, overwrite, build)
+        return
     sweep = ray or len(checkpoint) > 1
     _check_video_length(video, video_seconds, video_episodes)
     if video is not None:
@@ -490,6 +512,108 @@ def eval_command(
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
         return
     _print_evaluation(result, _settings_text(ckpt.task, ckpt.task_config))
+
+
+def _eval_policy(
+    path: str,
+    task: str | None,
+    robot: str | None,
+    sim: str | None,
+    num_envs: int | None,
+    seeds: tuple[int, ...],
+    episodes: int | None,
+    as_json: bool,
+    video: str | None,
+    overwrite: bool,
+    build: BuildFlags,
+) -> None:
+    """``simbackend eval --policy``: an exported policy on engine ``sim`` (default MuJoCo)."""
+    from simbackend.errors import SimBackendError
+    from simbackend.training import evaluate
+    from simbackend.training.exported import load_policy
+
+    if not Path(path).is_file():
+        raise fail(f"--policy: no such file {path}", code=2)
+    if video is not None:
+        check_output(video, "--video", (".mp4",), overwrite)
+    try:
+        exported = load_policy(path, task=task, robot=robot)
+    except SimBackendError as e:
+        raise fail(f"--policy: {path}: {str(e).removeprefix('policy: ')}", code=2) from None
+    sim = sim or "mujoco"
+    check_options_for(sim, build)
+    with staged_outputs(video) as (video_tmp,):
+        try:
+            result = evaluate(
+                exported,
+                sim,
+                num_envs=num_envs,
+                seeds=seeds,
+                episodes_per_seed=episodes,
+                video=video_tmp,
+                device=build.device,
+                backend_options=build.options,
+            )
+        except SimBackendError as e:
+            text = str(e)
+            if text.startswith("policy metadata"):
+                raise fail(f"--policy: {path}: {text}", code=2) from None
+            raise fail(f"evaluating {path} on {sim!r} failed: {text}") from None
+        except (ValueError, TypeError, RuntimeError) as e:
+            raise fail(f"evaluating {path} on {sim!r} failed: {e}") from None
+    if result.video is not None:
+        result = dataclasses.replace(result, video=video)
+    if as_json:
+        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+        return
+    _print_evaluation(result, _settings_text(exported.task, exported.task_config))
+
+
+@app.command("export")
+def export_command(
+    checkpoint: str = typer.Argument(..., metavar="CKPT.pt", help="A checkpoint written by `simbackend train`."),
+    out: str = typer.Option(..., "--out", "-o", metavar="POLICY.onnx", help="The ONNX file to write."),
+    torchscript: bool = typer.Option(False, "--torchscript", help="Also write the network as TorchScript (.pt)."),
+    scene: bool = typer.Option(
+        True, "--scene/--no-scene", help="Copy the robot's scene beside it (POLICY_scene/), for examples/deploy/."
+    ),
+    overwrite: bool = overwrite_option(),
+) -> None:
+    """Export a checkpoint's policy as ONNX with its I/O contract, for a robot's controller.
+
+    Writes POLICY.onnx (the actor with its observation normaliser folded in: raw observations in, actions out;
+    opset 18, onnxruntime on a CPU), POLICY.json (the metadata, also inside the ONNX file: joints in order, default
+    pose, actuation and gains, action scale and clip, control period, every observation term with its slice, frame,
+    units and scale, commands, episode limits, quaternion convention, version and the checkpoint's sha256) and
+    POLICY_scene/ (the robot's scene). examples/deploy/run_policy.py runs it with mujoco, onnxruntime and numpy
+    alone; `simbackend eval --policy POLICY.onnx --sim NAME` runs it on any engine. Fields: docs/deploy.md.
+    """
+    if not Path(checkpoint).is_file():
+        raise fail(f"CHECKPOINT: no such file {checkpoint}", code=2)
+    check_output(out, "--out", (".onnx",), overwrite)
+    from simbackend.errors import SimBackendError
+    from simbackend.training.checkpoint import load_checkpoint
+    from simbackend.training.export import export_policy
+
+    try:
+        ckpt = load_checkpoint(checkpoint)
+    except SimBackendError as e:
+        raise fail(f"CHECKPOINT: {checkpoint}: {str(e).removeprefix('checkpoint: ')}", code=2) from None
+    try:
+        result = export_policy(ckpt, out, scene=scene, torchscript=torchscript, overwrite=overwrite)
+    except SimBackendError as e:
+        raise fail(f"--out: {str(e).removeprefix('out: ')}" if str(e).startswith("out:") else str(e), code=2) from None
+    meta = result.metadata
+    console.print(
+        Text(
+            f"{result.onnx}: {meta.get('robot', {}).get('name', ckpt.task)} policy, {meta['network']['input_size']}"
+            f" observations -> {meta['network']['output_size']} actions every {meta['control']['period']:g} s"
+        ),
+        soft_wrap=True,
+    )
+    for path in (result.json, result.scene, result.torchscript):
+        if path is not None:
+            console.print(Text(f"  {path}"), soft_wrap=True)
 
 
 def _check_video_length(video: str | None, seconds: float | None, episodes: int | None) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -22,6 +23,7 @@ from simbackend import checks
 from simbackend.errors import InvalidArgumentError
 
 from .checkpoint import Checkpoint, load_checkpoint
+from .exported import ActionScaleNeeded, ExportedPolicy, load_policy
 from .stats import Estimate, estimate, wilson
 
 __all__ = [
@@ -399,20 +401,21 @@ def _evaluate(
     video_seconds: float | None = None,
     video_episodes: int | None = None,
 ) -> EvalResult:
-    from simbackend.tasks import make_task
-
-    ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else load_checkpoint(checkpoint)
-    sim = ckpt.sim if sim is None else sim
+    ckpt = _source(checkpoint)
+    exported = isinstance(ckpt, ExportedPolicy)
+    sim = (ckpt.sim if not exported else "mujoco") if sim is None else sim
     seeds = tuple(seeds)
     if not seeds or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
         raise InvalidArgumentError(f"seeds: expected non-negative ints, got {list(seeds)!r}")
     if len(set(seeds)) != len(seeds):
         raise InvalidArgumentError(f"seeds: expected distinct seeds, got {list(seeds)!r}")
-    episodes = ckpt.train_config.eval_episodes if episodes_per_seed is None else episodes_per_seed
+    if episodes_per_seed is None:
+        episodes_per_seed = ckpt.eval_episodes if exported else ckpt.train_config.eval_episodes
+    episodes = episodes_per_seed
     episodes = checks.integer(episodes, "episodes_per_seed", minimum=1)
     n = episodes if num_envs is None else checks.integer(num_envs, "num_envs", minimum=1)
     config = _merged_config(ckpt, task_config_override)
-    policy = ckpt.policy()
+    policy = None if exported else ckpt.policy()
     length = video_length(video_seconds, video_episodes)
     if video is not None:
         from simbackend.playback.video import VideoWriter
@@ -427,14 +430,14 @@ def _evaluate(
     t0 = time.perf_counter()
     for j, seed in enumerate(seeds):
         t_seed = time.perf_counter()
-        task = make_task(ckpt.task, sim, n, config=config, seed=seed, device=device, **dict(backend_options or {}))
+        task, bound = _task_and_policy(ckpt, policy, sim, n, config, seed, device, backend_options)
         group_names = tuple(getattr(task, "group_names", ()))
         film = None
         try:
             delegated = tuple(sorted(task.backend.capabilities.delegated))
             if video is not None and j == 0:
                 film = _Film(task, *length, video_size, video_camera, video_dress)
-            r = run_episodes(task, policy, episodes, on_step=film)
+            r = run_episodes(task, bound, episodes, on_step=film)
         except BaseException:
             if film is not None:
                 film.close()
@@ -476,6 +479,44 @@ def _evaluate(
         trained_delegated=ckpt.delegated,
         success_by_group=group_success(per_seed),
     )
+
+
+def _source(checkpoint: Any) -> Checkpoint | ExportedPolicy:
+    """What ``evaluate`` runs: a loaded checkpoint or exported policy, or the one a path names (``.onnx``:
+    an exported policy, :func:`~simbackend.training.exported.load_policy`)."""
+    if isinstance(checkpoint, (Checkpoint, ExportedPolicy)):
+        return checkpoint
+    if isinstance(checkpoint, (str, os.PathLike)) and str(checkpoint).endswith(".onnx"):
+        return load_policy(checkpoint)
+    return load_checkpoint(checkpoint)
+
+
+def _task_and_policy(
+    source: Any, policy: Any, sim: str, n: int, config: dict, seed: int, device: Any, options: Any
+) -> tuple[Any, Callable[[torch.Tensor], torch.Tensor]]:
+    """The evaluation task of one seed and the policy that runs on it: a checkpoint's, or an exported policy
+    bound to the task (built again with a larger ``action_scale`` where the policy's targets reach further)."""
+    from simbackend.tasks import make_task
+
+    def build(cfg: dict) -> Any:
+        return make_task(source.task, sim, n, config=cfg, seed=seed, device=device, **dict(options or {}))
+
+    task = build(config)
+    if policy is not None:
+        return task, policy
+    try:
+        return task, source.bind(task)
+    except ActionScaleNeeded as e:
+        task.close()
+        task = build({**config, "action_scale": e.scale})
+    except BaseException:
+        task.close()
+        raise
+    try:
+        return task, source.bind(task)
+    except BaseException:
+        task.close()
+        raise
 
 
 def _group_counts(success: torch.Tensor, group: torch.Tensor, names: Sequence[str]) -> dict:

@@ -1,0 +1,359 @@
+"""Exported policies (ONNX with the metadata of :mod:`.export`) evaluated on any engine: ``eval --policy``.
+
+:func:`load_policy` reads an ONNX policy and its metadata (inside the file, or a JSON beside it) and checks
+the metadata's own consistency; :meth:`ExportedPolicy.bind` checks it against a task built on a robot and
+gives the callable the evaluation runs. A policy from another framework (mjlab, Isaac Lab) is evaluated
+the same way once its metadata is written (docs/deploy.md lists the fields); where its joint order, default
+pose, action scale or observation scales differ from the task's, the binding converts between them:
+
+* the policy's input is assembled from the task's observation terms in the metadata's order, each in the
+  policy's joint order, ``joint_pos`` relative to the policy's default pose, ``last_action`` in the policy's
+  own scale, each times its ``scale``;
+* the policy's action (clipped to its ``action.clip``) gives joint targets ``offset + scale * action``, which
+  become the task's normalised action ``(target - default) / task scale`` (the task is built with a larger
+  ``action_scale`` where the policy reaches further than the task's default would).
+
+What cannot be converted is refused in one line naming the field: another task kind, joint names or
+counts, control period, actuation kind or gains, an observation term the task does not make or makes in
+another size, a network whose input or output size is not the metadata's.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from simbackend._extras import require_extra
+from simbackend.errors import InvalidArgumentError, closest_names_hint
+
+from .export import FORMAT, METADATA_KEY
+
+__all__ = ["ExportedPolicy", "load_policy"]
+
+#: relative tolerance of the gains' check (the metadata's are decimal text of float32 values)
+GAIN_RTOL = 1e-4
+#: the largest action scale (rad) a foreign policy may make the task take
+MAX_TASK_SCALE = 10.0
+
+
+def _fail(field: str, message: str) -> InvalidArgumentError:
+    return InvalidArgumentError(f"policy metadata {field}: {message}")
+
+
+def _floats(meta: Mapping, key: str, n: int) -> np.ndarray:
+    """A list of ``n`` numbers at dotted ``key`` of ``meta`` (``None`` for an unknown value: NaN)."""
+    node: Any = meta
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            raise _fail(key, "missing")
+        node = node[part]
+    if not isinstance(node, (list, tuple)) or len(node) != n:
+        got = len(node) if isinstance(node, (list, tuple)) else type(node).__name__
+        raise _fail(key, f"expected {n} numbers (one per joint), got {got}")
+    try:
+        return np.array([math.nan if v is None else float(v) for v in node], dtype=np.float64)
+    except (TypeError, ValueError):
+        raise _fail(key, f"expected numbers, got {node!r}") from None
+
+
+def _section(meta: Mapping, key: str) -> Mapping:
+    node = meta.get(key)
+    if not isinstance(node, Mapping):
+        raise _fail(key, "missing (expected an object)")
+    return node
+
+
+class ExportedPolicy:
+    """An ONNX policy with its metadata (:func:`load_policy`); it evaluates like a checkpoint
+    (:func:`~simbackend.training.evaluate`): ``task``, ``task_config``, ``sim`` (the training engine),
+    ``iteration``, ``env_steps``, ``path``.
+
+    Attributes:
+        metadata: the metadata (docs/deploy.md).
+        session: the onnxruntime session (CPU, one thread).
+    """
+
+    def __init__(self, path: Path, metadata: dict, session: Any, task: str, task_config: dict):
+        self.path = path
+        self.metadata = metadata
+        self.session = session
+        self.task = task
+        self._task_config = task_config
+        prov: Mapping = metadata["provenance"] if isinstance(metadata.get("provenance"), Mapping) else {}
+        self.sim = str(prov.get("trained_on") or "unknown")
+        self.iteration = int(prov.get("iteration") or 0)
+        self.env_steps = int(prov.get("env_steps") or 0)
+        self.delegated: tuple[str, ...] = ()
+        self.names = list(metadata["joints"]["names"])
+        self.input_name = metadata["network"]["input"]
+
+    @property
+    def task_config(self) -> dict:
+        return dict(self._task_config)
+
+    @property
+    def eval_episodes(self) -> int:
+        """Episodes per seed when the evaluation is not told (the training default's)."""
+        return 32
+
+    def run(self, obs: np.ndarray) -> np.ndarray:
+        """The network on ``(n, input_size)`` float32 observations: ``(n, output_size)`` actions."""
+        return self.session.run(None, {self.input_name: np.ascontiguousarray(obs, dtype=np.float32)})[0]
+
+    def bind(self, task: Any) -> Callable[[torch.Tensor], torch.Tensor]:
+        """Check the metadata against ``task`` (refusals name the field) and give ``policy(flat obs) -> task
+        action``; raises :class:`ActionScaleNeeded` where the task must be built with a larger ``action_scale``."""
+        return _Binding(self, task)
+
+
+class ActionScaleNeeded(Exception):
+    """The task's action scale cannot reach the policy's targets: build it with ``action_scale`` ``scale``."""
+
+    def __init__(self, scale: float):
+        super().__init__(scale)
+        self.scale = scale
+
+
+class _Binding:
+    """An exported policy bound to a task: input assembly and action conversion (the module docstring)."""
+
+    def __init__(self, policy: ExportedPolicy, task: Any):
+        meta = policy.metadata
+        self.policy = policy
+        io = task.policy_io()
+        if meta.get("kind") != io["kind"]:
+            raise _fail("kind", f"{meta.get('kind')!r}, task {task.name!r} is {io['kind']!r}")
+        period = float(_section(meta, "control").get("period", math.nan))
+        if not math.isclose(period, task.control_dt, rel_tol=1e-9, abs_tol=1e-12):
+            raise _fail(
+                "control.period",
+                f"the policy runs every {period:g} s; task {task.name!r} every {task.control_dt:g} s (physics"
+                f" step {task.backend.physics_dt:g} s x decimation {task.config.decimation})",
+            )
+        self.identity = self._joints(meta, io) & self._actuation(meta, io) & self._terms(meta, io, task)
+        self._actions(meta, io, task)
+
+    # -- checks -------------------------------------------------------------------------------------
+    def _joints(self, meta: Mapping, io: Mapping) -> bool:
+        mine, theirs = list(self.policy.names), list(io["joints"]["names"])
+        if len(mine) != len(theirs):
+            raise _fail("joints.names", f"{len(mine)} joints; the robot's policy joints are {len(theirs)}: {theirs}")
+        missing = [n for n in mine if n not in theirs]
+        if missing:
+            raise _fail(
+                "joints.names",
+                f"the robot has no policy joint {missing[0]!r}{closest_names_hint(missing[0], theirs)}",
+            )
+        #: ``perm[i]``: the task's column of the policy's joint ``i``
+        self.perm = torch.tensor([theirs.index(n) for n in mine], dtype=torch.int64)
+        self.inverse = torch.argsort(self.perm)
+        return mine == theirs
+
+    def _actuation(self, meta: Mapping, io: Mapping) -> bool:
+        act, theirs = _section(meta, "actuation"), io["actuation"]
+        if act.get("kind") != theirs["kind"]:
+            raise _fail("actuation.kind", f"{act.get('kind')!r}; the robot's joints are driven by {theirs['kind']!r}")
+        k = len(self.policy.names)
+        perm = self.perm.numpy()
+        for key in ("kp", "kd"):
+            given = _floats(meta, f"actuation.{key}", k)
+            robot = np.asarray(theirs[key], dtype=np.float64)[perm]
+            bad = np.flatnonzero(~np.isclose(given, robot, rtol=GAIN_RTOL, atol=1e-9))
+            if bad.size:
+                i = int(bad[0])
+                raise _fail(
+                    f"actuation.{key}",
+                    f"joint {self.policy.names[i]!r} has {given[i]:g}, the robot's is {robot[i]:g}"
+                    " (a robot description with the policy's gains evaluates it)",
+                )
+        return True
+
+    def _terms(self, meta: Mapping, io: Mapping, task: Any) -> bool:
+        terms = meta.get("observations")
+        if not isinstance(terms, list) or not terms:
+            raise _fail("observations", "expected a list of terms")
+        dims = {t["name"]: t for t in io["observations"]}
+        self.terms = []
+        identity = True
+        for i, term in enumerate(terms):
+            name = term.get("name") if isinstance(term, Mapping) else None
+            if name not in dims:
+                raise _fail(
+                    f"observations[{i}].name",
+                    f"task {task.name!r} makes no term {name!r}{closest_names_hint(str(name), dims)}; it makes {list(dims)}",
+                )
+            size = int(term.get("size", -1))
+            if size != dims[name]["size"]:
+                raise _fail(f"observations[{i}].size", f"{size} for {name!r}; the task's is {dims[name]['size']}")
+            if name == "height_scan" and "points" in term:
+                mine, theirs = np.asarray(term["points"], dtype=np.float64), np.asarray(dims[name]["points"])
+                if mine.shape != theirs.shape or not np.allclose(mine, theirs, atol=1e-6):
+                    raise _fail(
+                        f"observations[{i}].points", "the scan's grid is not the task's (scan_size, scan_resolution)"
+                    )
+            scale = float(term.get("scale", 1.0))
+            if not math.isfinite(scale):
+                raise _fail(f"observations[{i}].scale", f"expected a finite number, got {term.get('scale')!r}")
+            start = dims[name]["start"]
+            self.terms.append((name, start, size, scale))
+            identity &= scale == 1.0
+        identity &= [t[0] for t in self.terms] == [t["name"] for t in io["observations"]]
+        return identity
+
+    def _actions(self, meta: Mapping, io: Mapping, task: Any) -> None:
+        k = len(self.policy.names)
+        perm = self.perm.numpy()
+        action = _section(meta, "action")
+        clip = action.get("clip")
+        if clip is not None and (not isinstance(clip, (list, tuple)) or len(clip) != 2 or not clip[0] < clip[1]):
+            raise _fail("action.clip", f"expected [low, high] with low < high, or null, got {clip!r}")
+        self.clip = None if clip is None else (float(clip[0]), float(clip[1]))
+        scale = _floats(meta, "action.scale", k)
+        offset = _floats(meta, "action.offset", k)
+        if not (np.isfinite(scale).all() and (scale > 0).all()):
+            raise _fail("action.scale", f"expected positive numbers, got {scale.tolist()}")
+        if not np.isfinite(offset).all():
+            raise _fail("action.offset", f"expected finite numbers, got {offset.tolist()}")
+        task_scale = np.asarray(io["action"]["scale"], dtype=np.float64)[perm]
+        task_default = np.asarray(io["action"]["offset"], dtype=np.float64)[perm]
+        same = np.allclose(scale, task_scale, rtol=1e-6, atol=0) and np.allclose(offset, task_default, atol=1e-6)
+        self.identity = bool(self.identity and same and self.clip == (-1.0, 1.0))
+        if self.identity:
+            return
+        lo, hi = np.asarray(io["joints"]["low"], dtype=float)[perm], np.asarray(io["joints"]["high"], dtype=float)[perm]
+        if self.clip is not None:  # the targets the policy can ask for
+            t_lo, t_hi = offset + scale * self.clip[0], offset + scale * self.clip[1]
+        else:  # unclipped: any target within the joint's range
+            t_lo, t_hi = np.where(np.isfinite(lo), lo, offset - scale), np.where(np.isfinite(hi), hi, offset + scale)
+        reach = np.maximum(task_default - t_lo, t_hi - task_default)
+        if (reach > task_scale * (1 + 1e-6)).any():
+            needed = float(np.max(reach))
+            if needed > MAX_TASK_SCALE or not hasattr(task.config, "action_scale"):
+                raise _fail(
+                    "action.scale", f"the policy's targets reach {needed:.3g} rad from the robot's default pose"
+                )
+            raise ActionScaleNeeded(needed)
+        dev = task.device
+        self._scale = torch.as_tensor(scale, dtype=torch.float32, device=dev)
+        self._offset = torch.as_tensor(offset, dtype=torch.float32, device=dev)
+        self._task_scale = torch.as_tensor(task_scale, dtype=torch.float32, device=dev)
+        self._task_default = torch.as_tensor(task_default, dtype=torch.float32, device=dev)
+
+    # -- the policy on the task's observations -------------------------------------------------------
+    def _input(self, flat: torch.Tensor) -> torch.Tensor:
+        perm = self.perm.to(flat.device)
+        parts = []
+        for name, start, size, scale in self.terms:
+            v = flat[:, start : start + size]
+            if name in ("joint_pos", "joint_vel", "last_action"):
+                v = v[:, perm]
+            if name == "joint_pos":  # relative to the policy's default pose
+                v = v + self._task_default - self._offset
+            elif name == "last_action":  # the task's action as the policy's
+                v = (self._task_default + self._task_scale * v - self._offset) / self._scale
+            parts.append(v * scale if scale != 1.0 else v)
+        return torch.cat(parts, dim=1)
+
+    def __call__(self, flat: torch.Tensor) -> torch.Tensor:
+        x = flat if self.identity else self._input(flat)
+        out = torch.from_numpy(self.policy.run(x.detach().cpu().numpy())).to(flat.device)
+        if self.identity:
+            return out
+        if self.clip is not None:
+            out = out.clamp(*self.clip)
+        target = self._offset + self._scale * out
+        return ((target - self._task_default) / self._task_scale)[:, self.inverse.to(flat.device)]
+
+
+def _check_network(meta: Mapping, session: Any) -> None:
+    net = _section(meta, "network")
+    inputs, outputs = session.get_inputs(), session.get_outputs()
+    names = [i.name for i in inputs]
+    if net.get("input") not in names or len(inputs) != 1:
+        raise _fail("network.input", f"{net.get('input')!r}; the ONNX graph takes {names} (one input expected)")
+    for key, node in (("input_size", inputs[0]), ("output_size", outputs[0])):
+        size = node.shape[-1] if node.shape else None
+        if not isinstance(size, int) or size != net.get(key):
+            raise _fail(f"network.{key}", f"{net.get(key)!r}; the ONNX graph's {node.name!r} has shape {node.shape}")
+    terms = meta.get("observations")
+    if not isinstance(terms, list) or not all(isinstance(t, Mapping) for t in terms):
+        raise _fail("observations", "expected a list of terms")
+    start = 0
+    for i, t in enumerate(terms):
+        if not isinstance(t.get("size"), int) or t["size"] < 1:
+            raise _fail(f"observations[{i}].size", f"expected a positive integer, got {t.get('size')!r}")
+        if t.get("start", start) != start:
+            raise _fail(f"observations[{i}].start", f"{t.get('start')!r}; the terms before it end at {start}")
+        start += t["size"]
+    if start != net["input_size"]:
+        raise _fail("observations", f"the terms give {start} values; the network takes {net['input_size']}")
+    joints = _section(meta, "joints").get("names")
+    if not isinstance(joints, list) or not all(isinstance(n, str) for n in joints) or len(set(joints)) != len(joints):
+        raise _fail("joints.names", "expected a list of distinct joint names")
+    if len(joints) != net["output_size"]:
+        raise _fail("joints.names", f"{len(joints)} joints; the network gives {net['output_size']} actions")
+
+
+def load_policy(path: Any, *, task: str | None = None, robot: str | None = None) -> ExportedPolicy:
+    """Read an exported ONNX policy and its metadata (the JSON beside it, ``policy.json`` for ``policy.onnx``,
+    wins over the copy inside the file).
+
+    Args:
+        path: the ``.onnx`` file.
+        task: the task to evaluate it on (default: the metadata's ``task.name``, else ``"velocity"`` for a
+            ``kind: velocity`` policy).
+        robot: the robot of a velocity policy (default: the metadata's ``task.config.robot``, else
+            ``robot.name``).
+
+    Raises:
+        InvalidArgumentError: no such file, not an ONNX model, metadata missing or inconsistent (one line
+            naming the field).
+    """
+    require_extra("onnxruntime", purpose="running an exported policy")
+    import onnxruntime as ort
+
+    if not isinstance(path, (str, os.PathLike)) or not Path(path).is_file():
+        raise InvalidArgumentError(f"policy: no such file {path!r}")
+    p = Path(path)
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.log_severity_level = 3
+    try:
+        session = ort.InferenceSession(str(p), opts, providers=["CPUExecutionProvider"])
+    except Exception as e:
+        raise InvalidArgumentError(
+            f"policy: {str(p)!r} is not an ONNX model onnxruntime runs ({type(e).__name__})"
+        ) from e
+    beside = p.with_suffix(".json")
+    text = beside.read_text() if beside.is_file() else session.get_modelmeta().custom_metadata_map.get(METADATA_KEY)
+    if text is None:
+        raise InvalidArgumentError(
+            f"policy: {str(p)!r} has no metadata (no {beside.name} beside it, no {METADATA_KEY!r} entry inside);"
+            " docs/deploy.md lists the fields"
+        )
+    try:
+        meta = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InvalidArgumentError(f"policy: its metadata is not JSON ({e.msg} at line {e.lineno})") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise _fail("format", f"expected {FORMAT!r}, got {meta.get('format') if isinstance(meta, dict) else meta!r}")
+    _check_network(meta, session)
+    given: Mapping = meta["task"] if isinstance(meta.get("task"), Mapping) else {}
+    name = task or given.get("name") or ("velocity" if meta.get("kind") == "velocity" else None)
+    if name is None:
+        raise _fail("task.name", "missing; give the task to evaluate on (--task)")
+    config = dict(given.get("config") or {}) if given.get("name", name) == name else {}
+    robot = robot or config.get("robot") or (meta.get("robot") or {}).get("name")
+    if robot is not None:
+        config["robot"] = robot
+    decimation = _section(meta, "control").get("decimation")
+    if "decimation" not in config and isinstance(decimation, int) and decimation > 0:
+        config["decimation"] = decimation
+    return ExportedPolicy(p, meta, session, name, config)
