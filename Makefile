@@ -71,8 +71,8 @@ demo: $(if $(filter motrix,$(SIM)),$(STAMP),$(DEMO_STAMP))
 
 # ruff (lint + format) and mypy (its files are listed in pyproject.toml), then the tests and the suite
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks plugins
-	$(BIN)/ruff format --check src tests benchmarks plugins
+	$(BIN)/ruff check src tests benchmarks plugins examples
+	$(BIN)/ruff format --check src tests benchmarks plugins examples
 	$(BIN)/mypy
 
 test: lint

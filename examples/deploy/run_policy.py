@@ -1,0 +1,482 @@
+#!/usr/bin/env python3
+"""Run an exported velocity policy in MuJoCo with nothing but ``mujoco``, ``onnxruntime`` and ``numpy``.
+
+This is the reference control loop a team ports to its robot's runtime: it does not import simbackend.
+Everything it knows about the policy comes from the policy's metadata (the JSON beside the ONNX file, or
+the same JSON inside it); docs/deploy.md describes every field.
+
+Each control period (``control.period``) it
+
+1. builds the observation from raw MuJoCo data, as a robot's controller would from its sensors: the IMU
+   frame's orientation (``base_lin_vel``, ``base_ang_vel``, ``projected_gravity``), the joint encoders
+   (``joint_pos`` less the default pose, ``joint_vel``, in the policy's joint order), the velocity command
+   and the previous action, each term at its slice and scaled by its ``scale``;
+2. runs the ONNX policy (its observation normaliser is inside), clips the action to ``action.clip`` and
+   turns it into joint targets ``offset + scale * action``;
+3. drives the joints ``control.decimation`` physics steps: position servos configured with the metadata's
+   gains and effort limits (``actuation.kind = "servo"``), or a PD law at the physics rate on torque motors
+   (``"pd"``, with the DC motor's torque-speed limits where given).
+
+It also judges each episode as the training task did (``episode``): a fall (base below
+``min_base_height``, tilted beyond ``max_tilt``, or a ``termination_bodies`` body touching something) ends
+it; reaching ``length`` steps with a mean planar velocity error of at most ``success_error`` m/s is a
+success.
+
+Commands come from a scripted sequence (``--commands FILE.json``: ``[[t, vx, vy, wz], ...]``, each from
+time ``t`` in seconds), a constant (``--command vx vy wz``) or, where a display exists, the keyboard
+(``--viewer``: arrow keys change the forward velocity and the yaw rate, ``,`` and ``.`` the lateral
+velocity, space stops).
+
+    python run_policy.py policy.onnx --commands commands.json --episodes 4
+    python run_policy.py policy.onnx --viewer            # on a desktop: the keyboard drives the robot
+
+Height scans (a policy trained on rough terrain) need the robot's own elevation map: this loop refuses
+such a policy, naming the term.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import mujoco
+import numpy as np
+import onnxruntime as ort
+
+#: the metadata format this loop reads, and its key inside the ONNX file
+FORMAT = "simbackend.policy/1"
+METADATA_KEY = "simbackend.policy"
+#: the observation terms this loop builds
+TERMS = ("base_lin_vel", "base_ang_vel", "projected_gravity", "command", "joint_pos", "joint_vel", "last_action")
+
+
+class MetadataError(ValueError):
+    """The policy's metadata is missing or does not fit the scene; the message names the field."""
+
+
+def load_metadata(policy_path: str | os.PathLike, json_path: str | os.PathLike | None = None) -> dict:
+    """The policy's metadata: ``json_path``, else the JSON beside the ONNX file, else the copy inside it."""
+    policy_path = Path(policy_path)
+    candidates = [Path(json_path)] if json_path is not None else [policy_path.with_suffix(".json")]
+    for path in candidates:
+        if path.is_file():
+            meta = json.loads(path.read_text())
+            break
+    else:
+        if json_path is not None:
+            raise MetadataError(f"metadata: no such file {str(json_path)!r}")
+        session = ort.InferenceSession(str(policy_path), providers=["CPUExecutionProvider"])
+        text = session.get_modelmeta().custom_metadata_map.get(METADATA_KEY)
+        if text is None:
+            raise MetadataError(f"metadata: {str(policy_path)!r} has no {METADATA_KEY!r} entry and no JSON beside it")
+        meta = json.loads(text)
+    if meta.get("format") != FORMAT:
+        raise MetadataError(f"format: expected {FORMAT!r}, got {meta.get('format')!r}")
+    if meta.get("kind") != "velocity":
+        raise MetadataError(f"kind: this loop runs velocity policies, got {meta.get('kind')!r}")
+    if meta.get("quaternion", "wxyz") != "wxyz":
+        raise MetadataError(f"quaternion: this loop reads MuJoCo's wxyz quaternions, got {meta.get('quaternion')!r}")
+    return meta
+
+
+class OnnxPolicy:
+    """The exported network: ``(D,)`` float32 observation in, ``(k,)`` action out (before clipping)."""
+
+    def __init__(self, path: str | os.PathLike, meta: dict):
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = 1  # one observation at a time: threads cost more than they give
+        self.session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        self.input = meta["network"]["input"]
+        size = int(self.session.get_inputs()[0].shape[1])
+        if size != int(meta["network"]["input_size"]):
+            raise MetadataError(f"network.input_size: {meta['network']['input_size']}, the ONNX input takes {size}")
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        return self.session.run(None, {self.input: obs[None].astype(np.float32)})[0][0]
+
+
+def _quat_to_mat(q: np.ndarray) -> np.ndarray:
+    m = np.zeros(9)
+    mujoco.mju_quat2Mat(m, q / np.linalg.norm(q))
+    return m.reshape(3, 3)
+
+
+@dataclass
+class Episode:
+    """What the judge saw: steps played, whether and why it ended, the velocity error so far."""
+
+    steps: int = 0
+    fell: bool = False
+    reason: str = ""
+    error_sum: float = 0.0
+    done: bool = False
+    success: bool = False
+    log: dict = field(default_factory=lambda: {"obs": [], "action": [], "command": []})
+
+
+class VelocityController:
+    """The policy's boundary on a MuJoCo model: observations in, actuator commands out (the part to port).
+
+    Args:
+        model: the robot's scene (``robot.scene`` of the metadata); its actuators are configured from the
+            metadata's ``actuation`` (gains and effort limits), as a robot's motor drivers would be.
+        meta: the policy's metadata.
+    """
+
+    def __init__(self, model: mujoco.MjModel, meta: dict):
+        self.model, self.meta = model, meta
+        joints, act, action = meta["joints"], meta["actuation"], meta["action"]
+        names = list(joints["names"])
+        k = len(names)
+        for key, values in (
+            ("joints.default", joints["default"]),
+            ("action.scale", action["scale"]),
+            ("action.offset", action["offset"]),
+            ("actuation.kp", act["kp"]),
+            ("actuation.kd", act["kd"]),
+            ("actuation.actuators", act["actuators"]),
+        ):
+            if len(values) != k:
+                raise MetadataError(f"{key}: {len(values)} values for {k} joints")
+        if int(action["size"]) != k or int(meta["network"]["output_size"]) != k:
+            raise MetadataError(f"action.size: {action['size']} for {k} joints")
+        self.base = self.id_of(mujoco.mjtObj.mjOBJ_BODY, meta["base"]["body"], "base.body")
+        jnt = int(model.body_jntadr[self.base])
+        if jnt < 0 or model.jnt_type[jnt] != mujoco.mjtJoint.mjJNT_FREE:
+            raise MetadataError(f"base.body: {meta['base']['body']!r} has no free joint in the scene")
+        self.base_q, self.base_v = int(model.jnt_qposadr[jnt]), int(model.jnt_dofadr[jnt])
+        imu = meta["base"].get("imu_site")
+        self.imu = None if imu is None else self.id_of(mujoco.mjtObj.mjOBJ_SITE, imu, "base.imu_site")
+        ids = [self.id_of(mujoco.mjtObj.mjOBJ_JOINT, n, "joints.names") for n in names]
+        self.qadr = np.array([model.jnt_qposadr[j] for j in ids])
+        self.vadr = np.array([model.jnt_dofadr[j] for j in ids])
+        self.acts = np.array(
+            [self.id_of(mujoco.mjtObj.mjOBJ_ACTUATOR, n, "actuation.actuators") for n in act["actuators"]]
+        )
+        held = joints.get("held", {"names": [], "targets": []})
+        self.held_acts = np.array([self._held_actuator(n) for n in held["names"]], dtype=np.int64)
+        self.held_targets = np.asarray(held["targets"], dtype=np.float64)
+        self.default = np.asarray(joints["default"], dtype=np.float64)
+        self.scale = np.asarray(action["scale"], dtype=np.float64)
+        self.offset = np.asarray(action["offset"], dtype=np.float64)
+        clip = action.get("clip")
+        self.clip = None if clip is None else (float(clip[0]), float(clip[1]))
+        self.kind = act["kind"]
+        self.kp = np.asarray(act["kp"], dtype=np.float64)
+        self.kd = np.asarray(act["kd"], dtype=np.float64)
+        effort = act.get("effort_limit") or [None] * k
+        self.effort = np.array([np.inf if e is None else e for e in effort], dtype=np.float64)
+        self._configure_actuators()
+        self.terms = self._check_terms(meta["observations"], int(meta["network"]["input_size"]))
+        self.decimation = int(meta["control"]["decimation"])
+        period, dt = float(meta["control"]["period"]), float(meta["control"]["physics_dt"])
+        if abs(dt * self.decimation - period) > 1e-9:
+            raise MetadataError(f"control.period: {period} s is not {self.decimation} x physics_dt {dt} s")
+        if abs(model.opt.timestep - dt) > 1e-12:
+            raise MetadataError(f"control.physics_dt: {dt} s, the scene's timestep is {model.opt.timestep} s")
+        self.period = period
+        self.last_action = np.zeros(k)
+        self.targets = self.offset.copy()
+
+    def id_of(self, kind: mujoco.mjtObj, name: str, key: str) -> int:
+        i = mujoco.mj_name2id(self.model, kind, name)
+        if i < 0:
+            raise MetadataError(f"{key}: the scene has no {kind.name[6:].lower()} {name!r}")
+        return int(i)
+
+    def _held_actuator(self, joint: str) -> int:
+        j = self.id_of(mujoco.mjtObj.mjOBJ_JOINT, joint, "joints.held.names")
+        found = np.flatnonzero((self.model.actuator_trnid[:, 0] == j) & (self.model.actuator_trntype == 0))
+        if not found.size:
+            raise MetadataError(f"joints.held.names: joint {joint!r} has no actuator in the scene")
+        return int(found[0])
+
+    def _configure_actuators(self) -> None:
+        """Servo gains and effort limits from the metadata, as a motor driver is configured (``"servo"``);
+        ``"pd"``: the motors stay torque motors and :meth:`ctrl` computes the PD law."""
+        m = self.model
+        if self.kind == "servo":
+            for i, a in enumerate(self.acts):
+                m.actuator_gainprm[a, 0] = self.kp[i]
+                m.actuator_biasprm[a, 1] = -self.kp[i]
+                m.actuator_biasprm[a, 2] = -self.kd[i]
+                if np.isfinite(self.effort[i]):
+                    m.actuator_forcelimited[a] = 1
+                    m.actuator_forcerange[a] = (-self.effort[i], self.effort[i])
+        elif self.kind == "pd":
+            act = self.meta["actuation"]
+            sat = act.get("saturation_effort") or [None] * len(self.acts)
+            vmax = act.get("velocity_limit") or [None] * len(self.acts)
+            self.saturation = np.array([np.inf if s is None else s for s in sat], dtype=np.float64)
+            self.vmax = np.array([np.inf if v is None else v for v in vmax], dtype=np.float64)
+            self.torque_per_ctrl = m.actuator_gear[self.acts, 0] * m.actuator_gainprm[self.acts, 0]
+        else:
+            raise MetadataError(f"actuation.kind: expected 'servo' or 'pd', got {self.kind!r}")
+
+    @staticmethod
+    def _check_terms(terms: list, size: int) -> list:
+        start = 0
+        for i, term in enumerate(terms):
+            if term["name"] not in TERMS:
+                if term["name"] == "height_scan":
+                    raise MetadataError(
+                        f"observations[{i}].name: 'height_scan' needs the robot's elevation map; this loop has none"
+                    )
+                raise MetadataError(f"observations[{i}].name: unknown term {term['name']!r}; known: {list(TERMS)}")
+            if int(term["start"]) != start:
+                raise MetadataError(f"observations[{i}].start: {term['start']}, expected {start}")
+            start += int(term["size"])
+        if start != size:
+            raise MetadataError(f"observations: the terms give {start} values, network.input_size is {size}")
+        return terms
+
+    # -- sensors ------------------------------------------------------------------------------------
+    def frames(self, data: mujoco.MjData) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(lin, ang, gravity, R_base)``: the base's velocities and gravity in the IMU frame, and the base's
+        rotation matrix (world from base)."""
+        q = data.qpos[self.base_q + 3 : self.base_q + 7]
+        r_base = _quat_to_mat(np.array(q))
+        r_imu = r_base if self.imu is None else data.site_xmat[self.imu].reshape(3, 3)
+        lin_w = data.qvel[self.base_v : self.base_v + 3]
+        ang_w = r_base @ data.qvel[self.base_v + 3 : self.base_v + 6]  # a free joint's angular velocity: body frame
+        return r_imu.T @ lin_w, r_imu.T @ ang_w, r_imu.T @ np.array([0.0, 0.0, -1.0]), r_base
+
+    def observe(self, data: mujoco.MjData, command: np.ndarray) -> np.ndarray:
+        """The policy's input at the current state (``mj_kinematics`` must have run on it)."""
+        lin, ang, grav, _ = self.frames(data)
+        values = {
+            "base_lin_vel": lin,
+            "base_ang_vel": ang,
+            "projected_gravity": grav,
+            "command": np.asarray(command, dtype=np.float64),
+            "joint_pos": data.qpos[self.qadr] - self.default,
+            "joint_vel": data.qvel[self.vadr],
+            "last_action": self.last_action,
+        }
+        parts = [np.asarray(values[t["name"]], dtype=np.float64) * float(t.get("scale", 1.0)) for t in self.terms]
+        return np.concatenate(parts).astype(np.float32)
+
+    # -- actuators ----------------------------------------------------------------------------------
+    def act(self, action: np.ndarray) -> np.ndarray:
+        """Clip the policy's action, keep it as the next ``last_action``, set the joint targets."""
+        a = np.asarray(action, dtype=np.float64)
+        if self.clip is not None:
+            a = np.clip(a, *self.clip)
+        self.last_action = a.astype(np.float32).astype(np.float64)
+        self.targets = self.offset + self.scale * self.last_action
+        return self.targets
+
+    def ctrl(self, data: mujoco.MjData) -> None:
+        """Write the actuators' ctrl for the next physics step (servo: the targets; pd: the PD torque)."""
+        m = self.model
+        if self.kind == "servo":
+            data.ctrl[self.acts] = m.actuator_gear[self.acts, 0] * self.targets
+        else:
+            q, qd = data.qpos[self.qadr], data.qvel[self.vadr]
+            torque = self.kp * (self.targets - q) - self.kd * qd
+            lost = np.where(np.isfinite(self.vmax), qd * self.saturation / self.vmax, 0.0)
+            torque = np.clip(torque, -self.saturation - lost, self.saturation - lost)
+            ctrl = torque / self.torque_per_ctrl
+            lo, hi = m.actuator_ctrlrange[self.acts].T
+            limited = m.actuator_ctrllimited[self.acts].astype(bool)
+            data.ctrl[self.acts] = np.where(limited, np.clip(ctrl, lo, hi), ctrl)
+        if self.held_acts.size:
+            data.ctrl[self.held_acts] = m.actuator_gear[self.held_acts, 0] * self.held_targets
+
+    def reset(self) -> None:
+        self.last_action = np.zeros_like(self.last_action)
+        self.targets = self.offset.copy()
+
+
+class Judge:
+    """The training task's episode rules (``episode`` of the metadata)."""
+
+    def __init__(self, model: mujoco.MjModel, meta: dict, controller: VelocityController):
+        ep = meta["episode"]
+        self.model, self.c = model, controller
+        self.length = int(ep["length"])
+        self.min_height = float(ep["min_base_height"])
+        self.cos_tilt = math.cos(float(ep["max_tilt"]))
+        self.success_error = float(ep["success_error"])
+        self.threshold = float(ep["contact_threshold"])
+        body = mujoco.mjtObj.mjOBJ_BODY
+        self.bodies = {controller.id_of(body, n, "episode.termination_bodies") for n in ep["termination_bodies"]}
+
+    def touching(self, data: mujoco.MjData) -> bool:
+        """Whether a termination body's net contact force exceeds the threshold (the last physics step's)."""
+        force = {b: np.zeros(3) for b in self.bodies}
+        f6 = np.zeros(6)
+        for i in range(data.ncon):
+            con = data.contact[i]
+            b1, b2 = int(self.model.geom_bodyid[con.geom1]), int(self.model.geom_bodyid[con.geom2])
+            if b1 not in force and b2 not in force:
+                continue
+            mujoco.mj_contactForce(self.model, data, i, f6)
+            world = con.frame.reshape(3, 3).T @ f6[:3]  # the force of geom1 on geom2, world frame
+            if b1 in force:
+                force[b1] -= world
+            if b2 in force:
+                force[b2] += world
+        return any(float(f @ f) > self.threshold**2 for f in force.values())
+
+    def after_step(self, data: mujoco.MjData, episode: Episode, command: np.ndarray) -> None:
+        """Count one policy step: the velocity error against ``command`` (the one now in force), a fall."""
+        lin, _, _, r_base = self.c.frames(data)
+        episode.steps += 1
+        episode.error_sum += float(np.linalg.norm(lin[:2] - np.asarray(command)[:2]))
+        z = float(data.qpos[self.c.base_q + 2])
+        fell = z < self.min_height or r_base[2, 2] < self.cos_tilt
+        if not fell and self.bodies and self.touching(data):
+            fell, episode.reason = True, "a termination body touched something"
+        elif fell:
+            episode.reason = "base too low" if z < self.min_height else "base tilted too far"
+        episode.fell = fell
+        if fell or episode.steps >= self.length:
+            episode.done = True
+            episode.success = not fell and episode.error_sum / self.length <= self.success_error
+
+
+class Commands:
+    """A scripted command sequence: ``[[t, vx, vy, wz], ...]``, each entry from time ``t`` (s) on."""
+
+    def __init__(self, script: list):
+        rows = sorted((float(r[0]), np.array(r[1:4], dtype=np.float64)) for r in script)
+        if not rows or any(len(r) != 4 for r in script):
+            raise ValueError("commands: expected [[t, vx, vy, wz], ...]")
+        self.rows = rows
+
+    def __call__(self, t: float) -> np.ndarray:
+        current = self.rows[0][1]
+        for start, value in self.rows:
+            if start <= t + 1e-9:
+                current = value
+        return current
+
+
+class Runner:
+    """The whole loop on one MuJoCo model: reset, then control periods of observe, infer, drive, judge."""
+
+    def __init__(self, policy_path: str | os.PathLike, meta: dict | None = None, scene: str | None = None):
+        self.meta = meta if meta is not None else load_metadata(policy_path)
+        path = scene or Path(policy_path).parent / self.meta["robot"]["scene"]
+        self.model = mujoco.MjModel.from_xml_path(str(path))
+        self.data = mujoco.MjData(self.model)
+        self.controller = VelocityController(self.model, self.meta)
+        self.judge = Judge(self.model, self.meta, self.controller)
+        self.policy = OnnxPolicy(policy_path, self.meta)
+
+    def reset(self, qpos: np.ndarray | None = None, qvel: np.ndarray | None = None) -> None:
+        """Start an episode: ``qpos`` (default: ``base.default_qpos``), ``qvel`` (default: at rest)."""
+        mujoco.mj_resetData(self.model, self.data)
+        self.data.qpos[:] = self.meta["base"]["default_qpos"] if qpos is None else qpos
+        self.data.qvel[:] = 0.0 if qvel is None else qvel
+        mujoco.mj_forward(self.model, self.data)
+        self.controller.reset()
+
+    def run_episode(
+        self, commands: Commands, qpos: np.ndarray | None = None, steps: int | None = None, log: bool = False,
+        viewer: Any = None, keyboard: Keyboard | None = None,
+    ) -> Episode:  # fmt: skip
+        """Play one episode (at most ``steps`` policy steps) from ``qpos``; with ``log``, every step's
+        observation, action and command are kept in ``episode.log``."""
+        self.reset(qpos)
+        c, m, d = self.controller, self.model, self.data
+        episode = Episode()
+        limit = self.judge.length if steps is None else min(steps, self.judge.length)
+        t = 0.0
+        command = keyboard.command if keyboard is not None else commands(t)
+        obs = c.observe(d, command)
+        while not episode.done and episode.steps < limit:
+            start = time.perf_counter()
+            action = self.policy(obs)
+            if log:
+                episode.log["obs"].append(obs)
+                episode.log["action"].append(action)
+                episode.log["command"].append(np.array(command))
+            c.act(action)
+            for _ in range(c.decimation):
+                c.ctrl(d)
+                mujoco.mj_step(m, d)
+            mujoco.mj_kinematics(m, d)  # the sensors' frames at the state reached
+            t += c.period
+            command = keyboard.command if keyboard is not None else commands(t)
+            self.judge.after_step(d, episode, command)
+            obs = c.observe(d, command)
+            if viewer is not None:
+                viewer.sync()
+                time.sleep(max(0.0, c.period - (time.perf_counter() - start)))
+        return episode
+
+
+class Keyboard:
+    """Velocity commands from the viewer's keys, within the metadata's command ranges."""
+
+    STEP = (0.1, 0.05, 0.1)
+
+    def __init__(self, meta: dict):
+        self.ranges = np.array(meta["commands"]["ranges"], dtype=np.float64)
+        self.command = np.zeros(3)
+
+    def __call__(self, key: int) -> None:
+        glfw_keys = {265: (0, 1), 264: (0, -1), 263: (2, 1), 262: (2, -1), 44: (1, 1), 46: (1, -1)}
+        if key == 32:
+            self.command[:] = 0.0
+        elif key in glfw_keys:
+            axis, sign = glfw_keys[key]
+            self.command[axis] += sign * self.STEP[axis]
+        self.command = np.clip(self.command, self.ranges[:, 0], self.ranges[:, 1])
+        print(f"command: vx {self.command[0]:+.2f} m/s, vy {self.command[1]:+.2f} m/s, wz {self.command[2]:+.2f} rad/s")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("policy", help="the exported policy (.onnx)")
+    p.add_argument("--metadata", help="its metadata JSON (default: beside the ONNX file, else inside it)")
+    p.add_argument("--scene", help="the scene to load (default: the metadata's robot.scene, beside the policy)")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--commands", metavar="FILE.json", help="scripted commands [[t, vx, vy, wz], ...]")
+    src.add_argument("--command", nargs=3, type=float, metavar=("VX", "VY", "WZ"), help="a constant command")
+    src.add_argument("--viewer", action="store_true", help="MuJoCo's viewer, commands from the keyboard")
+    p.add_argument("--episodes", type=int, default=1, help="episodes to play (default 1)")
+    args = p.parse_args(argv)
+    try:
+        meta = load_metadata(args.policy, args.metadata)
+        runner = Runner(args.policy, meta, args.scene)
+    except (MetadataError, KeyError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.viewer:
+        if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+            print("error: --viewer: no display here; use --commands or --command", file=sys.stderr)
+            return 2
+        import mujoco.viewer
+
+        keys = Keyboard(meta)
+        with mujoco.viewer.launch_passive(runner.model, runner.data, key_callback=keys) as view:
+            while view.is_running():
+                runner.run_episode(Commands([[0.0, 0.0, 0.0, 0.0]]), viewer=view, keyboard=keys)
+        return 0
+    if args.commands:
+        commands = Commands(json.loads(Path(args.commands).read_text()))
+    else:
+        commands = Commands([[0.0, *(args.command or (0.5, 0.0, 0.0))]])
+    wins = 0
+    for i in range(args.episodes):
+        ep = runner.run_episode(commands)
+        wins += ep.success
+        mean_error = ep.error_sum / max(ep.steps, 1)
+        ended = f"fell at step {ep.steps} ({ep.reason})" if ep.fell else f"played {ep.steps} steps"
+        print(f"episode {i}: {ended}, mean velocity error {mean_error:.3f} m/s, success {ep.success}")
+    print(f"success {wins}/{args.episodes}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
