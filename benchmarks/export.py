@@ -26,6 +26,7 @@ figures; docs/deploy.md quotes them.
 from __future__ import annotations
 
 import argparse
+import datetime
 import importlib.util
 import json
 import sys
@@ -225,19 +226,12 @@ def main() -> int:
     ckpt = load_checkpoint(args.checkpoint)
     with tempfile.TemporaryDirectory() as tmp:
         exported = export_policy(ckpt, Path(tmp) / "policy.onnx", torchscript=True)
-        results = {
-            "machine": machine(
-                {"mujoco": package_version("mujoco")},
-                {"onnxruntime": package_version("onnxruntime"), "onnx": package_version("onnx")},
-            ),
-            "settings": settings.as_dict(),
-            "checkpoint": Path(args.checkpoint).name,
-            "inference": inference(settings, ckpt, exported, (1, 256)),
-            "loop": loop(settings, exported),
-            "agreement": agreement(ckpt, exported, 4 if args.quick else 16, 200),
-        }
-    ratio = results["inference"]["n1"]["ratio_onnx_vs_torch_actor"]
-    results["figures"] = [
+        infer = inference(settings, ckpt, exported, (1, 256))
+        sections = {f"inference_{n}": block for n, block in infer.items()}
+        sections["loop"] = loop(settings, exported)
+        sections["agreement"] = agreement(ckpt, exported, 4 if args.quick else 16, 200)
+    ratio = sections["inference_n1"]["ratio_onnx_vs_torch_actor"]
+    sections["inference_n1"]["figures"] = [
         figure(
             "ONNX / torch actor time per call, N = 1",
             ratio["median"],
@@ -248,20 +242,31 @@ def main() -> int:
             "onnxruntime on the exported file against the actor as the project's evaluation calls it",
         )
     ]
+    results = {
+        "script": "export.py",
+        "date": datetime.date.today().isoformat(),
+        "machine": machine(
+            {"mujoco": package_version("mujoco")},
+            {"onnxruntime": package_version("onnxruntime"), "onnx": package_version("onnx")},
+        ),
+        "settings": settings.as_dict(),
+        "checkpoint": Path(args.checkpoint).name,
+        "sections": sections,
+    }
     Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
-    for n, block in results["inference"].items():
+    for n, block in infer.items():
         us = {k: v["sec_per_call"] * 1e6 for k, v in block["variants"].items()}
         print(
             f"{n}: " + ", ".join(f"{k} {v:.1f} us" for k, v in us.items())
             + f"; ONNX / torch actor {block['ratio_onnx_vs_torch_actor']['median']:.2f}x,"
             f" ONNX / bare torch {block['ratio_onnx_vs_torch_bare']['median']:.2f}x"
         )  # fmt: skip
-    lp = results["loop"]
+    lp = sections["loop"]
     print(
         "loop: " + ", ".join(f"{k} {v['sec_per_call'] * 1e6:.1f} us" for k, v in lp["variants"].items())
         + f"; {lp['real_time_factor']:.0f}x real time"
     )  # fmt: skip
-    ag = results["agreement"]
+    ag = sections["agreement"]
     worst = max(r["obs_max_abs_diff"]["200"] for r in ag["per_env"])
     worst_a = max(r["action_max_abs_diff"]["200"] for r in ag["per_env"])
     wins = sum(r["loop"]["success"] for r in ag["per_env"])
