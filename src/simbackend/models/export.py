@@ -252,3 +252,59 @@ def _absolute_assets(spec: mujoco.MjSpec, folder: Path) -> dict[str, bytes]:
     spec.meshdir = ""
     spec.texturedir = ""
     return written
+
+
+#: the compiler attributes that move asset files; a portable copy resolves them and drops them
+_ASSET_DIRS = ("assetdir", "meshdir", "texturedir")
+
+
+def portable_copy(model_file: str | os.PathLike, folder: str | os.PathLike) -> Path:
+    """Copy an MJCF file and every file it references (meshes, height fields, textures, skins) into ``folder``,
+    as ``folder/model.xml`` and ``folder/assets/``, the references rewritten relative to it: a scene that loads
+    on another machine (an exported policy's, :mod:`simbackend.training.export`).
+
+    Raises:
+        ModelLoadError: a referenced file that does not exist, or a copy that does not compile to a model
+            with the same bodies, joints, actuators and sensors.
+    """
+    import shutil
+    import xml.etree.ElementTree as ET
+
+    mujoco = import_mujoco()
+    source, folder = Path(model_file), Path(folder)
+    tree = ET.parse(source)
+    root = tree.getroot()
+    dirs: dict[str, str] = {}
+    for compiler in root.iter("compiler"):
+        for key in _ASSET_DIRS:
+            if compiler.get(key) is not None:
+                dirs[key] = compiler.attrib.pop(key)
+    assets = folder / "assets"
+    taken: dict[Path, str] = {}
+    for element in root.iter():
+        ref = element.get("file")
+        if ref is None or element.tag == "include":
+            continue
+        sub = dirs.get("texturedir" if element.tag == "texture" else "meshdir", dirs.get("assetdir", ""))
+        path = Path(ref) if os.path.isabs(ref) else source.parent / sub / ref
+        if not path.is_file():
+            raise ModelLoadError(f"{source}: its {element.tag} file {ref!r} does not exist ({path})")
+        path = path.resolve()
+        if path not in taken:
+            name, k = path.name, 1
+            while name in taken.values():
+                name, k = f"{path.stem}_{k}{path.suffix}", k + 1
+            taken[path] = name
+            assets.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, assets / name)
+        element.set("file", f"assets/{taken[path]}")
+    out = folder / "model.xml"
+    tree.write(out, encoding="unicode")
+    try:
+        before, after = mujoco.MjModel.from_xml_path(str(source)), mujoco.MjModel.from_xml_path(str(out))
+    except Exception as e:
+        raise ModelLoadError(f"{source}: its portable copy does not compile: {one_line(e)}") from e
+    counts = ("nbody", "njnt", "nu", "nsensor", "ngeom", "nmesh", "nhfield")
+    if any(getattr(before, c) != getattr(after, c) for c in counts):
+        raise ModelLoadError(f"{source}: its portable copy compiles to another model")
+    return out

@@ -78,7 +78,7 @@ def sha256_file(path: Any) -> str:
 def _scene_hash(folder: Path) -> str:
     """``sha256`` over a scene folder's files (their relative paths and bytes, in sorted order)."""
     h = hashlib.sha256()
-    for f in sorted(p for p in folder.rglob("*") if p.is_file() and p.name != "scene.json"):
+    for f in sorted(p for p in folder.rglob("*") if p.is_file()):
         h.update(str(f.relative_to(folder)).encode() + b"\0" + bytes.fromhex(sha256_file(f)))
     return h.hexdigest()
 
@@ -202,13 +202,17 @@ def export_policy(
 
     with tempfile.TemporaryDirectory(dir=onnx_path.parent, prefix=f".{stem.name}-") as tmp_dir:
         tmp = Path(tmp_dir)
-        if scene_dir is not None:
-            src = Path(scene_file).parent
+        if scene_dir is not None:  # the scene's MJCF and every file it names, paths made relative
+            from simbackend.models import builtin_model_path, builtin_models
+            from simbackend.models.export import portable_copy
+
             staged = tmp / "scene"
-            shutil.copytree(src, staged, ignore=shutil.ignore_patterns("scene.json"))
+            staged.mkdir()
+            source = builtin_model_path(scene_file) if scene_file in builtin_models() else Path(scene_file)
+            written = portable_copy(source, staged)
             meta["robot"] = {
                 **meta.get("robot", {}),
-                "scene": f"{scene_dir.name}/{Path(scene_file).name}",
+                "scene": f"{scene_dir.name}/{written.name}",
                 "scene_sha256": _scene_hash(staged),
             }
         _onnx_model(actor, obs_size, tmp / "policy.onnx")
