@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -203,3 +204,76 @@ def test_loop_runs_without_simbackend(exported):
         capture_output=True, text=True, timeout=120, env=env,
     )  # fmt: skip
     assert viewer.returncode == 2 and "--viewer: no display" in viewer.stderr
+
+
+def _untrained_checkpoint(robot: str, path: Path) -> Path:
+    """A checkpoint of the velocity task on ``robot`` with a seeded, untrained actor (its normaliser given a
+    mean and spread of its own): the actuation paths the trained Go1 does not take."""
+    from simbackend.tasks import make_task
+    from simbackend.training import load_checkpoint
+    from simbackend.training.checkpoint import build_actor, save_checkpoint
+
+    go1 = load_checkpoint(CHECKPOINT)
+    config = {**go1.task_config, "robot": robot}
+    task = make_task("velocity", "mujoco", 1, config=config)
+    size, k = task.observation_size, task.action_dim
+    config = task.config.to_dict()
+    task.close()
+    torch.manual_seed(0)
+    actor = build_actor(go1.data["rsl_rl_cfg"], size, k)
+    state = actor.state_dict()
+    state["obs_normalizer._mean"] = torch.randn_like(state["obs_normalizer._mean"]) * 0.1
+    state["obs_normalizer._std"] = 0.5 + torch.rand_like(state["obs_normalizer._std"])
+    state["obs_normalizer._var"] = state["obs_normalizer._std"] ** 2
+    data = {key: go1.data[key] for key in ("train_config", "rsl_rl_cfg")}
+    data.update(task="velocity", task_config=config, sim="mujoco", observation_size=size, action_dim=k,
+                actor_state_dict=state)  # fmt: skip
+    return save_checkpoint(path, data)
+
+
+@pytest.mark.parametrize("robot", ["go1_dc", "g1", "quadruped"])
+def test_standalone_loop_drives_every_actuation(loop, robot, tmp_path):
+    """PD torque motors with DC-motor limits (go1_dc), servos with held joints and an IMU site off the base
+    (g1), PD on the toy quadruped at its own physics step: the loop follows the project for 30 steps."""
+    from simbackend.tasks import make_task
+    from simbackend.training import load_checkpoint
+    from simbackend.training.evaluation import torch_threads
+    from simbackend.training.export import export_policy
+
+    if robot == "go1_dc":  # weak motors, so that the DC curve clips the PD law within the first steps
+        from simbackend.robots import get_robot
+
+        weak = {**get_robot("go1_dc").to_dict(), "name": "go1_dc_weak", "saturation_effort": {"*": 4.0},
+                "velocity_limit": {"*": 8.0}}  # fmt: skip
+        weak.pop("base_dir", None)
+        robot = str(tmp_path / "go1_dc_weak.json")
+        Path(robot).write_text(json.dumps(weak))
+    ckpt = load_checkpoint(_untrained_checkpoint(robot, tmp_path / "ckpt.pt"))
+    exported = export_policy(ckpt, tmp_path / "policy.onnx")
+    policy = ckpt.policy()
+    steps = 30
+    with torch_threads(1):
+        task = make_task("velocity", "mujoco", 1, config=ckpt.task_config, seed=4)
+        start = task.backend.get_qpos()[0].double().numpy().copy()
+        commands = task._episode_commands[0].numpy().copy()
+        obs_p, act_p = [], []
+        obs = task.flatten(task.observe())
+        for _ in range(steps):
+            action = policy(obs)
+            obs_p.append(obs[0].numpy().copy())
+            act_p.append(action[0].numpy().copy())
+            step = task.step(action)
+            if bool(step.terminated[0] | step.truncated[0]):
+                break
+            obs = task.flatten(step.obs)
+        task.close()
+    runner = loop.Runner(exported.onnx)
+    assert runner.controller.kind == ("servo" if robot == "g1" else "pd")
+    if robot.endswith("go1_dc_weak.json"):
+        assert runner.controller.saturation.max() == 4.0 and runner.controller.vmax.max() == 8.0
+    episode = runner.run_episode(loop.Commands([[0.0, *commands[0]]]), qpos=start, steps=len(obs_p), log=True)
+    n = len(obs_p)
+    assert episode.steps == n
+    obs_err = np.abs(np.stack(episode.log["obs"]) - np.stack(obs_p)).max()
+    act_err = np.abs(np.stack(episode.log["action"]) - np.stack(act_p)).max()
+    assert obs_err < 1e-3 and act_err < 1e-3, (obs_err, act_err)

@@ -334,3 +334,63 @@ def test_cli_export_and_eval_policy(exported, tmp_path):
     assert r.exit_code == 2 and "policy metadata control.period:" in r.output
     r = runner.invoke(app, ["eval", "--episodes", "1"])
     assert r.exit_code == 2 and "--checkpoint or --policy" in r.output
+
+
+CUBE_OBJ = "\n".join(
+    ["v 0 0 0", "v 1 0 0", "v 1 1 0", "v 0 1 0", "v 0 0 1", "v 1 0 1", "v 1 1 1", "v 0 1 1",
+     "f 1 3 2", "f 1 4 3", "f 5 6 7", "f 5 7 8", "f 1 2 6", "f 1 6 5", "f 2 3 7", "f 2 7 6",
+     "f 3 4 8", "f 3 8 7", "f 4 1 5", "f 4 5 8"]
+)  # fmt: skip
+
+
+def test_a_scene_with_meshes_is_copied_whole_and_loads_elsewhere(tmp_path):
+    """The exported scene carries the files its MJCF names (a mesh under meshdir, one by absolute path), and
+    loads from its new folder once the original is gone."""
+    import mujoco
+
+    from simbackend.models.export import portable_copy
+
+    src = tmp_path / "robot"
+    (src / "meshes").mkdir(parents=True)
+    (src / "meshes" / "cube.obj").write_text(CUBE_OBJ)
+    other = tmp_path / "elsewhere" / "cube.obj"
+    other.parent.mkdir()
+    other.write_text(CUBE_OBJ)
+    (src / "robot.xml").write_text(f"""
+<mujoco><compiler meshdir="meshes"/>
+  <asset><mesh name="a" file="cube.obj"/><mesh name="b" file="{other}" scale="0.5 0.5 0.5"/></asset>
+  <worldbody><body><freejoint/><geom type="mesh" mesh="a"/><geom type="mesh" mesh="b" pos="2 0 0"/></body></worldbody>
+</mujoco>""")
+    dest = tmp_path / "scene"
+    dest.mkdir()
+    out = portable_copy(src / "robot.xml", dest)
+    shutil.rmtree(src)
+    shutil.rmtree(other.parent)
+    model = mujoco.MjModel.from_xml_path(str(out))
+    assert model.nmesh == 2 and sorted(p.name for p in (dest / "assets").iterdir()) == ["cube.obj", "cube_1.obj"]
+
+
+def test_another_task_exports_and_evaluates_unchanged(ckpt, tmp_path):
+    """A task without a robot (cart-pole): the generic contract (observation slices, the action's ctrl mapping),
+    its built-in model as the scene, and `eval --policy` giving the checkpoint's own figures."""
+    from simbackend.tasks import make_task
+    from simbackend.training import evaluate, load_checkpoint
+    from simbackend.training.checkpoint import build_actor, save_checkpoint
+    from simbackend.training.export import export_policy
+
+    task = make_task("cartpole", "mujoco", 1)
+    size, k, config = task.observation_size, task.action_dim, task.config.to_dict()
+    task.close()
+    torch.manual_seed(1)
+    actor = build_actor(ckpt.data["rsl_rl_cfg"], size, k)
+    data = {key: ckpt.data[key] for key in ("train_config", "rsl_rl_cfg")}
+    data.update(task="cartpole", task_config=config, sim="sapien", observation_size=size, action_dim=k,
+                actor_state_dict=actor.state_dict())  # fmt: skip
+    cart = load_checkpoint(save_checkpoint(tmp_path / "cart.pt", data))
+    meta = export_policy(cart, tmp_path / "cart.onnx").metadata
+    assert meta["kind"] == "generic" and meta["action"]["actuators"] and "ctrl_low" in meta["action"]
+    assert (tmp_path / meta["robot"]["scene"]).is_file() and meta["provenance"]["trained_on"] == "sapien"
+    kw = {"num_envs": 3, "episodes_per_seed": 3, "seeds": [2]}
+    a, b = evaluate(tmp_path / "cart.onnx", "mujoco", **kw), evaluate(cart, "mujoco", **kw)
+    assert a.per_seed[0]["mean_return"] == pytest.approx(b.per_seed[0]["mean_return"], rel=1e-4)
+    assert a.mean_length.mean == b.mean_length.mean

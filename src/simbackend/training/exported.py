@@ -91,7 +91,7 @@ class ExportedPolicy:
         self.iteration = int(prov.get("iteration") or 0)
         self.env_steps = int(prov.get("env_steps") or 0)
         self.delegated: tuple[str, ...] = ()
-        self.names = list(metadata["joints"]["names"])
+        self.names = list(metadata["joints"]["names"]) if metadata.get("kind") == "velocity" else []
         self.input_name = metadata["network"]["input"]
 
     @property
@@ -137,8 +137,22 @@ class _Binding:
                 f"the policy runs every {period:g} s; task {task.name!r} every {task.control_dt:g} s (physics"
                 f" step {task.backend.physics_dt:g} s x decimation {task.config.decimation})",
             )
+        if io["kind"] != "velocity":  # another task: its own layout exactly, nothing to convert
+            self._same_layout(meta, io)
+            self.identity = True
+            return
         self.identity = self._joints(meta, io) & self._actuation(meta, io) & self._terms(meta, io, task)
         self._actions(meta, io, task)
+
+    def _same_layout(self, meta: Mapping, io: Mapping) -> None:
+        theirs = [(t["name"], t["size"]) for t in io["observations"]]
+        for i, term in enumerate(meta.get("observations") or []):
+            mine = (term.get("name"), term.get("size"))
+            if i >= len(theirs) or mine != theirs[i] or float(term.get("scale", 1.0)) != 1.0:
+                raise _fail(f"observations[{i}]", f"{mine}; the task's terms (name, size) are {theirs}, unscaled")
+        size = int(_section(meta, "action").get("size", -1))
+        if size != io["action"]["size"]:
+            raise _fail("action.size", f"{size}; the task takes {io['action']['size']}")
 
     # -- checks -------------------------------------------------------------------------------------
     def _joints(self, meta: Mapping, io: Mapping) -> bool:
@@ -294,6 +308,10 @@ def _check_network(meta: Mapping, session: Any) -> None:
         start += t["size"]
     if start != net["input_size"]:
         raise _fail("observations", f"the terms give {start} values; the network takes {net['input_size']}")
+    if meta.get("kind") != "velocity":
+        if _section(meta, "action").get("size") != net["output_size"]:
+            raise _fail("action.size", f"{meta['action'].get('size')!r}; the network gives {net['output_size']} actions")
+        return
     joints = _section(meta, "joints").get("names")
     if not isinstance(joints, list) or not all(isinstance(n, str) for n in joints) or len(set(joints)) != len(joints):
         raise _fail("joints.names", "expected a list of distinct joint names")
