@@ -458,21 +458,26 @@ def eval_command(
         raise fail("--checkpoint: give --checkpoint or --policy (one of them)", code=2)
     if robot is not None and policy is None:
         raise fail("--robot: the robot of an exported policy (--policy); a checkpoint names its own", code=2)
-    if policy is not None:
-        _eval_policy(policy, task, robot, sim, num_envs, seed_list, episodes, as_json, video, overwrite, build)
-        return
+    if policy is not None and ray:
+        raise fail("--ray: runs checkpoints as Ray tasks; an exported policy (--policy) runs in this process", code=2)
     sweep = ray or len(checkpoint) > 1
     _check_video_length(video, video_seconds, video_episodes)
     if video is not None:
         if sweep:
             raise fail("--video: one checkpoint evaluated in this process only (not with --ray)", code=2)
         check_output(video, "--video", (".mp4",), overwrite)
+    video_args = (video, video_seconds, video_episodes, picture)
+    if policy is not None:
+        exported = _load_policy(policy, task, robot)
+        check_options_for(sim or "mujoco", build)
+        _evaluate_one(exported, policy, sim or "mujoco", num_envs, seed_list, episodes, as_json, video_args, build)
+        return
     for path in checkpoint:
         if not Path(path).is_file():
             raise fail(f"--checkpoint: no such file {path}", code=2)
 
     from simbackend.errors import SimBackendError
-    from simbackend.training import evaluate, load_checkpoint
+    from simbackend.training import load_checkpoint
 
     ckpts = []
     for path in checkpoint:
@@ -486,14 +491,46 @@ def eval_command(
     if sweep:
         _eval_sweep(ckpts, sim, num_envs, seed_list, episodes, as_json, ray, build)
         return
-    ckpt = ckpts[0]
+    _evaluate_one(ckpts[0], checkpoint[0], sim, num_envs, seed_list, episodes, as_json, video_args, build)
+
+
+def _load_policy(path: str, task: str | None, robot: str | None) -> Any:
+    """The exported policy ``--policy`` names; exit 2 naming ``--policy`` for a missing file or bad metadata."""
+    from simbackend.errors import SimBackendError
+    from simbackend.training.exported import load_policy
+
+    if not Path(path).is_file():
+        raise fail(f"--policy: no such file {path}", code=2)
+    try:
+        return load_policy(path, task=task, robot=robot)
+    except SimBackendError as e:
+        raise fail(f"--policy: {path}: {str(e).removeprefix('policy: ')}", code=2) from None
+
+
+def _evaluate_one(
+    source: Any,
+    label: str,
+    sim: str | None,
+    num_envs: int | None,
+    seeds: tuple[int, ...],
+    episodes: int | None,
+    as_json: bool,
+    video_args: tuple,
+    build: BuildFlags,
+) -> None:
+    """One checkpoint or exported policy (``label``: its path) evaluated in this process: the table or the JSON.
+    An exported policy's metadata that does not fit the task exits 2 naming ``--policy``."""
+    from simbackend.errors import SimBackendError
+    from simbackend.training import evaluate
+
+    video, video_seconds, video_episodes, picture = video_args
     with staged_outputs(video) as (video_tmp,):
         try:
             result = evaluate(
-                ckpt,
+                source,
                 sim,
                 num_envs=num_envs,
-                seeds=seed_list,
+                seeds=seeds,
                 episodes_per_seed=episodes,
                 video=video_tmp,
                 device=build.device,
@@ -505,68 +542,15 @@ def eval_command(
                 video_episodes=video_episodes,
             )
         except (SimBackendError, ValueError, TypeError, RuntimeError) as e:
-            raise fail(f"evaluating {checkpoint[0]} on {sim or ckpt.sim!r} failed: {e}") from None
+            if str(e).startswith("policy metadata"):
+                raise fail(f"--policy: {label}: {e}", code=2) from None
+            raise fail(f"evaluating {label} on {sim or source.sim!r} failed: {e}") from None
     if result.video is not None:
         result = dataclasses.replace(result, video=video)  # where it now is
     if as_json:
         sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
         return
-    _print_evaluation(result, _settings_text(ckpt.task, ckpt.task_config))
-
-
-def _eval_policy(
-    path: str,
-    task: str | None,
-    robot: str | None,
-    sim: str | None,
-    num_envs: int | None,
-    seeds: tuple[int, ...],
-    episodes: int | None,
-    as_json: bool,
-    video: str | None,
-    overwrite: bool,
-    build: BuildFlags,
-) -> None:
-    """``simbackend eval --policy``: an exported policy on engine ``sim`` (default MuJoCo)."""
-    from simbackend.errors import SimBackendError
-    from simbackend.training import evaluate
-    from simbackend.training.exported import load_policy
-
-    if not Path(path).is_file():
-        raise fail(f"--policy: no such file {path}", code=2)
-    if video is not None:
-        check_output(video, "--video", (".mp4",), overwrite)
-    try:
-        exported = load_policy(path, task=task, robot=robot)
-    except SimBackendError as e:
-        raise fail(f"--policy: {path}: {str(e).removeprefix('policy: ')}", code=2) from None
-    sim = sim or "mujoco"
-    check_options_for(sim, build)
-    with staged_outputs(video) as (video_tmp,):
-        try:
-            result = evaluate(
-                exported,
-                sim,
-                num_envs=num_envs,
-                seeds=seeds,
-                episodes_per_seed=episodes,
-                video=video_tmp,
-                device=build.device,
-                backend_options=build.options,
-            )
-        except SimBackendError as e:
-            text = str(e)
-            if text.startswith("policy metadata"):
-                raise fail(f"--policy: {path}: {text}", code=2) from None
-            raise fail(f"evaluating {path} on {sim!r} failed: {text}") from None
-        except (ValueError, TypeError, RuntimeError) as e:
-            raise fail(f"evaluating {path} on {sim!r} failed: {e}") from None
-    if result.video is not None:
-        result = dataclasses.replace(result, video=video)
-    if as_json:
-        sys.stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
-        return
-    _print_evaluation(result, _settings_text(exported.task, exported.task_config))
+    _print_evaluation(result, _settings_text(source.task, source.task_config))
 
 
 @app.command("export")
