@@ -310,7 +310,9 @@ def _check_network(meta: Mapping, session: Any) -> None:
         raise _fail("observations", f"the terms give {start} values; the network takes {net['input_size']}")
     if meta.get("kind") != "velocity":
         if _section(meta, "action").get("size") != net["output_size"]:
-            raise _fail("action.size", f"{meta['action'].get('size')!r}; the network gives {net['output_size']} actions")
+            raise _fail(
+                "action.size", f"{meta['action'].get('size')!r}; the network gives {net['output_size']} actions"
+            )
         return
     joints = _section(meta, "joints").get("names")
     if not isinstance(joints, list) or not all(isinstance(n, str) for n in joints) or len(set(joints)) != len(joints):
