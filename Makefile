@@ -21,14 +21,23 @@ SHARDED_SKIP := $(foreach f,physics determinism tasks,--ignore=src/simbackend/co
 DEMO_ENVS  ?= $(if $(filter sapien,$(SIM)),256,1024)
 # the extra `make demo` installs: the engine's own (motrix is a plugin: the full set-up)
 DEMO_EXTRA ?= $(if $(filter sapien,$(SIM)),sapien,mujoco)
-# pytest workers (pytest-xdist) of tests/: every core; a test file stays in one worker (its fixtures are built once)
-JOBS       ?= auto
-PYTEST     := MUJOCO_GL=egl $(VENV)/bin/python -m pytest -n $(JOBS) --dist loadfile
-# the suite runs of `make test` run side by side, SUITE_JOBS at a time (every core), each in one process:
-# a suite run is short, so xdist's workers (each importing torch and the engine, building the kernels
-# again) cost a third of its time; each run's output is printed whole when it ends (make --output-sync)
+# `make test` runs lint, tests/ (in groups of files) and the suite runs in one pool, SUITE_JOBS at a time
+# (every core), the longest first, each in one pytest process (xdist's workers would each import torch and
+# the engine again): no core waits for a phase to end; each run's output is printed whole when it ends
+# (make --output-sync)
 SUITE_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 SUITE      := MUJOCO_GL=egl $(VENV)/bin/python -m pytest -p no:xdist
+PYTEST     := $(SUITE)
+# tests/ and plugins/motrix/tests: the heaviest files in groups of about equal time (tests-1 ... tests-5),
+# every other file in tests-rest, so that a new test file runs without being listed
+TESTS_1    := tests/test_benchmark_smoke.py
+TESTS_2    := tests/test_suite_catches_broken.py tests/parity
+TESTS_3    := tests/test_sharding.py tests/test_cli_train.py tests/test_robots.py
+TESTS_4    := tests/test_docs.py tests/test_deferred_loop.py tests/test_sweeps.py tests/test_training.py
+TESTS_5    := tests/test_cli.py tests/test_extras.py tests/test_calibration.py tests/test_registry.py \
+	tests/test_torch_engine.py
+TEST_GROUPS := 1 2 3 4 5
+TESTS_REST := $(foreach g,$(TEST_GROUPS),$(addprefix --ignore=,$(TESTS_$(g))))
 BIN        := $(VENV)/bin
 STAMP      := $(VENV)/.simbackend-installed
 DEMO_STAMP := $(VENV)/.simbackend-$(DEMO_EXTRA)
@@ -36,8 +45,14 @@ DEMO_STAMP := $(VENV)/.simbackend-$(DEMO_EXTRA)
 # the suite runs, the longest first (so that the last to start are short)
 SUITE_RUNS := $(addprefix suite-,$(filter mjwarp,$(SIMS))) suite-torch $(addprefix sharded-,$(SHARDED)) \
 	$(addprefix suite-,$(filter-out mjwarp,$(SIMS)))
+TEST_RUNS  := $(addprefix tests-,$(TEST_GROUPS)) tests-rest
+# everything `make test` runs, the longest first (measured times: docs/testing.md), but lint second (a minute,
+# so that a lint error stops the pool early)
+TEST_POOL  := $(addprefix suite-,$(filter mjwarp,$(SIMS))) lint suite-torch tests-3 sharded-sapien tests-2 \
+	tests-rest tests-5 tests-1 tests-4 $(filter-out sharded-sapien,$(addprefix sharded-,$(SHARDED))) \
+	$(addprefix suite-,$(filter-out mjwarp,$(SIMS)))
 
-.PHONY: setup demo test lint contract bench pictures clean suites $(SUITE_RUNS)
+.PHONY: setup demo test lint contract bench pictures clean suites tests pool $(SUITE_RUNS) $(TEST_RUNS)
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -75,9 +90,19 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests benchmarks plugins examples
 	$(BIN)/mypy
 
-test: lint
-	$(PYTEST) tests plugins/motrix/tests
-	@$(MAKE) --no-print-directory -j$(SUITE_JOBS) --output-sync=target suites
+test: $(STAMP)
+	@$(MAKE) --no-print-directory -j$(SUITE_JOBS) --output-sync=target pool
+
+pool: $(TEST_POOL)
+
+# tests/ and plugins/motrix/tests alone (`make tests -j2`: the groups side by side)
+tests: $(TEST_RUNS)
+
+$(addprefix tests-,$(TEST_GROUPS)): tests-%: $(STAMP)
+	$(PYTEST) $(TESTS_$*)
+
+tests-rest: $(STAMP)
+	$(PYTEST) tests plugins/motrix/tests $(TESTS_REST)
 
 # the conformance suite on every engine of SIMS, sharded on those of SHARDED, and on the pure-torch engine
 suites: $(SUITE_RUNS)

@@ -1,14 +1,14 @@
 """The conformance suite can fail: it reports every deliberately broken backend.
 
 Each backend in ``broken_backends.py`` breaks one clause of the contract. The
-suite's files holding the tests written for that clause run against it,
-unchanged, in a subprocess (the way ``pytest contract_tests/FILE --sim NAME``
-runs): those tests must be among the failures. A control file of the suite
-(names, ids, model info) runs too and must pass but for at most two tests: the
-backend is broken in one place, not everywhere. The
-reference backend passing the same suite is the other half of the proof
-(``make test`` runs it). Running the clause's files, not the whole suite, for
-each of the broken backends keeps this test to a minute.
+suite's tests written for that clause run against it, unchanged, in a
+subprocess (the way ``pytest contract_tests/FILE::TEST --sim NAME`` runs): they
+must fail. A control file of the suite (names, ids, model info) runs too and
+must pass but for at most two tests: the backend is broken in one place, not
+everywhere. The reference backend passing the same suite is the other half of
+the proof (``make test`` runs it). Running the clause's tests, not the whole
+suite (nor their whole files: the other tests of a file assert nothing here),
+for each of the broken backends keeps this test short.
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ CONTROL = "test_model_and_names.py"
 MAX_CONTROL_FAILURES = 2
 
 
-def run_suite(sim: str, tmp_path: Path, files: list[str]) -> tuple[set[str], int, str, int]:
-    """Run the conformance suite's ``files`` against ``sim``; return (failed test ids, exit code, output,
-    number of the control file's tests run)."""
+def run_suite(sim: str, tmp_path: Path, targets: list[str]) -> tuple[set[str], int, str, int]:
+    """Run the conformance suite's ``targets`` (``FILE`` or ``FILE::TEST``) against ``sim``; return (failed test
+    ids, exit code, output, number of the control file's tests run)."""
     report = tmp_path / "report.xml"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(TESTS), os.environ.get("PYTHONPATH")])))
     proc = subprocess.run(
@@ -45,7 +45,7 @@ def run_suite(sim: str, tmp_path: Path, files: list[str]) -> tuple[set[str], int
             sys.executable,
             "-m",
             "pytest",
-            *(str(SUITE / f) for f in files),
+            *(str(SUITE / t) for t in targets),
             "--sim",
             sim,
             "-p",
@@ -72,18 +72,19 @@ def run_suite(sim: str, tmp_path: Path, files: list[str]) -> tuple[set[str], int
     return failed, proc.returncode, proc.stdout[-3000:] + proc.stderr[-3000:], ran
 
 
-def clause_files(broken: type) -> list[str]:
-    """The suite's files holding the tests that must catch ``broken``, and the control file."""
-    return sorted({expected.split("::")[0] for expected in broken.CAUGHT_BY} | {CONTROL})
+def clause_tests(broken: type) -> list[str]:
+    """The suite's tests that must catch ``broken`` (``FILE::TEST``, every parametrization), and the control
+    file."""
+    return sorted({*broken.CAUGHT_BY, CONTROL})
 
 
 @pytest.fixture(scope="module")
 def suite_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[set[str], int, str, int]]:
-    """The clause's files of the suite against every broken backend, two runs at a time (one process each)."""
+    """The clause's tests of the suite against every broken backend, two runs at a time (one process each)."""
     from concurrent.futures import ThreadPoolExecutor
 
     def one(cls: type) -> tuple[set[str], int, str, int]:
-        return run_suite(cls.name, tmp_path_factory.mktemp(cls.name), clause_files(cls))
+        return run_suite(cls.name, tmp_path_factory.mktemp(cls.name), clause_tests(cls))
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         return dict(zip((c.name for c in broken_backends.BROKEN), pool.map(one, broken_backends.BROKEN)))
