@@ -193,12 +193,16 @@ def test_loop_runs_without_simbackend(exported):
         f" runpy.run_path({str(LOOP)!r}, run_name='__main__')"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "WAYLAND_DISPLAY")}
+    log = exported.onnx.parent / "log.npz"
     out = subprocess.run(
-        [sys.executable, "-c", code, "run_policy.py", str(exported.onnx), "--command", "0.4", "0", "0"],
+        [sys.executable, "-c", code, "run_policy.py", str(exported.onnx), "--command", "0.4", "0", "0", "--log", str(log)],
         capture_output=True, text=True, timeout=120, env=env,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     assert "episode 0: played 500 steps" in out.stdout and "success 1/1" in out.stdout
+    with np.load(log) as data:
+        assert data["obs"].shape == (500, 48) and data["action"].shape == (500, 12) and data["qpos"].shape == (500, 19)
+        assert np.allclose(data["command"], [0.4, 0.0, 0.0]) and float(data["period"]) == 0.02
     viewer = subprocess.run(
         [sys.executable, "-c", code, "run_policy.py", str(exported.onnx), "--viewer"],
         capture_output=True, text=True, timeout=120, env=env,

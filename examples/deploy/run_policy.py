@@ -118,7 +118,7 @@ class Episode:
     error_sum: float = 0.0
     done: bool = False
     success: bool = False
-    log: dict = field(default_factory=lambda: {"obs": [], "action": [], "command": []})
+    log: dict = field(default_factory=lambda: {"obs": [], "action": [], "command": [], "qpos": [], "qvel": []})
 
 
 class VelocityController:
@@ -385,7 +385,7 @@ class Runner:
         viewer: Any = None, keyboard: Keyboard | None = None,
     ) -> Episode:  # fmt: skip
         """Play one episode (at most ``steps`` policy steps) from ``qpos``; with ``log``, every step's
-        observation, action and command are kept in ``episode.log``."""
+        observation, action and command, and the state it was made at, are kept in ``episode.log``."""
         self.reset(qpos)
         c, m, d = self.controller, self.model, self.data
         episode = Episode()
@@ -400,6 +400,8 @@ class Runner:
                 episode.log["obs"].append(obs)
                 episode.log["action"].append(action)
                 episode.log["command"].append(np.array(command))
+                episode.log["qpos"].append(d.qpos.copy())
+                episode.log["qvel"].append(d.qvel.copy())
             c.act(action)
             for _ in range(c.decimation):
                 c.ctrl(d)
@@ -445,6 +447,7 @@ def main(argv: list[str] | None = None) -> int:
     src.add_argument("--command", nargs=3, type=float, metavar=("VX", "VY", "WZ"), help="a constant command")
     src.add_argument("--viewer", action="store_true", help="MuJoCo's viewer, commands from the keyboard")
     p.add_argument("--episodes", type=int, default=1, help="episodes to play (default 1)")
+    p.add_argument("--log", metavar="OUT.npz", help="each step's obs, action, command, qpos, qvel (episode 0)")
     args = p.parse_args(argv)
     try:
         meta = load_metadata(args.policy, args.metadata)
@@ -469,7 +472,11 @@ def main(argv: list[str] | None = None) -> int:
         commands = Commands([[0.0, *(args.command or (0.5, 0.0, 0.0))]])
     wins = 0
     for i in range(args.episodes):
-        ep = runner.run_episode(commands)
+        ep = runner.run_episode(commands, log=args.log is not None and i == 0)
+        if args.log is not None and i == 0:
+            arrays = {k: np.array(v) for k, v in ep.log.items()}
+            arrays["period"] = np.array(runner.controller.period)
+            np.savez(args.log, **arrays)
         wins += ep.success
         mean_error = ep.error_sum / max(ep.steps, 1)
         ended = f"fell at step {ep.steps} ({ep.reason})" if ep.fell else f"played {ep.steps} steps"
