@@ -474,7 +474,7 @@ def main(argv: list[str] | None = None) -> int:
     for i in range(args.episodes):
         ep = runner.run_episode(commands, log=args.log is not None and i == 0)
         if args.log is not None and i == 0:
-            arrays = {k: np.array(v) for k, v in ep.log.items()}
+            arrays: dict[str, Any] = {k: np.array(v) for k, v in ep.log.items()}
             arrays["period"] = np.array(runner.controller.period)
             np.savez(args.log, **arrays)
         wins += ep.success
