@@ -104,12 +104,16 @@ def test_export_writes_the_network_and_its_contract(exported, ckpt, go1_obs):
 def test_export_refuses_bad_outputs(exported, tmp_path):
     from simbackend.training.export import export_policy
 
-    with pytest.raises(InvalidArgumentError, match=r"^out: expected a path ending in \.onnx"):
+    with pytest.raises(InvalidArgumentError, match=r"^out: expected a \.onnx file"):
         export_policy(CHECKPOINT, tmp_path / "policy.pt")
-    with pytest.raises(InvalidArgumentError, match=r"^out: no such folder"):
+    with pytest.raises(InvalidArgumentError, match=r"^out: folder .* does not exist"):
         export_policy(CHECKPOINT, tmp_path / "missing" / "p.onnx")
-    with pytest.raises(InvalidArgumentError, match=r"^out: .* exists; pass overwrite=True"):
+    with pytest.raises(InvalidArgumentError, match=r"^out: .* exists \(overwrite=True replaces it\)"):
         export_policy(CHECKPOINT, exported.onnx)
+    exported.onnx.with_name("only_json.json").write_text("{}")  # a companion file in the way
+    with pytest.raises(InvalidArgumentError, match=r"^out: .*only_json\.json' exists"):
+        export_policy(CHECKPOINT, exported.onnx.with_name("only_json.onnx"))
+    assert not exported.onnx.with_name("only_json.onnx").exists()
 
 
 def test_eval_policy_equals_the_checkpoints_evaluation(exported, ckpt):
@@ -326,6 +330,9 @@ def test_cli_export_and_eval_policy(exported, tmp_path):
     assert out.is_file() and out.with_suffix(".json").is_file() and not (tmp_path / "cli_scene").exists()
     r = runner.invoke(app, ["export", str(CHECKPOINT), "--out", str(out)])
     assert r.exit_code == 2 and "--out" in r.output and "--overwrite" in r.output
+    out.with_name("x.json").write_text("{}")  # a companion file in the way
+    r = runner.invoke(app, ["export", str(CHECKPOINT), "--out", str(out.with_name("x.onnx"))])
+    assert r.exit_code == 2 and "x.json' exists (--overwrite replaces it)" in r.output
     r = runner.invoke(app, ["eval", "--policy", str(out), "--episodes", "1", "--seeds", "0", "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["sim"] == "mujoco"

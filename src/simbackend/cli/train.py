@@ -586,7 +586,10 @@ def export_command(
     try:
         result = export_policy(ckpt, out, scene=scene, torchscript=torchscript, overwrite=overwrite)
     except SimBackendError as e:
-        raise fail(f"--out: {str(e).removeprefix('out: ')}" if str(e).startswith("out:") else str(e), code=2) from None
+        text = str(e)
+        if text.startswith("out:"):  # the Python API's words as the command's
+            text = "--out:" + text.removeprefix("out:").replace("overwrite=True", "--overwrite")
+        raise fail(text, code=2) from None
     meta = result.metadata
     console.print(
         Text(

@@ -174,25 +174,23 @@ def export_policy(
         overwrite: replace existing files (else a file that exists is refused, naming ``out``).
 
     Raises:
-        InvalidArgumentError: ``out`` not ending in ``.onnx``, its folder missing, a file there without
-            ``overwrite``; an unreadable checkpoint.
+        InvalidArgumentError: ``out`` not ending in ``.onnx``, its folder missing, a folder, a file there
+            (or beside it) without ``overwrite``; an unreadable checkpoint. ArgumentTypeError: ``out`` not a path.
     """
     require_extra("onnx", "onnxscript", purpose="exporting a policy to ONNX")
     import onnx
 
-    if not isinstance(out, (str, os.PathLike)) or not str(out).endswith(".onnx"):
-        raise InvalidArgumentError(f"out: expected a path ending in .onnx, got {out!r}")
-    onnx_path = Path(out)
-    if not onnx_path.parent.is_dir():
-        raise InvalidArgumentError(f"out: no such folder {str(onnx_path.parent)!r}")
+    from simbackend.playback.recording import check_output_path
+
+    onnx_path = check_output_path(out, "out", (".onnx",), overwrite)  # suffix, folder, not a folder, exists
     stem = onnx_path.with_suffix("")
     json_path = stem.with_suffix(".json")
     scene_dir = stem.parent / f"{stem.name}_scene" if scene else None
     ts_path = stem.with_suffix(".pt") if torchscript else None
-    if not overwrite:
-        for p in (onnx_path, json_path, scene_dir, ts_path):
+    if not overwrite:  # the files written beside it
+        for p in (json_path, scene_dir, ts_path):
             if p is not None and p.exists():
-                raise InvalidArgumentError(f"out: {str(p)!r} exists; pass overwrite=True (--overwrite) to replace it")
+                raise InvalidArgumentError(f"out: {str(p)!r} exists (overwrite=True replaces it)")
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else load_checkpoint(checkpoint)
     meta, scene_file = policy_metadata(ckpt)
     obs_size, act_size = int(ckpt.data["observation_size"]), int(ckpt.data["action_dim"])
