@@ -143,6 +143,7 @@ class _Binding:
             return
         self.identity = self._joints(meta, io) & self._actuation(meta, io) & self._terms(meta, io, task)
         self._actions(meta, io, task)
+        self._perm_dev, self._inverse_dev = self.perm.to(task.device), self.inverse.to(task.device)
 
     def _same_layout(self, meta: Mapping, io: Mapping) -> None:
         theirs = [(t["name"], t["size"]) for t in io["observations"]]
@@ -262,7 +263,7 @@ class _Binding:
 
     # -- the policy on the task's observations -------------------------------------------------------
     def _input(self, flat: torch.Tensor) -> torch.Tensor:
-        perm = self.perm.to(flat.device)
+        perm = self._perm_dev
         parts = []
         for name, start, size, scale in self.terms:
             v = flat[:, start : start + size]
@@ -283,7 +284,7 @@ class _Binding:
         if self.clip is not None:
             out = out.clamp(*self.clip)
         target = self._offset + self._scale * out
-        return ((target - self._task_default) / self._task_scale)[:, self.inverse.to(flat.device)]
+        return ((target - self._task_default) / self._task_scale)[:, self._inverse_dev]
 
 
 def _check_network(meta: Mapping, session: Any) -> None:
