@@ -340,6 +340,9 @@ class MotrixEngine(Engine):
             self._fresh_data()
         self._stepped[env_ids] = False  # their last contact report describes another state
         self._kept[env_ids] = False
+        if self.mx_model.num_dof_pos == 0:  # nothing moves (Motrix panics on a reset of no DoF): no state to write
+            self._invalidate()
+            return
         view = self._view(env_ids)
         dof_pos = np.ascontiguousarray(dof_pos, np.float32)
         view.reset(
