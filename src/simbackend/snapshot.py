@@ -34,6 +34,14 @@ engine (k)            the engine's own state: on MuJoCo its integration state
                       opaque
 ====================  =====================================================
 
+``set_physics_state`` checks every column before it writes anything, against the
+bounds the same value has where it comes in otherwise: a time that is finite,
+>= 0 and advanced by a substep; ctrl, pending ctrl and held forces within
+float32 (``step``, ``apply_body_force``); a default qpos within the divergence
+rule's ``MAX_QPOS``; held-force times >= 0 or -1; a latency that is a whole
+number of substeps in [0, 1e6] (the ``action_latency`` term's); per-env
+parameters within their plan terms' bounds.
+
 Rows are plain tensors: slice them, stack them, save them with anything. A
 row only goes back into the backend and model that made it (same name, same
 model fingerprint, same layout version): anything else raises
@@ -61,6 +69,7 @@ import numpy as np
 import torch
 
 from simbackend import _validate as V
+from simbackend.divergence import MAX_QPOS
 from simbackend.engine import Engine
 from simbackend.errors import (
     ArgumentTypeError,
@@ -75,7 +84,7 @@ from simbackend.errors import (
 from simbackend.frontend.bookkeeping import EnvBook
 from simbackend.frontend.names import joint_columns
 from simbackend.model_info import JOINT_BALL, JOINT_FREE, ModelInfo
-from simbackend.randomization.apply import FIELDS, Prepared, Randomizer
+from simbackend.randomization.apply import FIELDS, MAX_LATENCY, Prepared, Randomizer
 from simbackend.state import NamedState
 
 #: "SBSNAP" as a 48-bit integer: marks a snapshot row (exact in float64)
@@ -241,8 +250,8 @@ class Snapshots:
             "state",
         )
         time = rows[:, L.time.start]
-        if bool((time < 0).any()):
-            raise ValueRangeError("state (time)", ids[(time < 0).numpy()], 0.0, problem="negative time")
+        self.check_time(ids, time, "state (time)")
+        self.check_bounds(ids, rows, L)
         left = rows[:, L.force_left].numpy()
         if (left < -1).any() or ((left < 0) & (left != -1)).any():
             raise ValueRangeError(
@@ -252,9 +261,14 @@ class Snapshots:
                 problem="held-force times that are neither >= 0 nor -1",
             )
         latency = rows[:, L.latency.start].numpy()
-        if (latency < 0).any() or (latency != np.rint(latency)).any():
-            bad = (latency < 0) | (latency != np.rint(latency))
-            raise ValueRangeError("state (latency)", ids[bad], 0.0, problem="latencies that are not whole and >= 0")
+        bad = (latency < 0) | (latency > MAX_LATENCY) | (latency != np.rint(latency))
+        if bad.any():  # the action_latency term's bounds, checked before the int64 cast (1e19 would wrap)
+            raise ValueRangeError(
+                "state (latency)",
+                ids[bad],
+                MAX_LATENCY,
+                problem="latencies that are not a whole number of substeps in [0, 1e6] (the action_latency term's bounds)",
+            )
         dev = self.sim.device
         engine_rows = rows[:, L.engine].to(dev)
         qpos, qvel = self.engine.check_saved(ids, engine_rows)
@@ -269,6 +283,32 @@ class Snapshots:
         self.dr.restore_latency(ids, latency.astype(np.int64), rows[:, L.pending_ctrl])
         self.engine.restore_state(ids, engine_rows)
         return ids
+
+    def check_time(self, ids: np.ndarray, time: torch.Tensor, argument: str) -> None:
+        """Refuse times ``(n,)`` float64 that are not finite and >= 0, or so large that a substep would no
+        longer advance them."""
+        bad = ~torch.isfinite(time) | (time < 0)
+        if bool(bad.any()):
+            raise ValueRangeError(argument, ids[bad.numpy()], 0.0, problem="times that are not finite and >= 0")
+        stuck = (time + self.sim.physics_dt) == time
+        if bool(stuck.any()):
+            raise ValueRangeError(
+                argument, ids[stuck.numpy()], float(time.max()), problem="times too large for a substep to advance"
+            )
+
+    def check_bounds(self, ids: np.ndarray, rows: torch.Tensor, L: SnapshotLayout) -> None:
+        """Refuse rows whose controls, default configuration or held forces break the bounds the same
+        values have where they come in otherwise: ``step``'s ctrl and ``apply_body_force``'s forces (float32
+        magnitudes), ``set_state``'s qpos (the divergence rule's), the plan terms that set them."""
+        for column, argument, limit in (
+            (L.ctrl, "state (ctrl)", V.MAX_REAL_INPUT),
+            (L.pending_ctrl, "state (pending ctrl)", V.MAX_REAL_INPUT),
+            (L.default_qpos, "state (default qpos)", MAX_QPOS),
+            (L.force, "state (held force)", V.MAX_REAL_INPUT),
+        ):
+            bad = V.rows_above(rows[:, column], limit)
+            if bool(bad.any()):
+                raise ValueRangeError(argument, ids[bad.numpy()], limit)
 
     def header(self, width: int) -> torch.Tensor:
         """``(6,)`` float64: the header of this backend's snapshot rows."""
@@ -400,13 +440,7 @@ class Snapshots:
                     raise InputShapeError(f"state.{what}[{j!r}] ({kind} joint)", (n, cols.size), tuple(v.shape))
                 out[:, torch.as_tensor(cols)] = v
         time = state.time.detach().to("cpu", torch.float64).reshape(-1)
-        if not bool(torch.isfinite(time).all()) or bool((time < 0).any()):
-            raise ValueRangeError(
-                "state.time",
-                ids[(~torch.isfinite(time) | (time < 0)).numpy()],
-                0.0,
-                problem="times that are not finite and >= 0",
-            )
+        self.check_time(ids, time, "state.time")
         ctrl = (
             torch.stack(
                 [state.actuator_ctrl[a].detach().to("cpu", torch.float64).reshape(n) for a in info.actuator_names], 1
@@ -416,6 +450,9 @@ class Snapshots:
         )
         if not bool(torch.isfinite(ctrl).all()):
             raise NonFiniteError("state.actuator_ctrl", ids[(~torch.isfinite(ctrl).all(1)).numpy()])
+        big = V.rows_above(ctrl, V.MAX_REAL_INPUT)  # step's bound on ctrl: float32 would hold inf
+        if bool(big.any()):
+            raise ValueRangeError("state.actuator_ctrl", ids[big.numpy()], V.MAX_REAL_INPUT)
         prepared = Prepared(ids=np.sort(ids))
         if params and state.params:
             unknown = sorted(set(state.params) - set(FIELDS))

@@ -12,6 +12,7 @@ by names.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -289,6 +290,48 @@ def test_bad_snapshots_change_nothing(make_sim: Any, require: Any) -> None:
         with pytest.raises(error, match=match):
             sim.set_physics_state(ids, state)
         _assert_same(before, _everything(sim))
+
+
+def test_snapshot_columns_beyond_their_bounds_change_nothing(make_sim: Any, require: Any) -> None:
+    """Clause: a snapshot row whose columns break the bounds the same values have where they come in
+    otherwise raises ValueRangeError naming the column and the env id, and nothing changes: a latency that
+    is not a whole number of substeps in [0, 1e6] (the action_latency term's; 1e19 once wrapped to a
+    negative int64 and the next step never returned), a time a substep would not advance, ctrl, pending
+    ctrl and held forces beyond float32, a default qpos beyond the divergence rule's bound. A named state's
+    time and ctrl are held to the same bounds. The next step after them runs as before."""
+    require("snapshot_restore")
+    sim = _start(make_sim, "arm7", 2)
+    _run(sim, _ctrls(sim, 2))
+    snap = sim.get_physics_state()
+    L = sim.snapshot_layout
+    before = _everything(sim)
+    cases = [
+        (L.latency, 1e19, "latency"),
+        (L.latency, 1e300, "latency"),
+        (L.latency, 2e6, "latency"),
+        (L.latency, -1.0, "latency"),
+        (L.time, 1e300, "time"),
+        (L.ctrl, 1e39, "ctrl"),
+        (L.pending_ctrl, -1e39, "pending ctrl"),
+        (L.default_qpos, 1e11, "default qpos"),
+        (L.force, 1e39, "held force"),
+    ]
+    for cols, value, column in cases:
+        bad = snap.clone()
+        bad[1, cols] = value
+        with pytest.raises(ValueRangeError, match=rf"state \({column}\).*\[1\]"):
+            sim.set_physics_state(None, bad)
+        _assert_same(before, _everything(sim))
+    named = sim.get_named_state()
+    first = sim.actuator_names[0]
+    late = replace(named, time=torch.tensor([0.0, 1e300], dtype=torch.float64))
+    loud = replace(named, actuator_ctrl={**named.actuator_ctrl, first: torch.tensor([0.0, 1e39], dtype=torch.float64)})
+    for state, argument in ((late, "state.time"), (loud, "state.actuator_ctrl")):
+        with pytest.raises(ValueRangeError, match=rf"{argument}.*\[1\]"):
+            sim.set_named_state(None, state)
+        _assert_same(before, _everything(sim))
+    sim.set_physics_state(None, snap)
+    _run(sim, _ctrls(sim, 1))  # returns: nothing of the refused rows was kept
 
 
 def test_snapshot_absent_raises(make_sim: Any, capabilities: Any) -> None:

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from simbackend import _validate as V
-from simbackend.divergence import MAX_QVEL
+from simbackend.divergence import MAX_QPOS, MAX_QVEL
 from simbackend.engine import Engine
 from simbackend.errors import (
     ArgumentTypeError,
@@ -506,12 +506,12 @@ class Randomizer:
                     limit,
                     problem=f"sampled values that are not {rule} (or beyond float32)",
                 )
-        if p.default_qpos is not None and not np.isfinite(p.default_qpos).all():
+        if p.default_qpos is not None and not V.bounded(p.default_qpos, MAX_QPOS):
             raise ValueRangeError(
                 "randomized default qpos",
-                p.ids[~np.isfinite(p.default_qpos).all(1)],
-                limit,
-                problem="non-finite sampled values",
+                p.ids[~(np.abs(p.default_qpos) <= MAX_QPOS).all(1)],
+                MAX_QPOS,
+                problem="sampled values that are not finite or beyond the divergence rule's 1e10 (set_state's bound)",
             )
         if p.latency is not None:
             bad = ~np.isfinite(p.latency) | (np.rint(p.latency) < 0) | (np.rint(p.latency) > MAX_LATENCY)
