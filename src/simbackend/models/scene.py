@@ -71,6 +71,8 @@ class ScenePlan:
             (its ``balanceinertia``; ``None``/``False``: as written, an error names the body).
         terrain: a :class:`~simbackend.terrains.TerrainConfig` laid out in place of the floor plane (one
             height field per tile, :func:`simbackend.terrains.add_terrain`); needs ``add_floor``.
+        self_collisions: ``False``: no two of the robot's bodies (``base_body`` and its descendants) collide
+            (:func:`no_self_collisions`); ``True``: the model's own filtering.
         argument: what messages name: ``{argument}.{field}`` (``robot.base_body``).
     """
 
@@ -92,6 +94,7 @@ class ScenePlan:
     fuse_static: bool | None = None
     balance_inertia: bool | None = None
     terrain: Any = None
+    self_collisions: bool = True
     argument: str = "scene"
 
     @property
@@ -243,6 +246,63 @@ def _compose(spec: Any, plan: ScenePlan, label: str) -> None:
         spec.worldbody.add_light(pos=[0.0, 0.0, 4.0], dir=[0.0, 0.0, -1.0])
         spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
     spec.option.timestep = plan.timestep
+    if not plan.self_collisions:
+        no_self_collisions(spec, plan.base_body, f"{plan.argument}.self_collisions")
+
+
+def no_self_collisions(spec: Any, base_body: str, where: str = "self_collisions") -> bool:
+    """Turn off every contact between two bodies of the robot rooted at ``base_body`` (it and its
+    descendants) in ``spec``, keeping each geom's contacts with every other geom exactly as they were.
+
+    MuJoCo collides two geoms when ``contype_a & conaffinity_b or contype_b & conaffinity_a``; SAPIEN maps
+    the same bits onto PhysX's collision groups, MuJoCo Warp and Motrix read them, so the same scene file
+    filters alike everywhere. Each distinct ``contype`` ``k`` of the robot's geoms is replaced by a bit
+    ``B_k`` no geom uses, and every other geom whose ``conaffinity`` meets ``k`` gains ``B_k``: a robot geom
+    and another geom collide exactly as before, two robot geoms never (neither's conaffinity holds a
+    ``B`` bit). A model whose robot geoms cannot collide with each other already is left as it is (its
+    file unchanged). Returns whether it changed anything; more distinct contypes than free bits raises
+    naming ``where``.
+    """
+    robot: set[str] = set()
+    for b in spec.bodies:
+        x = b
+        while x is not None and x.name != spec.worldbody.name:
+            if x.name == base_body:
+                robot.add(b.name)
+                break
+            x = x.parent
+    collide = [g for g in spec.geoms if int(g.contype) or int(g.conaffinity)]
+    mine = [g for g in collide if g.parent.name in robot]
+    others = [g for g in collide if g.parent.name not in robot]
+    pairs = any(
+        (int(a.contype) & int(b.conaffinity)) or (int(b.contype) & int(a.conaffinity))
+        for i, a in enumerate(mine)
+        for b in mine[i + 1 :]
+        if a.parent.name != b.parent.name
+    )
+    if not pairs:
+        return False
+    used = 0
+    for g in collide:
+        used |= int(g.contype) | int(g.conaffinity)
+    free = [1 << i for i in range(32) if not used & (1 << i)]
+    kinds = sorted({int(g.contype) for g in mine if int(g.contype)})
+    if len(kinds) > len(free):
+        raise InvalidArgumentError(
+            f"{where}: cannot turn self-collisions off: the model's geoms use {32 - len(free)} of the 32 contact"
+            f" bits and the robot's geoms {len(kinds)} distinct contypes; free bits or set {where} to true"
+        )
+    bit = dict(zip(kinds, free, strict=False))
+    for g in others:
+        extra = 0
+        for k, b in bit.items():
+            if k & int(g.conaffinity):
+                extra |= b
+        g.conaffinity = int(g.conaffinity) | extra
+    for g in mine:
+        if int(g.contype):
+            g.contype = bit[int(g.contype)]
+    return True
 
 
 def _actuate(spec: Any, plan: ScenePlan, joints: dict, label: str) -> None:

@@ -48,6 +48,7 @@ GO1 = register_robot(
         feet=tuple(f"{leg}_foot_collision" for leg in _LEGS),
         termination_bodies=("trunk",),
         imu_site="imu",
+        self_collisions=True,  # Menagerie's own filtering, kept: its scene (and trained policies) as before
     )
 )
 
@@ -66,6 +67,7 @@ GO1_DC = register_robot(
         kd={"*_hip_joint": 1.01192258, "*_thigh_joint": 1.01192258, "*_calf_joint": 2.2768258},
         saturation_effort={"*_hip_joint": 23.7, "*_thigh_joint": 23.7, "*_calf_joint": 35.55},
         velocity_limit={"*_hip_joint": 30.1, "*_thigh_joint": 30.1, "*_calf_joint": 20.06},
+        self_collisions=True,  # as go1
     )
 )
 """Go1 on DC motors: ``go1`` with its servos replaced by a PD law at the physics rate on torque motors
@@ -117,5 +119,6 @@ G1 = register_robot(
             "*_wrist_*": 0.9,
         },  # fmt: skip
         engine_options={"mjwarp": {"njmax": 512, "nconmax": 128}},
+        self_collisions=True,  # Menagerie's own filtering (its four <exclude> pairs), kept as before
     )
 )

@@ -85,6 +85,12 @@ class RobotDescription:
         add_floor: add a floor plane (the robot file is the robot alone); ``False`` for a model
             that has its own ground.
         add_free_joint: give ``base_body`` a free joint (a URDF's root link has none).
+        self_collisions: whether the robot's bodies collide with each other (default ``False``, as legged_gym's
+            robot configs, ``self_collisions = 1``, and Isaac Lab's, ``enabled_self_collisions=False``: a URDF's chassis mesh, taken as its convex hull, often swallows the
+            upper legs). ``False`` turns off every contact between two of the robot's bodies in the composed
+            scene (its ``contype``/``conaffinity`` bits, which every engine honours), keeping each body's
+            contacts with everything else; ``True`` keeps the model's own filtering (parent and child never
+            collide; the model's ``<exclude>`` pairs).
         timestep: the physics substep of the scene (s).
         base_keyframe: a keyframe supplying the default angles ``default_pose`` does not name.
         model_options: construction options for the model: ``package_dirs``; ``fuse_static`` (merge
@@ -113,6 +119,7 @@ class RobotDescription:
     imu_site: str | None = None
     add_floor: bool = True
     add_free_joint: bool = False
+    self_collisions: bool = False
     timestep: float = 0.005
     base_keyframe: str | None = None
     model_options: Mapping[str, Any] = field(default_factory=dict)
@@ -181,7 +188,7 @@ class RobotDescription:
                         f"robot.{name}: no value for joints {missing}; actuation='pd' needs a gain for every"
                         " driven joint"
                     )
-        for name in ("add_floor", "add_free_joint"):
+        for name in ("add_floor", "add_free_joint", "self_collisions"):
             _set(self, name, checks.boolean(getattr(self, name), f"robot.{name}"))
         _set(self, "timestep", _float32(self.timestep, "robot.timestep", minimum=0.0, maximum=MAX_TIMESTEP))
         _set(self, "model_options", _model_options(self.model_options))

@@ -67,6 +67,7 @@ def scene_plan(desc: RobotDescription | str | os.PathLike, terrain: Any = None) 
         fuse_static=opts.get("fuse_static"),
         balance_inertia=opts.get("balance_inertia"),
         terrain=terrain,
+        self_collisions=desc.self_collisions,
         argument="robot",
     )
 
