@@ -198,6 +198,7 @@ def env_ids(ids: Any, num_envs: int, argument: str = "env_ids", host_ids: HostId
     (:class:`EnvIdError`). A boolean mask of shape ``(num_envs,)`` is accepted.
     """
     a = _as_ids(ids, num_envs, argument, host_ids)
+    _mask_dtype(a, argument, "env", EnvIdError, f" (or the mask as bool, shape ({num_envs},))")
     if a.dtype == bool:
         if a.shape != (num_envs,):
             raise InputShapeError(f"{argument} (boolean mask)", (num_envs,), a.shape)
@@ -215,8 +216,18 @@ def index_array(
     """
     a = _as_ids(ids, size, argument, host_ids)
     if a.dtype == bool:
-        raise IndexRangeError(f"{argument}: expected integer {kind} ids, got booleans")
+        raise IndexRangeError(f"{argument}: expected integer {kind} ids, got booleans (for a mask: mask.nonzero())")
     return _checked_ids(a, size, argument, kind, IndexRangeError, allow_duplicates=allow_duplicates)
+
+
+def _mask_dtype(a: np.ndarray, argument: str, kind: str, error: type, mask_note: str = "") -> None:
+    """Refuse ``uint8`` ids: torch code often means a mask by them (torch's old mask dtype), which as ids would
+    select envs 0 and 1 instead of the envs marked."""
+    if a.dtype == np.uint8:
+        raise error(
+            f"{argument}: got dtype uint8, which reads as a mask, not as {kind} ids: give integer ids (int64),"
+            f" or mask.nonzero() of a mask{mask_note}"
+        )
 
 
 def _checked_ids(
@@ -228,6 +239,7 @@ def _checked_ids(
         return np.zeros(0, np.int64)
     if a.dtype.kind not in "iu":
         raise error(f"{argument}: expected integer {kind} ids, got dtype {a.dtype}")
+    _mask_dtype(a, argument, kind, error)
     big = a.dtype.kind == "u" and a.dtype.itemsize == 8 and (a > np.iinfo(np.int64).max).any()
     a = a.astype(np.int64)
     if big or not (0 <= a.min() and a.max() < size):  # the common case: one reduction each way
@@ -246,6 +258,7 @@ def scalar_id(i: Any, size: int, kind: str, argument: str, host_ids: HostIds | N
     if isinstance(i, bool) or i is None:
         raise IndexRangeError(f"{argument}: expected one integer {kind} id, got {i!r}")
     a = _as_ids(i, size, argument, host_ids)
+    _mask_dtype(a, argument, kind, IndexRangeError)
     if a.ndim > 1 or a.size != 1 or a.dtype.kind not in "iu":
         raise IndexRangeError(f"{argument}: expected one integer {kind} id, got {checks.short_repr(i)}")
     v = int(a.reshape(-1)[0])

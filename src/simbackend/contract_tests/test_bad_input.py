@@ -366,6 +366,45 @@ def test_bad_env_ids(pair: tuple[Any, Any], label: str) -> None:
     assert isinstance(err, ValueError)
 
 
+def test_uint8_ids_are_refused(pair: tuple[Any, Any], capabilities: Any) -> None:
+    """Clause: errors — ids of dtype uint8 (torch's old mask dtype: [1, 0, 0, 1] as ids would pick envs 1 and
+    0, not the envs marked) raise EnvIdError or IndexRangeError naming the argument and mask.nonzero(), for
+    every kind of id argument (env, body, site, geom, dof, one body or site); nothing is written. A bool mask
+    of shape (N,) stays env ids' mask."""
+    sim, twin = pair
+    u8 = lambda *v: torch.tensor(v, dtype=torch.uint8)  # noqa: E731
+    rng = np.random.default_rng(3)
+    mask = u8(1, 0, 0, 1)
+    cases: list[tuple[str, Callable[[], Any], type, str]] = [
+        (
+            "set_state",
+            lambda: sim.set_state(mask, random_qpos(sim, rng, N), np.zeros((N, sim.nv))),
+            EnvIdError,
+            "env_ids",
+        ),
+        ("get_qpos", lambda: sim.get_qpos(u8(1, 2)), EnvIdError, "env_ids"),
+        ("get_body_pose_w", lambda: sim.get_body_pose_w([1], u8(1)), EnvIdError, "env_ids"),
+        ("get_body_pos_w", lambda: sim.get_body_pos_w(u8(1, 2)), IndexRangeError, "body_ids"),
+        ("get_site_pos_w", lambda: sim.get_site_pos_w(u8(0)), IndexRangeError, "site_ids"),
+        ("get_geom_size", lambda: sim.get_geom_size(u8(0)), IndexRangeError, "geom_ids"),
+        ("get_body_subtree_ids", lambda: sim.get_body_subtree_ids(u8(1)), IndexRangeError, "body"),
+    ]
+    if capabilities.site_jacobians:
+        cases += [
+            ("jacobian site", lambda: sim.get_site_jacobian_w(u8(0)), IndexRangeError, "site_id"),
+            ("jacobian dofs", lambda: sim.get_site_jacobian_w(0, u8(0, 1)), IndexRangeError, "dof_indices"),
+        ]
+    if capabilities.body_forces:
+        f = np.ones((N, 1, 3))
+        cases.append(("apply_body_force", lambda: sim.apply_body_force(u8(1), f), IndexRangeError, "body_ids"))
+    if capabilities.snapshot_restore:
+        cases.append(("get_physics_state", lambda: sim.get_physics_state(u8(1)), EnvIdError, "env_ids"))
+    for call, fn, exc, argument in cases:
+        _expect(sim, None, f"{call} with uint8 ids", fn, exc, argument, "uint8", "nonzero()")
+    _assert_next_step_matches(sim, twin, "the uint8 ids")
+    np.testing.assert_array_equal(to_np(sim.get_qpos(mask.bool())), to_np(sim.get_qpos([0, 3])))
+
+
 # ----------------------------------------------------------------------------
 # body, site and dof ids
 # ----------------------------------------------------------------------------
