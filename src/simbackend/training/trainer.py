@@ -153,7 +153,9 @@ def train(
         train_config: a :class:`TrainConfig`, a mapping of fields over the task's defaults
             (:meth:`TrainConfig.for_task`), or ``None`` for the task's defaults.
         out_dir: folder of the run's files (created; files of the same names there are overwritten).
-        progress: a tqdm progress bar on stderr (iterations, mean return, success, evaluation, fps).
+        progress: a tqdm progress bar on stderr (iterations, mean return, success, evaluation, fps) when stderr is
+            a terminal; otherwise (a pipe, a log file) plain lines, no carriage returns: the first, the last
+            iteration and every ``ceil(iterations / 100)``-th.
         device: torch device of the backends. backend_options: their construction options.
         resume: a checkpoint to continue from: its actor, critic, optimizer, observation normalizer,
             iteration count and curriculum state; ``max_iterations`` more iterations are run.
@@ -247,6 +249,7 @@ class _Run:
         out.mkdir(parents=True, exist_ok=True)
         self.log_file: TrainingLog | None = None
         self.bar: Any = None
+        self.plain_every = 0  # without a terminal: a plain progress line every this many iterations (0: none)
         self.env: Any = None
         self.settle_warnings = _settle_warnings(self.config, sim) if settle_check else []
 
@@ -482,6 +485,11 @@ class _Run:
             postfix["eval"] = f"{self.last_eval['success']:.2f}"
         self.bar.set_postfix(postfix, refresh=False)
         self.bar.update(1)
+        done = self.iteration - self.first_iteration
+        if self.plain_every and (done % self.plain_every == 0 or done in (1, self.tc.max_iterations)):
+            figures = "  ".join(f"{k} {v}" for k, v in postfix.items())
+            line = f"{self.task_name}@{self.sim}  it {done}/{self.tc.max_iterations}  {figures}"
+            print(line, file=sys.stderr, flush=True)
 
     def save(self, evaluation: dict | None) -> None:
         """``checkpoint_<iteration>.pt`` every ``save_interval`` iterations; ``log.json`` then and after an
@@ -534,11 +542,14 @@ class _Run:
             env.episode_length_buf = torch.randint_like(env.episode_length_buf, high=env.max_episode_length)
         self.obs = env.get_observations().to(self.runner.device)
         self.alg.train_mode()
+        # a bar on a terminal; elsewhere (a pipe, a log file) plain lines, about 100 a run at most, never `\r`
+        terminal = self.progress and sys.stderr.isatty()
+        self.plain_every = max(1, -(-tc.max_iterations // 100)) if self.progress and not terminal else 0
         self.bar = tqdm(
             total=tc.max_iterations,
             unit="it",
             desc=f"{self.task_name}@{self.sim}",
-            disable=not self.progress,
+            disable=not terminal,
             file=sys.stderr,
             dynamic_ncols=True,
             leave=True,
