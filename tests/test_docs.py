@@ -1,6 +1,9 @@
 """The documentation checks itself: README.md and docs/*.md.
 
 * every self-contained Python block (one that starts with its imports) runs as written, in an empty folder;
+* every command of a shell block is checked without being run (``simbackend ...`` against the real command's
+  parser, ``make`` targets, ``pip install`` extras, scripts' flags, repository paths), or its block says why not;
+* every extra of pyproject.toml is named in the README's set-up and on the page that needs it;
 * every relative link points at a file that exists, and an anchor into a page at one of its headings;
 * every table has as many cells in each row as in its header;
 * no test counts and no throughput figures are written by hand (pytest counts tests; the figures live in
@@ -10,6 +13,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import re
@@ -74,6 +78,189 @@ def test_every_self_contained_python_block_runs(tmp_path: Path, monkeypatch: pyt
     assert expected <= set(ran), ran
     assert (tmp_path / "my_robot.json").is_file()  # rl-libraries.md's robot block ran
     assert (tmp_path / "run.h5").is_file() and (tmp_path / "run.mp4").stat().st_size > 1000  # the playback block
+
+
+# ----------------------------------------------------------------------------
+# shell blocks: every command line checked against what it names
+# ----------------------------------------------------------------------------
+SHELL_BLOCK = re.compile(
+    r"^(?:<!-- not run: (?P<reason>.*?) -->\n)?```(?:bash|sh|shell|console)\n(?P<body>.*?)^```", re.S | re.M
+)
+#: folders of the repository a command's argument may name (then it must exist)
+REPO_PATHS = ("benchmarks/", "examples/", "plugins/", "src/", "tests/", "docs/")
+
+
+def _shell_blocks(path: Path) -> list[tuple[int, str | None, list[str]]]:
+    """``(line, reason or None, commands)`` of every shell block of ``path``: its lines with the
+    continuations joined, comments and blank lines dropped; ``reason`` is its ``<!-- not run: ... -->``."""
+    text = path.read_text()
+    blocks = []
+    for m in SHELL_BLOCK.finditer(text):
+        commands = [c.strip() for c in m.group("body").replace("\\\n", " ").splitlines()]
+        commands = [c for c in commands if c and not c.startswith("#")]
+        blocks.append((text.count("\n", 0, m.start()) + 1, m.group("reason"), commands))
+    return blocks
+
+
+def _words(command: str) -> list[str]:
+    """A command line's words (shell quoting and comments), without leading ``VAR=value`` settings."""
+    import shlex
+
+    words = shlex.split(command, comments=True)
+    while words and re.fullmatch(r"[A-Z_][A-Z0-9_]*=\S*", words[0]):
+        words = words[1:]
+    return words
+
+
+def _repo_paths(words: list[str]) -> list[str]:
+    """The paths into the repository a command names that do not exist (``--set key=PATH`` included)."""
+    named = [w.split("=", 1)[-1] for w in words]
+    return [w for w in named if w.startswith(REPO_PATHS) and "*" not in w and not (REPO / w).exists()]
+
+
+def _simbackend_problem(args: list[str]) -> str | None:
+    """Why ``simbackend ARGS`` would not parse: the real command's own parser (every flag a flag of that
+    command, every value of its type, choices and --sim names checked, the arguments it takes), run
+    without the command."""
+    import typer
+
+    from simbackend.cli.common import click_exceptions, usage_message
+    from simbackend.cli.main import app
+
+    group = typer.main.get_command(app)
+    root = group.make_context("simbackend", [], resilient_parsing=True)
+    if not args or group.get_command(root, args[0]) is None:
+        return f"no command {args[:1]}"
+    command = group.get_command(root, args[0])
+    assert command is not None
+    try:
+        command.make_context(args[0], list(args[1:]), parent=root).close()
+    except click_exceptions.ClickException as e:
+        return usage_message(e)
+    return None
+
+
+def _pip_problem(words: list[str]) -> str | None:
+    """The extras and local folders ``pip install`` is given exist (other packages are PyPI's)."""
+    import tomllib
+
+    extras = set(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    for w in words[2:]:
+        m = re.fullmatch(r"(?:\.|simbackend)\[([\w,]+)\]", w)
+        if m and not set(m.group(1).split(",")) <= extras:
+            return f"{w}: no such extra (pyproject.toml has {sorted(extras)})"
+        if not m and w.startswith((".", "plugins/")) and not (REPO / w).exists():
+            return f"{w}: no such folder"
+    return None
+
+
+@functools.cache
+def _script_help(script: Path) -> str:
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True, timeout=120).stdout
+
+
+def _script_problem(words: list[str]) -> str | None:
+    """A script of the repository: it exists, and every flag given is one its --help lists."""
+    script = REPO / words[1]
+    if not script.is_file():
+        return f"{words[1]}: no such file"
+    flags = [w.split("=")[0] for w in words[2:] if w.startswith("--")]
+    missing = [f for f in flags if f not in _script_help(script)]
+    return f"{words[1]} takes no {missing}" if missing else None
+
+
+def _command_problem(command: str, folder: Path) -> str | None:
+    """What is wrong with one command line, or None; raises LookupError for a command no check knows."""
+    import subprocess
+
+    words = _words(command)
+    if words[0] == "simbackend":
+        return _simbackend_problem(words[1:])
+    if words[0] == "make":
+        makefile = (REPO / "Makefile").read_text()
+        absent = [t for t in words[1:] if "=" not in t and not re.search(rf"^{re.escape(t)}:", makefile, re.M)]
+        return f"no make target {absent}" if absent else None
+    if words[:2] == ["pip", "install"]:
+        return _pip_problem(words)
+    if words[0] in ("python", "python3") and words[1:2] and words[1].endswith(".py"):
+        return _script_problem(words)
+    if words[0].endswith("python") and words[1:3] == ["-m", "pytest"]:
+        absent = [w for w in words[3:] if ("/" in w or w.endswith(".py")) and not (REPO / w).exists()]
+        return f"no such test paths {absent}" if absent else None
+    if words[0] == "echo":  # writes a file the next commands read: run it, where they would
+        done = subprocess.run(["bash", "-c", command], cwd=folder, capture_output=True, text=True, timeout=10)
+        return done.stderr.strip() or (None if done.returncode == 0 else f"exit {done.returncode}")
+    raise LookupError(words[0])
+
+
+def test_every_shell_block_is_checked_or_says_why_not(tmp_path: Path) -> None:
+    """Every command of the shell blocks (bash, sh, shell, console) of README.md and docs/*.md is checked
+    without being run (a training run each would take the docs test hours): ``simbackend ...`` parses
+    against the real command (flags, values, arguments), a repository path it names exists, ``make``
+    targets are the Makefile's, ``pip install``'s extras pyproject.toml's, a script's flags its --help's,
+    pytest's paths exist; ``echo`` lines run. A command no check knows is allowed only in a block marked
+    ``<!-- not run: REASON -->`` (the line before its fence) with a reason."""
+    problems, unchecked = [], []
+    for path in PAGES:
+        for line, reason, commands in _shell_blocks(path):
+            where = f"{path.relative_to(REPO)}:{line}"
+            if reason is not None and not reason.strip():
+                problems.append(f"{where}: a not-run marker without its reason")
+            for command in commands:
+                missing = _repo_paths(_words(command))
+                if missing:
+                    problems.append(f"{where}: {command!r}: no such file {missing}")
+                try:
+                    problem = _command_problem(command, tmp_path)
+                except LookupError:
+                    if reason is None:
+                        unchecked.append(f"{where}: {command!r}")
+                    continue
+                if problem:
+                    problems.append(f"{where}: {command!r}: {problem}")
+    assert not problems, "\n".join(problems)
+    assert not unchecked, "commands no check knows, in blocks without <!-- not run: REASON -->:\n" + "\n".join(
+        unchecked
+    )
+
+
+def test_the_shell_block_checks_catch_what_they_are_for(tmp_path: Path) -> None:
+    """The checks above refuse the mistakes they exist for: a checkpoint given as an argument to eval (the
+    issue-50 command of terrains.md), a flag a command lacks, a value of the wrong type, an unregistered
+    --sim, an extra pyproject.toml lacks, a missing repository file, a make target the Makefile lacks."""
+    bad = [
+        "simbackend eval runs/velocity_mujoco_s0/checkpoints/model_final.pt --sim sapien",
+        "simbackend train --task velocity --no-such-flag",
+        "simbackend run --num-envs many",
+        "simbackend run --sim bullet",
+        "pip install -e '.[calibrated]'",
+        "make no-such-target",
+    ]
+    for command in bad:
+        assert _command_problem(command, tmp_path), command
+    assert _repo_paths(_words("simbackend train --set terrain=benchmarks/terrains/none.json"))
+    good = "simbackend eval --checkpoint runs/velocity/checkpoint_final.pt --sim sapien --episodes 4"
+    assert _command_problem(good, tmp_path) is None
+
+
+def test_every_extra_is_named_where_a_reader_installs_it() -> None:
+    """Every extra of pyproject.toml is named in the README (the set-up lists them) and in the packaging
+    section of docs/architecture.md; an extra a page's commands need is named on that page."""
+    import tomllib
+
+    extras = set(tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    readme = README.read_text()
+    packaging = (REPO / "docs" / "architecture.md").read_text().split("## Packaging")[1].split("\n## ")[0]
+    developers = {"test", "bench"}  # the project's own checks and benchmarks: `make test`, not a user's set-up
+    assert not [e for e in sorted(extras - developers) if f"[{e}]" not in readme], "README.md lacks extras"
+    assert not [e for e in sorted(extras) if f"[{e}]" not in packaging], "architecture.md's packaging lacks extras"
+    pages = {"calibration.md": "calibrate", "deploy.md": "deploy", "sharding.md": "ray", "training.md": "train"}
+    for page, extra in pages.items():
+        text = (REPO / "docs" / page).read_text()
+        assert re.search(rf"simbackend\[[\w,]*\b{extra}\b[\w,]*\]", text), f"{page} does not name [{extra}]"
 
 
 # ----------------------------------------------------------------------------
