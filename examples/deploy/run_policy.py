@@ -37,8 +37,10 @@ such a policy, naming the term.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
+import numbers
 import os
 import sys
 import time
@@ -61,22 +63,45 @@ class MetadataError(ValueError):
     """The policy's metadata is missing or does not fit the scene; the message names the field."""
 
 
+class UsageError(ValueError):
+    """A file or flag given to the loop that it cannot use; the message names it."""
+
+
+def _session(path: str | os.PathLike, opts: Any = None) -> Any:
+    """onnxruntime's session on the policy file (CPU); a missing or unreadable file is a :class:`UsageError`."""
+    if not Path(path).is_file():
+        raise UsageError(f"POLICY: no such file {str(path)!r}")
+    try:
+        return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    except Exception as e:  # onnxruntime's errors are several lines
+        raise UsageError(f"POLICY: {str(path)!r} is not an ONNX model onnxruntime runs ({type(e).__name__})") from None
+
+
+def _json(text: str, what: str, error: type[ValueError] = MetadataError) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as e:  # json.JSONDecodeError, or bytes that are not text
+        raise error(f"{what} is not JSON ({getattr(e, 'msg', e)} at line {getattr(e, 'lineno', '?')})") from None
+
+
 def load_metadata(policy_path: str | os.PathLike, json_path: str | os.PathLike | None = None) -> dict:
     """The policy's metadata: ``json_path``, else the JSON beside the ONNX file, else the copy inside it."""
     policy_path = Path(policy_path)
     candidates = [Path(json_path)] if json_path is not None else [policy_path.with_suffix(".json")]
     for path in candidates:
         if path.is_file():
-            meta = json.loads(path.read_text())
+            meta = _json(path.read_text(errors="replace"), f"metadata: {str(path)!r}")
             break
     else:
         if json_path is not None:
             raise MetadataError(f"metadata: no such file {str(json_path)!r}")
-        session = ort.InferenceSession(str(policy_path), providers=["CPUExecutionProvider"])
+        session = _session(policy_path)
         text = session.get_modelmeta().custom_metadata_map.get(METADATA_KEY)
         if text is None:
             raise MetadataError(f"metadata: {str(policy_path)!r} has no {METADATA_KEY!r} entry and no JSON beside it")
-        meta = json.loads(text)
+        meta = _json(text, f"metadata: the {METADATA_KEY!r} entry of {str(policy_path)!r}")
+    if not isinstance(meta, dict):
+        raise MetadataError(f"metadata: expected a JSON object, got {type(meta).__name__}")
     if meta.get("format") != FORMAT:
         raise MetadataError(f"format: expected {FORMAT!r}, got {meta.get('format')!r}")
     if meta.get("kind") != "velocity":
@@ -92,14 +117,54 @@ class OnnxPolicy:
     def __init__(self, path: str | os.PathLike, meta: dict):
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = 1  # one observation at a time: threads cost more than they give
-        self.session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        self.session = _session(path, opts)
         self.input = meta["network"]["input"]
-        size = int(self.session.get_inputs()[0].shape[1])
-        if size != int(meta["network"]["input_size"]):
-            raise MetadataError(f"network.input_size: {meta['network']['input_size']}, the ONNX input takes {size}")
+        for key, node in (("input", self.session.get_inputs()[0]), ("output", self.session.get_outputs()[0])):
+            if node.type != "tensor(float)":
+                raise MetadataError(f"network.{key}: the ONNX graph's {node.name!r} is {node.type}, not float32")
+            if len(node.shape) != 2 or node.shape[1] != meta["network"][f"{key}_size"]:
+                raise MetadataError(
+                    f"network.{key}_size: {meta['network'][f'{key}_size']}, the ONNX graph's {node.name!r} has shape"
+                    f" {node.shape}, expected (batch, size)"
+                )
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         return self.session.run(None, {self.input: obs[None].astype(np.float32)})[0][0]
+
+
+def finite_list(values: Any, key: str, n: int | None = None, *, none: float | None = None) -> np.ndarray:
+    """Metadata field ``key`` as ``n`` finite numbers (``None`` read as ``none`` where that is given)."""
+    if not isinstance(values, (list, tuple)) or (n is not None and len(values) != n):
+        got = f"{len(values)} values" if isinstance(values, (list, tuple)) else repr(values)[:40]
+        raise MetadataError(f"{key}: expected {n if n is not None else 'a list of'} numbers, got {got}")
+    out = []
+    for v in values:
+        if v is None and none is not None:
+            out.append(none)
+        elif isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v):
+            out.append(float(v))
+        else:
+            raise MetadataError(f"{key}: expected finite numbers, got {v!r}")
+    return np.array(out, dtype=np.float64)
+
+
+def finite_number(value: Any, key: str, *, positive: bool = False) -> float:
+    """Metadata field ``key`` as one finite number (``> 0`` where ``positive``)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise MetadataError(f"{key}: expected a finite number, got {value!r}")
+    if positive and value <= 0:
+        raise MetadataError(f"{key}: expected a positive number, got {value!r}")
+    return float(value)
+
+
+def scene_sha256(folder: str | os.PathLike) -> str:
+    """``robot.scene_sha256`` of a scene folder: the sha256 of, for each file in the order of its relative path
+    (``/``-separated, UTF-8, sorted bytewise), that path, a zero byte and the 32 bytes of the file's sha256."""
+    root = Path(folder)
+    h = hashlib.sha256()
+    for name, f in sorted((p.relative_to(root).as_posix().encode(), p) for p in root.rglob("*") if p.is_file()):
+        h.update(name + b"\0" + hashlib.sha256(f.read_bytes()).digest())
+    return h.hexdigest()
 
 
 def _quat_to_mat(q: np.ndarray) -> np.ndarray:
@@ -162,21 +227,28 @@ class VelocityController:
         )
         held = joints.get("held", {"names": [], "targets": []})
         self.held_acts = np.array([self._held_actuator(n) for n in held["names"]], dtype=np.int64)
-        self.held_targets = np.asarray(held["targets"], dtype=np.float64)
-        self.default = np.asarray(joints["default"], dtype=np.float64)
-        self.scale = np.asarray(action["scale"], dtype=np.float64)
-        self.offset = np.asarray(action["offset"], dtype=np.float64)
+        self.default = finite_list(joints["default"], "joints.default", k)
+        self.scale = finite_list(action["scale"], "action.scale", k)
+        self.offset = finite_list(action["offset"], "action.offset", k)
         clip = action.get("clip")
-        self.clip = None if clip is None else (float(clip[0]), float(clip[1]))
+        self.clip = None if clip is None else tuple(finite_list(clip, "action.clip", 2))
+        if self.clip is not None and not self.clip[0] < self.clip[1]:
+            raise MetadataError(f"action.clip: expected [low, high] with low < high, got {clip!r}")
         self.kind = act["kind"]
-        self.kp = np.asarray(act["kp"], dtype=np.float64)
-        self.kd = np.asarray(act["kd"], dtype=np.float64)
-        effort = act.get("effort_limit") or [None] * k
-        self.effort = np.array([np.inf if e is None else e for e in effort], dtype=np.float64)
+        self.kp = finite_list(act["kp"], "actuation.kp", k)
+        self.kd = finite_list(act["kd"], "actuation.kd", k)
+        if (self.kp < 0).any() or (self.kd < 0).any():
+            raise MetadataError("actuation.kp, actuation.kd: expected gains >= 0")
+        self.effort = finite_list(act.get("effort_limit") or [None] * k, "actuation.effort_limit", k, none=np.inf)
+        self.held_targets = finite_list(held["targets"], "joints.held.targets", len(held["names"]))
         self._configure_actuators()
         self.terms = self._check_terms(meta["observations"], int(meta["network"]["input_size"]))
-        self.decimation = int(meta["control"]["decimation"])
-        period, dt = float(meta["control"]["period"]), float(meta["control"]["physics_dt"])
+        decimation = meta["control"]["decimation"]
+        if isinstance(decimation, bool) or not isinstance(decimation, int) or decimation < 1:
+            raise MetadataError(f"control.decimation: expected a positive integer, got {decimation!r}")
+        self.decimation = decimation
+        period = finite_number(meta["control"]["period"], "control.period", positive=True)
+        dt = finite_number(meta["control"]["physics_dt"], "control.physics_dt", positive=True)
         if abs(dt * self.decimation - period) > 1e-9:
             raise MetadataError(f"control.period: {period} s is not {self.decimation} x physics_dt {dt} s")
         if abs(model.opt.timestep - dt) > 1e-12:
@@ -212,10 +284,11 @@ class VelocityController:
                     m.actuator_forcerange[a] = (-self.effort[i], self.effort[i])
         elif self.kind == "pd":
             act = self.meta["actuation"]
-            sat = act.get("saturation_effort") or [None] * len(self.acts)
-            vmax = act.get("velocity_limit") or [None] * len(self.acts)
-            self.saturation = np.array([np.inf if s is None else s for s in sat], dtype=np.float64)
-            self.vmax = np.array([np.inf if v is None else v for v in vmax], dtype=np.float64)
+            k = len(self.acts)
+            sat = act.get("saturation_effort") or [None] * k
+            vmax = act.get("velocity_limit") or [None] * k
+            self.saturation = finite_list(sat, "actuation.saturation_effort", k, none=np.inf)
+            self.vmax = finite_list(vmax, "actuation.velocity_limit", k, none=np.inf)
             self.torque_per_ctrl = m.actuator_gear[self.acts, 0] * m.actuator_gainprm[self.acts, 0]
         else:
             raise MetadataError(f"actuation.kind: expected 'servo' or 'pd', got {self.kind!r}")
@@ -224,6 +297,7 @@ class VelocityController:
     def _check_terms(terms: list, size: int) -> list:
         start = 0
         for i, term in enumerate(terms):
+            finite_number(term.get("scale", 1.0), f"observations[{i}].scale")
             if term["name"] not in TERMS:
                 if term["name"] == "height_scan":
                     raise MetadataError(
@@ -301,11 +375,17 @@ class Judge:
     def __init__(self, model: mujoco.MjModel, meta: dict, controller: VelocityController):
         ep = meta["episode"]
         self.model, self.c = model, controller
-        self.length = int(ep["length"])
-        self.min_height = float(ep["min_base_height"])
-        self.cos_tilt = math.cos(float(ep["max_tilt"]))
-        self.success_error = float(ep["success_error"])
-        self.threshold = float(ep["contact_threshold"])
+        length = ep["length"]
+        if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+            raise MetadataError(f"episode.length: expected a positive integer, got {length!r}")
+        self.length = length
+        self.min_height = finite_number(ep["min_base_height"], "episode.min_base_height")
+        self.cos_tilt = math.cos(finite_number(ep["max_tilt"], "episode.max_tilt", positive=True))
+        self.success_error = finite_number(ep["success_error"], "episode.success_error", positive=True)
+        self.threshold = finite_number(ep["contact_threshold"], "episode.contact_threshold")
+        frame = (ep.get("error") or {}).get("frame", "imu")
+        if frame != "imu":  # the velocity error in the frame the metadata names (this loop measures the imu frame's)
+            raise MetadataError(f"episode.error.frame: this loop measures the velocity error in 'imu', got {frame!r}")
         body = mujoco.mjtObj.mjOBJ_BODY
         self.bodies = {controller.id_of(body, n, "episode.termination_bodies") for n in ep["termination_bodies"]}
 
@@ -346,10 +426,20 @@ class Judge:
 class Commands:
     """A scripted command sequence: ``[[t, vx, vy, wz], ...]``, each entry from time ``t`` (s) on."""
 
-    def __init__(self, script: list):
-        rows = sorted((float(r[0]), np.array(r[1:4], dtype=np.float64)) for r in script)
-        if not rows or any(len(r) != 4 for r in script):
-            raise ValueError("commands: expected [[t, vx, vy, wz], ...]")
+    def __init__(self, script: Any, source: str = "commands"):
+        if not isinstance(script, list) or not script:
+            raise UsageError(f"{source}: expected [[t, vx, vy, wz], ...], got {repr(script)[:40]}")
+        rows = []
+        for i, r in enumerate(script):
+            ok = isinstance(r, (list, tuple, np.ndarray)) and len(r) == 4
+            ok = ok and all(isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) for v in r)
+            if not ok:
+                raise UsageError(f"{source}: row {i}: expected [t, vx, vy, wz], four finite numbers, got {r!r}")
+            rows.append((float(r[0]), np.array(r[1:4], dtype=np.float64)))
+        rows.sort(key=lambda row: row[0])
+        for (t0, _), (t1, _) in zip(rows, rows[1:]):
+            if t1 == t0:
+                raise UsageError(f"{source}: two rows start at t = {t0:g} s; give each time once")
         self.rows = rows
 
     def __call__(self, t: float) -> np.ndarray:
@@ -365,17 +455,32 @@ class Runner:
 
     def __init__(self, policy_path: str | os.PathLike, meta: dict | None = None, scene: str | None = None):
         self.meta = meta if meta is not None else load_metadata(policy_path)
-        path = scene or Path(policy_path).parent / self.meta["robot"]["scene"]
-        self.model = mujoco.MjModel.from_xml_path(str(path))
+        robot = self.meta.get("robot") or {}
+        if scene is None and not robot.get("scene"):
+            raise MetadataError("robot.scene: missing; --scene names the scene to load")
+        path = Path(scene) if scene is not None else Path(policy_path).parent / robot["scene"]
+        key = "--scene" if scene is not None else "robot.scene"
+        if not path.is_file():
+            raise UsageError(f"{key}: no such file {str(path)!r}" + ("" if scene else " (--scene names another)"))
+        if scene is None and robot.get("scene_sha256") not in (None, scene_sha256(path.parent)):
+            raise MetadataError(
+                f"robot.scene_sha256: the files of {str(path.parent)!r} are not the ones exported with the policy"
+                " (--scene loads another scene)"
+            )
+        try:
+            self.model = mujoco.MjModel.from_xml_path(str(path))
+        except ValueError as e:  # MuJoCo's load errors are several lines
+            raise UsageError(f"{key}: MuJoCo cannot load {str(path)!r}: {' '.join(str(e).split())[:200]}") from None
         self.data = mujoco.MjData(self.model)
         self.controller = VelocityController(self.model, self.meta)
         self.judge = Judge(self.model, self.meta, self.controller)
         self.policy = OnnxPolicy(policy_path, self.meta)
+        self.start = finite_list(self.meta["base"]["default_qpos"], "base.default_qpos", self.model.nq)
 
     def reset(self, qpos: np.ndarray | None = None, qvel: np.ndarray | None = None) -> None:
         """Start an episode: ``qpos`` (default: ``base.default_qpos``), ``qvel`` (default: at rest)."""
         mujoco.mj_resetData(self.model, self.data)
-        self.data.qpos[:] = self.meta["base"]["default_qpos"] if qpos is None else qpos
+        self.data.qpos[:] = self.start if qpos is None else qpos
         self.data.qvel[:] = 0.0 if qvel is None else qvel
         mujoco.mj_forward(self.model, self.data)
         self.controller.reset()
@@ -437,6 +542,28 @@ class Keyboard:
         print(f"command: vx {self.command[0]:+.2f} m/s, vy {self.command[1]:+.2f} m/s, wz {self.command[2]:+.2f} rad/s")
 
 
+def _checked_args(args: argparse.Namespace) -> Commands:
+    """The flags checked before anything runs (a bad one is a :class:`UsageError`): the commands they give."""
+    if args.episodes < 1:
+        raise UsageError(f"--episodes: expected a positive integer, got {args.episodes}")
+    if args.log is not None:
+        log = Path(args.log)
+        if log.suffix != ".npz":
+            raise UsageError(f"--log: expected a .npz file, got {args.log!r}")
+        if not log.parent.is_dir():
+            raise UsageError(f"--log: folder {str(log.parent)!r} does not exist")
+        if log.is_dir() or (log.exists() and not args.overwrite):
+            raise UsageError(f"--log: {args.log!r} exists (--overwrite replaces it)")
+    if args.command is not None and not all(math.isfinite(v) for v in args.command):
+        raise UsageError(f"--command: expected three finite numbers, got {args.command}")
+    if not args.commands:
+        return Commands([[0.0, *(args.command or (0.5, 0.0, 0.0))]])
+    path = Path(args.commands)
+    if not path.is_file():
+        raise UsageError(f"--commands: no such file {args.commands!r}")
+    return Commands(_json(path.read_text(errors="replace"), f"--commands: {args.commands!r}", UsageError), "--commands")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("policy", help="the exported policy (.onnx)")
@@ -448,12 +575,17 @@ def main(argv: list[str] | None = None) -> int:
     src.add_argument("--viewer", action="store_true", help="MuJoCo's viewer, commands from the keyboard")
     p.add_argument("--episodes", type=int, default=1, help="episodes to play (default 1)")
     p.add_argument("--log", metavar="OUT.npz", help="each step's obs, action, command, qpos, qvel (episode 0)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --log file")
     args = p.parse_args(argv)
     try:
+        commands = _checked_args(args)
         meta = load_metadata(args.policy, args.metadata)
         runner = Runner(args.policy, meta, args.scene)
-    except (MetadataError, KeyError) as e:
+    except (MetadataError, UsageError) as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyError as e:  # a field the loop reads is missing
+        print(f"error: {e.args[0]}: missing from the policy's metadata", file=sys.stderr)
         return 2
     if args.viewer:
         if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
@@ -466,10 +598,6 @@ def main(argv: list[str] | None = None) -> int:
             while view.is_running():
                 runner.run_episode(Commands([[0.0, 0.0, 0.0, 0.0]]), viewer=view, keyboard=keys)
         return 0
-    if args.commands:
-        commands = Commands(json.loads(Path(args.commands).read_text()))
-    else:
-        commands = Commands([[0.0, *(args.command or (0.5, 0.0, 0.0))]])
     wins = 0
     for i in range(args.episodes):
         ep = runner.run_episode(commands, log=args.log is not None and i == 0)

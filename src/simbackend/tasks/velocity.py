@@ -6,7 +6,8 @@ go1``). ``quadruped`` is the same task on the built-in toy quadruped.
 
 Episode: a start at the robot's default pose (base level on the floor, random
 heading, joint angles ``default +- joint_noise``), and a command (forward and
-lateral velocity in the heading frame, yaw rate) drawn anew every
+lateral velocity and yaw rate, in the base's frame: the IMU site's where the
+robot names one; the velocity error is measured in it) drawn anew every
 ``resample_time`` seconds. All draws of an episode come from the task's
 counter-based reset streams, so every engine sees the same episodes.
 
@@ -748,7 +749,7 @@ class VelocityTask(Task):
         )
         out["commands"] = {
             "names": ["lin_vel_x", "lin_vel_y", "ang_vel_z"],
-            "frame": "heading",
+            "frame": "imu",
             "ranges": [list(rng) for rng in self.command_range],
             "resample_time": c.resample_time,
         }
@@ -757,11 +758,49 @@ class VelocityTask(Task):
             "min_base_height": self._min_z,
             "max_tilt": c.max_tilt,
             "success_error": c.success_error,
+            "error": {
+                "frame": "imu",
+                "is": "after each policy step, |v_xy - command_xy| with v the base's linear velocity in the imu"
+                " frame (base_lin_vel's first two values, unscaled); its mean over the episode's steps",
+            },
             "termination_bodies": list(desc.termination_bodies) if self._contacts else [],
             "contact_threshold": c.contact_threshold,
             "terrain": c.terrain is not None,
+            "start": {
+                "qpos": "base.default_qpos (the scene's base.keyframe), the base turned to a random heading, each"
+                " policy joint moved by a random offset within joint_noise and clipped to [joints.low, joints.high]"
+                + ("; the base moved to its terrain tile's origin" if c.terrain is not None else ""),
+                "heading": {
+                    "law": "uniform",
+                    "low": -math.pi,
+                    "high": math.pi,
+                    "quaternion": "the base's orientation becomes [cos(h/2), 0, 0, sin(h/2)] (wxyz)",
+                },
+                "joint_noise": {
+                    "law": "uniform",
+                    "low": -c.joint_noise,
+                    "high": c.joint_noise,
+                    "about": "joints.default",
+                },
+                "qvel": 0.0,
+                "last_action": 0.0,
+                "commands": "each uniform within commands.ranges, a new one every commands.resample_time s",
+            },
         }
+        out["frames"] = dict(FRAMES)
         return out
+
+
+#: the frames the velocity task's metadata names (``frames`` of the exported policy's metadata)
+FRAMES = {
+    "world": "z up (gravity along -z), x and y horizontal",
+    "imu": "the base.imu_site's frame, the base body's where it is null: base_lin_vel, base_ang_vel and"
+    " projected_gravity are in it, and the commands are compared with the velocities in it",
+    "heading": "the base's heading frame: origin at the base, z along world z, x the base's x axis turned onto the"
+    " horizontal plane; its angle about world z is the heading atan2(2 (w z + x y), 1 - 2 (y^2 + z^2)) of the"
+    " base's wxyz quaternion",
+    "joints": "one value per policy joint, in joints.names order",
+}
 
 
 #: each observation term's units and meaning, as :meth:`VelocityTask.policy_io` records them
@@ -769,7 +808,7 @@ TERM_DOCS = {
     "base_lin_vel": ("m/s", "imu", "linear velocity of the base body's frame origin, in the IMU frame"),
     "base_ang_vel": ("rad/s", "imu", "angular velocity of the base, in the IMU frame (a gyroscope's reading)"),
     "projected_gravity": ("1", "imu", "unit vector of gravity (world -z) in the IMU frame"),
-    "command": ("m/s, m/s, rad/s", "heading", "commanded forward and lateral velocity, and yaw rate"),
+    "command": ("m/s, m/s, rad/s", "imu", "commanded forward and lateral velocity, and yaw rate"),
     "joint_pos": ("rad", "joints", "joint angle less its default angle, in joints.names order"),
     "joint_vel": ("rad/s", "joints", "joint velocity, in joints.names order"),
     "last_action": ("1", "joints", "the previous policy step's action after clipping (0 at an episode's start)"),

@@ -42,7 +42,17 @@ from simbackend.errors import InvalidArgumentError
 
 from .checkpoint import Checkpoint, build_actor, load_checkpoint
 
-__all__ = ["FORMAT", "METADATA_KEY", "OPSET", "ExportResult", "export_policy", "policy_metadata", "sha256_file"]
+__all__ = [
+    "FORMAT",
+    "METADATA_KEY",
+    "OPSET",
+    "START_KEYFRAME",
+    "ExportResult",
+    "export_policy",
+    "policy_metadata",
+    "scene_sha256",
+    "sha256_file",
+]
 
 #: the metadata's format tag; a reader refuses another
 FORMAT = "simbackend.policy/1"
@@ -52,6 +62,8 @@ METADATA_KEY = "simbackend.policy"
 OPSET = 18
 #: the network's input and output names
 INPUT, OUTPUT = "obs", "actions"
+#: the exported scene's keyframe that holds the task's start (``base.default_qpos``)
+START_KEYFRAME = "home"
 
 
 @dataclass(frozen=True)
@@ -75,12 +87,36 @@ def sha256_file(path: Any) -> str:
     return h.hexdigest()
 
 
-def _scene_hash(folder: Path) -> str:
-    """``sha256`` over a scene folder's files (their relative paths and bytes, in sorted order)."""
+def scene_sha256(folder: Any) -> str:
+    """``robot.scene_sha256``: the ``sha256`` of, for each file under the scene folder in the order of its
+    relative path (``/``-separated, UTF-8, sorted bytewise), that path, one zero byte and the 32 bytes of the
+    file's own ``sha256`` (docs/deploy.md; examples/deploy/run_policy.py computes it the same way)."""
+    folder = Path(folder)
+    rel = sorted((p.relative_to(folder).as_posix().encode(), p) for p in folder.rglob("*") if p.is_file())
     h = hashlib.sha256()
-    for f in sorted(p for p in folder.rglob("*") if p.is_file()):
-        h.update(str(f.relative_to(folder)).encode() + b"\0" + bytes.fromhex(sha256_file(f)))
+    for name, f in rel:
+        h.update(name + b"\0" + bytes.fromhex(sha256_file(f)))
     return h.hexdigest()
+
+
+def _start_keyframe(model_xml: Path, qpos: list) -> None:
+    """Make the scene's ``home`` keyframe the task's start (``base.default_qpos``, at rest): replaced where the
+    scene has one (a robot's own keyframe may stand elsewhere: Go1's at 0.278 m, the task's at 0.2965 m), added
+    where it has none."""
+    import xml.etree.ElementTree as ET
+
+    tree = ET.parse(model_xml)
+    root = tree.getroot()
+    keyframe = root.find("keyframe")
+    if keyframe is None:
+        keyframe = ET.SubElement(root, "keyframe")
+    key = next((k for k in keyframe.iter("key") if k.get("name") == START_KEYFRAME), None)
+    if key is None:
+        key = ET.SubElement(keyframe, "key", name=START_KEYFRAME)
+    key.set("qpos", " ".join(repr(float(v)) for v in qpos))
+    for attr in ("qvel", "act", "time", "mpos", "mquat"):  # at rest, at time 0, bodies where the model puts them
+        key.attrib.pop(attr, None)
+    tree.write(model_xml, encoding="unicode")
 
 
 def policy_metadata(checkpoint: Any) -> tuple[dict, str]:
@@ -88,6 +124,7 @@ def policy_metadata(checkpoint: Any) -> tuple[dict, str]:
     the scene it was trained on (MuJoCo builds the task once, one env, to read its boundary; the values are
     the model's and the task's, not the engine's)."""
     import simbackend
+    from simbackend.models.mujoco_extra import import_mujoco
     from simbackend.tasks import get_task_class, make_task
 
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else load_checkpoint(checkpoint)
@@ -120,6 +157,7 @@ def policy_metadata(checkpoint: Any) -> tuple[dict, str]:
     meta["task"] = {"name": ckpt.task, "config": ckpt.task_config}
     meta["provenance"] = {
         "simbackend": simbackend.__version__,
+        "mujoco": import_mujoco().__version__,
         "checkpoint": ckpt.path.name,
         "checkpoint_sha256": sha256_file(ckpt.path),
         "trained_on": ckpt.sim,
@@ -191,6 +229,14 @@ def export_policy(
         for p in (json_path, scene_dir, ts_path):
             if p is not None and p.exists():
                 raise InvalidArgumentError(f"out: {str(p)!r} exists (overwrite=True replaces it)")
+    source = checkpoint.path if isinstance(checkpoint, Checkpoint) else checkpoint
+    if isinstance(source, (str, os.PathLike)):  # nothing written may replace the checkpoint read
+        read = Path(source).resolve()
+        for p in (onnx_path, json_path, ts_path):
+            if p is not None and p.resolve() == read:
+                raise InvalidArgumentError(f"out: {str(p)!r} would replace the checkpoint it is exported from")
+        if scene_dir is not None and scene_dir.resolve() in read.parents:
+            raise InvalidArgumentError(f"out: {str(scene_dir)!r} would replace the checkpoint's folder")
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else load_checkpoint(checkpoint)
     meta, scene_file = policy_metadata(ckpt)
     obs_size, act_size = int(ckpt.data["observation_size"]), int(ckpt.data["action_dim"])
@@ -208,10 +254,13 @@ def export_policy(
             staged.mkdir()
             source = builtin_model_path(scene_file) if scene_file in builtin_models() else Path(scene_file)
             written = portable_copy(source, staged)
+            if meta.get("kind") == "velocity":
+                _start_keyframe(written, meta["base"]["default_qpos"])
+                meta["base"]["keyframe"] = START_KEYFRAME
             meta["robot"] = {
                 **meta.get("robot", {}),
                 "scene": f"{scene_dir.name}/{written.name}",
-                "scene_sha256": _scene_hash(staged),
+                "scene_sha256": scene_sha256(staged),
             }
         _onnx_model(actor, obs_size, tmp / "policy.onnx")
         model = onnx.load(str(tmp / "policy.onnx"))

@@ -30,8 +30,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from simbackend import checks
 from simbackend._extras import require_extra
-from simbackend.errors import InvalidArgumentError, closest_names_hint
+from simbackend.errors import InvalidArgumentError, SimBackendError, closest_names_hint
 
 from .export import FORMAT, METADATA_KEY
 
@@ -70,6 +71,39 @@ def _section(meta: Mapping, key: str) -> Mapping:
     return node
 
 
+def _first_difference(mine: np.ndarray, theirs: np.ndarray, atol: float) -> int | None:
+    """The first index where ``mine`` and ``theirs`` differ beyond relative :data:`GAIN_RTOL` and ``atol`` (``inf``
+    equals ``inf``), or ``None``."""
+    bad = np.flatnonzero(~np.isclose(mine, theirs, rtol=GAIN_RTOL, atol=atol))
+    return int(bad[0]) if bad.size else None
+
+
+def _optional_section(meta: Mapping, key: str) -> Mapping:
+    """``meta[key]``: an object, or ``{}`` where it is left out (``null`` too)."""
+    node = meta.get(key)
+    if node is None:
+        return {}
+    if not isinstance(node, Mapping):
+        raise _fail(key, f"expected an object, got {checks.short_repr(node)}")
+    return node
+
+
+def _real(value: Any, key: str, **bounds: Any) -> float:
+    """A finite number at metadata field ``key`` (:func:`simbackend.checks.real`'s bounds)."""
+    return float(checks.real(value, f"policy metadata {key}", **bounds))
+
+
+#: the velocity task's config fields an exported policy's ``episode`` and ``commands`` give (``eval --policy``
+#: builds the task with them, as examples/deploy/run_policy.py judges and commands by them)
+HONOURED = {
+    "episode.length": "episode_length",
+    "episode.max_tilt": "max_tilt",
+    "episode.success_error": "success_error",
+    "episode.contact_threshold": "contact_threshold",
+    "commands.resample_time": "resample_time",
+}
+
+
 class ExportedPolicy:
     """An ONNX policy with its metadata (:func:`load_policy`); it evaluates like a checkpoint
     (:func:`~simbackend.training.evaluate`): ``task``, ``task_config``, ``sim`` (the training engine),
@@ -86,10 +120,10 @@ class ExportedPolicy:
         self.session = session
         self.task = task
         self._task_config = task_config
-        prov: Mapping = metadata["provenance"] if isinstance(metadata.get("provenance"), Mapping) else {}
+        prov = _optional_section(metadata, "provenance")
         self.sim = str(prov.get("trained_on") or "unknown")
-        self.iteration = int(prov.get("iteration") or 0)
-        self.env_steps = int(prov.get("env_steps") or 0)
+        self.iteration = checks.integer(prov.get("iteration") or 0, "policy metadata provenance.iteration", minimum=0)
+        self.env_steps = checks.integer(prov.get("env_steps") or 0, "policy metadata provenance.env_steps", minimum=0)
         self.delegated: tuple[str, ...] = ()
         self.names = list(metadata["joints"]["names"]) if metadata.get("kind") == "velocity" else []
         self.input_name = metadata["network"]["input"]
@@ -130,7 +164,7 @@ class _Binding:
         io = task.policy_io()
         if meta.get("kind") != io["kind"]:
             raise _fail("kind", f"{meta.get('kind')!r}, task {task.name!r} is {io['kind']!r}")
-        period = float(_section(meta, "control").get("period", math.nan))
+        period = _real(_section(meta, "control").get("period"), "control.period", minimum=0.0, above=True)
         if not math.isclose(period, task.control_dt, rel_tol=1e-9, abs_tol=1e-12):
             raise _fail(
                 "control.period",
@@ -142,6 +176,7 @@ class _Binding:
             self.identity = True
             return
         self.identity = self._joints(meta, io) & self._actuation(meta, io) & self._terms(meta, io, task)
+        self._robot_fields(meta, io, task)
         self._actions(meta, io, task)
         self._perm_dev, self._inverse_dev = self.perm.to(task.device), self.inverse.to(task.device)
 
@@ -149,9 +184,13 @@ class _Binding:
         theirs = [(t["name"], t["size"]) for t in io["observations"]]
         for i, term in enumerate(meta.get("observations") or []):
             mine = (term.get("name"), term.get("size"))
-            if i >= len(theirs) or mine != theirs[i] or float(term.get("scale", 1.0)) != 1.0:
+            if (
+                i >= len(theirs)
+                or mine != theirs[i]
+                or _real(term.get("scale", 1.0), f"observations[{i}].scale") != 1.0
+            ):
                 raise _fail(f"observations[{i}]", f"{mine}; the task's terms (name, size) are {theirs}, unscaled")
-        size = int(_section(meta, "action").get("size", -1))
+        size = checks.integer(_section(meta, "action").get("size"), "policy metadata action.size", minimum=1)
         if size != io["action"]["size"]:
             raise _fail("action.size", f"{size}; the task takes {io['action']['size']}")
 
@@ -180,15 +219,62 @@ class _Binding:
         for key in ("kp", "kd"):
             given = _floats(meta, f"actuation.{key}", k)
             robot = np.asarray(theirs[key], dtype=np.float64)[perm]
-            bad = np.flatnonzero(~np.isclose(given, robot, rtol=GAIN_RTOL, atol=1e-9))
-            if bad.size:
-                i = int(bad[0])
+            i = _first_difference(given, robot, 1e-9)
+            if i is not None:
                 raise _fail(
                     f"actuation.{key}",
                     f"joint {self.policy.names[i]!r} has {given[i]:g}, the robot's is {robot[i]:g}"
                     " (a robot description with the policy's gains evaluates it)",
                 )
         return True
+
+    def _robot_fields(self, meta: Mapping, io: Mapping, task: Any) -> None:
+        """The fields the task takes from the robot, not from the file: where given, they must be the robot's
+        (``base.default_qpos``: the start; ``actuation.effort_limit``; ``episode.min_base_height`` and
+        ``episode.termination_bodies``: the fall rules)."""
+        base, episode = _optional_section(meta, "base"), _optional_section(meta, "episode")
+        if base.get("default_qpos") is not None:
+            theirs = np.asarray(io["base"]["default_qpos"], dtype=np.float64)
+            mine = _floats(meta, "base.default_qpos", theirs.size)
+            i = _first_difference(mine, theirs, 1e-6)
+            if i is not None:
+                raise _fail(
+                    "base.default_qpos",
+                    f"value {i} is {mine[i]:g}, the task starts at {theirs[i]:g} (the robot's default pose; a robot"
+                    " description with the policy's evaluates it)",
+                )
+        act = _optional_section(meta, "actuation")
+        if act.get("effort_limit") is not None:
+            k = len(self.policy.names)
+            theirs = np.asarray([math.inf if v is None else v for v in io["actuation"]["effort_limit"]])[
+                self.perm.numpy()
+            ]
+            mine = _floats(meta, "actuation.effort_limit", k)
+            mine = np.where(np.isnan(mine), math.inf, mine)
+            i = _first_difference(mine, theirs, 1e-9)
+            if i is not None:
+                raise _fail(
+                    "actuation.effort_limit",
+                    f"joint {self.policy.names[i]!r} has {mine[i]:g}, the robot's is {theirs[i]:g}"
+                    " (a robot description with the policy's limits evaluates it)",
+                )
+        if episode.get("min_base_height") is not None:
+            mine_z = _real(episode["min_base_height"], "episode.min_base_height")
+            if not math.isclose(mine_z, io["episode"]["min_base_height"], rel_tol=GAIN_RTOL, abs_tol=1e-6):
+                raise _fail(
+                    "episode.min_base_height",
+                    f"{mine_z:g} m; the task's fall height is {io['episode']['min_base_height']:g} m (its min_height"
+                    " times the robot's default base height)",
+                )
+        if episode.get("termination_bodies") is not None:
+            given = episode["termination_bodies"]
+            theirs_b = list(task.robot.description.termination_bodies)  # the robot's, on any engine
+            if not isinstance(given, list) or sorted(map(str, given)) != sorted(theirs_b):
+                raise _fail(
+                    "episode.termination_bodies",
+                    f"{checks.short_repr(given)}; the robot's are {theirs_b} (a robot description with the policy's"
+                    " evaluates it)",
+                )
 
     def _terms(self, meta: Mapping, io: Mapping, task: Any) -> bool:
         terms = meta.get("observations")
@@ -204,18 +290,20 @@ class _Binding:
                     f"observations[{i}].name",
                     f"task {task.name!r} makes no term {name!r}{closest_names_hint(str(name), dims)}; it makes {list(dims)}",
                 )
-            size = int(term.get("size", -1))
+            size = term["size"]  # a positive integer (_check_network)
             if size != dims[name]["size"]:
                 raise _fail(f"observations[{i}].size", f"{size} for {name!r}; the task's is {dims[name]['size']}")
             if name == "height_scan" and "points" in term:
-                mine, theirs = np.asarray(term["points"], dtype=np.float64), np.asarray(dims[name]["points"])
+                try:
+                    mine = np.asarray(term["points"], dtype=np.float64)
+                except (TypeError, ValueError):
+                    mine = np.zeros(0)
+                theirs = np.asarray(dims[name]["points"])
                 if mine.shape != theirs.shape or not np.allclose(mine, theirs, atol=1e-6):
                     raise _fail(
                         f"observations[{i}].points", "the scan's grid is not the task's (scan_size, scan_resolution)"
                     )
-            scale = float(term.get("scale", 1.0))
-            if not math.isfinite(scale):
-                raise _fail(f"observations[{i}].scale", f"expected a finite number, got {term.get('scale')!r}")
+            scale = _real(term.get("scale", 1.0), f"observations[{i}].scale")
             start = dims[name]["start"]
             self.terms.append((name, start, size, scale))
             identity &= scale == 1.0
@@ -227,18 +315,34 @@ class _Binding:
         perm = self.perm.numpy()
         action = _section(meta, "action")
         clip = action.get("clip")
-        if clip is not None and (not isinstance(clip, (list, tuple)) or len(clip) != 2 or not clip[0] < clip[1]):
-            raise _fail("action.clip", f"expected [low, high] with low < high, or null, got {clip!r}")
-        self.clip = None if clip is None else (float(clip[0]), float(clip[1]))
+        bad_clip = _fail(
+            "action.clip", f"expected [low, high], two finite numbers with low < high, or null, got {clip!r}"
+        )
+        if clip is not None and (not isinstance(clip, (list, tuple)) or len(clip) != 2):
+            raise bad_clip
+        try:
+            self.clip = None if clip is None else (_real(clip[0], "action.clip"), _real(clip[1], "action.clip"))
+        except SimBackendError:
+            raise bad_clip from None
+        if self.clip is not None and not self.clip[0] < self.clip[1]:
+            raise bad_clip
         scale = _floats(meta, "action.scale", k)
         offset = _floats(meta, "action.offset", k)
+        #: what ``joint_pos`` is relative to: ``joints.default`` (the policy's default pose), else its offset
+        joint_ref = _floats(meta, "joints.default", k) if "default" in meta["joints"] else offset
+        if not np.isfinite(joint_ref).all():
+            raise _fail("joints.default", f"expected finite numbers, got {joint_ref.tolist()}")
         if not (np.isfinite(scale).all() and (scale > 0).all()):
             raise _fail("action.scale", f"expected positive numbers, got {scale.tolist()}")
         if not np.isfinite(offset).all():
             raise _fail("action.offset", f"expected finite numbers, got {offset.tolist()}")
         task_scale = np.asarray(io["action"]["scale"], dtype=np.float64)[perm]
         task_default = np.asarray(io["action"]["offset"], dtype=np.float64)[perm]
-        same = np.allclose(scale, task_scale, rtol=1e-6, atol=0) and np.allclose(offset, task_default, atol=1e-6)
+        same = (
+            np.allclose(scale, task_scale, rtol=1e-6, atol=0)
+            and np.allclose(offset, task_default, atol=1e-6)
+            and np.allclose(joint_ref, task_default, atol=1e-6)
+        )
         self.identity = bool(self.identity and same and self.clip == (-1.0, 1.0))
         if self.identity:
             return
@@ -258,6 +362,7 @@ class _Binding:
         dev = task.device
         self._scale = torch.as_tensor(scale, dtype=torch.float32, device=dev)
         self._offset = torch.as_tensor(offset, dtype=torch.float32, device=dev)
+        self._joint_ref = torch.as_tensor(joint_ref, dtype=torch.float32, device=dev)
         self._task_scale = torch.as_tensor(task_scale, dtype=torch.float32, device=dev)
         self._task_default = torch.as_tensor(task_default, dtype=torch.float32, device=dev)
 
@@ -269,8 +374,8 @@ class _Binding:
             v = flat[:, start : start + size]
             if name in ("joint_pos", "joint_vel", "last_action"):
                 v = v[:, perm]
-            if name == "joint_pos":  # relative to the policy's default pose
-                v = v + self._task_default - self._offset
+            if name == "joint_pos":  # relative to the policy's default pose (joints.default)
+                v = v + self._task_default - self._joint_ref
             elif name == "last_action":  # the task's action as the policy's
                 v = (self._task_default + self._task_scale * v - self._offset) / self._scale
             parts.append(v * scale if scale != 1.0 else v)
@@ -293,10 +398,18 @@ def _check_network(meta: Mapping, session: Any) -> None:
     names = [i.name for i in inputs]
     if net.get("input") not in names or len(inputs) != 1:
         raise _fail("network.input", f"{net.get('input')!r}; the ONNX graph takes {names} (one input expected)")
-    for key, node in (("input_size", inputs[0]), ("output_size", outputs[0])):
+    for key, node in (("input", inputs[0]), ("output", outputs[0])):
+        if node.type != "tensor(float)":  # what the evaluation feeds and reads: float32
+            raise _fail(
+                f"network.{key}", f"the ONNX graph's {node.name!r} is {node.type}; expected tensor(float) (float32)"
+            )
         size = node.shape[-1] if node.shape else None
-        if not isinstance(size, int) or size != net.get(key):
-            raise _fail(f"network.{key}", f"{net.get(key)!r}; the ONNX graph's {node.name!r} has shape {node.shape}")
+        if len(node.shape or ()) != 2 or not isinstance(size, int) or size != net.get(f"{key}_size"):
+            raise _fail(
+                f"network.{key}_size",
+                f"{net.get(f'{key}_size')!r}; the ONNX graph's {node.name!r} has shape {node.shape}, expected"
+                " (batch, size)",
+            )
     terms = meta.get("observations")
     if not isinstance(terms, list) or not all(isinstance(t, Mapping) for t in terms):
         raise _fail("observations", "expected a list of terms")
@@ -366,15 +479,77 @@ def load_policy(path: Any, *, task: str | None = None, robot: str | None = None)
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise _fail("format", f"expected {FORMAT!r}, got {meta.get('format') if isinstance(meta, dict) else meta!r}")
     _check_network(meta, session)
-    given: Mapping = meta["task"] if isinstance(meta.get("task"), Mapping) else {}
+    name, config = _task_config(meta, task, robot)
+    return ExportedPolicy(p, meta, session, name, config)
+
+
+def _task_config(meta: Mapping, task: str | None, robot: str | None) -> tuple[str, dict]:
+    """The task an exported policy is evaluated on and its config: ``task.config``, the robot, and the fields of
+    the file the task takes (:data:`HONOURED`, ``episode.min_base_height``, ``commands.ranges``); each checked,
+    a bad one named."""
+    from simbackend.tasks import get_task_class
+
+    given = _optional_section(meta, "task")
+    described = _optional_section(meta, "robot")
     name = task or given.get("name") or ("velocity" if meta.get("kind") == "velocity" else None)
     if name is None:
         raise _fail("task.name", "missing; give the task to evaluate on (--task)")
-    config = dict(given.get("config") or {}) if given.get("name", name) == name else {}
-    robot = robot or config.get("robot") or (meta.get("robot") or {}).get("name")
+    try:
+        cls = get_task_class(name)
+    except SimBackendError as e:
+        if task is not None:
+            raise
+        raise _fail("task.name", str(e).removeprefix("task: ")) from None
+    raw = given.get("config")
+    if raw is not None and not isinstance(raw, Mapping):
+        raise _fail("task.config", f"expected an object, got {checks.short_repr(raw)}")
+    config = dict(raw or {}) if given.get("name", name) == name else {}
+    robot = robot or config.get("robot") or described.get("name")
     if robot is not None:
         config["robot"] = robot
     decimation = _section(meta, "control").get("decimation")
     if "decimation" not in config and isinstance(decimation, int) and decimation > 0:
         config["decimation"] = decimation
-    return ExportedPolicy(p, meta, session, name, config)
+    if meta.get("kind") == "velocity":
+        honoured = _honoured(meta)
+        min_height = config.get("min_height", getattr(cls.config_class, "min_height", None))
+        if isinstance(min_height, float) and math.isclose(
+            honoured.get("min_height", math.nan), min_height, rel_tol=1e-6
+        ):
+            del honoured["min_height"]  # the same fall height, given as float32 text
+        config.update(honoured)
+    config_class: Any = cls.config_class
+    try:
+        config_class.from_dict(config)
+    except SimBackendError as e:
+        raise _fail("task.config", str(e).removeprefix("config: ").removeprefix("config.")) from None
+    return name, config
+
+
+def _honoured(meta: Mapping) -> dict:
+    """A velocity policy's ``episode`` and ``commands`` fields as the task's config (where given)."""
+    out: dict[str, Any] = {}
+    for key, field in HONOURED.items():
+        section, part = key.split(".")
+        value = _optional_section(meta, section).get(part)
+        if value is None:
+            continue
+        if field == "episode_length":
+            out[field] = checks.integer(value, f"policy metadata {key}", minimum=1)
+        else:
+            out[field] = _real(value, key, minimum=0.0, above=field != "contact_threshold")
+    ranges = _optional_section(meta, "commands").get("ranges")
+    if ranges is not None:
+        try:
+            pairs = [(_real(lo, "commands.ranges"), _real(hi, "commands.ranges")) for lo, hi in ranges]
+        except (SimBackendError, TypeError, ValueError):
+            pairs = []
+        if len(pairs) != 3 or any(lo > hi for lo, hi in pairs):
+            raise _fail("commands.ranges", f"expected three [low, high] pairs, got {checks.short_repr(ranges)}")
+        out["command_range"] = pairs
+    height = _optional_section(meta, "episode").get("min_base_height")
+    default = _optional_section(meta, "base").get("default_qpos")
+    if height is not None and isinstance(default, list) and len(default) >= 3:
+        z = _real(default[2], "base.default_qpos", minimum=0.0, above=True)
+        out["min_height"] = _real(height, "episode.min_base_height", minimum=0.0) / z
+    return out
