@@ -259,16 +259,19 @@ def _with_header(snap: torch.Tensor, column: int, value: float) -> torch.Tensor:
     return bad
 
 
+def _stepped_snapshot(make_sim: Any, model: str, num_envs: int) -> tuple[Any, torch.Tensor, Any, dict]:
+    """A backend stepped a few times, its snapshot, the snapshot's layout and everything it then holds."""
+    sim = _start(make_sim, model, num_envs)
+    _run(sim, _ctrls(sim, num_envs))
+    return sim, sim.get_physics_state(), sim.snapshot_layout, _everything(sim)
+
+
 def test_bad_snapshots_change_nothing(make_sim: Any, require: Any) -> None:
     """Clause: a snapshot of the wrong width, dtype or row count, with NaN, a negative time or a
     non-positive mass raises the contract's error naming the argument (and the env ids), and nothing
     changes; bad env ids raise EnvIdError."""
     require("snapshot_restore")
-    sim = _start(make_sim, "quadruped", 3)
-    _run(sim, _ctrls(sim, 3))
-    snap = sim.get_physics_state()
-    L = sim.snapshot_layout
-    before = _everything(sim)
+    sim, snap, L, before = _stepped_snapshot(make_sim, "quadruped", 3)
     nan = snap.clone()
     nan[2, L.engine.start] = float("nan")
     negative_time = snap.clone()
@@ -300,11 +303,7 @@ def test_snapshot_columns_beyond_their_bounds_change_nothing(make_sim: Any, requ
     ctrl and held forces beyond float32, a default qpos beyond the divergence rule's bound. A named state's
     time and ctrl are held to the same bounds. The next step after them runs as before."""
     require("snapshot_restore")
-    sim = _start(make_sim, "arm7", 2)
-    _run(sim, _ctrls(sim, 2))
-    snap = sim.get_physics_state()
-    L = sim.snapshot_layout
-    before = _everything(sim)
+    sim, snap, L, before = _stepped_snapshot(make_sim, "arm7", 2)
     cases = [
         (L.latency, 1e19, "latency"),
         (L.latency, 1e300, "latency"),
