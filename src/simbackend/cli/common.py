@@ -602,8 +602,8 @@ def _root(
     """One contract between robot-learning code and physics engines."""
 
 
-def load_plan(dr_path: str | None, num_envs: int) -> Any:
-    """The ``--dr`` plan, checked before anything is built (exit 2), or None."""
+def load_plan(dr_path: str | None, num_envs: int, flag: str = "--dr") -> Any:
+    """The ``--dr`` plan (or ``flag``'s), checked before anything is built (exit 2), or None."""
     if not dr_path:
         return None
     from simbackend.errors import SimBackendError
@@ -614,7 +614,7 @@ def load_plan(dr_path: str | None, num_envs: int) -> Any:
         if plan.phase_terms("interval"):
             IntervalScheduler(plan, num_envs)  # checks every interval term has its schedule
     except (SimBackendError, ValueError, TypeError) as e:
-        raise fail(f"--dr: {e}", code=2) from None
+        raise fail(f"{flag}: {e}", code=2) from None
     return plan
 
 

@@ -77,7 +77,6 @@ def _task_config(
     (:func:`simbackend.tasks.settings.task_settings`); exit 2 naming the flag of a bad key or value, a task that
     takes no robot, or a robot that is not registered."""
     from simbackend.errors import SimBackendError
-    from simbackend.robots import get_robot
     from simbackend.tasks import get_task_class
     from simbackend.tasks.settings import task_settings
 
@@ -98,11 +97,43 @@ def _task_config(
             message = "--robot:" + message.removeprefix("--set robot:")
         raise fail(message, code=2) from None
     if isinstance(config.get("robot"), str):
-        try:
-            get_robot(config["robot"])
-        except SimBackendError as e:
-            raise fail(str(e), code=2) from None  # it names the robot's field (robot.kp) or file
+        _check_robot(config["robot"])
     return config
+
+
+def _check_robot(robot: str) -> None:
+    """Exit 2 where the robot is not registered, or its description is bad or does not fit its model (a joint
+    it lacks, a missing model file): one line naming the description's field or file."""
+    from simbackend.errors import ArgumentTypeError, InvalidArgumentError, SimBackendError
+    from simbackend.robots import check_robot, get_robot
+
+    try:
+        get_robot(robot)
+    except SimBackendError as e:
+        raise fail(str(e), code=2) from None  # it names the robot's field (robot.kp) or file
+    try:
+        check_robot(robot)
+    except (InvalidArgumentError, ArgumentTypeError) as e:
+        raise fail(str(e), code=2) from None
+
+
+def _check_resume(ckpt: Any, task_config: dict | None, robot: str | None, sets: list[str]) -> None:
+    """The ``--resume`` checkpoint against the run asked for: the robot it trained (exit 2 naming the flag that
+    changed it), then its critic and optimizer (exit 2 naming ``--resume``)."""
+    from simbackend.errors import SimBackendError
+    from simbackend.training.checkpoint import check_resumable, robot_change
+
+    change = robot_change(ckpt, (task_config or {}).get("robot"))
+    if change is not None:
+        flag = (
+            "--robot" if robot is not None else "--set" if any(s.startswith("robot") for s in sets) else "--task-config"
+        )
+        leave = "--set robot=..." if flag == "--set" else flag
+        raise fail(f"{flag}: {change}; a resumed run goes on with the robot it trained (leave {leave} out)", code=2)
+    try:
+        check_resumable(ckpt)
+    except SimBackendError as e:
+        raise fail(f"--resume: {str(e).removeprefix('resume: ')}", code=2) from None
 
 
 def _settings_text(task: str, config: Any) -> str:
@@ -272,6 +303,8 @@ def train_command(
         raise fail("--task: give a registered task (e.g. --task cartpole), or --resume CHECKPOINT", code=2)
     task = _check_task(task)
     task_config = _task_config(task, robot, task_config_file, list(sets or ()), ckpt, resume)
+    if ckpt is not None:
+        _check_resume(ckpt, task_config, robot, list(sets or ()))
     rate = _parse_rate(stop_at_success)
     default_out = out is None
     if out is None:
@@ -410,7 +443,23 @@ def eval_command(
         help="Evaluation seeds (reset streams), e.g. 100,101,102 or 100-104; apart from the training seeds by default.",
     ),
     episodes: int | None = typer.Option(
-        None, "--episodes", "-e", min=1, help="Complete episodes per seed (default: the training evaluations')."
+        None,
+        "--episodes",
+        "-e",
+        min=1,
+        help="Complete episodes per seed (default: the training evaluations', rounded up to a multiple of a"
+        " terrain's tiles, so that every tile is played, each as often).",
+    ),
+    plan: str = typer.Option(
+        "none",
+        "--plan",
+        metavar="none|training|PLAN.json",
+        help="Domain randomization during the evaluation: none (the nominal engine, as benchmarks/sim_to_sim.py"
+        " and the README's tables evaluate), training (the checkpoint's training plan) or a plan file. A term the"
+        " engine does not apply exits 2 naming it, unless --skip-unsupported.",
+    ),
+    skip_unsupported: bool = typer.Option(
+        False, "--skip-unsupported", help="Leave out the --plan terms the engine does not apply (printed)."
     ),
     video: str | None = typer.Option(
         None,
@@ -462,15 +511,20 @@ def eval_command(
         raise fail("--ray: runs checkpoints as Ray tasks; an exported policy (--policy) runs in this process", code=2)
     sweep = ray or len(checkpoint) > 1
     _check_video_length(video, video_seconds, video_episodes)
+    plan_args = _check_plan(plan, skip_unsupported)
     if video is not None:
         if sweep:
             raise fail("--video: one checkpoint evaluated in this process only (not with --ray)", code=2)
         check_output(video, "--video", (".mp4",), overwrite)
     video_args = (video, video_seconds, video_episodes, picture)
     if policy is not None:
+        if robot is not None:
+            _check_robot(robot)
         exported = _load_policy(policy, task, robot)
         check_options_for(sim or "mujoco", build)
-        _evaluate_one(exported, policy, sim or "mujoco", num_envs, seed_list, episodes, as_json, video_args, build)
+        _evaluate_one(
+            exported, policy, sim or "mujoco", num_envs, seed_list, episodes, as_json, video_args, build, plan_args
+        )
         return
     for path in checkpoint:
         if not Path(path).is_file():
@@ -489,9 +543,44 @@ def eval_command(
             raise fail(f"--task: {path} was trained on task {ckpts[-1].task!r}, not {task!r}", code=2)
         check_options_for(sim or ckpts[-1].sim, build)  # the engine block of the engine it runs on
     if sweep:
-        _eval_sweep(ckpts, sim, num_envs, seed_list, episodes, as_json, ray, build)
+        _eval_sweep(ckpts, sim, num_envs, seed_list, episodes, as_json, ray, build, plan_args)
         return
-    _evaluate_one(ckpts[0], checkpoint[0], sim, num_envs, seed_list, episodes, as_json, video_args, build)
+    _evaluate_one(ckpts[0], checkpoint[0], sim, num_envs, seed_list, episodes, as_json, video_args, build, plan_args)
+
+
+def _check_plan(plan: str, skip_unsupported: bool) -> tuple[str, bool]:
+    """``(--plan, --skip-unsupported)``: a plan file read and checked now (exit 2 naming ``--plan``)."""
+    from simbackend.training.evaluation import PLAN_WORDS
+
+    if plan not in PLAN_WORDS:
+        if not Path(plan).is_file():
+            raise fail(f"--plan: expected {', '.join(PLAN_WORDS)} or a plan file, got {plan!r} (no such file)", code=2)
+        load_plan(plan, 1, flag="--plan")
+    return plan, skip_unsupported
+
+
+def _plan_error(e: Exception) -> typer.Exit | None:
+    """An evaluation's refusal of its plan (``plan: ...``) as the command's: exit 2 naming ``--plan``."""
+    text = str(e)
+    if not text.startswith("plan:"):
+        return None
+    return fail("--plan:" + text.removeprefix("plan:").replace("skip_unsupported=True", "--skip-unsupported"), code=2)
+
+
+def _plan_line(result: Any) -> str:
+    """What the evaluation ran under: the nominal engine or which plan, and the terms it left out."""
+    if result.plan == "none" or (result.plan == "training" and not result.plan_terms and not result.skipped_terms):
+        where = "trained without one" if result.plan == "training" else "--plan training: the training plan's"
+        line = f"randomization in this evaluation: none, the nominal engine ({where})"
+    else:
+        source = {"training": "the training plan", "task_config_override": "the task config's plan"}.get(
+            result.plan, result.plan
+        )
+        terms = ", ".join(result.plan_terms) or "no term"
+        line = f"randomization in this evaluation: {source} ({len(result.plan_terms)} term(s): {terms})"
+    if result.skipped_terms:
+        line += f"; left out on {result.sim} (not applied there): {', '.join(result.skipped_terms)}"
+    return line
 
 
 def _load_policy(path: str, task: str | None, robot: str | None) -> Any:
@@ -517,9 +606,11 @@ def _evaluate_one(
     as_json: bool,
     video_args: tuple,
     build: BuildFlags,
+    plan_args: tuple[str, bool] = ("none", False),
 ) -> None:
     """One checkpoint or exported policy (``label``: its path) evaluated in this process: the table or the JSON.
-    An exported policy's metadata that does not fit the task exits 2 naming ``--policy``."""
+    An exported policy's metadata that does not fit the task exits 2 naming ``--policy``; a plan term the engine
+    does not apply, naming ``--plan``."""
     from simbackend.errors import SimBackendError
     from simbackend.training import evaluate
 
@@ -540,10 +631,15 @@ def _evaluate_one(
                 video_dress=picture.dress,
                 video_seconds=video_seconds,
                 video_episodes=video_episodes,
+                plan=plan_args[0],
+                skip_unsupported=plan_args[1],
             )
         except (SimBackendError, ValueError, TypeError, RuntimeError) as e:
             if str(e).startswith("policy metadata"):
                 raise fail(f"--policy: {label}: {e}", code=2) from None
+            refused = _plan_error(e)
+            if refused is not None:
+                raise refused from None
             raise fail(f"evaluating {label} on {sim or source.sim!r} failed: {e}") from None
     if result.video is not None:
         result = dataclasses.replace(result, video=video)  # where it now is
@@ -621,11 +717,20 @@ def _check_video_length(video: str | None, seconds: float | None, episodes: int 
         raise fail("--" + str(e).replace("_", "-", 1), code=2) from None
 
 
-def _eval_job(ckpt: Any, sim: str | None, num_envs: int | None, seed: int, episodes: int | None, options: dict) -> Any:
+def _eval_job(
+    ckpt: Any,
+    sim: str | None,
+    num_envs: int | None,
+    seed: int,
+    episodes: int | None,
+    options: dict,
+    plan_args: tuple[str, bool] = ("none", False),
+) -> Any:
     """One (checkpoint, seed) of an evaluation sweep (a Ray task: importable, positional)."""
     from simbackend.training import evaluate
 
-    return evaluate(ckpt, sim, num_envs=num_envs, seeds=[seed], episodes_per_seed=episodes, backend_options=options)
+    return evaluate(ckpt, sim, num_envs=num_envs, seeds=[seed], episodes_per_seed=episodes, backend_options=options,
+                    plan=plan_args[0], skip_unsupported=plan_args[1])  # fmt: skip
 
 
 def _eval_sweep(
@@ -637,13 +742,14 @@ def _eval_sweep(
     as_json: bool,
     use_ray: bool,
     build: BuildFlags,
+    plan_args: tuple[str, bool] = ("none", False),
 ) -> None:
     """``simbackend eval`` over checkpoints x seeds as jobs; per checkpoint the seeds joined; one table."""
     from simbackend.errors import SimBackendError
     from simbackend.sharding.sweep import JobFailed, fan_out
     from simbackend.training import merge_seeds
 
-    jobs = [(c, sim, num_envs, s, episodes, build.options) for c in ckpts for s in seeds]
+    jobs = [(c, sim, num_envs, s, episodes, build.options, plan_args) for c in ckpts for s in seeds]
     try:
         done = fan_out(_eval_job, jobs, use_ray=use_ray, address=build.ray_address, label="evaluations")
     except SimBackendError as e:  # the ray extra missing
@@ -672,6 +778,7 @@ def _eval_sweep(
         cells = [f"{est.mean:{fmt}} {_fmt_ci(est, 4)}" for est, fmt in
                  ((r.mean_return, ".1f"), (r.success_rate, ".3f"), (r.mean_length, ".1f"))]  # fmt: skip
         rows.append((str(c.path), r.task, r.trained_on, r.sim, *cells))
+    plans = {_plan_line(r) for r in results if not isinstance(r, JobFailed)}
     headers = ("checkpoint", "task", "trained on", "evaluated on", "return", "success rate", "episode length")
     show(
         console,
@@ -684,6 +791,8 @@ def _eval_sweep(
             (str(row[0]), [f"{h}: {v}" for h, v in zip(headers[1:], row[1:], strict=True) if str(v)]) for row in rows
         ],
     )
+    for line in sorted(plans):
+        console.print(Text(line), soft_wrap=True)
     raise typer.Exit(0 if ok else 1)
 
 
@@ -721,6 +830,7 @@ def _print_evaluation(result: Any, settings: str) -> None:
         parts = [f"{name} {est.mean:.2f} (n={est.n})" for name, est in result.success_by_group.items()]
         console.print(Text("success by terrain type: " + ", ".join(parts)), soft_wrap=True)
     console.print(Text(f"task settings: {settings}"), soft_wrap=True)
+    console.print(Text(_plan_line(result)), soft_wrap=True)
     for engine, elements in {result.trained_on: result.trained_delegated, result.sim: result.delegated}.items():
         if elements:
             console.print(

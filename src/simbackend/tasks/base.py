@@ -219,6 +219,13 @@ class Task:
         """Construction options the task needs (``contact_sensing``, engine blocks); the caller's win."""
         return {}
 
+    @classmethod
+    def evaluation_cycle(cls, config: Any) -> int:
+        """How many episodes an evaluation's fixed design cycles through before it repeats (the velocity task
+        on a terrain: its tiles); 1 where the episodes have no such design. Evaluations play a multiple of it
+        by default (:func:`simbackend.training.evaluate`), so that every case is played, each as often."""
+        return 1
+
     def _build_controller(self) -> Any:
         """The task's controller (:mod:`simbackend.controllers`), or ``None``: actions in ``[-1, 1]``
         map linearly onto every actuator's ctrl range."""

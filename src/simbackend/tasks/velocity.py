@@ -337,6 +337,14 @@ class VelocityTask(Task):
 
     def _build_controller(self) -> Any:
         b, c = self.backend, self.config
+    @classmethod
+    def evaluation_cycle(cls, config: Any) -> int:
+        """On a terrain, its evaluated tiles: ``columns x levels`` (the levels in ``eval_levels``)."""
+        t = config.terrain
+        if t is None:
+            return 1
+        return len(t.types) * (t.levels if config.eval_levels is None else len(config.eval_levels))
+
         desc = get_robot(c.robot)
         r = self.robot = resolve(desc, b, robot_scene(desc, terrain=c.terrain).default_qpos)
         k, dev, n = r.qpos_cols.numel(), self.device, self.num_envs

@@ -33,7 +33,7 @@ from simbackend.errors import InvalidArgumentError
 
 from .config import TrainConfig
 
-__all__ = ["FORMAT", "Checkpoint", "Policy", "load_checkpoint", "save_checkpoint"]
+__all__ = ["FORMAT", "Checkpoint", "Policy", "check_resumable", "load_checkpoint", "robot_change", "save_checkpoint"]
 
 FORMAT = "simbackend.training/1"
 
@@ -47,6 +47,9 @@ _REQUIRED = (
     "action_dim",
     "actor_state_dict",
 )
+
+#: what continuing a run needs beyond the actor (rsl-rl's ``PPO.load``)
+RESUME_KEYS = ("critic_state_dict", "optimizer_state_dict")
 
 
 class Policy:
@@ -153,3 +156,38 @@ def load_checkpoint(path: Any, map_location: Any | None = "cpu") -> Checkpoint:
     if missing:
         raise InvalidArgumentError(f"checkpoint: {str(p)!r} lacks {missing}")
     return Checkpoint(p, data)
+
+
+def check_resumable(ckpt: Checkpoint) -> None:
+    """Raise naming ``resume`` unless ``ckpt`` holds what a run continues from: its critic and optimizer too."""
+    missing = [key for key in RESUME_KEYS if key not in ckpt.data]
+    if missing:
+        raise InvalidArgumentError(
+            f"resume: {str(ckpt.path)!r} holds the actor only, no {' or '.join(missing)}: it evaluates and"
+            " exports, but a run cannot continue from it; train a new run"
+        )
+
+
+def robot_change(ckpt: Checkpoint, robot: Any) -> str | None:
+    """How ``robot`` (a name, a JSON description file or a description) differs from the robot ``ckpt`` was
+    trained on, in the policy's joints (names, order) or their actuation: one line naming both robots; ``None``
+    where they agree (or neither task has a robot)."""
+    from simbackend.errors import SimBackendError
+    from simbackend.robots import get_robot
+
+    trained = ckpt.task_config.get("robot")
+    if trained == robot or trained is None or robot is None:
+        return None if trained == robot else f"{str(ckpt.path)!r} was trained on robot {trained!r}, not {robot!r}"
+    asked = get_robot(robot)
+    try:
+        before = get_robot(trained)
+    except SimBackendError as e:
+        return f"{str(ckpt.path)!r} was trained on robot {trained!r} (unreadable now: {e}), not {asked.name!r}"
+    if (before.joints, before.actuation) == (asked.joints, asked.actuation):
+        return None
+
+    def text(d: Any) -> str:
+        joints = f"joints {', '.join(d.joints)}; " if before.joints != asked.joints else ""
+        return f"{d.name!r} ({joints}{d.actuation} actuation)"
+
+    return f"{str(ckpt.path)!r} was trained on robot {text(before)}, not {text(asked)}"

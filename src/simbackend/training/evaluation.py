@@ -135,6 +135,11 @@ class EvalResult:
         success_by_group: ``{group: success rate}`` with Wilson's interval, over every seed's episodes of
             that group, where the task sorts episodes into groups (the velocity task on a terrain: its
             terrain types); the per-seed rows hold ``success_by_group`` as ``{group: [successes, episodes]}``.
+        plan: the randomization plan evaluated under: ``"none"`` (the nominal engine, the default),
+            ``"training"`` (the checkpoint's training plan), a plan file's path, ``"given"`` (a plan object or
+            mapping) or ``"task_config_override"``. plan_terms: the names of the plan's terms applied.
+        skipped_terms: the plan's terms left out because ``sim`` does not apply them
+            (``skip_unsupported=True``).
     """
 
     task: str
@@ -155,6 +160,9 @@ class EvalResult:
     delegated: tuple[str, ...] = ()
     trained_delegated: tuple[str, ...] = ()
     success_by_group: dict = field(default_factory=dict)
+    plan: str = "none"
+    plan_terms: tuple[str, ...] = ()
+    skipped_terms: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
         """JSON-ready figures."""
@@ -165,6 +173,7 @@ class EvalResult:
             "checkpoint": self.checkpoint,
             "delegated": list(self.delegated),
             "trained_delegated": list(self.trained_delegated),
+            "plan": {"source": self.plan, "terms": list(self.plan_terms), "skipped": list(self.skipped_terms)},
             "iteration": self.iteration,
             "env_steps": self.env_steps,
             "seeds": list(self.seeds),
@@ -297,6 +306,76 @@ def _merged_config(checkpoint: Checkpoint, override: Mapping[str, Any] | None) -
     return config
 
 
+#: the words ``evaluate(plan=...)`` and ``simbackend eval --plan`` take besides a plan file
+PLAN_WORDS = ("none", "training")
+
+
+def _chosen_plan(source: Any, plan: Any, override: Mapping[str, Any] | None) -> tuple[Any, str]:
+    """The randomization plan an evaluation runs under (a ``RandomizationPlan`` or ``None``) and where it came
+    from (:attr:`EvalResult.plan`): ``plan`` (``None``/``"none"``, ``"training"``, a plan, its dict or a JSON
+    file), or the ``randomization`` of ``task_config_override``."""
+    from simbackend.randomization import RandomizationPlan
+    from simbackend.tasks.base import load_plan
+
+    if override and "randomization" in override:
+        if plan is not None and plan != "none":
+            raise InvalidArgumentError(
+                "plan: give plan or task_config_override's 'randomization', not both (they choose the same thing)"
+            )
+        return load_plan(override["randomization"]), "task_config_override"
+    if plan is None or plan == "none":
+        return None, "none"
+    if plan == "training":
+        return load_plan(source.task_config.get("randomization")), "training"
+    if not isinstance(plan, (str, os.PathLike, Mapping, RandomizationPlan)):
+        raise InvalidArgumentError(
+            f"plan: expected {' or '.join(map(repr, PLAN_WORDS))}, a RandomizationPlan, its dict or a JSON file"
+            f" path, got {type(plan).__name__}"
+        )
+    return load_plan(plan), str(plan) if isinstance(plan, (str, os.PathLike)) else "given"
+
+
+def _plan_on(
+    plan: Any, label: str, source: Any, sim: str, n: int, config: dict, device: Any, options: Any, skip: bool
+) -> tuple[Any, tuple[str, ...]]:
+    """``plan`` without the terms engine ``sim`` does not apply (asked by a task of ``n`` envs built without
+    it) and their names; those terms refused in one line naming ``plan`` unless ``skip``."""
+    from simbackend.randomization import RandomizationPlan
+    from simbackend.tasks import make_task
+
+    if plan is None or not plan.terms:
+        return plan, ()
+    probe = make_task(source.task, sim, n, config={**config, "randomization": None}, device=device,
+                      **dict(options or {}))  # fmt: skip
+    try:
+        applies = probe.backend.get_dr_capabilities()
+    finally:
+        probe.close()
+    lacking = [i for i, t in enumerate(plan.terms) if t.phase not in applies.get(t.kind, ())]
+    if not lacking:
+        return plan, ()
+    names = tuple(plan.term_name(i) for i in lacking)
+    if not skip:
+        terms = ", ".join(f"{plan.term_name(i)!r} ({plan.terms[i].kind}, {plan.terms[i].phase})" for i in lacking)
+        raise InvalidArgumentError(
+            f"plan: {sim!r} does not apply the {label} plan's term(s) {terms} (get_dr_capabilities() lists what"
+            " it applies); skip_unsupported=True leaves them out"
+        )
+    kept = tuple(t for i, t in enumerate(plan.terms) if i not in lacking)
+    return (RandomizationPlan(kept, seed=plan.seed) if kept else None), names
+
+
+def default_episodes(task: str, config: Mapping[str, Any], episodes: int) -> int:
+    """An evaluation's default episodes per seed: ``episodes`` (the training evaluations') rounded up to a
+    multiple of the task's evaluation cycle (:meth:`~simbackend.tasks.Task.evaluation_cycle`: a terrain's
+    tiles), so that every tile is played, each as often as the others."""
+    from simbackend.tasks import get_task_class
+
+    cls = get_task_class(task)
+    cycle = int(cls.evaluation_cycle(cls.config_class.from_dict(dict(config))))
+    return cycle * math.ceil(episodes / cycle)
+
+
 def evaluate(
     checkpoint: Any,
     sim: str | None = None,
@@ -314,6 +393,8 @@ def evaluate(
     video_dress: bool = True,
     video_seconds: float | None = None,
     video_episodes: int | None = None,
+    plan: Any = None,
+    skip_unsupported: bool = False,
 ) -> EvalResult:
     """Run a checkpoint's deterministic policy (the actor's mean) for complete episodes on engine ``sim``.
 
@@ -324,7 +405,9 @@ def evaluate(
         num_envs: parallel envs per seed (default: ``episodes_per_seed``, one episode per env).
         seeds: task seeds (reset streams); each gives one value of every metric. The default keeps
             clear of the seeds training usually starts from (0, 1, ...), so the episodes are unseen.
-        episodes_per_seed: complete episodes per seed (default: the training config's ``eval_episodes``).
+        episodes_per_seed: complete episodes per seed (default: the training config's ``eval_episodes``,
+            rounded up to a multiple of the task's evaluation cycle: on a terrain, its tiles, so that every
+            tile is played and each as often; :meth:`~simbackend.tasks.Task.evaluation_cycle`).
         video: an ``.mp4`` path: env 0 during the first seed, its episodes one after the other across
             resets, at the task's control rate or every k-th step (at most :data:`VIDEO_MAX_FPS` frames
             per second; a step that ends an episode is always drawn). Env 0's states are copied each
@@ -333,7 +416,16 @@ def evaluate(
         video_seconds, video_episodes: the video's length: simulated seconds (default
             :data:`VIDEO_SECONDS`) or env 0's first episodes, one of them; where the evaluation ends
             sooner the envs play on (uncounted) until the video has it.
-        task_config_override: task-config fields replacing the checkpoint's (e.g. ``{"randomization": None}``).
+        task_config_override: task-config fields replacing the checkpoint's (e.g. ``{"max_cart": 3}``); its
+            ``randomization``, where given, is the plan (``plan`` then stays ``None``).
+        plan: the domain-randomization plan evaluated under: ``None`` or ``"none"`` (the default): the
+            nominal engine, without randomization, as ``benchmarks/sim_to_sim.py`` and the README's tables
+            evaluate; ``"training"``: the checkpoint's training plan (its task config's); a
+            :class:`~simbackend.randomization.RandomizationPlan`, its dict or a JSON file path: that plan.
+            A term that engine ``sim`` does not apply is refused, naming the terms (``InvalidArgumentError``
+            starting ``plan:``), before any rollout.
+        skip_unsupported: leave out the plan's terms that ``sim`` does not apply instead (named in
+            :attr:`EvalResult.skipped_terms`).
         device: torch device of the backend. backend_options: construction options of the backend.
         video_size: ``(width, height)`` of the video.
         video_camera, video_dress: the video's camera and dress (``backend.render``'s ``camera`` and ``dress``).
@@ -355,6 +447,8 @@ def evaluate(
             video_dress=video_dress,
             video_seconds=video_seconds,
             video_episodes=video_episodes,
+            plan=plan,
+            skip_unsupported=skip_unsupported,
         )
 
 
@@ -364,8 +458,8 @@ def merge_seeds(results: Sequence[EvalResult]) -> EvalResult:
     if not results:
         raise InvalidArgumentError("results: expected at least one evaluation")
     first = results[0]
-    design = (first.checkpoint, first.sim, first.episodes_per_seed, first.num_envs)
-    if any((r.checkpoint, r.sim, r.episodes_per_seed, r.num_envs) != design for r in results):
+    design = (first.checkpoint, first.sim, first.episodes_per_seed, first.num_envs, first.plan, first.plan_terms)
+    if any((r.checkpoint, r.sim, r.episodes_per_seed, r.num_envs, r.plan, r.plan_terms) != design for r in results):
         raise InvalidArgumentError("results: expected evaluations of one checkpoint on one engine, alike")
     per_seed = sorted((row for r in results for row in r.per_seed), key=lambda row: row["seed"])
     seeds = tuple(row["seed"] for row in per_seed)
@@ -400,6 +494,8 @@ def _evaluate(
     video_dress: bool = True,
     video_seconds: float | None = None,
     video_episodes: int | None = None,
+    plan: Any = None,
+    skip_unsupported: bool = False,
 ) -> EvalResult:
     ckpt = _source(checkpoint)
     exported = isinstance(ckpt, ExportedPolicy)
@@ -409,12 +505,16 @@ def _evaluate(
         raise InvalidArgumentError(f"seeds: expected non-negative ints, got {list(seeds)!r}")
     if len(set(seeds)) != len(seeds):
         raise InvalidArgumentError(f"seeds: expected distinct seeds, got {list(seeds)!r}")
+    skip_unsupported = checks.boolean(skip_unsupported, "skip_unsupported")
+    config = _merged_config(ckpt, task_config_override)
+    chosen, plan_label = _chosen_plan(ckpt, plan, task_config_override)
+    config["randomization"] = None if chosen is None else chosen.to_dict()
     if episodes_per_seed is None:
-        episodes_per_seed = ckpt.eval_episodes if exported else ckpt.train_config.eval_episodes
+        default = ckpt.eval_episodes if exported else ckpt.train_config.eval_episodes
+        episodes_per_seed = default_episodes(ckpt.task, config, default)
     episodes = episodes_per_seed
     episodes = checks.integer(episodes, "episodes_per_seed", minimum=1)
     n = episodes if num_envs is None else checks.integer(num_envs, "num_envs", minimum=1)
-    config = _merged_config(ckpt, task_config_override)
     policy = None if exported else ckpt.policy()
     length = video_length(video_seconds, video_episodes)
     if video is not None:
@@ -424,6 +524,9 @@ def _evaluate(
     elif video_seconds is not None or video_episodes is not None:
         which = "video_seconds" if video_seconds is not None else "video_episodes"
         raise InvalidArgumentError(f"{which}: the length of a video; give video (an .mp4 path) too")
+    named = () if chosen is None else tuple(chosen.term_name(i) for i in range(len(chosen.terms)))
+    chosen, skipped = _plan_on(chosen, plan_label, ckpt, sim, n, config, device, backend_options, skip_unsupported)
+    config["randomization"] = None if chosen is None else chosen.to_dict()
 
     per_seed = []
     delegated: tuple[str, ...] = ()
@@ -478,6 +581,9 @@ def _evaluate(
         delegated=delegated,
         trained_delegated=ckpt.delegated,
         success_by_group=group_success(per_seed),
+        plan=plan_label,
+        plan_terms=tuple(name for name in named if name not in skipped),
+        skipped_terms=skipped,
     )
 
 

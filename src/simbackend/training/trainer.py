@@ -8,7 +8,9 @@ iteration's losses, episode figures and timing reach the log, a progress bar, pe
 ``env.step`` -> ``alg.process_env_step`` for ``num_steps_per_env`` steps, ``alg.compute_returns``,
 ``alg.update``; rsl-rl's logger is not used (``log_dir=None``). The training figures of a log row are
 those of the episodes that ended during that iteration (not rsl-rl's window of the last 100, which
-keeps early failures for many iterations once episodes get long and few of them end).
+keeps early failures for many iterations once episodes get long and few of them end) and started in the
+run: with ``init_at_random_ep_len`` every env's first episode starts at a random step of its time limit
+(to desynchronise the resets) and is not counted, nor would its length and success mean anything.
 
 Files written in ``out_dir``: ``config.json`` (task, engine, configs, networks), ``log.csv`` and
 ``log.json`` (:data:`~simbackend.training.logs.COLUMNS`), ``learning_curve.png``,
@@ -34,7 +36,7 @@ import torch
 
 from simbackend.errors import ArgumentTypeError, InvalidArgumentError
 
-from .checkpoint import save_checkpoint
+from .checkpoint import check_resumable, robot_change, save_checkpoint
 from .config import TrainConfig
 from .evaluation import run_episodes, torch_threads
 from .logs import TrainingLog
@@ -175,6 +177,11 @@ def train(
         raise InvalidArgumentError(f"resume: the checkpoint trained task {start.task!r}, not {task_name!r}")
     if start is not None and task_config is None:
         task_config = start.task_config
+    if start is not None:  # before anything is built: another robot, or a checkpoint without its critic
+        change = robot_change(start, getattr(_task_config(task_name, task_config, None), "robot", None))
+        if change is not None:
+            raise InvalidArgumentError(f"resume: {change}; a resumed run goes on with the robot it trained")
+        check_resumable(start)
     tc = _train_config(task_name, train_config, num_envs, seed)
     with torch_threads(tc.torch_threads):
         run = _Run(
@@ -294,6 +301,8 @@ class _Run:
         self.last_eval_s: float | None = None  # the last evaluation's duration
         self.skipped_evals = 0
         self.obs: Any = None  # the policy's observations, kept from one rollout to the next
+        #: ``(N,)`` the envs whose current episode started in this run (the training figures count only those)
+        self.fresh = torch.ones(tc.num_envs, dtype=torch.bool, device=self.task.device)
         self.t_start = time.perf_counter()
 
     # ------------------------------------------------------------------
@@ -368,7 +377,8 @@ class _Run:
                     check_nan(obs, rewards, dones)
                 obs, rewards, dones = obs.to(device), rewards.to(device), dones.to(device)
                 alg.process_env_step(obs, rewards, dones, extras)
-                final = extras["final"]
+                final = {**extras["final"], "done": extras["final"]["done"] & self.fresh}
+                self.fresh = self.fresh | extras["final"]["done"]  # the next episodes start in this run
                 if self.deferred:
                     finals.append(final)
                 elif "log" in extras:
@@ -540,6 +550,7 @@ class _Run:
             print(f"warning: {line}", file=sys.stderr)
         if tc.init_at_random_ep_len and self.first_iteration == 0:
             env.episode_length_buf = torch.randint_like(env.episode_length_buf, high=env.max_episode_length)
+            self.fresh[:] = False  # these first episodes are cut short at random: not counted in the figures
         self.obs = env.get_observations().to(self.runner.device)
         self.alg.train_mode()
         # a bar on a terminal; elsewhere (a pipe, a log file) plain lines, about 100 a run at most, never `\r`
