@@ -196,17 +196,12 @@ def _command_problem(command: str, folder: Path) -> str | None:
     raise LookupError(words[0])
 
 
-def test_every_shell_block_is_checked_or_says_why_not(tmp_path: Path) -> None:
-    """Every command of the shell blocks (bash, sh, shell, console) of README.md and docs/*.md is checked
-    without being run (a training run each would take the docs test hours): ``simbackend ...`` parses
-    against the real command (flags, values, arguments), a repository path it names exists, ``make``
-    targets are the Makefile's, ``pip install``'s extras pyproject.toml's, a script's flags its --help's,
-    pytest's paths exist; ``echo`` lines run. A command no check knows is allowed only in a block marked
-    ``<!-- not run: REASON -->`` (the line before its fence) with a reason."""
-    problems, unchecked = [], []
-    for path in PAGES:
+def _shell_problems(pages: list[Path], folder: Path) -> list[str]:
+    """What is wrong with the shell blocks of ``pages`` (``echo`` lines run in ``folder``)."""
+    problems = []
+    for path in pages:
         for line, reason, commands in _shell_blocks(path):
-            where = f"{path.relative_to(REPO)}:{line}"
+            where = f"{path.name}:{line}"
             if reason is not None and not reason.strip():
                 problems.append(f"{where}: a not-run marker without its reason")
             for command in commands:
@@ -214,17 +209,25 @@ def test_every_shell_block_is_checked_or_says_why_not(tmp_path: Path) -> None:
                 if missing:
                     problems.append(f"{where}: {command!r}: no such file {missing}")
                 try:
-                    problem = _command_problem(command, tmp_path)
+                    problem = _command_problem(command, folder)
                 except LookupError:
-                    if reason is None:
-                        unchecked.append(f"{where}: {command!r}")
-                    continue
+                    problem = (
+                        None if reason is not None else "no check knows it: mark its block <!-- not run: REASON -->"
+                    )
                 if problem:
                     problems.append(f"{where}: {command!r}: {problem}")
+    return problems
+
+
+def test_every_shell_block_is_checked_or_says_why_not(tmp_path: Path) -> None:
+    """Every command of the shell blocks (bash, sh, shell, console) of README.md and docs/*.md is checked
+    without being run (a training run each would take the docs test hours): ``simbackend ...`` parses
+    against the real command (flags, values, arguments), a repository path it names exists, ``make``
+    targets are the Makefile's, ``pip install``'s extras pyproject.toml's, a script's flags its --help's,
+    pytest's paths exist; ``echo`` lines run. A command no check knows is allowed only in a block marked
+    ``<!-- not run: REASON -->`` (the line before its fence) with a reason."""
+    problems = _shell_problems(PAGES, tmp_path)
     assert not problems, "\n".join(problems)
-    assert not unchecked, "commands no check knows, in blocks without <!-- not run: REASON -->:\n" + "\n".join(
-        unchecked
-    )
 
 
 def test_the_shell_block_checks_catch_what_they_are_for(tmp_path: Path) -> None:
@@ -244,6 +247,14 @@ def test_the_shell_block_checks_catch_what_they_are_for(tmp_path: Path) -> None:
     assert _repo_paths(_words("simbackend train --set terrain=benchmarks/terrains/none.json"))
     good = "simbackend eval --checkpoint runs/velocity/checkpoint_final.pt --sim sapien --episodes 4"
     assert _command_problem(good, tmp_path) is None
+    # a command no check knows needs a marker, and the marker its reason
+    page = tmp_path / "page.md"
+    fence = "```"
+    for marker, wrong in (("", "no check knows"), ("<!-- not run:  -->\n", "without its reason")):
+        page.write_text(f"{marker}{fence}bash\ndocker run robot\n{fence}\n")
+        assert wrong in "".join(_shell_problems([page], tmp_path)), wrong
+    page.write_text(f"<!-- not run: needs the robot -->\n{fence}bash\ndocker run robot\n{fence}\n")
+    assert _shell_problems([page], tmp_path) == []
 
 
 def test_every_extra_is_named_where_a_reader_installs_it() -> None:
