@@ -134,7 +134,7 @@ def test_stepping_stones_pits_and_platform() -> None:
     # along every row clear of the platform: stones 0.4 m wide (8-9 samples), pits 0.3 m (5-6 samples)
     stones, pits = set(), set()
     for r in np.flatnonzero(np.abs(x) > 0.7):
-        runs = _runs(h[r])[1:-1]  # those cut by the tile's edge left out
+        runs = _runs(h[r, 1:-1])[1:-1]  # the rim (at 0) and the runs it cuts left out
         stones |= {length for v, length in runs if v == 0}
         pits |= {length for v, length in runs if v < 0 and len(runs) > 1}
     assert stones and stones <= {8, 9} and pits and pits <= {5, 6}
@@ -164,14 +164,15 @@ def test_obstacles_leave_the_platform_clear(difficulty: float) -> None:
 def test_rough_amplitude_and_quantization() -> None:
     for d, amplitude in ((0.0, 0.02), (0.5, 0.06), (1.0, 0.10)):
         h = _one("rough", d, 8.0, 0.1, seed=1)
-        levels = np.unique(np.round(h / 0.005, 9))
+        assert (h[[0, -1]] == 0).all() and (h[:, [0, -1]] == 0).all()  # the rim
+        levels = np.unique(np.round(h[1:-1, 1:-1] / 0.005, 9))
         k = round(amplitude / 0.005)
         # every level, in whole steps of 5 mm, from -amplitude/2 to +amplitude/2 (81^2 samples)
         np.testing.assert_array_equal(levels, np.arange(k + 1) - k / 2)
         assert abs(h.mean()) < 0.1 * amplitude
     # an amplitude that is no whole number of steps: whole steps within it, centred on 0
     odd = _one("rough", 0.0, 4.0, 0.1, amplitude=(0.1, 0.1), step=(0.03, 0.03))
-    np.testing.assert_allclose(np.unique(odd), [-0.045, -0.015, 0.015, 0.045], atol=1e-12)
+    np.testing.assert_allclose(np.unique(odd[1:-1, 1:-1]), [-0.045, -0.015, 0.015, 0.045], atol=1e-12)
     assert (_one("rough", 0.0, 4.0, 0.1, amplitude=(0.004, 0.004)) == 0).all()  # less than a step: level
     assert (_one("flat", 1.0) == 0).all()
 
@@ -265,13 +266,13 @@ def test_grid_layout_tiles_extent_locate_and_origins() -> None:
                 assert (int(got[0]), int(got[1])) == (lv, col)
     lvs, cols = t.locate(np.array([-4.5, 0.0, 4.0, 3.9]), np.array([0.0, 3.5, 0.0, 2.9]))
     assert lvs.tolist() == [-1, -1, -1, 3] and cols.tolist() == [-1, -1, -1, 2]
-    # a seam belongs to the tile that starts there, in locate and in height_at (rough rims differ across it)
+    # a seam belongs to the tile that starts there in locate; in height_at its two sides agree (rims at 0)
     assert (int(t.locate(0.0, 0.3)[0]), int(t.locate(-0.7, 1.0)[1])) == (2, 2)
     rough = generate_terrain(TerrainConfig(types=("rough", "rough"), levels=2, tile_size=2.0))
     along = -2.0 + 0.1 * np.arange(20)  # the samples of level 0 along x, of column 0 along y
     np.testing.assert_allclose(rough.height_at(0.0, along), rough.heights[1, 0, :20, 0], atol=1e-12)
     np.testing.assert_allclose(rough.height_at(along, 0.0), rough.heights[0, 1, 0, :20], atol=1e-12)
-    assert not np.allclose(rough.heights[1, 0, :, 0], rough.heights[0, 0, :, -1])  # the seam's other side
+    np.testing.assert_array_equal(rough.heights[1, 0, :, 0], rough.heights[0, 0, :, -1])  # the seam's other side
     o = t.origins
     assert o.shape == (4, 3, 3)
     for lv in range(4):

@@ -138,7 +138,8 @@ class _Builder:
             self.cls.from_dict(self.values)
         except (SimBackendError, TypeError, ValueError) as e:
             message = str(e)
-            named = re.match(r"config\.(\w+)", message)
+            # the field the message names: config.FIELD, or a nested config's own FIELD.sub / FIELD: (terrain.types)
+            named = re.match(r"(?:config\.)?(\w+)[.:\[]", message)
             where = self.origin.get(named.group(1)) if named else None
             if where is None:
                 where = ", ".join(dict.fromkeys(self.origin.values())) or "task settings"

@@ -285,6 +285,8 @@ class VelocityConfig(TaskConfig):
                 f" more than {MAX_SCAN_RAYS}"
             )
         if self.terrain is None:
+            if self.height_scan:
+                raise InvalidArgumentError("config.height_scan: a height scan reads a terrain; set config.terrain")
             for name in ("init_level", "eval_levels"):
                 if getattr(self, name) not in (0, None):
                     raise InvalidArgumentError(f"config.{name}: levels are a terrain's; set config.terrain")
@@ -416,9 +418,7 @@ class VelocityTask(Task):
             levels = c.eval_levels if c.eval_levels is not None else tuple(range(t.num_levels))
             self._eval_levels = torch.tensor(levels, dtype=torch.int64, device=dev)
         self._scan_points = None
-        if c.height_scan:
-            if self.terrain is None:
-                raise InvalidArgumentError("config.height_scan: a height scan reads a terrain; set config.terrain")
+        if c.height_scan:  # with a terrain: the config refuses a scan without one
             #: ``(R, 2)`` the scan's points in the base's heading frame
             self._scan_points = torch.as_tensor(
                 grid_offsets(*c.scan_size, c.scan_resolution)[:, :2], dtype=torch.float32, device=dev

@@ -10,7 +10,7 @@ surface; :func:`simbackend.robots.robot_scene` composes a robot on it. See
 docs/terrains.md.
 """
 
-from .config import DEFAULT_TYPES, MAX_SAMPLES, TerrainConfig
+from .config import DEFAULT_TYPES, MAX_HEIGHT, MAX_NOISE_STEPS, MAX_OBSTACLES, MAX_SAMPLES, MAX_TILES, TerrainConfig
 from .mjcf import BASE_DEPTH, TERRAIN_PREFIX, add_terrain, tile_name
 from .terrain import Terrain, generate_terrain
 from .tiles import TERRAIN_TYPES, param_values, tile_heights
@@ -18,7 +18,11 @@ from .tiles import TERRAIN_TYPES, param_values, tile_heights
 __all__ = [
     "BASE_DEPTH",
     "DEFAULT_TYPES",
+    "MAX_HEIGHT",
+    "MAX_NOISE_STEPS",
+    "MAX_OBSTACLES",
     "MAX_SAMPLES",
+    "MAX_TILES",
     "TERRAIN_PREFIX",
     "TERRAIN_TYPES",
     "Terrain",

@@ -17,14 +17,30 @@ from typing import Any
 from simbackend import checks
 from simbackend.errors import ArgumentTypeError, InvalidArgumentError, closest_names_hint
 
-from .tiles import POSITIVE, TERRAIN_TYPES
+from .tiles import POSITIVE, TERRAIN_TYPES, height_bound, noise_steps, param_values
 
-__all__ = ["TerrainConfig", "DEFAULT_TYPES", "MAX_SAMPLES"]
+__all__ = [
+    "TerrainConfig",
+    "DEFAULT_TYPES",
+    "MAX_HEIGHT",
+    "MAX_NOISE_STEPS",
+    "MAX_OBSTACLES",
+    "MAX_SAMPLES",
+    "MAX_TILES",
+]
 
 #: the default columns: every type, flat first
 DEFAULT_TYPES = tuple(TERRAIN_TYPES)
 #: the most height samples a terrain holds (all tiles together): a bound on the scene's size in every engine
 MAX_SAMPLES = 4_000_000
+#: the most tiles (levels x columns): each is a height field and a geom in every env's scene
+MAX_TILES = 1000
+#: the largest ``|height|`` (m) a tile may reach from its rim (at 0): a pit's depth, a pyramid's summit
+MAX_HEIGHT = 100.0
+#: the most steps rough ground's noise may span (``amplitude / step``)
+MAX_NOISE_STEPS = 1_000_000
+#: the most obstacles a tile's ``count`` may ask for (the other parameters are at most 100, in metres)
+MAX_OBSTACLES = 1000
 
 
 @dataclass(frozen=True)
@@ -60,7 +76,13 @@ class TerrainConfig:
         types = self.types
         if isinstance(types, str) or not isinstance(types, Sequence) or not types:
             raise ArgumentTypeError(f"terrain.types: expected a non-empty list of terrain types, got {types!r}")
-        for t in types:
+        if len(types) > MAX_TILES:
+            raise InvalidArgumentError(f"terrain.types: {len(types)} columns, more than {MAX_TILES} tiles in all")
+        for i, t in enumerate(types):
+            if not isinstance(t, str):
+                raise ArgumentTypeError(
+                    f"terrain.types: types[{i}]: expected a terrain type name, got {type(t).__name__} {checks.short_repr(t)}"
+                )
             if t not in TERRAIN_TYPES:
                 raise InvalidArgumentError(
                     f"terrain.types: unknown terrain type {t!r}{closest_names_hint(str(t), TERRAIN_TYPES)};"
@@ -68,6 +90,11 @@ class TerrainConfig:
                 )
         set_(self, "types", tuple(types))
         set_(self, "levels", checks.integer(self.levels, "terrain.levels", minimum=1, maximum=100))
+        if self.levels * len(self.types) > MAX_TILES:
+            raise InvalidArgumentError(
+                f"terrain.levels: {self.levels} levels x {len(self.types)} types are"
+                f" {self.levels * len(self.types)} tiles, more than {MAX_TILES}; use fewer levels or types"
+            )
         set_(self, "difficulty", _pair(self.difficulty, "terrain.difficulty", 0.0, 1.0))
         set_(self, "tile_size", checks.real(self.tile_size, "terrain.tile_size", minimum=0.5, maximum=100.0))
         res = checks.real(self.resolution, "terrain.resolution", minimum=0.005, maximum=self.tile_size / 2)
@@ -87,6 +114,27 @@ class TerrainConfig:
         set_(self, "friction", checks.real(self.friction, "terrain.friction", minimum=0.0, maximum=10.0))
         set_(self, "seed", checks.integer(self.seed, "terrain.seed", minimum=0, maximum=2**63 - 1))
         set_(self, "params", _params(self.params))
+        self._check_heights()
+
+    def _check_heights(self) -> None:
+        """Every tile's noise levels and heights within their bounds, from the parameters at each level
+        (before any tile is drawn): a hostile parameter is refused here, never allocated or overflowed."""
+        for kind in dict.fromkeys(self.types):
+            for level in range(self.levels):
+                d = self.level_difficulty(level)
+                p = param_values(kind, d, self.params.get(kind))
+                if kind == "rough" and noise_steps(p["amplitude"], p["step"]) > MAX_NOISE_STEPS:
+                    raise InvalidArgumentError(
+                        f"terrain.params.rough.step: amplitude {p['amplitude']:g} m in steps of {p['step']:g} m at"
+                        f" level {level} is more than {MAX_NOISE_STEPS} steps; use a larger step"
+                    )
+                bound = height_bound(kind, p, self.tile_size)
+                if not bound <= MAX_HEIGHT:
+                    values = ", ".join(f"{k} {v:g}" for k, v in p.items())
+                    raise InvalidArgumentError(
+                        f"terrain.params.{kind}: at level {level} ({values}) a {self.tile_size:g} m tile reaches"
+                        f" {bound:.3g} m from its rim, more than {MAX_HEIGHT:g} m"
+                    )
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], argument: str = "terrain") -> TerrainConfig:
@@ -162,10 +210,8 @@ def _params(params: Any) -> dict[str, dict[str, tuple[float, float]]]:
                     f"terrain.params.{kind}: {kind} has no parameter {name!r}{hint}; it has {list(known)}"
                 )
             arg = f"terrain.params.{kind}.{name}"
-            a, b = _pair(pair, arg, 0.0, 100.0)
+            a, b = _pair(pair, arg, 0.0, float(MAX_OBSTACLES) if name == "count" else 100.0)
             if name in POSITIVE and min(a, b) <= 0:
                 raise InvalidArgumentError(f"{arg}: expected numbers > 0, got {[a, b]}")
-            if name == "count" and max(a, b) > 1000:
-                raise InvalidArgumentError(f"{arg}: expected at most 1000 obstacles, got {[a, b]}")
             out[kind][name] = (a, b)
     return out

@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from simbackend.checks import short_repr
+from simbackend.errors import InvalidArgumentError
+
 from .config import TerrainConfig
 from .tiles import tile_heights
 
@@ -85,15 +88,32 @@ class Terrain:
     def height_at(self, x: np.ndarray | float, y: np.ndarray | float) -> np.ndarray:
         """Terrain height (m) at world points, on the surface every engine collides: each cell of a tile
         split into two triangles along its ``(r, c)``-``(r+1, c+1)`` diagonal (as MuJoCo splits a height
-        field); 0 outside the tiles (the border). Points on a seam between tiles read the tile that starts
-        there (the higher index, the tile :meth:`locate` names), those on the grid's far edges the last tile."""
-        x, y = np.broadcast_arrays(np.asarray(x, np.float64), np.asarray(y, np.float64))
-        z = self.height_at_torch(torch.tensor(x), torch.tensor(y))  # copies; a 0-d point stays 0-d
+        field); 0 outside the tiles (the border, and any point at infinity). Every tile's rim is at 0
+        (:func:`~simbackend.terrains.tile_heights`), so a seam between tiles, and the grid's edge, has one
+        height whichever tile reads it. ``x`` and ``y`` broadcast; NaN is refused in one line."""
+        xy = []
+        for name, v in (("x", x), ("y", y)):
+            try:
+                a = np.asarray(v, np.float64)
+            except (TypeError, ValueError):
+                raise InvalidArgumentError(f"height_at: {name}: expected real numbers, got {short_repr(v)}") from None
+            if np.isnan(a).any():
+                raise InvalidArgumentError(
+                    f"height_at: {name}: expected numbers, got NaN at {np.argwhere(np.isnan(a))[0].tolist()}"
+                )
+            xy.append(a)
+        try:
+            bx, by = np.broadcast_arrays(*xy)
+        except ValueError:
+            raise InvalidArgumentError(
+                f"height_at: x, y: shapes {xy[0].shape} and {xy[1].shape} do not broadcast"
+            ) from None
+        z = self.height_at_torch(torch.tensor(bx), torch.tensor(by))  # copies; a 0-d point stays 0-d
         return z.numpy()
 
     def height_at_torch(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """:meth:`height_at` on torch tensors, on their device, in their dtype (no host read); the one
-        implementation (:meth:`height_at` runs it in float64 on the CPU)."""
+        implementation (:meth:`height_at` runs it in float64 on the CPU). A NaN coordinate gives NaN."""
         key = (x.device, x.dtype)
         h = self._device_heights.get(key)
         if h is None:  # every tile's samples, flat: four gathers per point
@@ -113,7 +133,8 @@ class Terrain:
         c = torch.floor(u).clamp(0, n - 1)
         r = torch.floor(v).clamp(0, n - 1)
         fu, fv = (u - c).clamp(0.0, 1.0), (v - r).clamp(0.0, 1.0)
-        idx = (((lv * self.num_types + col) * side + r) * side + c).long()
+        # clamped: a NaN coordinate casts to no particular index (its weights are NaN, and so is its height)
+        idx = (((lv * self.num_types + col) * side + r) * side + c).long().clamp_(0, h.numel() - side - 2)
         h00, h01 = h.take(idx), h.take(idx + 1)
         h10, h11 = h.take(idx + side), h.take(idx + side + 1)
         lower = fu >= fv

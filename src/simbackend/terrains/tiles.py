@@ -20,9 +20,11 @@ centre faces:
 * ``stepping_stones``: square stones ``stone_size`` wide, ``gap`` apart, over
   pits ``depth`` deep, around a ``platform``.
 
-Every tile's rim is at height 0 except where rough ground's noise, an
-obstacle or a stone's pit reaches it, so neighbouring tiles meet without a
-step.
+Every tile's rim (its outermost samples) is at height 0, for every type:
+rough ground's noise, obstacles and pits stop one sample short of it. Two
+neighbouring tiles, each a height field of its own, therefore have one height
+on the seam they share (and the border's, 0, on the grid's edge): no step,
+and no doubt about which tile a ray or a contact exactly on the seam finds.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["TERRAIN_TYPES", "tile_heights", "param_values"]
+__all__ = ["TERRAIN_TYPES", "height_bound", "noise_steps", "tile_heights", "param_values"]
 
 #: ``{type: {param: (easy, hard)}}``: each type's parameters at difficulty 0 and 1 (metres, or rise/run)
 TERRAIN_TYPES: dict[str, dict[str, tuple[float, float]]] = {
@@ -54,6 +56,29 @@ def param_values(kind: str, difficulty: float, params: dict[str, tuple[float, fl
     return {k: lo + difficulty * (hi - lo) for k, (lo, hi) in pairs.items()}
 
 
+def noise_steps(amplitude: float, step: float) -> float:
+    """How many ``step`` s rough ground's noise spans (its levels less one): ``floor(amplitude / step)``."""
+    return float(np.floor(amplitude / step + 1e-9))
+
+
+def height_bound(kind: str, p: dict, size: float) -> float:
+    """The largest ``|height|`` (m) a ``size`` m tile of ``kind`` with parameter values ``p`` reaches (from
+    each type's definition; ``inf`` where it overflows), found without drawing the tile."""
+    run = size / 2 - min(p.get("platform", 0.0), size) / 2  # rim to platform, for the pyramids
+    with np.errstate(over="ignore"):
+        if kind == "rough":
+            return noise_steps(p["amplitude"], p["step"]) * p["step"] / 2
+        if kind in ("slope_up", "slope_down"):
+            return p["slope"] * run
+        if kind in ("stairs_up", "stairs_down"):
+            return p["step_height"] * float(np.floor(run / p["step_width"] + 1e-9))
+        if kind == "obstacles":
+            return p["height"]
+        if kind == "stepping_stones":
+            return p["depth"]
+    return 0.0
+
+
 def _axes(size: float, resolution: float) -> tuple[np.ndarray, np.ndarray]:
     """``(x, y)``: ``(n+1, n+1)`` sample coordinates from the tile's centre (rows are y, columns x)."""
     n = int(round(size / resolution))
@@ -71,11 +96,11 @@ def _flat(x: np.ndarray, y: np.ndarray, size: float, p: dict, rng: np.random.Gen
 
 
 def _rough(x: np.ndarray, y: np.ndarray, size: float, p: dict, rng: np.random.Generator) -> np.ndarray:
-    amplitude, step = p["amplitude"], p["step"]
-    # whole steps centred on 0, none beyond amplitude / 2 (the amplitude need not be a whole number of steps)
-    k = int(np.floor(amplitude / step + 1e-9))
-    levels = (np.arange(k + 1) - k / 2) * step
-    return rng.choice(levels, size=x.shape)
+    step = p["step"]
+    # whole steps centred on 0, none beyond amplitude / 2 (the amplitude need not be a whole number of steps);
+    # a level drawn by its index (what ``rng.choice`` of the k + 1 levels draws), the levels never listed
+    k = int(noise_steps(p["amplitude"], step))
+    return (rng.integers(0, k + 1, size=x.shape, dtype=np.int64) - k / 2) * step
 
 
 def _pyramid_depth(x: np.ndarray, y: np.ndarray, size: float, platform: float) -> np.ndarray:
@@ -101,11 +126,16 @@ def _stairs(sign: float) -> Callable:
 def _obstacles(x: np.ndarray, y: np.ndarray, size: float, p: dict, rng: np.random.Generator) -> np.ndarray:
     h = np.zeros_like(x)
     choices = np.array([-1.0, -0.5, 0.5, 1.0]) * p["height"]
+    xs, ys = x[0], y[:, 0]  # the sample axes (columns along x, rows along y)
     for _ in range(int(round(p["count"]))):
         w, d = rng.uniform(0.5 * p["size"], p["size"], 2)
         cx, cy = rng.uniform(-size / 2, size / 2, 2)
-        inside = (np.abs(x - cx) <= w / 2) & (np.abs(y - cy) <= d / 2)
-        h[inside] = rng.choice(choices)
+        # the samples within the rectangle: a block of whole rows and columns (|s - c| is monotonic on either
+        # side of c), written as one slice instead of a mask over the whole tile
+        cols, rows = np.flatnonzero(np.abs(xs - cx) <= w / 2), np.flatnonzero(np.abs(ys - cy) <= d / 2)
+        value = rng.choice(choices)
+        if cols.size and rows.size:
+            h[rows[0] : rows[-1] + 1, cols[0] : cols[-1] + 1] = value
     h[_chebyshev(x, y) <= p["platform"] / 2] = 0.0
     return h
 
@@ -141,4 +171,9 @@ def tile_heights(
     """``(n+1, n+1)`` heights (m) of a ``size`` m tile of ``kind`` at ``difficulty``, ``resolution`` apart,
     rows along y and columns along x (a MuJoCo height field's order), from the tile's centre."""
     x, y = _axes(size, resolution)
-    return np.asarray(_MAKERS[kind](x, y, size, param_values(kind, difficulty, params), rng), dtype=np.float64)
+    h = np.asarray(_MAKERS[kind](x, y, size, param_values(kind, difficulty, params), rng), dtype=np.float64)
+    # the rim at 0 (noise, obstacles and pits stop one sample short of it): neighbouring tiles share their
+    # seam's height, so the surface has one height there whichever tile a ray or a contact finds
+    h[[0, -1], :] = 0.0
+    h[:, [0, -1]] = 0.0
+    return h
