@@ -36,8 +36,8 @@
   other, naming ``episode_length_buf``, before the counter changes. The
   task's ``episode_length`` info then counts from ``k``, and a task whose success
   needs the full length (``cartpole``) scores such a shortened first episode as a
-  success; evaluation runs on fresh tasks, so this only touches training
-  statistics.
+  success; evaluation runs on fresh tasks, and the trainer of
+  :mod:`simbackend.training` does not count such first episodes in its figures.
 
 Building the adapter starts no new episode: the task's constructor already
 reset every env, and :meth:`RslRlVecEnv.get_observations` returns the current
