@@ -279,7 +279,9 @@ def train_command(
         metavar="RATE|off",
         help="Stop once an evaluation's success rate reaches RATE (default: the task's; 'off': never).",
     ),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar on stderr."),
+    progress: bool = typer.Option(
+        True, "--progress/--no-progress", help="Progress on stderr: a bar on a terminal, plain lines elsewhere."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON (stdout) instead of a table."),
     overwrite: bool = overwrite_option(),
     *,
