@@ -27,15 +27,33 @@ from typing import Any
 import numpy as np
 import torch
 
+from simbackend import checks
 from simbackend.errors import InvalidArgumentError
 from simbackend.model_info import JOINT_BALL, JOINT_FREE
 
 from .commands import TargetDriver
 from .reference import write_log
 
-__all__ = ["SIGNALS", "excite", "excite_policy"]
+__all__ = ["MAX_LOG_VALUES", "SIGNALS", "excite", "excite_policy"]
 
 SIGNALS = ("chirp", "steps")
+#: the most numbers one excitation logs (rows x envs x the values of a row): 400 MB in float64, about
+#: 5.5 hours of a 12-joint floating-base robot at 50 Hz; more is refused before anything is allocated
+MAX_LOG_VALUES = 50_000_000
+
+
+def _check_log_size(seconds: float, control_dt: float, num_envs: int, width: int) -> int:
+    """The rows per env of ``seconds`` at ``control_dt``; a log of more than :data:`MAX_LOG_VALUES` numbers
+    (``width`` per row and env) refused in one line naming ``seconds``."""
+    rows = max(2, int(round(seconds / control_dt)))
+    values = rows * num_envs * width
+    if values > MAX_LOG_VALUES:
+        raise InvalidArgumentError(
+            f"seconds: {seconds:g} s x {num_envs} envs at {control_dt:g} s per row is {rows * num_envs:,} rows of"
+            f" {width} values ({values * 8 / 2**30:.3g} GiB), more than the {MAX_LOG_VALUES:,} values one"
+            " excitation logs; log fewer seconds or envs, or several logs (--reference repeats)"
+        )
+    return rows
 
 
 def _targets(
@@ -117,9 +135,8 @@ def excite_policy(
     from simbackend.tasks import make_task
     from simbackend.training.checkpoint import load_checkpoint
 
-    for name, value in (("seconds", seconds),):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
-            raise InvalidArgumentError(f"{name}: expected a positive number, got {value!r}")
+    seconds = checks.real(seconds, "seconds", minimum=0, above=True)
+    num_envs = checks.integer(num_envs, "num_envs", minimum=1)
     ckpt = load_checkpoint(checkpoint)
     config = {**ckpt.task_config, "randomization": None}
     policy = ckpt.policy()
@@ -133,7 +150,8 @@ def excite_policy(
             )
         b = task.backend
         info = b.info
-        total = max(2, int(round(seconds / task.control_dt)))
+        width = info.nq + info.nv + controller.targets.shape[1] + 1
+        total = _check_log_size(seconds, task.control_dt, num_envs, width)
         q = np.empty((total, num_envs, info.nq))
         v = np.empty((total, num_envs, info.nv))
         targets = np.zeros((total, num_envs, controller.targets.shape[1]))
@@ -217,19 +235,18 @@ def excite(
 
     if signal not in SIGNALS:
         raise InvalidArgumentError(f"signal: expected one of {list(SIGNALS)}, got {signal!r}")
-    for name, value in (
-        ("seconds", seconds),
-        ("episode_s", episode_s),
-        ("amplitude", amplitude),
-        ("control_dt", control_dt),
-        ("f1", f1),
-    ):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
-            raise InvalidArgumentError(f"{name}: expected a positive number, got {value!r}")
-    if isinstance(f0, bool) or not isinstance(f0, (int, float)) or not 0 <= f0 <= f1:
-        raise InvalidArgumentError(f"f0: expected 0 <= f0 <= f1 ({f1}), got {f0!r}")
-    if not isinstance(num_envs, int) or isinstance(num_envs, bool) or num_envs < 1:
-        raise InvalidArgumentError(f"num_envs: expected a whole number >= 1, got {num_envs!r}")
+    seconds, episode_s, amplitude, control_dt, f1 = (
+        checks.real(value, name, minimum=0, above=True)
+        for name, value in (
+            ("seconds", seconds),
+            ("episode_s", episode_s),
+            ("amplitude", amplitude),
+            ("control_dt", control_dt),
+            ("f1", f1),
+        )
+    )
+    f0 = checks.real(f0, "f0", minimum=0, maximum=f1)
+    num_envs = checks.integer(num_envs, "num_envs", minimum=1)
     if Path(out).suffix.lower() != ".npz":
         raise InvalidArgumentError(f"out: a log is an .npz file, got {str(out)!r}")
     if plan is not None and plan.phase_terms("interval"):
@@ -246,9 +263,9 @@ def excite(
                 f"control_dt: {control_dt:g} s is not a whole number of physics steps ({backend.physics_dt:g} s)"
             )
         driver = TargetDriver(robot, backend)
+        total = _check_log_size(seconds, control_dt, num_envs, info.nq + info.nv + len(driver.joint_names) + 1)
         rng = np.random.default_rng(seed)
-        per_episode = max(2, int(round(episode_s / control_dt)))
-        total = max(2, int(round(seconds / control_dt)))
+        per_episode = max(2, min(total, int(round(episode_s / control_dt))))
         logs: dict[str, list] = {k: [] for k in ("q", "v", "target", "episode")}
         episode, done = 0, 0
         while done < total:

@@ -37,14 +37,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from simbackend.errors import InvalidArgumentError, UnsupportedFeatureError
+from simbackend import checks
+from simbackend.errors import InvalidArgumentError
 from simbackend.model_info import JOINT_BALL, JOINT_FREE
 
 from .commands import TargetDriver
 from .params import ParameterSet
 from .reference import Reference, Segment
 
-__all__ = ["CHANNELS", "DIVERGED_LOSS", "CalibrationResult", "Replayer", "calibrate"]
+__all__ = ["CHANNELS", "DIVERGED_LOSS", "MIN_POPSIZE", "CalibrationResult", "Replayer", "calibrate"]
 
 #: channel -> (floor of the per-column normaliser in its units, units)
 CHANNELS: Mapping[str, tuple[float, str]] = {
@@ -59,6 +60,9 @@ CHANNELS: Mapping[str, tuple[float, str]] = {
 }
 #: the loss of a candidate whose replay diverged (normalised losses are of order 1)
 DIVERGED_LOSS = 1e3
+#: the smallest CMA-ES population: two parents at least (``popsize // 2``), else its rank-mu update
+#: has no weight and the ``cmaes`` package divides by zero
+MIN_POPSIZE = 4
 
 
 def _quat_angle(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -116,6 +120,20 @@ class _Window:
     start: int
 
 
+def _windows(reference: Reference, window: int) -> list[_Window]:
+    """The windows of ``window`` rows the reference's segments are cut into; none (every segment
+    too short) refused in one line naming ``window`` and the files."""
+    window = checks.integer(window, "window", minimum=1)
+    out = [_Window(s, a) for s, seg in enumerate(reference.segments) for a in range(0, seg.rows - window, window)]
+    if not out:
+        longest = max(seg.rows for seg in reference.segments)
+        raise InvalidArgumentError(
+            f"window: {window} rows is longer than every segment of {', '.join(reference.files) or 'the reference'}"
+            f" (the longest has {longest} rows)"
+        )
+    return out
+
+
 @dataclass
 class Scores:
     """What :meth:`Replayer.score` measured for each candidate.
@@ -170,37 +188,24 @@ class Replayer:
         weights: Mapping[str, float] | None = None,
         robot: Any = None,
     ):
-        if not isinstance(window, int) or isinstance(window, bool) or window < 1:
-            raise InvalidArgumentError(f"window: expected a whole number of rows >= 1, got {window!r}")
-        if not isinstance(popsize, int) or popsize < 1 or backend.num_envs % popsize:
-            raise InvalidArgumentError(
-                f"popsize: {popsize!r} must be >= 1 and divide the backend's {backend.num_envs} envs"
-            )
+        window = checks.integer(window, "window", minimum=1)
+        popsize = checks.integer(popsize, "popsize", minimum=1)
+        if backend.num_envs % popsize:
+            raise InvalidArgumentError(f"popsize: {popsize} does not divide the backend's {backend.num_envs} envs")
         self.sim, self.ref, self.params = backend, reference, parameters
         self.popsize, self.window = popsize, window
         self.group = backend.num_envs // popsize
-        caps = backend.capabilities.domain_randomization
-        for p in parameters.parameters:
-            if f"{p.term.kind}:interval" not in caps:
-                raise UnsupportedFeatureError(
-                    backend.name, f"calibrating {p.name!r} ({p.term.kind} per env, interval phase)"
-                )
+        parameters.check_backend(backend)
         self.channels = _Channels.of(backend.info)
         weights = dict(weights or {})
         unknown = sorted(set(weights) - set(CHANNELS))
         if unknown:
             raise InvalidArgumentError(f"weights: unknown channels {unknown}; channels: {list(CHANNELS)}")
-        self.weights = {ch: float(weights.get(ch, 1.0)) for ch in self.channels.columns}
-        if any(w < 0 or not math.isfinite(w) for w in self.weights.values()) or not any(self.weights.values()):
-            raise InvalidArgumentError(f"weights: expected finite weights >= 0, not all 0, got {self.weights}")
-        self.windows = [
-            _Window(s, a) for s, seg in enumerate(reference.segments) for a in range(0, seg.rows - window, window)
-        ]
-        if not self.windows:
-            longest = max(seg.rows for seg in reference.segments)
-            raise InvalidArgumentError(
-                f"window: {window} rows is longer than every reference segment (the longest has {longest} rows)"
-            )
+        given = {ch: checks.real(w, f"weights[{ch!r}]", minimum=0) for ch, w in weights.items()}
+        self.weights = {ch: given.get(ch, 1.0) for ch in self.channels.columns}
+        if not any(self.weights.values()):
+            raise InvalidArgumentError(f"weights: expected weights >= 0, not all 0, got {self.weights}")
+        self.windows = _windows(reference, window)
         self._driver = self._make_driver(robot) if reference.command == "targets" else None
         self._norm = self._normalisers()
 
@@ -353,7 +358,8 @@ class CalibrationResult:
             bounds; ``add`` parameters by 10 % of the bounds' width), as ratios to the best loss: a
             parameter whose ratios stay near 1 is not pinned down by these references.
         trajectory: an open-loop replay of the first held-out (else fitted) segment, for pictures:
-            ``dt`` (s per row), ``source``, ``reference``, ``before``, ``after`` (``(R, nq)`` qpos each),
+            ``dt`` (s per row), ``source``, ``held_out`` (whether ``source`` is held out), ``reference``,
+            ``before``, ``after`` (``(R, nq)`` qpos each),
             ``joint_names`` and ``qpos_columns`` (the model's joints and their first qpos column).
     """
 
@@ -449,7 +455,7 @@ def calibrate(
         make_backend: ``num_envs -> SimBackend`` on the reference's model (the backend is closed here).
         reference, validation: references to fit to, and held out to check the fit on.
         window: rows per multiple-shooting window.
-        popsize: CMA-ES population (candidates per generation).
+        popsize: CMA-ES population (candidates per generation), at least :data:`MIN_POPSIZE`.
         generations: CMA-ES generations.
         seed: seeds CMA-ES; the fit is deterministic on a deterministic engine.
         sigma: CMA-ES initial step in the unit cube of the parameters.
@@ -466,11 +472,15 @@ def calibrate(
     require_extra("cmaes", purpose="calibration (CMA-ES)")
     from cmaes import CMA
 
-    for name, v, lo in (("popsize", popsize, 2), ("generations", generations, 0), ("max_envs", max_envs, 1)):
-        if not isinstance(v, int) or isinstance(v, bool) or v < lo:
-            raise InvalidArgumentError(f"{name}: expected a whole number >= {lo}, got {v!r}")
-    if not (isinstance(sigma, (int, float)) and 0 < sigma <= 1):
-        raise InvalidArgumentError(f"sigma: expected a step in (0, 1] of the unit cube, got {sigma!r}")
+    popsize = checks.integer(popsize, "popsize", minimum=MIN_POPSIZE)
+    generations = checks.integer(generations, "generations", minimum=0)
+    max_envs = checks.integer(max_envs, "max_envs", minimum=1)
+    seed = checks.integer(seed, "seed", minimum=0, maximum=2**31 - 1)
+    sigma = checks.real(sigma, "sigma", minimum=0, above=True, maximum=1)
+    picture_seconds = checks.real(picture_seconds, "picture_seconds", minimum=0, above=True)
+    _windows(reference, window)
+    if validation is not None:  # a held-out reference too short for a window: refused now, not after the search
+        _windows(validation, window)
     nwin = sum(max(0, -(-(s.rows - 1) // window)) for s in reference.segments)
     group = max(1, min(max(1, max_envs // popsize), nwin))
     t0 = time.perf_counter()
@@ -543,6 +553,7 @@ def calibrate(
         trajectory = {
             "dt": seg.nsteps * sim.physics_dt,
             "source": seg.source,
+            "held_out": validation is not None,
             "reference": seg.qpos[: rows + 1],
             "before": qs[0],
             "after": qs[1],

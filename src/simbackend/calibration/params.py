@@ -189,6 +189,41 @@ class ParameterSet:
         """The plan that sets the parameters to ``values`` (fixed distributions)."""
         return RandomizationPlan(tuple(p.term_with(float(v), phase) for p, v in zip(self.parameters, values)), seed)
 
+    def check_backend(self, backend: Any) -> None:
+        """Check, before a fit, that ``backend`` takes every parameter as the fit applies it (per env, in
+        the interval phase) and that each parameter's bounds give valid values on its model: each bound
+        applied alone to env 0 (the other parameters at :meth:`identity`); env 0 gets the model's values
+        back after.
+
+        Raises:
+            UnsupportedFeatureError: the engine cannot set a parameter's term per env; names the parameter.
+            InvalidArgumentError: a bound gives invalid values (a negative damping, a mass not > 0);
+                names the parameter (``parameters[i]``, its name) and the bound.
+        """
+        from simbackend.errors import UnsupportedFeatureError
+
+        caps = backend.capabilities.domain_randomization
+        for p in self.parameters:
+            if f"{p.term.kind}:interval" not in caps:
+                raise UnsupportedFeatureError(
+                    backend.name, f"calibrating {p.name!r} ({p.term.kind} per env, interval phase)"
+                )
+        identity = self.identity()
+        try:
+            for k, p in enumerate(self.parameters):
+                for label, bound in (("low", p.low), ("high", p.high)):
+                    values = identity.copy()
+                    values[k] = bound
+                    try:
+                        backend.apply_interval_randomization(self.plan(values, phase="interval"), [0])
+                    except ValueError as e:  # the plan's value checks: InvalidArgumentError, ValueRangeError, ...
+                        raise InvalidArgumentError(
+                            f"parameters[{k}].{label}: {p.name!r} at {bound:g} gives invalid values on"
+                            f" {backend.name}'s model ({' '.join(str(e).split())}); narrow its bounds"
+                        ) from None
+        finally:
+            backend.apply_interval_randomization(self.plan(identity, phase="interval"), [0])
+
     def training_plan(self, values: Sequence[float] | np.ndarray, spread: float, *, seed: int = 0) -> RandomizationPlan:
         """A plan centred on ``values``: each drawn uniformly at init within ``spread`` of it (relative for
         ``scale`` and ``set`` parameters, absolute for ``add``), kept inside the bounds."""

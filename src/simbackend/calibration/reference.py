@@ -186,6 +186,8 @@ def _array(data: Any, name: str, shape: tuple, where: str) -> np.ndarray:
         want = "(" + ", ".join("?" if s is None else str(s) for s in shape) + ")"
         raise InvalidArgumentError(f"{where}: {name} has shape {a.shape}, expected {want}")
     if not np.isfinite(a).all():
+        if a.ndim == 0:
+            raise InvalidArgumentError(f"{where}: {name} is not finite, got {a.item()!r}")
         row = int(np.flatnonzero(~np.isfinite(a.reshape(a.shape[0], -1)).all(1))[0])
         raise InvalidArgumentError(f"{where}: {name} is not finite at row {row}")
     return a
@@ -209,9 +211,14 @@ def _from_log(path: Path, info: Any, physics_dt: float) -> Reference:
     fmt = str(data.get("format", ""))
     if fmt != LOG_FORMAT:
         raise InvalidArgumentError(f"{where}: format {fmt!r}, expected {LOG_FORMAT!r}")
-    if int(data.get("version", -1)) != LOG_VERSION:
-        raise InvalidArgumentError(f"{where}: version {data.get('version')!r}; this simbackend reads {LOG_VERSION}")
+    version = np.asarray(data.get("version", -1))
+    if version.ndim or version.dtype.kind not in "iuf" or float(version) != LOG_VERSION:
+        raise InvalidArgumentError(
+            f"{where}: version {version.tolist()!r}; this simbackend reads version {LOG_VERSION}"
+        )
     dt = float(_array(data, "control_dt", (), where))
+    if not dt > 0:
+        raise InvalidArgumentError(f"{where}: control_dt must be > 0 s, got {dt:g}")
     ratio = dt / physics_dt
     nsteps = int(round(ratio))
     if nsteps < 1 or abs(ratio - nsteps) > 1e-6 * max(1.0, ratio):

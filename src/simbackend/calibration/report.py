@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from simbackend.errors import InvalidArgumentError
 from simbackend.model_info import JOINT_BALL, JOINT_FREE
 
 from .fit import CHANNELS, CalibrationResult
@@ -54,7 +55,9 @@ def shown_joint(trajectory: dict) -> tuple[str, int]:
 
 
 def write_report(result: CalibrationResult, folder: Any, *, title: str = "") -> dict[str, Path]:
-    """Write ``report.json``, ``loss.png`` and ``trajectory.png`` into ``folder``; returns their paths."""
+    """Write ``report.json``, ``loss.png`` and ``trajectory.png`` into ``folder`` (made if missing; its parent
+    folder must exist); returns their paths. ``title``: the report's and ``loss.png``'s; ``trajectory.png``
+    is titled with the episode it replays (the first held-out one where there are held-out references)."""
     from simbackend._extras import require_extra
 
     require_extra("matplotlib", purpose="the calibration report's pictures")
@@ -64,7 +67,9 @@ def write_report(result: CalibrationResult, folder: Any, *, title: str = "") -> 
     import matplotlib.pyplot as plt
 
     out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)
+    if not out.absolute().parent.is_dir():
+        raise InvalidArgumentError(f"folder: {str(out.parent)!r} does not exist")
+    out.mkdir(exist_ok=True)
     paths = {"report": out / "report.json", "loss": out / "loss.png"}
     data = result.to_dict()
     data["title"] = title
@@ -101,7 +106,8 @@ def write_report(result: CalibrationResult, folder: Any, *, title: str = "") -> 
             ax.plot(t, before[:, c], color="tab:red", lw=1.2, label="before calibration")
             ax.plot(t, after[:, c], color="tab:green", lw=1.2, ls="--", label="after calibration")
             ax.set_ylabel(f"{label} ({unit})")
-        axes[0, 0].set_title(title or f"open-loop replay of {tr['source']}")
+        which = "held out" if tr.get("held_out") else "fitted"
+        axes[0, 0].set_title(f"{result.settings.get('sim', '')} open-loop replay of {tr['source']} ({which})".strip())
         axes[0, 0].legend(fontsize=8)
         axes[-1, 0].set_xlabel("time (s)")
         fig.tight_layout()

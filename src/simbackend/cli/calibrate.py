@@ -11,13 +11,15 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.table import Table
+from rich.text import Text
 
 from .common import (
     app,
     check_output,
     check_output_folder,
+    check_paths_apart,
     console,
+    err_console,
     fail,
     load_plan,
     overwrite_option,
@@ -25,6 +27,7 @@ from .common import (
     staged_folder,
     staged_outputs,
 )
+from .layout import columns, show
 
 
 def _progress(label: str) -> Any:
@@ -36,9 +39,29 @@ def _progress(label: str) -> Any:
         MofNCompleteColumn(),
         TextColumn("{task.fields[info]}"),
         TimeElapsedColumn(),
-        console=console,
+        console=err_console,
         transient=False,
+        disable=not err_console.is_terminal,  # a bar is for a terminal: nothing in a pipe or a file
     )
+
+
+#: the arguments of simbackend.calibration.excite and calibrate that are flags of the same name
+EXCITE_FLAGS = ("seconds", "episode_s", "amplitude", "f0", "f1", "control_dt", "num_envs", "signal", "seed")
+CALIBRATE_FLAGS = ("window", "popsize", "generations", "sigma", "max_envs", "weights", "seed")
+
+
+def _flagged(error: Exception, names: tuple[str, ...]) -> str:
+    """The Python API's message with its argument named as the command's flag (``control_dt:`` ->
+    ``--control-dt:``) where it is one of ``names``."""
+    text = str(error)
+    name, sep, rest = text.partition(":")
+    base = name.split("[", 1)[0]  # weights['joint_pos']
+    return f"--{base.replace('_', '-')}{name[len(base) :]}:{rest}" if sep and base in names else text
+
+
+def _file_inputs(*values: str | None) -> list[str | None]:
+    """Of ``--robot``/``--model`` values, those that name files (the others are registered names)."""
+    return [v if v is not None and os.path.isfile(v) else None for v in values]
 
 
 @app.command()
@@ -84,6 +107,7 @@ def excite(
     if policy is not None and not os.path.isfile(policy):
         raise fail(f"--policy: no such file {policy!r}", code=2)
     check_output(out, "--out", (".npz",), overwrite)
+    check_paths_apart([("--out", out)], [("--policy", policy), ("--dr", dr_path), ("--robot", _file_inputs(robot)[0])])
     plan = load_plan(dr_path, num_envs)
     with _progress("exciting") as bar, staged_outputs(out) as (staged,):
         task = bar.add_task("excite", total=100, info=f"{robot or policy} on {sim}")
@@ -111,10 +135,13 @@ def excite(
                     progress=lambda f: bar.update(task, completed=round(100 * f)),
                 )
         except (SimBackendError, ValueError, TypeError) as e:
-            raise fail(str(e), code=2) from None
+            raise fail(_flagged(e, EXCITE_FLAGS), code=2) from None
     console.print(
-        f"wrote {out}: {summary['rows']} rows, {summary['episodes']} episodes of {robot or policy} on {summary['sim']}"
-        f" ({summary['signal']})"
+        Text(
+            f"wrote {out}: {summary['rows']} rows, {summary['episodes']} episodes of {robot or policy} on"
+            f" {summary['sim']} ({summary['signal']})"
+        ),
+        soft_wrap=True,
     )
 
 
@@ -172,7 +199,12 @@ def calibrate(
         0.2, "--spread", min=0.0, max=0.99, help="Half-width of --training-plan's ranges, relative to each value."
     ),
     window: int = typer.Option(25, "--window", min=1, help="Rows per multiple-shooting window."),
-    popsize: int = typer.Option(16, "--popsize", min=2, help="Candidates per generation (CMA-ES population)."),
+    popsize: int = typer.Option(
+        16,
+        "--popsize",
+        min=4,  # simbackend.calibration.fit.MIN_POPSIZE (not imported here: it loads torch)
+        help="Candidates per generation (CMA-ES population: 4 at least, two parents).",
+    ),
     generations: int = typer.Option(30, "--generations", "-g", min=0, help="CMA-ES generations."),
     sigma: float = typer.Option(0.25, "--sigma", min=0.0, max=1.0, help="CMA-ES initial step in the unit cube."),
     max_envs: int = typer.Option(
@@ -199,6 +231,14 @@ def calibrate(
         check_output(training_plan, "--training-plan", (".json",), overwrite)
     if report:
         check_output_folder(report, "--report", overwrite)
+    robot_file, model_file = _file_inputs(robot, model)
+    check_paths_apart(
+        [("--out", out), ("--training-plan", training_plan), ("--report", report)],
+        [("--reference", f) for f in reference]
+        + [("--validate", f) for f in validation]
+        + [("--params", parameters), ("--robot", robot_file), ("--model", model_file)],
+        folders={"--report"},
+    )
     for flag, files in (("--reference", reference), ("--validate", validation)):
         for f in files:
             if not os.path.isfile(f):
@@ -237,6 +277,10 @@ def calibrate(
         with probe:
             ref = load_reference(reference, probe.info, probe.physics_dt)
             val = load_reference(validation, probe.info, probe.physics_dt) if validation else None
+            try:
+                params.check_backend(probe)  # every bound gives valid values: refused now, not mid-search
+            except (SimBackendError, ValueError, TypeError) as e:
+                raise fail(f"--params: {e}", code=2) from None
     except (SimBackendError, ValueError, TypeError) as e:
         raise fail(str(e), code=2) from None
 
@@ -263,7 +307,7 @@ def calibrate(
                 progress=progress,
             )
         except (SimBackendError, ValueError, TypeError) as e:
-            raise fail(str(e), code=2) from None
+            raise fail(_flagged(e, CALIBRATE_FLAGS), code=2) from None
     if result.interrupted:
         console.print("interrupted: keeping the best values found so far")
 
@@ -277,23 +321,31 @@ def calibrate(
         with staged_folder(report) as folder:
             write_report(result, folder, title=f"{sim} fitted to {Path(reference[0]).name}")
 
-    t = Table(title="fitted parameters")
-    for col in ("parameter", "value", "bounds", "loss at -10 % / +10 %"):
-        t.add_column(col)
     sens = result.sensitivity or {}
+    rows = []
     for p, v in zip(params.parameters, result.values):
         s = sens.get(p.name)
         shown = "the model's" if v != v else f"{v:.4g}"  # NaN: a `set` parameter left as the model has it
-        t.add_row(p.name, shown, f"[{p.low:g}, {p.high:g}]", f"x{s['down']:.3g} / x{s['up']:.3g}" if s else "")
-    console.print(t)
-    errors = Table(title="errors before and after (normalised: 1 = a model that does not move)")
-    for col in ("set", "channel", "norm. before", "norm. after", "rms before", "rms after", "units"):
-        errors.add_column(col)
-    for row in error_table(result):
-        errors.add_row(*row)
-    console.print(errors)
+        rows.append((p.name, shown, f"[{p.low:g}, {p.high:g}]", f"x{s['down']:.3g} / x{s['up']:.3g}" if s else ""))
+    headers = ("parameter", "value", "bounds", "loss at -10 % / +10 %")
+    show(console, "fitted parameters", headers, rows, wrap=(0,), right=(1,),
+         plain=lambda: columns(console, headers, rows, (False, True, False, False)))  # fmt: skip
+    errors = error_table(result)
+    error_headers = ("set", "channel", "norm. before", "norm. after", "rms before", "rms after", "units")
+
+    def plain_errors() -> None:  # one block per set: its rows fit 80 columns
+        for label in dict.fromkeys(row[0] for row in errors):
+            console.print(Text(f"{label}:"), soft_wrap=True)
+            rows = [row[1:] for row in errors if row[0] == label]
+            columns(console, error_headers[1:], rows, (False, True, True, True, True, False))
+
+    show(console, "errors before and after (normalised: 1 = a model that does not move)", error_headers, errors,
+         right=(2, 3, 4, 5), plain=plain_errors)  # fmt: skip
     console.print(
-        f"{result.evaluations} candidates in {result.seconds:.1f} s; wrote {out}"
-        + (f", {training_plan}" if training_plan else "")
-        + (f", {report}/" if report else "")
+        Text(
+            f"{result.evaluations} candidates in {result.seconds:.1f} s; wrote {out}"
+            + (f", {training_plan}" if training_plan else "")
+            + (f", {os.path.join(report, '')}" if report else "")
+        ),
+        soft_wrap=True,
     )

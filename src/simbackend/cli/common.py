@@ -13,7 +13,7 @@ a failure while running prints one line and exits 1 (:func:`fail`). The checks
 every command shares live here: ``--sim`` (:func:`check_sim`), the construction
 flags and options (:func:`with_build_flags`, :func:`check_options_for`), the
 model (:func:`check_model`), output paths and ``--overwrite``
-(:func:`check_output`, :func:`check_writable`, :func:`check_output_folder`), and
+(:func:`check_output`, :func:`check_writable`, :func:`check_output_folder`, :func:`check_paths_apart`), and
 the writing of outputs under a temporary name moved into place only when the
 command succeeds (:func:`staged_outputs`, :func:`staged_folder`).
 """
@@ -26,7 +26,7 @@ import os
 import secrets
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -736,6 +736,36 @@ def check_output_folder(path: str, flag: str = "--out", overwrite: bool = False,
         parent = parent.parent
     if not parent.is_dir() or not os.access(parent, os.W_OK):
         raise fail(f"{flag}: {path} cannot be created ({parent} is not a writable folder)", code=2)
+
+
+def check_paths_apart(
+    outputs: Sequence[tuple[str, str | None]],
+    inputs: Sequence[tuple[str, str | None]] = (),
+    folders: Collection[str] = (),
+) -> None:
+    """Fail at once (exit 2), before any work, when two outputs are one path (the one moved into place last
+    would replace the other), when an output is one of the files the command reads, or when an output or an
+    input lies in an output folder (``folders``: the flags of ``outputs`` that are folders, replaced as a
+    whole). ``outputs`` and ``inputs`` are ``(flag, path)`` pairs (``None``: not given); paths are compared
+    resolved (``..``, symbolic links)."""
+    given = [(flag, path, Path(path).resolve()) for flag, path in outputs if path]
+    for i, (flag, path, where) in enumerate(given):
+        for other, _, there in given[:i]:
+            if where == there:
+                raise fail(f"{flag}: {path} is also {other}'s output; give each output its own path", code=2)
+        for other, other_path in inputs:
+            if other_path and Path(other_path).resolve() == where:
+                raise fail(f"{flag}: {path} is also {other} ({other_path}), which the command reads", code=2)
+    for flag, path, where in given:
+        if flag not in folders:
+            continue
+        inside = [(f, p, w) for f, p, w in given if f != flag] + [(f, p, Path(p).resolve()) for f, p in inputs if p]
+        for other, other_path, there in inside:
+            if where in there.parents:
+                raise fail(
+                    f"{flag}: {other} {other_path} lies in the folder {path}, which the command replaces as a whole",
+                    code=2,
+                )
 
 
 def _temporary_name(path: str, tag: str = "partial") -> str:
