@@ -35,7 +35,7 @@ def test_training_progress_without_a_terminal_is_plain_lines(tmp_path: Path, cap
     and every ceil(iterations / 100)-th, each whole, with the figures the bar shows."""
     from simbackend.training import train
 
-    config = {"num_envs": 8, "num_steps_per_env": 8, "max_iterations": 3, "eval_interval": 0}
+    config = {"num_envs": 4, "num_steps_per_env": 4, "max_iterations": 3, "eval_interval": 0, "eval_episodes": 1}
     train("cartpole", "mujoco", seed=0, train_config=config, out_dir=tmp_path / "run", progress=True)
     err = capsys.readouterr().err
     assert "\r" not in err and "\x1b" not in err, repr(err[-300:])
