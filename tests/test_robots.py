@@ -508,9 +508,10 @@ def test_the_task_refuses_a_bad_description_before_it_builds(tmp_path: Path, cha
 def test_the_robots_command_fails_where_an_installed_engine_refuses_the_description(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Without ``--sim`` every registered engine is tried: one that is installed and refuses the description
-    (a foot the model lacks) makes the exit code 1, as a failure while running; an engine whose extra is
-    missing is listed as such and fails the command only where ``--sim`` names it."""
+    """Without ``--sim`` every registered engine is tried: one that is installed and cannot build the
+    description makes the exit code 1, as a failure while running; an engine whose extra is missing is listed
+    as such and fails the command only where ``--sim`` names it. A description that does not fit its model (a
+    foot the model lacks) is bad input on every engine: exit 2, one line, before any engine (issue 50, item 5)."""
     from typer.testing import CliRunner
 
     import simbackend.cli.main as cli_main
@@ -520,23 +521,30 @@ def test_the_robots_command_fails_where_an_installed_engine_refuses_the_descript
     bad = _write_json(tmp_path, feet=["nope_foot", *feet[1:]])
     import simbackend.robots as robots
 
-    monkeypatch.setattr(cli_main, "available_backends", lambda: ["mujoco", "absent"])
+    engines = ["mujoco", "absent"]
+    monkeypatch.setattr(cli_main, "available_backends", lambda: engines)
     real = robots.make_robot_backend
 
     def make(desc, sim, n, **kw):  # an engine registered but not installed, as an extra that is missing
         if sim == "absent":
             raise ImportError("absent: pip install 'simbackend[absent]'")
+        if sim == "picky":  # installed, and cannot build this model (as SAPIEN past its 32 ignore bits)
+            raise ModelLoadError("the picky backend cannot build this model")
         return real(desc, sim, n, **kw)
 
     monkeypatch.setattr(robots, "make_robot_backend", make)
     runner = CliRunner()
     refused = runner.invoke(app, ["robots", str(bad)])
-    assert refused.exit_code == 1, refused.output
-    assert "mujoco  loads: no (robot.feet:" in refused.output and "nope_foot" in refused.output
+    assert refused.exit_code == 2, refused.output
+    assert refused.output.strip().startswith("error: robot.feet: ") and "nope_foot" in refused.output
     good = _write_json(tmp_path)
     loads = runner.invoke(app, ["robots", str(good)])  # the absent engine alone does not fail it
     assert loads.exit_code == 0, loads.output
     assert "absent  loads: no" in loads.output
+    engines.append("picky")
+    picky = runner.invoke(app, ["robots", str(good)])
+    assert picky.exit_code == 1, picky.output
+    assert "picky   loads: no (the picky backend cannot build this model)" in picky.output
 
 
 #: a one-joint URDF whose base inertia violates the triangle inequality (0.001 + 0.001 < 0.01), as shipped

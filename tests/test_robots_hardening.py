@@ -141,3 +141,135 @@ def test_self_collisions_mean_the_same_on_every_engine(tmp_path: Path, sim: str)
             )
         else:
             assert touching == {}, touching
+
+
+def test_the_settle_check_names_self_contacts_as_such(tmp_path: Path) -> None:
+    """The issue's report: self-contact forces (chassis 101658.6 N ... RR_upper_leg 1179499.7 N) listed as
+    "other bodies in contact", with advice about the pose and the gains. With self-collisions on, the overlap
+    robot's upper legs are named as colliding with the chassis (the pairs and their depth at the default
+    pose) with the fix, not as resting on something; off, it stands."""
+    from simbackend.robots import settle
+
+    on = settle(write_overlap_robot(tmp_path, self_collisions=True), ["mujoco"], seconds=0.5)
+    (r,) = on.results
+    assert {"FL_upper_leg", "FR_upper_leg", "RL_upper_leg", "RR_upper_leg"} <= set(r.self_touching)
+    assert [(a, b) for a, b, _ in r.self_contacts if a == "chassis"] and all(d > 0.05 for _, _, d in r.self_contacts)
+    assert "self-contacts" in r.failed and not r.stands
+    (line,) = [w for w in on.warnings if "collides with itself" in w]
+    assert "chassis - FL_upper_leg 6.0 cm deep" in line and "robot.self_collisions to false" in line
+    assert not any("rests on bodies other than its feet: FL_upper_leg" in w for w in on.warnings), on.warnings
+    off = settle(write_overlap_robot(tmp_path), ["mujoco"], seconds=0.5)
+    assert off.results[0].self_contacts == () and off.results[0].touching == {}
+
+
+def test_the_robots_command_warns_when_a_hull_swallows_another_links_origin(tmp_path: Path) -> None:
+    """The chassis as a mesh whose convex hull holds the upper legs' origins: ``robots`` says so (the body, its
+    geom, the links whose origins it holds) with what to do, and nothing with self-collisions off."""
+    from typer.testing import CliRunner
+
+    from simbackend.cli.main import app
+
+    runner = CliRunner()
+    (tmp_path / "on").mkdir()
+    (tmp_path / "off").mkdir()
+    on = runner.invoke(app, ["robots", str(write_overlap_robot(tmp_path / "on", mesh=True, self_collisions=True)),
+                             "--sim", "mujoco"])  # fmt: skip
+    assert on.exit_code == 0, on.output
+    hull = [ln for ln in on.stderr.splitlines() if "convex hull" in ln]
+    assert len(hull) == 1, on.stderr
+    assert hull[0].startswith("warning: overlap: the collision geometry of chassis (")
+    assert "contains the origin of FL_upper_leg, FR_upper_leg, RL_upper_leg, RR_upper_leg" in hull[0]
+    assert "robot.self_collisions to false" in hull[0] and "<exclude>" in hull[0] and "primitive" in hull[0]
+    off = runner.invoke(app, ["robots", str(write_overlap_robot(tmp_path / "off", mesh=True)), "--sim", "mujoco"])
+    assert off.exit_code == 0 and "warning" not in off.stderr, off.stderr
+
+
+# ----------------------------------------------------------------------
+# item 3: the settle check judges tilt and the spread of foot loads
+# ----------------------------------------------------------------------
+def test_a_leaning_robot_on_one_light_foot_does_not_stand(tmp_path: Path) -> None:
+    """The issue's poor stance, reproduced: at kp 40 the robot with one hip rolled out (0.75 rad) leans 13 deg
+    with its opposite rear foot carrying 2.4 % of its weight; the old limits (29 deg, the feet
+    carrying m g) said "stands: yes". Now both limits fail, each named, and the summary says which."""
+    from simbackend.robots import settle
+    from simbackend.robots.settle import MAX_TILT, MIN_FOOT_SHARE
+
+    pose = {"*_thigh": 0.5, "*_knee": -1.0, "FL_hip": 0.75}
+    report = settle(write_overlap_robot(tmp_path, default_pose=pose), ["mujoco"])
+    (r,) = report.results
+    assert r.tilt > MAX_TILT and r.touching == {} and abs(r.feet_share - 1) < 0.1
+    assert r.least_foot is not None and r.least_foot[0] == "RR_lower_leg" and r.least_foot[1] < MIN_FOOT_SHARE
+    assert r.failed == ["tilt", "foot loads"] and not report.stands
+    tilt, loads = report.warnings
+    assert tilt.startswith("overlap on mujoco: tilts ") and "(limit 11.5)" in tilt
+    assert loads.startswith("overlap on mujoco: uneven foot loads: RR_lower_leg carries ")
+    assert "less than 0.33 of an equal share (8% with 4 feet)" in loads and "robot.default_pose" in loads
+    assert report.summary() == "overlap: does not stand on mujoco (tilt, foot loads)"
+    assert report.to_dict()["engines"]["mujoco"]["failed"] == ["tilt", "foot loads"]
+
+
+def test_a_level_stance_stands_and_reports_its_sag(tmp_path: Path) -> None:
+    """The same robot on its level default pose stands under the new limits; the sag of each driven joint is
+    reported (the knees give most at kp 40)."""
+    from simbackend.robots import settle
+
+    report = settle(write_overlap_robot(tmp_path), ["mujoco"])
+    (r,) = report.results
+    assert r.stands and r.feet_even and report.warnings == ()
+    assert set(r.sag) == set(JOINTS) and 0.01 < max(abs(v) for v in r.sag.values()) < 0.2
+    assert report.summary() == "overlap: stands on mujoco"
+
+
+# ----------------------------------------------------------------------
+# items 5, 6 and 13: exit codes and messages of the robot commands
+# ----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"joints": ["nope", *JOINTS[1:]]}, "error: robot.joints: "),
+        ({"model": "missing.urdf"}, "error: robot.model: model file not found: "),
+        ({"kp": -1}, "error: robot.kp: expected a finite number > 0, got -1"),
+        ({"feet": ["nofoot"]}, "error: robot.feet: the model has no body or geom 'nofoot'"),
+    ],
+)
+def test_a_bad_description_exits_2_from_every_command(tmp_path: Path, changes: dict, message: str) -> None:
+    """A wrong joint name or a missing URDF exited 1 (a failure while running) where a bad kp exited 2: every
+    bad description input now exits 2 with one line naming the field, from ``robots`` (with and without
+    ``--settle``), ``train`` and ``eval --policy ... --robot``, before any engine of the command's is built."""
+    from typer.testing import CliRunner
+
+    from simbackend.cli.main import app
+
+    path = str(write_overlap_robot(tmp_path, **changes))
+    policy = tmp_path / "policy.onnx"
+    policy.write_bytes(b"")
+    runner = CliRunner()
+    for args in (
+        ["robots", path],
+        ["robots", path, "--settle", "--sim", "mujoco"],
+        ["train", "--task", "velocity", "--robot", path, "--sim", "mujoco", "--out", str(tmp_path / "run")],
+        ["eval", "--policy", str(policy), "--robot", path],
+    ):
+        out = runner.invoke(app, args)
+        assert out.exit_code == 2, (args, out.output)
+        assert out.stderr.startswith(message) and len(out.stderr.strip().splitlines()) == 1, (args, out.stderr)
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_settle_summary_says_what_was_checked() -> None:
+    """``robots go1 --settle --sim mujoco`` said "stands on every engine" after one engine; it names the engines
+    checked. ``--sim bogus`` did not name ``--sim``."""
+    from typer.testing import CliRunner
+
+    from simbackend.cli.main import app
+
+    runner = CliRunner()
+    out = runner.invoke(app, ["robots", "go1", "--settle", "--sim", "mujoco", "--seconds", "0.5"])
+    assert out.exit_code == 0, out.output
+    assert out.stdout.strip().splitlines()[-1] == "go1: stands on mujoco"
+    assert "every engine" not in out.output
+    for args in (["robots", "go1", "--settle", "--sim", "bogus"], ["robots", "go1", "--sim", "bogus"]):
+        bad = runner.invoke(app, args)
+        assert bad.exit_code == 2 and bad.stderr.startswith("error: --sim: 'bogus' is not a registered backend"), (
+            bad.stderr
+        )

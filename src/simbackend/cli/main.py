@@ -319,16 +319,26 @@ def robots(
 
     For ROBOT: its description (model, joints in policy order, default pose, actuation, base, feet) and, per engine,
     whether its scene builds there, its sizes, its total mass (the bodies' masses as the engine holds them), the
-    feet's bodies and the base's standing height. Exit code 2: an
-    unknown robot or engine; 1: the description fails against its model on an installed engine, or on one
-    ``--sim`` names (the message names the field); an engine not installed is a failure only where named.
+    feet's bodies and the base's standing height, and a warning where its collision geometry overlaps itself.
+    Exit code 2: an unknown robot or engine, a description that does not fit its model (a name it lacks, a
+    missing model file; checked on MuJoCo, which composes every scene; the message names the field); 1: an
+    installed engine, or one ``--sim`` names, cannot build it; an engine not installed is a failure only where
+    named.
 
     With ``--settle``: per engine, the base height the robot settles at after ``--seconds`` holding its default
     pose, its tilt, each foot's share of its weight, the other bodies touching anything, whether it stands, and a
     warning for each way it does not (docs/robots.md, "Settle check"). Warnings exit 0 unless ``--strict``.
     """
-    from simbackend.errors import SimBackendError
-    from simbackend.robots import available_robots, get_robot, make_robot_backend, resolve, robot_scene
+    from simbackend.errors import ArgumentTypeError, InvalidArgumentError, SimBackendError
+    from simbackend.robots import (
+        available_robots,
+        check_robot,
+        get_robot,
+        make_robot_backend,
+        resolve,
+        robot_scene,
+        self_overlap_warnings,
+    )
 
     if not settle:
         given = [flag for flag, on in (("--seconds", seconds != 2.0), ("--strict", strict), ("--json", as_json)) if on]
@@ -356,11 +366,19 @@ def robots(
     except SimBackendError as e:
         raise fail(str(e), code=2) from None  # it names the robot's field (robot.kp) or file
     for sim in sims or []:
-        check_sim(sim)
+        try:
+            check_sim(sim)
+        except typer.BadParameter as e:
+            raise fail(f"--sim: {e}", code=2) from None
     try:
+        check_robot(desc)  # the description against its model: bad input on every engine (exit 2)
         scene = robot_scene(desc)
+    except (InvalidArgumentError, ArgumentTypeError) as e:
+        raise fail(str(e), code=2) from None
     except SimBackendError as e:
         raise fail(str(e)) from None
+    for line in self_overlap_warnings(desc):
+        err_console.print(Text("warning: ", style="bold yellow") + Text(line), soft_wrap=True)
     if settle:
         _settle_report(desc, [s.strip().lower() for s in sims] if sims else None, seconds, strict, as_json)
         return
@@ -435,8 +453,11 @@ def _settle_report(desc: Any, sims: list[str] | None, seconds: float, strict: bo
     rows: list[tuple[Any, ...]] = []
     for r in report.results:
         feet = ", ".join(f"{n} {v:.0%}" for n, v in r.feet.items()) if r.contact_forces else "no contact forces"
-        touching = ", ".join(f"{n} {f:.1f} N" for n, f in r.touching.items()) or "none"
-        verdict = Text("yes" if r.stands else "no", style="green" if r.stands else "red")
+        mine = r.self_touching
+        touching = ", ".join(f"{n} {f:.1f} N" + (" (self-contact)" if n in mine else "")
+                             for n, f in r.touching.items()) or "none"  # fmt: skip
+        verdict = Text("yes" if r.stands else f"no ({', '.join(r.failed)})", style="green" if r.stands else "red")
+        sag = max(r.sag, key=lambda n: abs(r.sag[n])) if r.sag else None
         rows.append((
             r.engine,
             f"{r.height:.3f} m ({r.height_fraction:.0%})",
@@ -444,29 +465,30 @@ def _settle_report(desc: Any, sims: list[str] | None, seconds: float, strict: bo
             f"{r.feet_share:.0%}" if r.contact_forces else "-",
             feet,
             touching,
+            f"{r.sag[sag]:+.3f} rad ({sag})" if sag is not None else "-",
             verdict,
         ))  # fmt: skip
     for engine, why in {**report.skipped, **report.refused}.items():
-        rows.append((engine, "-", "-", "-", f"not settled: {why}", "-", Text("-")))
+        rows.append((engine, "-", "-", "-", f"not settled: {why}", "-", "-", Text("-")))
     default = report.results[0].default_height if report.results else float("nan")
     show(
         console,
         f"Settle: {desc.name!r} holding its default pose {report.seconds:g} s (default base height {default:.3f} m)",
         ("engine", "base height", "tilt deg", "feet: m g", "per foot (share of m g)",
-         f"other bodies in contact (> {CONTACT_THRESHOLD:g} N)", "stands"),
+         f"other bodies in contact (> {CONTACT_THRESHOLD:g} N)", "largest joint sag", "stands"),
         rows,
         wrap=(4, 5),
         plain=[
             (row[0], [f"base height: {row[1]}", f"tilt: {row[2]} deg", f"feet carry: {row[3]} of m g",
-                      f"per foot: {row[4]}", f"other bodies in contact: {row[5]}", Text("stands: ") + row[6]])
+                      f"per foot: {row[4]}", f"other bodies in contact: {row[5]}", f"largest joint sag: {row[6]}",
+                      Text("stands: ") + row[7]])
             if row[1] != "-" else (row[0], [row[4]])
             for row in rows
         ],
     )  # fmt: skip
     for line in report.warnings:
         err_console.print(Text("warning: ", style="bold yellow") + Text(line), soft_wrap=True)
-    summary = "stands on every engine" if report.stands else "does not stand on every engine"
-    console.print(Text(f"{desc.name}: {summary}", style="green" if report.stands else "yellow"), soft_wrap=True)
+    console.print(Text(report.summary(), style="green" if report.stands else "yellow"), soft_wrap=True)
     if failed:
         raise typer.Exit(1)
 

@@ -45,8 +45,9 @@ _VERSION = 2
 
 
 class SceneCompileError(ModelLoadError, InvalidArgumentError):
-    """MuJoCo's compiler refuses a plan's model (an inertia, a mass, a mesh): one line naming
-    ``{argument}.model``, the file and MuJoCo's message, with the fix where one is known. Both a
+    """A plan's model file cannot be read (missing, a mesh it names missing) or MuJoCo's compiler refuses it
+    (an inertia, a mass, a mesh): one line naming ``{argument}.model``, the file and the reason, with the fix
+    where one is known. Both a
     :class:`~simbackend.errors.ModelLoadError` and an :class:`~simbackend.errors.InvalidArgumentError`
     (the description's model is an argument the call cannot take)."""
 
@@ -129,7 +130,7 @@ def compose_scene(plan: ScenePlan) -> SceneFile:
     try:
         spec, label, urdf = prepared_spec(plan.model, plan.package_dirs, None, plan.fuse_static)
     except ModelLoadError as e:
-        raise ModelLoadError(f"{plan.argument}.model: {e}") from e
+        raise SceneCompileError(f"{plan.argument}.model: {e}") from e
     _compose(spec, plan, label)
     if plan.balance_inertia:
         spec.compiler.balanceinertia = True
@@ -255,7 +256,7 @@ def no_self_collisions(spec: Any, base_body: str, where: str = "self_collisions"
     descendants) in ``spec``, keeping each geom's contacts with every other geom exactly as they were.
 
     MuJoCo collides two geoms when ``contype_a & conaffinity_b or contype_b & conaffinity_a``; SAPIEN maps
-    the same bits onto PhysX's collision groups, MuJoCo Warp and Motrix read them, so the same scene file
+    the same bits onto PhysX's collision groups, MuJoCo Warp and the plugins read them, so the same scene file
     filters alike everywhere. Each distinct ``contype`` ``k`` of the robot's geoms is replaced by a bit
     ``B_k`` no geom uses, and every other geom whose ``conaffinity`` meets ``k`` gains ``B_k``: a robot geom
     and another geom collide exactly as before, two robot geoms never (neither's conaffinity holds a

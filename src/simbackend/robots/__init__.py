@@ -26,8 +26,8 @@ from __future__ import annotations
 from .actuation import joint_controller
 from .description import ACTUATIONS, RobotDescription
 from .registry import available_robots, get_robot, register_robot
-from .resolved import ResolvedRobot, make_robot_backend, resolve
-from .scene import RobotScene, robot_scene
+from .resolved import ResolvedRobot, check_robot, make_robot_backend, resolve
+from .scene import RobotScene, robot_scene, self_overlap_warnings
 from .settle import EngineSettle, SettleReport, settle, settle_warnings
 
 __all__ = [
@@ -38,12 +38,14 @@ __all__ = [
     "RobotScene",
     "SettleReport",
     "available_robots",
+    "check_robot",
     "get_robot",
     "make_robot_backend",
     "register_robot",
     "resolve",
     "joint_controller",
     "robot_scene",
+    "self_overlap_warnings",
     "settle",
     "settle_warnings",
 ]

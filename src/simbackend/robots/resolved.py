@@ -16,7 +16,7 @@ from .description import RobotDescription, pattern_values
 from .registry import get_robot
 from .scene import robot_scene
 
-__all__ = ["ResolvedRobot", "joint_gains", "joint_motor_limits", "make_robot_backend", "resolve"]
+__all__ = ["ResolvedRobot", "check_robot", "joint_gains", "joint_motor_limits", "make_robot_backend", "resolve"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,20 @@ def make_robot_backend(
         backend.close()
         raise
     return backend
+
+
+def check_robot(robot: Any) -> RobotDescription:
+    """The description checked against its model before any engine of the caller's is built: its scene
+    composed (:func:`robot_scene`) and resolved (:func:`resolve`) on the reference engine, MuJoCo, whose
+    compiler composes every scene. What this refuses is the description's fault on every engine: one line
+    naming the field, an :class:`~simbackend.errors.InvalidArgumentError` or
+    :class:`~simbackend.errors.ArgumentTypeError` (a model file that cannot be read or compiled too:
+    :class:`~simbackend.models.scene.SceneCompileError`). What one engine alone cannot build (SAPIEN's 32
+    ignore bits) is that engine's to refuse when it builds."""
+    desc = get_robot(robot)
+    with make_robot_backend(desc, "mujoco", 1):
+        pass
+    return desc
 
 
 def resolve(desc: Any, backend: Any, default_qpos: Any = None) -> ResolvedRobot:

@@ -19,7 +19,7 @@ from simbackend.models.scene import SceneFile, ScenePlan, compose_scene
 
 from .description import RobotDescription, pattern_values
 
-__all__ = ["RobotScene", "robot_scene", "scene_plan"]
+__all__ = ["RobotScene", "robot_scene", "scene_plan", "self_overlap_warnings"]
 
 #: what :func:`robot_scene` gives: ``path`` (the scene's MJCF file) and ``default_qpos`` (the default state)
 RobotScene = SceneFile
@@ -83,3 +83,34 @@ def robot_scene(desc: RobotDescription | str | os.PathLike, terrain: Any = None)
     :class:`~simbackend.errors.InvalidArgumentError`).
     """
     return compose_scene(scene_plan(desc, terrain))
+
+
+def self_overlap_warnings(desc: RobotDescription | str | os.PathLike) -> list[str]:
+    """One line per way the robot's collision geometry overlaps itself in its scene at the default pose
+    (:func:`simbackend.models.overlaps.self_overlaps`), each saying what to do: a body's collision geom (a
+    mesh: its convex hull) that contains the origin of another body it collides with, and the pairs of its
+    bodies in contact. None with ``self_collisions`` false (the default): no two of its bodies collide."""
+    from simbackend.models.overlaps import self_overlaps
+
+    from .registry import get_robot
+
+    desc = get_robot(desc)
+    scene = robot_scene(desc)
+    found = self_overlaps(scene.path, scene.default_qpos, desc.base_body)
+    fix = (
+        "set robot.self_collisions to false (the default), exclude the pair in the model (an MJCF <exclude>),"
+        " or give the link primitive collision geometry (boxes, capsules) that clears the other"
+    )
+    out = []
+    held: dict[tuple[str, str], list[str]] = {}
+    for body, geom, other in found.swallowed:
+        held.setdefault((body, geom), []).append(other)
+    for (body, geom), others in held.items():
+        out.append(
+            f"{desc.name}: the collision geometry of {body} ({geom}; a mesh collides as its convex hull) contains"
+            f" the origin of {', '.join(others)}, and they collide with it: {fix}"
+        )
+    if found.contacts:
+        pairs = ", ".join(f"{a} - {b} {depth * 100:.1f} cm deep" for a, b, depth in found.contacts)
+        out.append(f"{desc.name}: its bodies collide with each other at the default pose: {pairs}; {fix}")
+    return out

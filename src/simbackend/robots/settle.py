@@ -10,16 +10,19 @@ for ``seconds`` (2 s), and reads, through the contract only:
 * each foot's share of the robot's weight: the vertical contact force on the
   foot's body (averaged over the last :data:`WINDOW` s) over ``m g``;
 * the robot's bodies other than the feet in contact with anything (floor, each
-  other), with their contact force (N).
+  other), with their contact force (N); those whose collision geometry overlaps
+  another body of the robot at the default pose (self-contacts, found in the
+  scene file by :func:`simbackend.models.overlaps.self_overlaps`) are named as such;
+* each driven joint's sag: its settled angle less its default angle (rad).
 
-It **stands** when the base is above ``1 - SINK_LIMIT`` of its default height,
-tilted less than :data:`MAX_TILT`, no non-foot body touches anything and the feet
-carry ``m g`` within :data:`WEIGHT_TOLERANCE`. The two limits are half the
-velocity task's fall margins (``min_height`` 0.5, ``max_tilt`` 1 rad): a robot
-that uses half its fall margin standing still has little left to walk with.
-Each way it fails gives one warning line naming the robot, the engine, the
-figures, and what to change. Engines that settle differently (base heights more
-than :data:`HEIGHT_TOLERANCE` of the default height apart, or different bodies
+It **stands** when the base is above ``1 - SINK_LIMIT`` of its default height
+(half the velocity task's fall margin, ``min_height`` 0.5), tilted less than
+:data:`MAX_TILT`, no non-foot body touches anything, the feet carry ``m g``
+within :data:`WEIGHT_TOLERANCE`, and every foot carries at least
+:data:`MIN_FOOT_SHARE` of an equal share (``m g / F`` for ``F`` feet). Each way it
+fails gives one warning line naming the robot, the engine, the figures, and what
+to change. Engines that settle differently (base heights more than
+:data:`HEIGHT_TOLERANCE` of the default height apart, or different bodies
 resting) get one line (:func:`compare_engines`).
 
 A foot named by a geom counts its whole body (the contract gives contact forces
@@ -44,6 +47,7 @@ __all__ = [
     "CONTACT_THRESHOLD",
     "HEIGHT_TOLERANCE",
     "MAX_TILT",
+    "MIN_FOOT_SHARE",
     "SINK_LIMIT",
     "WEIGHT_TOLERANCE",
     "WINDOW",
@@ -59,8 +63,16 @@ __all__ = [
 #: a robot "sinks" when its base settles more than this fraction below its default height
 #: (half the velocity task's fall margin, ``min_height`` 0.5)
 SINK_LIMIT = 0.25
-#: the most tilt (rad) of the base's up axis from vertical of a standing robot (half ``max_tilt`` 1 rad)
-MAX_TILT = 0.5
+#: the most tilt (rad) of the base's up axis from vertical of a standing robot: 0.2 rad (11.5 deg), where the
+#: projected gravity a policy observes is already a fifth of g sideways. The default pose is placed level, so
+#: a tilt is the legs sagging unequally or a pose that does not balance; a robot leaning more starts every
+#: episode from a lean its policy must first undo. (Go1 settles at 9 deg on the MuJoCo engines, its most.)
+MAX_TILT = 0.2
+#: the least share of ``m g`` each foot carries, as a fraction of an equal share ``1 / F`` (``F`` distinct
+#: foot bodies): a third, 8 % of ``m g`` on four feet, 17 % on two. A foot carrying less is nearly lifted: the
+#: others hold the robot, and a push or the first step unloads it. (Go1's front feet carry 11 % each on the
+#: MuJoCo engines, 0.43 of an equal share, the least of the built-in robots.)
+MIN_FOOT_SHARE = 1 / 3
 #: the feet carry ``m g`` when their vertical forces sum to within this fraction of it
 WEIGHT_TOLERANCE = 0.1
 #: a body is in contact when its mean contact force over the window exceeds this (N; the velocity task's)
@@ -88,6 +100,10 @@ class EngineSettle:
             in contact with anything.
         contact_forces: whether the engine served contact forces (else ``feet`` and ``touching``
             are empty and only height and tilt are judged).
+        shared_feet: feet whose body another foot named first already counts (its share is 0).
+        self_contacts: ``((body_a, body_b, penetration m), ...)``: the robot's bodies in contact with each
+            other at the default pose, in the scene file (the same on every engine).
+        sag: ``{driven joint: settled angle - default angle}``, rad.
     """
 
     engine: str
@@ -100,6 +116,9 @@ class EngineSettle:
     feet: dict[str, float] = field(default_factory=dict)
     touching: dict[str, float] = field(default_factory=dict)
     contact_forces: bool = True
+    shared_feet: tuple[str, ...] = ()
+    self_contacts: tuple[tuple[str, str, float], ...] = ()
+    sag: dict[str, float] = field(default_factory=dict)
 
     @property
     def height_fraction(self) -> float:
@@ -124,10 +143,49 @@ class EngineSettle:
         return not self.contact_forces or abs(self.feet_share - 1.0) <= WEIGHT_TOLERANCE
 
     @property
+    def least_foot(self) -> tuple[str, float] | None:
+        """``(foot, its share over an equal share)`` of the foot carrying least (``None`` without contact forces)."""
+        shares = {n: v for n, v in self.feet.items() if n not in self.shared_feet}
+        if not self.contact_forces or not shares:
+            return None
+        name = min(shares, key=lambda n: shares[n])
+        return name, shares[name] * len(shares)
+
+    @property
+    def feet_even(self) -> bool:
+        """Every foot carries at least :data:`MIN_FOOT_SHARE` of an equal share of ``m g``."""
+        least = self.least_foot
+        return least is None or least[1] >= MIN_FOOT_SHARE
+
+    @property
+    def self_touching(self) -> dict[str, float]:
+        """The bodies of ``touching`` that overlap another body of the robot at the default pose."""
+        mine = {b for a, b2, _ in self.self_contacts for b in (a, b2)}
+        return {n: f for n, f in self.touching.items() if n in mine}
+
+    @property
+    def failed(self) -> list[str]:
+        """The limits it fails, in words (empty when it stands)."""
+        out = []
+        if self.sinks:
+            out.append("sinks")
+        if self.self_touching:
+            out.append("self-contacts")
+        if len(self.self_touching) < len(self.touching):
+            out.append("rests on other bodies")
+        if not self.upright:
+            out.append("tilt")
+        if not self.feet_carry:
+            out.append("feet carry")
+        if not self.feet_even:
+            out.append("foot loads")
+        return out
+
+    @property
     def stands(self) -> bool:
         """Above ``1 - SINK_LIMIT`` of the default height, upright, no non-foot body in contact, the
-        feet carrying ``m g``."""
-        return not self.sinks and self.upright and not self.touching and self.feet_carry
+        feet carrying ``m g``, each foot its share."""
+        return not self.failed
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready fields, with the derived figures and the verdict."""
@@ -136,6 +194,8 @@ class EngineSettle:
             "height_fraction": self.height_fraction,
             "feet_share": self.feet_share if self.contact_forces else None,
             "upright": self.upright,
+            "feet_even": self.feet_even,
+            "failed": self.failed,
             "stands": self.stands,
         }
 
@@ -165,12 +225,27 @@ class SettleReport:
         """Whether the robot stands on every engine that built it (and at least one did)."""
         return bool(self.results) and all(r.stands for r in self.results)
 
+    def summary(self) -> str:
+        """One line: the engines it stands on, those it does not (with the limits failed), those not checked."""
+        good = [r.engine for r in self.results if r.stands]
+        bad = [f"{r.engine} ({', '.join(r.failed)})" for r in self.results if not r.stands]
+        unchecked = list(self.skipped) + list(self.refused)
+        parts = []
+        if good:
+            parts.append(f"stands on {', '.join(good)}")
+        if bad:
+            parts.append(f"does not stand on {', '.join(bad)}")
+        if unchecked:
+            parts.append(f"not checked on {', '.join(unchecked)}")
+        return f"{self.robot}: {'; '.join(parts) or 'not checked on any engine'}"
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: the robot, the figures per engine, the skipped engines, the warnings, the verdict."""
         return {
             "robot": self.robot,
             "seconds": self.seconds,
             "stands": self.stands,
+            "summary": self.summary(),
             "engines": {r.engine: r.to_dict() for r in self.results},
             "skipped": dict(self.skipped),
             "refused": dict(self.refused),
@@ -190,6 +265,7 @@ def settle_engine(robot: Any, sim: str, seconds: float = 2.0, *, device: Any = N
     a description its model refuses: one line naming the field).
     """
     from simbackend.math import quat_apply
+    from simbackend.models.overlaps import self_overlaps
 
     from .actuation import joint_controller, target_bounds
     from .registry import get_robot
@@ -222,6 +298,9 @@ def settle_engine(robot: Any, sim: str, seconds: float = 2.0, *, device: Any = N
                 feet_sum += b.get_body_contact_force_w(foot_bodies)[0, :, 2].double().cpu()
                 if others:
                     other_sum += b.get_body_contact_force_w(others)[0].double().cpu().norm(dim=-1)
+        q = b.get_dof_pos()[0, b.get_joint_dof_pos_indices(list(desc.driven_joints))].double().cpu()
+        default = torch.cat([r.default_joints.double().cpu(), r.held_default.double().cpu()])
+        sag = dict(zip(desc.driven_joints, (q - default).tolist(), strict=True))
         height = float(b.get_base_pos()[0, 2])
         up = quat_apply(b.get_base_quat()[:1], torch.tensor([[0.0, 0.0, 1.0]], device=b.device))
         tilt = math.acos(max(-1.0, min(1.0, float(up[0, 2]))))
@@ -230,6 +309,7 @@ def settle_engine(robot: Any, sim: str, seconds: float = 2.0, *, device: Any = N
         weight = mass * gravity
         feet: dict[str, float] = {}
         touching: dict[str, float] = {}
+        shared: list[str] = []
         if sensed:
             per_body = (feet_sum / window).tolist()
             for name, fb in zip(desc.feet, r.feet.tolist(), strict=True):
@@ -239,6 +319,7 @@ def settle_engine(robot: Any, sim: str, seconds: float = 2.0, *, device: Any = N
             for name, fb in zip(desc.feet, r.feet.tolist(), strict=True):
                 if int(fb) in seen:
                     feet[name] = 0.0
+                    shared.append(name)
                 seen.add(int(fb))
             mean_other = (other_sum / window).tolist()
             touching = {b.body_names[i]: f for i, f in zip(others, mean_other, strict=True) if f > CONTACT_THRESHOLD}
@@ -253,6 +334,9 @@ def settle_engine(robot: Any, sim: str, seconds: float = 2.0, *, device: Any = N
             feet=feet,
             touching=touching,
             contact_forces=sensed,
+            shared_feet=tuple(shared),
+            self_contacts=self_overlaps(scene.path, scene.default_qpos, desc.base_body).contacts,
+            sag=sag,
         )
 
 
@@ -261,8 +345,19 @@ def engine_warnings(robot: str, result: EngineSettle) -> list[str]:
     to change."""
     where = f"{robot} on {result.engine}"
     out = []
-    if result.touching:
-        bodies = ", ".join(f"{n} ({f:.1f} N)" for n, f in sorted(result.touching.items(), key=lambda x: -x[1]))
+    mine = result.self_touching
+    if mine:
+        bodies = ", ".join(f"{n} ({f:.1f} N)" for n, f in sorted(mine.items(), key=lambda x: -x[1]))
+        pairs = ", ".join(f"{a} - {b} {depth * 100:.1f} cm deep" for a, b, depth in result.self_contacts)
+        out.append(
+            f"{where}: collides with itself: {bodies}: its collision geometry overlaps at the default pose ({pairs});"
+            " these forces push its own bodies apart, not on the floor. Set robot.self_collisions to false (the"
+            " default), or give the links collision geometry that clears each other (a mesh collides as its"
+            " convex hull: primitives instead)"
+        )
+    resting = {n: f for n, f in result.touching.items() if n not in mine}
+    if resting:
+        bodies = ", ".join(f"{n} ({f:.1f} N)" for n, f in sorted(resting.items(), key=lambda x: -x[1]))
         out.append(
             f"{where}: rests on bodies other than its feet: {bodies}; change the default pose (robot.default_pose)"
             " so they clear the floor, or raise kp / kd (robot.kp, robot.kd); check robot.effort_limit"
@@ -275,8 +370,17 @@ def engine_warnings(robot: str, result: EngineSettle) -> list[str]:
         )
     if not result.upright:
         out.append(
-            f"{where}: tilts {math.degrees(result.tilt):.0f} deg from upright (limit {math.degrees(MAX_TILT):.0f});"
+            f"{where}: tilts {math.degrees(result.tilt):.1f} deg from upright (limit {math.degrees(MAX_TILT):.1f});"
             " raise kp / kd (robot.kp, robot.kd), or check that the default pose balances (robot.default_pose)"
+        )
+    least = result.least_foot
+    if least is not None and not result.feet_even and not result.touching:
+        n = len(result.feet) - len(result.shared_feet)
+        out.append(
+            f"{where}: uneven foot loads: {least[0]} carries {result.feet[least[0]]:.0%} of m g, less than"
+            f" {MIN_FOOT_SHARE:.2f} of an equal share ({MIN_FOOT_SHARE / n:.0%} with {n} feet): the pose does not"
+            " balance over its feet; check that robot.default_pose is symmetric and puts the centre of mass over"
+            " the feet, and raise kp (robot.kp) where a leg sags"
         )
     if result.contact_forces and not result.feet_carry and not result.touching:  # else the bodies named carry it
         out.append(
