@@ -1065,13 +1065,31 @@ class SimBackend:
 
     def get_env_geom_compliance(self) -> torch.Tensor:
         """``(N, ngeom, 2)`` contact compliance of every geom: MuJoCo's ``solref``, ``(timeconst s,
-        dampratio)`` in its standard form (see the ``geom_compliance`` term in docs/randomization.md)."""
-        return self._out(self._dr.env_field("geom_compliance"))
+        dampratio)`` in its standard form (see the ``geom_compliance`` term in docs/randomization.md).
+        A backend that does not declare the term (its contacts are not MuJoCo's spring-damper) raises
+        ``UnsupportedFeatureError``: the model's values are not what it acts with."""
+        return self._out(self._dr.env_field(self._contact_term("geom_compliance")))
 
     def get_env_geom_impedance(self) -> torch.Tensor:
         """``(N, ngeom, 3)`` contact impedance of every geom: MuJoCo's ``solimp[:3]``, ``(dmin, dmax,
-        width m)`` (see the ``geom_impedance`` term in docs/randomization.md)."""
-        return self._out(self._dr.env_field("geom_impedance"))
+        width m)`` (see the ``geom_impedance`` term in docs/randomization.md); raises
+        ``UnsupportedFeatureError`` where the term is not declared, as ``get_env_geom_compliance``."""
+        return self._out(self._dr.env_field(self._contact_term("geom_impedance")))
+
+    def _contact_term(self, kind: str) -> str:
+        """``kind`` (``geom_compliance``, ``geom_impedance``) if this backend declares the term in some phase.
+
+        Every engine holds a mass, a friction or a damping, so the other getters read the model's value
+        where the term is not declared; these two are MuJoCo's contact model, which an engine that does
+        not declare them does not use at all."""
+        if not self._dr.capabilities().get(kind):
+            raise UnsupportedFeatureError(
+                self.name,
+                f"domain randomization term {kind!r}",
+                f"get_env_{kind}: its contacts do not use MuJoCo's {'solref' if kind == 'geom_compliance' else 'solimp'}"
+                " (get_dr_capabilities() lists the terms it holds)",
+            )
+        return kind
 
     def get_env_actuator_gains(self) -> ActuatorGains:
         """Per-env servo gains: :class:`ActuatorGains` of ``(N, nu)`` tensors."""

@@ -171,6 +171,23 @@ def test_unsupported_term_raises_or_is_dropped(make_sim: Any, dr_model: Path) ->
     assert to_np(sim.get_env_default_qpos())[:, _col(sim, "joint_qpos", "slide")] == pytest.approx(0.1)
 
 
+@pytest.mark.parametrize("kind", ["geom_compliance", "geom_impedance"])
+def test_contact_model_getters_refuse_an_undeclared_term(make_sim: Any, dr_model: Path, kind: str) -> None:
+    """Clause: get_env_geom_compliance() and get_env_geom_impedance() read MuJoCo's contact model (solref,
+    solimp); a backend that declares the term in no phase does not use it, and the getter raises
+    UnsupportedFeatureError naming the backend and the term rather than returning the model's values
+    (the getters of mass, friction, damping and the like read the model's value there: every engine
+    holds those). A backend that declares it reads back ``(N, ngeom, k)``."""
+    sim = make_sim(dr_model, 2)
+    getter = getattr(sim, f"get_env_{kind}")
+    if sim.get_dr_capabilities().get(kind):
+        width = 2 if kind == "geom_compliance" else 3
+        assert tuple(getter().shape) == (2, sim.info.ngeom, width)
+        return
+    with pytest.raises(UnsupportedFeatureError, match=rf"{sim.name}.*{kind}"):
+        getter()
+
+
 # ----------------------------------------------------------------------------
 # read back, named envs only
 # ----------------------------------------------------------------------------
