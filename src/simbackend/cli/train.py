@@ -572,7 +572,7 @@ def _plan_error(e: Exception) -> typer.Exit | None:
 def _plan_line(result: Any) -> str:
     """What the evaluation ran under: the nominal engine or which plan, and the terms it left out."""
     if result.plan == "none" or (result.plan == "training" and not result.plan_terms and not result.skipped_terms):
-        where = "trained without one" if result.plan == "training" else "--plan training: the training plan's"
+        where = "trained without a plan" if result.plan == "training" else "--plan training: under the training plan"
         line = f"randomization in this evaluation: none, the nominal engine ({where})"
     else:
         source = {"training": "the training plan", "task_config_override": "the task config's plan"}.get(
