@@ -110,6 +110,8 @@ def test_eval_plan_flags(checkpoint: Path, tmp_path: Path) -> None:
     assert "left out on sapien (not applied there): soft_contacts" in table.output
     missing = _invoke(*base, "--plan", tmp_path / "missing.json")
     assert missing.exit_code == 2 and _error_line(missing).startswith("error: --plan: ")
+    alone = _invoke(*base, "--skip-unsupported")
+    assert alone.exit_code == 2 and _error_line(alone).startswith("error: --skip-unsupported: ")
     bad = tmp_path / "bad.json"
     bad.write_text('{"terms": [{"kind": "gravity"}]}')
     broken = _invoke(*base, "--plan", bad)

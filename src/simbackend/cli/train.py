@@ -554,6 +554,8 @@ def _check_plan(plan: str, skip_unsupported: bool) -> tuple[str, bool]:
     """``(--plan, --skip-unsupported)``: a plan file read and checked now (exit 2 naming ``--plan``)."""
     from simbackend.training.evaluation import PLAN_WORDS
 
+    if skip_unsupported and plan == "none":
+        raise fail("--skip-unsupported: leaves out terms of a --plan; give --plan training or --plan PLAN.json", code=2)
     if plan not in PLAN_WORDS:
         if not Path(plan).is_file():
             raise fail(f"--plan: expected {', '.join(PLAN_WORDS)} or a plan file, got {plan!r} (no such file)", code=2)
