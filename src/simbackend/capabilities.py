@@ -121,6 +121,11 @@ class Capabilities:
             parity figure on such an element partly compares MuJoCo with itself.
         renderers_absent: ``(renderer, reason)`` pairs: renderers the engine has
             but cannot offer here (``get_play_capabilities().absent`` lists them).
+        contact_buffers: ``(option, what it sizes)`` pairs: the keys of the engine's option block that
+            size fixed per-env contact and constraint buffers (MuJoCo Warp's ``nconmax``, ``njmax``).
+            A step that needs more than a buffer holds never truncates silently: the envs it overflowed
+            are reported in ``info["diverged"]`` and keep their state. Empty where the engine's buffers
+            grow as needed (``contract_tests/test_buffers.py`` skips such an engine).
         known_differences: the values of the loaded model the engine cannot hold as
             MuJoCo compiled them (:class:`KnownDifference`: e.g. a massless body given a
             positive mass); empty where it holds every value as compiled. The parity
@@ -150,6 +155,7 @@ class Capabilities:
     max_envs: int | None = None
     delegated: frozenset[str] = field(default_factory=frozenset)
     renderers_absent: tuple[tuple[str, str], ...] = ()
+    contact_buffers: tuple[tuple[str, str], ...] = ()
     known_differences: tuple[KnownDifference, ...] = ()
 
     def as_rows(self) -> list[tuple[str, str]]:

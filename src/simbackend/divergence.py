@@ -6,7 +6,8 @@ An env **diverged** during a call when, after any substep of it:
 2. some ``|qpos|`` entry exceeds :data:`MAX_QPOS`; or
 3. some ``|qvel|`` entry exceeds :data:`MAX_QVEL`; or
 4. the engine reported a failure for it (MuJoCo's bad-qacc warning or a
-   ``SimulationError``; a PhysX step error); or
+   ``SimulationError``; a PhysX step error; MuJoCo Warp's contact or
+   constraint buffer overflowing, ``capabilities.contact_buffers``); or
 5. an external force or torque applied to it for the call
    (``apply_body_force``) is one no engine integrates: the speed it alone
    would give a body within the call, ``(|F| w_t + |tau| w_r) dt nsteps``

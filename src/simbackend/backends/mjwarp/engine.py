@@ -17,11 +17,17 @@ pipeline as warp kernels, on a CUDA GPU or on warp's CPU device. Design points
   the state marks them stale, and the first getter that needs one runs
   ``mujoco_warp.forward`` for every world (forward writes no state: the warm
   start is written only by the integrator).
-* **Divergence**: the front end applies the contract's rule on the state rows;
-  MuJoCo Warp raises no per-world failure of its own (a NaN state is caught by
-  the rule). Its contact and constraint buffers (``nconmax``, ``njmax`` per
-  world) are sized from the model; an overflow (more contacts than the buffer)
-  drops contacts, so the buffers can be enlarged with the ``mjwarp`` option block.
+* **Divergence**: the front end applies the contract's rule on the state rows
+  (a NaN state is caught by it). MuJoCo Warp's contact and constraint buffers
+  (``nconmax``, ``njmax`` per world) are fixed: a step that needs more drops
+  contacts or constraint rows. They are sized for the model lying on the ground
+  and, with a margin, for what a MuJoCo probe of it made (:func:`buffer_sizes`:
+  dropped upright, on its sides and upside down under random controls); the
+  ``mjwarp`` option block overrides them. Every step reads MuJoCo Warp's
+  per-world overflow flags: the envs whose buffers overflowed are reported as
+  failed (``info["diverged"]``, their state kept), never stepped on a
+  truncated contact set. On the CPU a warning names
+  the option and a value that fits (on a GPU nothing is read back in ``step``).
 * **Per-env model fields** (domain randomization) are model arrays given a
   leading world dimension at construction (``put_model(batch_sizes=...)``);
   derived constants are recomputed by ``mujoco_warp.set_const``, as the MuJoCo
@@ -38,6 +44,7 @@ import copy
 import os
 import sys
 import time
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -72,12 +79,28 @@ _SOLVERS = {"cg": "mjSOL_CG", "newton": "mjSOL_NEWTON"}
 #: model arrays set_const writes from the randomized fields: batched with them, so that each world keeps its own
 _DERIVED = ("body_subtreemass", "body_invweight0", "dof_invweight0", "tendon_invweight0", "actuator_acc0")
 _INTEGRATION = int(mujoco.mjtState.mjSTATE_INTEGRATION)
+#: MuJoCo Warp's per-world overflow flags (``Data.overflow``, ``OverflowType``) that mean a buffer this
+#: engine sizes was too small (its contacts or constraint rows dropped): nefc > njmax, the constraint
+#: Jacobian's non-zeros, broadphase pairs, narrowphase and CCD contacts beyond naconmax. The others
+#: (height-field contacts per pair, EPA's horizon, solver iterations) are limits MuJoCo itself has.
+_OVERFLOW_NJMAX = int(mjw.OverflowType.NEFC | mjw.OverflowType.NJMAX_NNZ)
+_OVERFLOW_NCONMAX = int(mjw.OverflowType.BROADPHASE | mjw.OverflowType.NARROWPHASE | mjw.OverflowType.CCD)
+#: the buffer sizes MuJoCo Warp rounds to (16, 24, 32, 48, 64, 96, ...) and the smallest it picks itself
+_SIZES = tuple(int(v) for v in (2 + np.arange(40) % 2) * 2 ** (np.arange(40) // 2 + 3))
+_MIN_NCONMAX, _MIN_NJMAX = 48, 64
+#: the probe's margin over the most contacts and constraint rows it saw
+PROBE_MARGIN = 2.0
 #: mujoco_warp Data arrays holding the integration state (mjSTATE_INTEGRATION but the plugin state, which
 #: mujoco_warp does not keep)
 _INTEGRATION_ARRAYS = (
     "time", "qpos", "qvel", "act", "history", "qacc_warmstart", "ctrl", "qfrc_applied", "xfrc_applied",
     "eq_active", "mocap_pos", "mocap_quat", "userdata", "plastic",
 )  # fmt: skip
+
+
+class BufferOverflowWarning(RuntimeWarning):
+    """A step needed more contacts or constraint rows than MuJoCo Warp's buffers hold (those envs are
+    reported as diverged); the message names the ``mjwarp`` option and a value that fits."""
 
 
 def _check_optional_int(value: Any, argument: str) -> int | None:
@@ -91,8 +114,8 @@ class MJWarpEngine(Engine):
     options; ``nthread`` is not used: warp's CPU device runs the kernels) and the
     block ``mjwarp={...}`` with ``integrator`` (euler, implicitfast, rk4),
     ``solver`` (cg, newton), ``tolerance``, ``nconmax`` and ``njmax`` (contacts
-    and constraint rows per world; ``None``: MuJoCo Warp's sizing from the
-    model) and ``graph`` (capture ``step`` in a CUDA graph on a GPU).
+    and constraint rows per world; ``None``: sized from a MuJoCo probe of the
+    model, :func:`buffer_sizes`) and ``graph`` (capture ``step`` in a CUDA graph on a GPU).
     ``device="cpu"`` runs on warp's CPU device, ``"cuda[:i]"`` on that GPU.
     """
 
@@ -104,8 +127,8 @@ class MJWarpEngine(Engine):
         "integrator": EngineOption(None, check_choice(*_INTEGRATORS), "numerical integrator (model's if unset)"),
         "solver": EngineOption(None, check_choice(*_SOLVERS), "constraint solver (model's if unset)"),
         "tolerance": EngineOption(None, check_positive_float, "solver tolerance (model's if unset)"),
-        "nconmax": EngineOption(None, _check_optional_int, "contacts per world (MuJoCo Warp's sizing if unset)"),
-        "njmax": EngineOption(None, _check_optional_int, "constraint rows per world (MuJoCo Warp's if unset)"),
+        "nconmax": EngineOption(None, _check_optional_int, "contacts per world (probed from the model if unset)"),
+        "njmax": EngineOption(None, _check_optional_int, "constraint rows per world (probed if unset)"),
         "graph": EngineOption(True, check_bool, "replay step as a CUDA graph on a GPU"),
     }
 
@@ -150,8 +173,14 @@ class MJWarpEngine(Engine):
             self._actuators = ActuatorTables(build.info, mjm, n)
             # per-world gravity: model option arrays are indexed world % length, as batched fields are
             self.m.opt.gravity = wp.array(np.tile(np.asarray(mjm.opt.gravity, np.float32), (n, 1)), dtype=wp.vec3)
+            # MuJoCo Warp's raw overflow prints off: this engine reports an overflow itself (step)
+            self.m.opt.warn_overflow = 0
+            self._nconmax, self._njmax = e["nconmax"], e["njmax"]  # the option block wins over the probe
+            if self._nconmax is None or self._njmax is None:
+                nconmax, njmax = buffer_sizes(mjm)
+                self._nconmax, self._njmax = self._nconmax or nconmax, self._njmax or njmax
             try:
-                self.d = mjw.make_data(mjm, nworld=n, nconmax=e["nconmax"], njmax=e["njmax"])
+                self.d = mjw.make_data(mjm, nworld=n, nconmax=self._nconmax, njmax=self._njmax)
             except (MemoryError, ValueError, RuntimeError) as err:
                 raise InvalidArgumentError(
                     f"num_envs: {n} worlds of this model cannot be allocated ({' '.join(str(err).split())})"
@@ -203,6 +232,8 @@ class MJWarpEngine(Engine):
         #: the readings from before the last step (and whether each env had stepped), which a revert gives back
         self._body_force_before = torch.zeros_like(self._body_force) if self._sensing else None
         self._stepped_before = torch.zeros_like(self._stepped)
+        self._overflow = wp.to_torch(d.overflow)  # MuJoCo Warp's per-world overflow flags (OverflowType)
+        self._warned: set[str] = set()  # the buffers an overflow warning named already
 
     @property
     def capabilities(self) -> Capabilities:
@@ -217,6 +248,10 @@ class MJWarpEngine(Engine):
             hfield_slope_contacts=False,
             cuda_graphs=self.device.type == "cuda",  # kernels launched on a capturing torch stream (_scope)
             contact_forces=True,
+            contact_buffers=(
+                ("nconmax", f"contacts per env ({self._nconmax} here)"),
+                ("njmax", f"constraint rows per env ({self._njmax} here)"),
+            ),
             snapshot_restore=True,
             # warp's CPU kernels run in a fixed order; on a GPU, atomic sums may reorder between runs
             snapshot_exact=self.device.type == "cpu",
@@ -507,11 +542,12 @@ class MJWarpEngine(Engine):
         torch.clamp(ctrl.to(self._ctrl), self._ctrl_lo, self._ctrl_hi, out=self._ctrl)
         self._stale = True
         self._stepped.fill_(True)
+        self._overflow.zero_()  # MuJoCo Warp's flags only accumulate: this call's, from here
         if forces is None:
             self._launch(nsteps)
             if self._sensing:
                 self._sense_contacts()
-            return None
+            return self._overflowed()
         b = self._dev(forces.bodies)
         force, torque = forces.force.to(self._xfrc), forces.torque.to(self._xfrc)
         try:  # MuJoCo applies xfrc at the centre of mass: shift the torque at every substep's pose
@@ -526,7 +562,42 @@ class MJWarpEngine(Engine):
             self._xfrc[:, b] = 0.0
         if self._sensing:
             self._sense_contacts()
-        return None
+        return self._overflowed()
+
+    def _overflowed(self) -> torch.Tensor:
+        """``(N,)`` bool: the envs whose contact or constraint buffers overflowed in this call (a device
+        mask: the front end reports them as failed and reverts them). On the CPU, the first overflow of
+        each buffer also warns, naming the option and a value that fits."""
+        flags = self._overflow
+        failed = (flags & (_OVERFLOW_NJMAX | _OVERFLOW_NCONMAX)) != 0
+        if self.device.type == "cpu" and bool(failed.any()):
+            self._warn_overflow(flags)
+        return failed
+
+    def _warn_overflow(self, flags: torch.Tensor) -> None:
+        d, n = self.d, self.num_envs
+        njmax_envs = torch.nonzero((flags & _OVERFLOW_NJMAX) != 0).flatten().tolist()
+        if njmax_envs and "njmax" not in self._warned:
+            need = int(wp.to_torch(d.nefc)[njmax_envs].max())
+            self._warn(
+                "njmax", njmax_envs, f"needed {need} constraint rows, more than mjwarp.njmax={self._njmax}", need
+            )
+        nconmax_envs = torch.nonzero((flags & _OVERFLOW_NCONMAX) != 0).flatten().tolist()
+        if nconmax_envs and "nconmax" not in self._warned:
+            total = max(int(d.nacon.numpy()[0]), int(d.ncollision.numpy()[0]))
+            held = f"more than mjwarp.nconmax={self._nconmax} per env holds ({self._nconmax * n} for {n} envs)"
+            self._warn("nconmax", nconmax_envs, f"made {total} contacts together, {held}", -(-total // n))
+
+    def _warn(self, key: str, envs: list[int], what: str, need: int) -> None:
+        """One warning per buffer and engine: the envs, what they needed, the option and a value that fits."""
+        self._warned.add(key)
+        shown = ", ".join(map(str, envs[:8])) + (", ..." if len(envs) > 8 else "")
+        warnings.warn(
+            f"mjwarp: env(s) {shown} {what}: reported as diverged, their state kept; build the backend with"
+            f" mjwarp={{'{key}': {_fitting(need * 1.5, 0)}}} (its contacts would otherwise be dropped)",
+            BufferOverflowWarning,
+            stacklevel=8,  # the caller of SimBackend.step (through the front end and its guard)
+        )
 
     def revert(self, envs: torch.Tensor) -> None:
         if not self._saved:
@@ -551,8 +622,97 @@ class MJWarpEngine(Engine):
     def close(self) -> None:
         for k in ("m", "d", "_qpos", "_qvel", "_ctrl", "_xfrc", "_warmstart", "_saved_wp", "_graphs", "_jac",
                   "_jac_body", "_save_buf", "_dev_ids", "_external_captures", "_views", "_revert_views", "_revert_saved",
-                  "_cf_ids", "_cf_out", "_body_force", "_body_force_before"):  # fmt: skip
+                  "_cf_ids", "_cf_out", "_body_force", "_body_force_before", "_overflow"):  # fmt: skip
             self.__dict__.pop(k, None)
+
+
+# -- buffer sizes ------------------------------------------------------------------------
+def _fitting(count: float, floor: int) -> int:
+    """The smallest of MuJoCo Warp's buffer sizes holding ``count``, at least ``floor``."""
+    need = max(int(np.ceil(count)), floor)
+    return next((v for v in _SIZES if v >= need), need)
+
+
+def buffer_sizes(mjm: Any) -> tuple[int, int]:
+    """``(nconmax, njmax)`` this engine allocates per world for ``mjm`` unless the option block says
+    otherwise: the larger of the model lying on the ground (:func:`ground_bound`) and
+    :data:`PROBE_MARGIN` times what a MuJoCo run of it made (:func:`probe_buffers`), rounded up to
+    MuJoCo Warp's sizes, at least its own smallest defaults (48, 64)."""
+    ground = ground_bound(mjm)
+    probed = probe_buffers(mjm)
+    ncon = max(ground[0], probed[0] * PROBE_MARGIN)
+    nefc = max(ground[1], probed[1] * PROBE_MARGIN)
+    return _fitting(ncon, _MIN_NCONMAX), _fitting(nefc, _MIN_NJMAX)
+
+
+#: the most contacts MuJoCo's collision functions make between a plane and a geom of each type
+_PLANE_CONTACTS = {
+    int(mujoco.mjtGeom.mjGEOM_SPHERE): 1,
+    int(mujoco.mjtGeom.mjGEOM_ELLIPSOID): 1,
+    int(mujoco.mjtGeom.mjGEOM_CAPSULE): 2,
+}
+
+
+def ground_bound(mjm: Any) -> tuple[int, int]:
+    """``(contacts, constraint rows)`` with every moving geom that can touch a static geom (the floor)
+    touching it at once, each with the most contacts its type makes on a plane (sphere 1, capsule 2,
+    others 4), each contact with its rows (``condim``, pyramidal or elliptic), plus one row per
+    limited joint and tendon, per dof with friction loss and six per equality: a robot lying on the
+    ground cannot need more (self-collisions and height fields aside: :func:`probe_buffers`)."""
+    m = mjm
+    static = np.asarray(m.body_weldid)[np.asarray(m.geom_bodyid)] == 0
+    contype, conaffinity = np.asarray(m.geom_contype), np.asarray(m.geom_conaffinity)
+    elliptic = int(m.opt.cone) == int(mujoco.mjtCone.mjCONE_ELLIPTIC)
+    ncon = nrow = 0
+    for g in np.flatnonzero(~static):
+        hits = static & (((contype[g] & conaffinity) != 0) | ((contype & conaffinity[g]) != 0))
+        if not hits.any():
+            continue
+        count = _PLANE_CONTACTS.get(int(m.geom_type[g]), 4)
+        condim = int(max(int(m.geom_condim[g]), int(np.asarray(m.geom_condim)[hits].max())))
+        ncon += count
+        nrow += count * (condim if elliptic or condim == 1 else 2 * (condim - 1))
+    nrow += int(np.sum(m.jnt_limited)) + int(np.sum(m.tendon_limited)) + int(np.sum(m.dof_frictionloss > 0))
+    return ncon, nrow + 6 * int(m.neq)
+
+
+def probe_buffers(mjm: Any, steps: int = 250, seed: int = 0) -> tuple[int, int]:
+    """``(contacts, constraint rows)``: the most MuJoCo (C) makes in one world of ``mjm`` when the model
+    is let go as it is and, where it has free joints, dropped 0.2 m on its sides, nose and upside down,
+    each for ``steps`` steps under random controls (within the ctrl ranges, new ones every 10 steps; the
+    first half of the upright run at zero): a robot standing, flailing and falling. A run that goes
+    unstable ends there (its counts would mean nothing), quietly. About 0.1 s for a quadruped."""
+    m = copy.copy(mjm)  # the probe's own model: the engine's options stay as they are
+    d = mujoco.MjData(m)
+    rng = np.random.default_rng(seed)
+    free = [int(m.jnt_qposadr[j]) for j in range(m.njnt) if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE]
+    limited = np.asarray(m.actuator_ctrllimited, bool)
+    lo = np.where(limited, m.actuator_ctrlrange[:, 0], -1.0)
+    hi = np.where(limited, m.actuator_ctrlrange[:, 1], 1.0)
+    half = float(np.sqrt(0.5))
+    poses = [(1.0, 0.0, 0.0, 0.0)]
+    if free:  # on each side, on its nose, upside down
+        poses += [(half, half, 0.0, 0.0), (half, -half, 0.0, 0.0), (half, 0.0, half, 0.0), (0.0, 1.0, 0.0, 0.0)]
+    bad = [int(w) for w in (mujoco.mjtWarning.mjWARN_BADQACC, mujoco.mjtWarning.mjWARN_BADQPOS)]
+    ncon = nefc = 0
+    handler = mujoco.get_mju_user_warning()
+    mujoco.set_mju_user_warning(lambda _text: None)  # an unstable run is the probe's to drop, not to print
+    try:
+        for k, quat in enumerate(poses):
+            mujoco.mj_resetData(m, d)
+            for adr in free:
+                d.qpos[adr + 2] += 0.2 if k else 0.0
+                d.qpos[adr + 3 : adr + 7] = quat
+            for t in range(steps):
+                if t % 10 == 0 and m.nu:
+                    d.ctrl[:] = 0.0 if (k == 0 and t < steps // 2) else rng.uniform(lo, hi)
+                mujoco.mj_step(m, d)
+                if any(d.warning[w].number for w in bad):
+                    break
+                ncon, nefc = max(ncon, int(d.ncon)), max(nefc, int(d.nefc))
+    finally:
+        mujoco.set_mju_user_warning(handler)
+    return ncon, nefc
 
 
 # -- what MuJoCo Warp refuses, named by element ----------------------------------------
