@@ -401,3 +401,54 @@ def test_the_loop_writes_its_log_where_told(exported, loop, tmp_path, capsys):
     with np.load(log) as data:
         assert data["obs"].shape[1] == 48
     assert sorted(p.name for p in tmp_path.glob("run*")) == ["run.npz"]
+
+
+#: values of the wrong type put in place of each section of the metadata
+WRONG = ["x", 5, [None]]
+
+
+def test_the_loop_names_every_section_of_the_wrong_type(exported, loop, tmp_path, capsys):
+    """Each top-level field (and each of its own fields) replaced by a value of another type: the loop either runs
+    (a descriptive field) or says which field in one line, exit 2; never a raw traceback."""
+    path = _copy_policy(exported, tmp_path, scene=True)
+    meta = copy.deepcopy(exported.metadata)
+    meta["episode"]["length"] = 10  # the runs that are accepted stay short
+    fields = [(k,) for k in meta] + [(k, f) for k in ("control", "action", "base", "episode") for f in meta[k]]
+    for field in fields:
+        for value in WRONG:
+            edited = copy.deepcopy(meta)
+            node = edited
+            for part in field[:-1]:
+                node = node[part]
+            node[field[-1]] = value
+            path.with_suffix(".json").write_text(json.dumps(edited))
+            code, _, err = _run_loop(loop, capsys, path, "--command", "0.3", "0", "0")
+            assert code in (0, 2), (field, value, err)
+            if code == 2:
+                assert _one_error_line(err).startswith(f"error: {field[0]}"), (field, value, err)
+
+
+def test_eval_policy_names_every_section_of_the_wrong_type(exported, tmp_path):
+    """The same for the metadata ``eval --policy`` reads: accepted, or refused naming the field."""
+    from simbackend.tasks import make_task
+    from simbackend.training.exported import ActionScaleNeeded, load_policy
+
+    meta = exported.metadata
+    fields = [(k,) for k in meta] + [(k, f) for k in ("control", "action", "joints", "network") for f in meta[k]]
+    task = make_task("velocity", "mujoco", 1, config=meta["task"]["config"])
+    try:
+        for field in fields:
+            for value in WRONG:
+                edited = copy.deepcopy(meta)
+                node = edited
+                for part in field[:-1]:
+                    node = node[part]
+                node[field[-1]] = value
+                try:
+                    load_policy(_copy_policy(exported, tmp_path, lambda m, e=edited: m.update(e))).bind(task)
+                except ActionScaleNeeded:
+                    pass
+                except InvalidArgumentError as e:
+                    assert str(e).startswith("policy metadata ") and "\n" not in str(e), (field, value, e)
+    finally:
+        task.close()

@@ -119,6 +119,9 @@ class OnnxPolicy:
         opts.intra_op_num_threads = 1  # one observation at a time: threads cost more than they give
         self.session = _session(path, opts)
         self.input = meta["network"]["input"]
+        names = [node.name for node in self.session.get_inputs()]
+        if names != [self.input]:
+            raise MetadataError(f"network.input: {self.input!r}; the ONNX graph takes {names} (one input expected)")
         for key, node in (("input", self.session.get_inputs()[0]), ("output", self.session.get_outputs()[0])):
             if node.type != "tensor(float)":
                 raise MetadataError(f"network.{key}: the ONNX graph's {node.name!r} is {node.type}, not float32")
@@ -167,6 +170,50 @@ def scene_sha256(folder: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+def check_layout(meta: dict) -> None:
+    """The shape of what this loop reads: each section an object, each list of names strings, each size a positive
+    integer, each observation term an object (what is wrong is a :class:`MetadataError` naming the field)."""
+
+    def short(value: Any) -> str:
+        return repr(value)[:40]
+
+    for key in ("control", "action", "base", "joints", "actuation", "network", "episode"):
+        if not isinstance(meta.get(key), dict):
+            raise MetadataError(f"{key}: expected an object, got {short(meta.get(key))}")
+    held = meta["joints"].get("held", {"names": [], "targets": []})
+    if not isinstance(held, dict):
+        raise MetadataError(f"joints.held: expected an object, got {short(held)}")
+    for key, value in (
+        ("joints.names", meta["joints"].get("names")),
+        ("joints.held.names", held.get("names")),
+        ("actuation.actuators", meta["actuation"].get("actuators")),
+        ("episode.termination_bodies", meta["episode"].get("termination_bodies")),
+    ):
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise MetadataError(f"{key}: expected a list of names, got {short(value)}")
+    for key, value in (
+        ("base.body", meta["base"].get("body")),
+        ("network.input", meta["network"].get("input")),
+        ("actuation.kind", meta["actuation"].get("kind")),
+    ):
+        if not isinstance(value, str):
+            raise MetadataError(f"{key}: expected a name, got {short(value)}")
+    if not isinstance(meta["base"].get("imu_site"), (str, type(None))):
+        raise MetadataError(f"base.imu_site: expected a site name or null, got {short(meta['base']['imu_site'])}")
+    sizes = [("action.size", meta["action"].get("size"))]
+    sizes += [(f"network.{k}", meta["network"].get(k)) for k in ("input_size", "output_size")]
+    terms = meta.get("observations")
+    if not isinstance(terms, list) or not terms or not all(isinstance(t, dict) for t in terms):
+        raise MetadataError(f"observations: expected a list of terms (objects), got {short(terms)}")
+    for i, term in enumerate(terms):
+        if not isinstance(term.get("name"), str):
+            raise MetadataError(f"observations[{i}].name: expected a name, got {short(term.get('name'))}")
+        sizes += [(f"observations[{i}].size", term.get("size")), (f"observations[{i}].start", term.get("start", 0) + 1)]
+    for key, value in sizes:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise MetadataError(f"{key}: expected a positive integer, got {short(value)}")
+
+
 def _quat_to_mat(q: np.ndarray) -> np.ndarray:
     m = np.zeros(9)
     mujoco.mju_quat2Mat(m, q / np.linalg.norm(q))
@@ -197,19 +244,12 @@ class VelocityController:
 
     def __init__(self, model: mujoco.MjModel, meta: dict):
         self.model, self.meta = model, meta
+        check_layout(meta)
         joints, act, action = meta["joints"], meta["actuation"], meta["action"]
         names = list(joints["names"])
         k = len(names)
-        for key, values in (
-            ("joints.default", joints["default"]),
-            ("action.scale", action["scale"]),
-            ("action.offset", action["offset"]),
-            ("actuation.kp", act["kp"]),
-            ("actuation.kd", act["kd"]),
-            ("actuation.actuators", act["actuators"]),
-        ):
-            if len(values) != k:
-                raise MetadataError(f"{key}: {len(values)} values for {k} joints")
+        if len(act["actuators"]) != k:
+            raise MetadataError(f"actuation.actuators: {len(act['actuators'])} values for {k} joints")
         if int(action["size"]) != k or int(meta["network"]["output_size"]) != k:
             raise MetadataError(f"action.size: {action['size']} for {k} joints")
         self.base = self.id_of(mujoco.mjtObj.mjOBJ_BODY, meta["base"]["body"], "base.body")
@@ -383,7 +423,8 @@ class Judge:
         self.cos_tilt = math.cos(finite_number(ep["max_tilt"], "episode.max_tilt", positive=True))
         self.success_error = finite_number(ep["success_error"], "episode.success_error", positive=True)
         self.threshold = finite_number(ep["contact_threshold"], "episode.contact_threshold")
-        frame = (ep.get("error") or {}).get("frame", "imu")
+        error = ep.get("error") or {}
+        frame = error.get("frame", "imu") if isinstance(error, dict) else error
         if frame != "imu":  # the velocity error in the frame the metadata names (this loop measures the imu frame's)
             raise MetadataError(f"episode.error.frame: this loop measures the velocity error in 'imu', got {frame!r}")
         body = mujoco.mjtObj.mjOBJ_BODY
@@ -456,8 +497,12 @@ class Runner:
     def __init__(self, policy_path: str | os.PathLike, meta: dict | None = None, scene: str | None = None):
         self.meta = meta if meta is not None else load_metadata(policy_path)
         robot = self.meta.get("robot") or {}
-        if scene is None and not robot.get("scene"):
-            raise MetadataError("robot.scene: missing; --scene names the scene to load")
+        if not isinstance(robot, dict):
+            raise MetadataError(f"robot: expected an object, got {repr(robot)[:40]}")
+        if scene is None and not isinstance(robot.get("scene"), str):
+            raise MetadataError(
+                f"robot.scene: expected the scene's path, got {robot.get('scene')!r}; --scene names one"
+            )
         path = Path(scene) if scene is not None else Path(policy_path).parent / robot["scene"]
         key = "--scene" if scene is not None else "robot.scene"
         if not path.is_file():
