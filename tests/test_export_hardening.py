@@ -452,3 +452,13 @@ def test_eval_policy_names_every_section_of_the_wrong_type(exported, tmp_path):
                     assert str(e).startswith("policy metadata ") and "\n" not in str(e), (field, value, e)
     finally:
         task.close()
+
+
+def test_the_keyboard_names_bad_command_ranges(exported, loop):
+    """`--viewer`'s keyboard reads ``commands.ranges``: three finite [low, high] pairs, else the field is named."""
+    assert loop.Keyboard(exported.metadata).ranges.shape == (3, 2)
+    for ranges in ([[0, 1]], [[0, "a"], [0, 1], [0, 1]], None):
+        meta = copy.deepcopy(exported.metadata)
+        meta["commands"]["ranges"] = ranges
+        with pytest.raises(loop.MetadataError, match=r"^commands\.ranges"):
+            loop.Keyboard(meta)

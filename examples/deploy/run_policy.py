@@ -573,7 +573,10 @@ class Keyboard:
     STEP = (0.1, 0.05, 0.1)
 
     def __init__(self, meta: dict):
-        self.ranges = np.array(meta["commands"]["ranges"], dtype=np.float64)
+        ranges = (meta.get("commands") or {}).get("ranges") if isinstance(meta.get("commands"), dict) else None
+        if not isinstance(ranges, list) or len(ranges) != 3:
+            raise MetadataError(f"commands.ranges: expected three [low, high] pairs, got {repr(ranges)[:40]}")
+        self.ranges = np.stack([finite_list(r, f"commands.ranges[{i}]", 2) for i, r in enumerate(ranges)])
         self.command = np.zeros(3)
 
     def __call__(self, key: int) -> None:
@@ -638,7 +641,11 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         import mujoco.viewer
 
-        keys = Keyboard(meta)
+        try:
+            keys = Keyboard(meta)
+        except MetadataError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
         with mujoco.viewer.launch_passive(runner.model, runner.data, key_callback=keys) as view:
             while view.is_running():
                 runner.run_episode(Commands([[0.0, 0.0, 0.0, 0.0]]), viewer=view, keyboard=keys)
