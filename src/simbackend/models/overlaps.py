@@ -26,7 +26,7 @@ import numpy as np
 
 from simbackend.models.mujoco_extra import import_mujoco
 
-__all__ = ["SelfOverlaps", "self_overlaps"]
+__all__ = ["SelfOverlaps", "contact_pairs", "self_overlaps"]
 
 #: radius (m) of the probe sphere put at each body's origin: an origin deeper than this inside a geom counts
 PROBE = 1e-4
@@ -130,3 +130,8 @@ def _may_collide(mujoco: Any, m: Any, a: int, b: int, geoms: dict[int, list[int]
         for ga in geoms[a]
         for gb in geoms[b]
     )
+
+
+def contact_pairs(contacts: tuple[tuple[str, str, float], ...]) -> str:
+    """:attr:`SelfOverlaps.contacts` as text: ``chassis - FL_upper_leg 6.0 cm deep, ...``."""
+    return ", ".join(f"{a} - {b} {depth * 100:.1f} cm deep" for a, b, depth in contacts)

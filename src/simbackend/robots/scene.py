@@ -90,7 +90,7 @@ def self_overlap_warnings(desc: RobotDescription | str | os.PathLike) -> list[st
     (:func:`simbackend.models.overlaps.self_overlaps`), each saying what to do: a body's collision geom (a
     mesh: its convex hull) that contains the origin of another body it collides with, and the pairs of its
     bodies in contact. None with ``self_collisions`` false (the default): no two of its bodies collide."""
-    from simbackend.models.overlaps import self_overlaps
+    from simbackend.models.overlaps import contact_pairs, self_overlaps
 
     from .registry import get_robot
 
@@ -111,6 +111,7 @@ def self_overlap_warnings(desc: RobotDescription | str | os.PathLike) -> list[st
             f" the origin of {', '.join(others)}, and they collide with it: {fix}"
         )
     if found.contacts:
-        pairs = ", ".join(f"{a} - {b} {depth * 100:.1f} cm deep" for a, b, depth in found.contacts)
-        out.append(f"{desc.name}: its bodies collide with each other at the default pose: {pairs}; {fix}")
+        out.append(
+            f"{desc.name}: its bodies collide with each other at the default pose: {contact_pairs(found.contacts)}; {fix}"
+        )
     return out

@@ -40,6 +40,7 @@ import torch
 
 from simbackend import checks
 from simbackend.errors import InvalidArgumentError, SimBackendError, closest_names_hint
+from simbackend.models.overlaps import contact_pairs
 
 from .description import RobotDescription
 
@@ -257,10 +258,14 @@ def _seconds(seconds: Any) -> float:
     return checks.real(seconds, "seconds", minimum=0.0, maximum=3600.0, above=True)
 
 
-def settle_engine(robot: Any, sim: str, seconds: float = 2.0, *, device: Any = None) -> EngineSettle:
+def settle_engine(
+    robot: Any, sim: str, seconds: float = 2.0, *, device: Any = None, plan: Any = None
+) -> EngineSettle:
     """Hold ``robot``'s default pose on engine ``sim`` (one env) for ``seconds`` and read the settled pose.
 
-    ``robot`` is a description, a registered name or a JSON file. Raises what
+    ``robot`` is a description, a registered name or a JSON file; ``plan`` a
+    :class:`~simbackend.randomization.RandomizationPlan` whose init terms are applied first (a calibrated
+    plan, say). Raises what
     :func:`~simbackend.robots.make_robot_backend` raises (an engine not installed: ``ImportError``;
     a description its model refuses: one line naming the field).
     """
@@ -277,6 +282,8 @@ def settle_engine(robot: Any, sim: str, seconds: float = 2.0, *, device: Any = N
     scene = robot_scene(desc)
     with make_robot_backend(desc, sim, 1, device=device, contact_sensing=True) as b:
         r = resolve(desc, b, scene.default_qpos)
+        if plan is not None:
+            b.apply_init_randomization(plan)
         b.set_state(None, r.default_qpos[None])
         low, high = target_bounds(r, 0.5)
         controller, _, _ = joint_controller(desc, b, r, low, high)
@@ -348,7 +355,7 @@ def engine_warnings(robot: str, result: EngineSettle) -> list[str]:
     mine = result.self_touching
     if mine:
         bodies = ", ".join(f"{n} ({f:.1f} N)" for n, f in sorted(mine.items(), key=lambda x: -x[1]))
-        pairs = ", ".join(f"{a} - {b} {depth * 100:.1f} cm deep" for a, b, depth in result.self_contacts)
+        pairs = contact_pairs(result.self_contacts)
         out.append(
             f"{where}: collides with itself: {bodies}: its collision geometry overlaps at the default pose ({pairs});"
             " these forces push its own bodies apart, not on the floor. Set robot.self_collisions to false (the"
