@@ -61,6 +61,17 @@ def test_sizes_hold_go1_fallen_on_its_side_and_flailing() -> None:
     assert ground_bound(m)[1] >= nefc
 
 
+def test_never_below_mujoco_warps_own_sizing() -> None:
+    """A model with a height field (a terrain) keeps at least what MuJoCo Warp sizes for it itself
+    (96 contacts and 384 rows for a free box: it counts height-field contacts generously), though the
+    box alone needs MuJoCo Warp's smallest sizes."""
+    hfield = BOX_MJCF.replace(
+        "<worldbody>", '<asset><hfield name="h" nrow="3" ncol="3" size="1 1 0.1 0.1"/></asset><worldbody>'
+    ).replace('<geom name="floor"', '<geom type="hfield" hfield="h" pos="3 0 0"/><geom name="floor"')
+    assert buffer_sizes(mujoco.MjModel.from_xml_string(BOX_MJCF)) == (48, 64)
+    assert buffer_sizes(mujoco.MjModel.from_xml_string(hfield)) == (96, 384)
+
+
 def test_option_block_wins_over_the_probe(box: Path) -> None:
     """``mjwarp={'njmax': ..., 'nconmax': ...}`` (a robot's ``engine_options`` arrive the same way) is
     what the engine allocates; unset, its own sizes (here MuJoCo Warp's smallest: a box needs few)."""

@@ -637,12 +637,25 @@ def buffer_sizes(mjm: Any) -> tuple[int, int]:
     """``(nconmax, njmax)`` this engine allocates per world for ``mjm`` unless the option block says
     otherwise: the larger of the model lying on the ground (:func:`ground_bound`) and
     :data:`PROBE_MARGIN` times what a MuJoCo run of it made (:func:`probe_buffers`), rounded up to
-    MuJoCo Warp's sizes, at least its own smallest defaults (48, 64)."""
+    MuJoCo Warp's sizes, and never less than MuJoCo Warp's own sizing (48 and 64 for most models, more
+    with height fields: a terrain keeps what it had)."""
     ground = ground_bound(mjm)
     probed = probe_buffers(mjm)
     ncon = max(ground[0], probed[0] * PROBE_MARGIN)
     nefc = max(ground[1], probed[1] * PROBE_MARGIN)
-    return _fitting(ncon, _MIN_NCONMAX), _fitting(nefc, _MIN_NJMAX)
+    own = _own_sizes(mjm)
+    return _fitting(ncon, own[0]), _fitting(nefc, own[1])
+
+
+def _own_sizes(mjm: Any) -> tuple[int, int]:
+    """MuJoCo Warp's own sizing of ``(nconmax, njmax)`` for ``mjm`` (what ``make_data`` picks unset:
+    larger for height fields, flexes, SDFs), never less than 48 and 64; those where it moves."""
+    from mujoco_warp._src import io as mjw_io
+
+    try:
+        return max(int(mjw_io._default_nconmax(mjm)), _MIN_NCONMAX), max(int(mjw_io._default_njmax(mjm)), _MIN_NJMAX)
+    except (AttributeError, TypeError):  # a MuJoCo Warp without them: the smallest it ever picked
+        return _MIN_NCONMAX, _MIN_NJMAX
 
 
 #: the most contacts MuJoCo's collision functions make between a plane and a geom of each type
