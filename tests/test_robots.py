@@ -594,7 +594,7 @@ def test_a_model_mujoco_cannot_compile_is_one_line_naming_robot_model(tmp_path: 
         assert isinstance(e.value, ModelLoadError) and "\n" not in str(e.value)
     run = [sys.executable, "-m", "simbackend.cli.main", "robots", str(path), "--sim", "mujoco"]
     cli = subprocess.run(run, capture_output=True, text=True, timeout=300)
-    assert cli.returncode == 1 and "Traceback" not in cli.stderr, cli.stderr
+    assert cli.returncode == 2 and "Traceback" not in cli.stderr, cli.stderr  # bad input (issue 50, item 5)
     assert len(cli.stderr.strip().splitlines()) == 1 and cli.stderr.startswith("error: robot.model: MuJoCo could not")
 
 
