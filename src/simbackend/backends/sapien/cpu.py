@@ -121,7 +121,9 @@ class CpuPhysx(PhysxPath):
         self._fresh_q = self._fresh_v = False
         p = plan
         self._pos_j = [j for j in p.drive_joints if p.stiffness[j] > 0]
-        self._vel_j = [j for j in p.drive_joints if p.damping[j] > 0 and p.vel_gain[:, j].any()]
+        self._vel_j = [
+            j for j in p.drive_joints if p.drive_damping(p.stiffness, p.damping)[j] > 0 and p.vel_gain[:, j].any()
+        ]
         motor = np.flatnonzero(p.motor_gear.any(0))
         motor_art = p.joint_link[motor, 0]
         #: per articulation with motor joints: (its motor joints, their PhysX dof indices)

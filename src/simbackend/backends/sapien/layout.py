@@ -324,7 +324,7 @@ class Layout:
             u = ctrl.to(torch.float64)
             clip, where = torch.clamp, torch.where
         u = clip(u, c["lo"], c["hi"])
-        k, d = c["stiffness"], c["damping"]
+        k, d = c["stiffness"], c["drive_damping"]
 
         def gain(table: Any) -> Any:  # (nu, njnt) model tables, or (N, nu, njnt) per env
             return u @ table if table.ndim == 2 else (u[:, None, :] @ table)[:, 0]
@@ -339,6 +339,7 @@ class Layout:
         ``(N, njnt)``, ``pos_gain``/``vel_gain`` ``(N, nu, njnt)``."""
         tables = dict(self._ctrl_arrays())
         tables.update({k: np.asarray(v, np.float64) for k, v in drives.items()})
+        tables["drive_damping"] = self.plan.drive_damping(tables["stiffness"], tables["damping"])
         self._ctrl_numpy = tables
         self._ctrl_tables = None
 
@@ -351,6 +352,7 @@ class Layout:
                 "hi": p.ctrl_range[:, 1],
                 "stiffness": p.stiffness,
                 "damping": p.damping,
+                "drive_damping": p.drive_damping(p.stiffness, p.damping),  # what PhysX's drive is given
                 "pos_bias": p.pos_bias,
                 "pos_gain": p.pos_gain,
                 "vel_gain": p.vel_gain,

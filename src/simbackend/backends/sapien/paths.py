@@ -237,7 +237,7 @@ class PhysxPath(abc.ABC):
         for n in range(self.num_envs) if env_ids is None else env_ids:
             comps = self.comps[n]
             k = p.stiffness if per_env is None else per_env["stiffness"][n]
-            d = p.damping if per_env is None else per_env["damping"][n]
+            d = p.drive_damping(k, p.damping if per_env is None else per_env["damping"][n])
             for j in joints:
                 a, l = p.joint_link[j]
                 comps[a][l].joint.set_drive_properties(

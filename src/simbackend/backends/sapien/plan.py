@@ -30,6 +30,11 @@ Mapping (MuJoCo -> PhysX):
   is linear in ``q``/``qdot`` (joint stiffness and damping, position and
   velocity actuators with their gear) adds to ``K``, ``D`` and the targets.
   Motors become joint forces ``gear * clamp(gain * ctrl, forcerange)``.
+  PhysX integrates a drive's stiffness implicitly (the spring acts on the
+  position at the end of the step, ``q + h qdot'``: an extra damping ``K h``)
+  where MuJoCo's Euler-type integrators apply it explicitly (at ``q``); the
+  drive is given ``D - K h`` (:meth:`Plan.drive_damping`), so a servo's step
+  response is MuJoCo's, not a more damped one.
 * Collision filtering: ``contype``/``conaffinity`` are PhysX collision groups
   g0/g1 (the same "type & affinity" rule); body pairs MuJoCo filters as
   parent/child (through welds and multi-joint chains) that PhysX would not
@@ -177,6 +182,9 @@ class Plan:
     motor_force_range: np.ndarray  # (nu, 2)
     ctrl_range: np.ndarray  # (nu, 2)
     extent: float = 1.0  # MuJoCo's model extent (m): sizes the GPU sub-scene spacing
+    #: the step (s) over which MuJoCo applies joint stiffness explicitly where PhysX's drive applies it
+    #: implicitly (the model's timestep; 0 under RK4, which PhysX's one-step implicit drive cannot follow)
+    explicit_stiffness_dt: float = 0.0
     #: (nbody,) MuJoCo's gravity compensation: each substep a body gets ``-gravcomp * mass * gravity``
     #: at its centre of mass (the CPU engine applies it; the GPU path refuses models that have it)
     gravcomp: np.ndarray = field(default_factory=lambda: np.zeros(0))
@@ -230,6 +238,17 @@ class Plan:
         out += [f"actuator {info.actuator_names[int(a)]!r}: MuJoCo's actuator force" for a in self.mujoco_actuators]
         out += [f"{line}: MuJoCo's forces" for line in self.mujoco_passive]
         return out
+
+    def drive_damping(self, stiffness: np.ndarray, damping: np.ndarray) -> np.ndarray:
+        """The damping to give PhysX's drive for MuJoCo's ``stiffness`` ``K`` and ``damping`` ``D``
+        (per joint, or per env and joint): ``max(D - K h, 0)``.
+
+        PhysX's implicit drive applies ``K (pt - q - h qdot') + D' (vt - qdot')`` over a step ``h``:
+        its stiffness damps by ``K h`` besides ``D'``; MuJoCo's Euler, implicit and implicitfast
+        integrators apply ``K (pt - q)`` at the step's start, damping ``D qdot'`` implicitly. With
+        ``D' = D - K h`` the two are the same force. Where ``D < K h`` PhysX cannot be as lightly damped
+        (:attr:`Plan.notes` names the joints). Velocity targets divide by this damping."""
+        return np.maximum(np.asarray(damping) - np.asarray(stiffness) * self.explicit_stiffness_dt, 0.0)
 
     @property
     def drive_joints(self) -> np.ndarray:
@@ -618,6 +637,9 @@ def build_plan(m: mujoco.MjModel, info: ModelInfo) -> Plan:
         body_link=body_link,
         joint_link=joint_link,
         extent=float(m.stat.extent),
+        explicit_stiffness_dt=0.0
+        if int(m.opt.integrator) == int(mujoco.mjtIntegrator.mjINT_RK4)
+        else float(m.opt.timestep),
         gravcomp=np.array(m.body_gravcomp, np.float64),
         **_drives(m, info, joint_offset),
     )
@@ -966,6 +988,13 @@ def _approximations(m: mujoco.MjModel, plan: Plan) -> list[str]:
     notes.extend(d.text for d in plan.known_differences)  # every body named (parity: status KNOWN)
     if any(lk.body < 0 and lk.parent >= 0 for art in plan.articulations for lk in art.links):
         notes.append(f"bodies with several joints: chains of {MIN_MASS:g} kg intermediate links")
+    stiff = np.flatnonzero((plan.stiffness > 0) & (plan.damping < plan.stiffness * plan.explicit_stiffness_dt))
+    if stiff.size:
+        names = [plan.info.joint_names[j] for j in stiff]
+        notes.append(
+            f"joints {names[:4]}: damping below stiffness x timestep; PhysX's implicit drive damps them by"
+            f" stiffness x timestep ({plan.explicit_stiffness_dt:g} s), more than MuJoCo does"
+        )
     if np.any(np.isfinite(plan.force_limit) & (plan.stiffness + plan.damping > 0)):
         notes.append("actuator force ranges clamp the whole joint drive (passive stiffness/damping included)")
     if plan.forced_friction.size:
