@@ -113,18 +113,36 @@ def test_self_collisions_default_off_and_checked() -> None:
     assert get_robot("go1").self_collisions is True  # built-ins keep Menagerie's filtering (their scenes as before)
     with pytest.raises(ScalarTypeError, match=r"^robot\.self_collisions: "):
         RobotDescription(**{**fields, "self_collisions": "no"})
+    from simbackend.errors import ArgumentTypeError, InvalidArgumentError
+
+    on = {**fields, "self_collisions": True}
+    pairs = RobotDescription(**{**on, "collision_exclude": [["trunk", "FR_calf"]]}).collision_exclude
+    assert pairs == (("trunk", "FR_calf"),)
+    for bad, error, match in (
+        ({**fields, "collision_exclude": [["trunk", "FR_calf"]]}, InvalidArgumentError, ": only with self_collisions"),
+        ({**on, "collision_exclude": "trunk"}, ArgumentTypeError, r": expected a list of \[body, body\] pairs"),
+        ({**on, "collision_exclude": [["trunk"]]}, ArgumentTypeError, r"\[0\]: expected a pair"),
+        ({**on, "collision_exclude": [["trunk", "trunk"]]}, InvalidArgumentError, r"\[0\]: a body with itself"),
+        ({**on, "collision_exclude": [["a", "b"], ["b", "a"]]}, InvalidArgumentError, r"\[1\]: the pair .* twice"),
+    ):
+        with pytest.raises(error, match=r"^robot\.collision_exclude" + match):
+            RobotDescription(**bad)
+    with pytest.raises(InvalidArgumentError, match=r"^robot\.collision_exclude\[0\]: .* no body 'FR_calff'"):
+        robot_scene(RobotDescription(**{**on, "collision_exclude": [["trunk", "FR_calff"]]}))
 
 
 @pytest.mark.parametrize("sim", ENGINES)
 def test_self_collisions_mean_the_same_on_every_engine(tmp_path: Path, sim: str) -> None:
     """The chassis box swallows the upper legs' tops. Lifted 1 m clear of the floor, so that any contact is a
-    self-contact: with self_collisions true the chassis and the upper legs push each other apart (their
-    contact forces), with false (the default) nothing touches, on every engine: the scene's contype/conaffinity
-    bits say it, and each engine honours them."""
+    self-contact: with self_collisions true and three of the four chassis-upper leg pairs excluded
+    (collision_exclude), the chassis and the fourth upper leg push each other apart (their contact forces) and
+    nothing else touches; with false (the default) nothing touches, on every engine: the scene's
+    contype/conaffinity bits and <exclude> pairs say it, and each engine honours them."""
+    excluded = [["chassis", f"{leg}_upper_leg"] for leg in ("FL", "FR", "RL")]
     for on in (True, False):
         folder = tmp_path / str(on)
         folder.mkdir()
-        path = write_overlap_robot(folder, self_collisions=on)
+        path = write_overlap_robot(folder, self_collisions=on, **({"collision_exclude": excluded} if on else {}))
         scene = robot_scene(path)
         with make_robot_backend(path, sim, 1, contact_sensing=True) as b:
             r = resolve(path, b, scene.default_qpos)
@@ -136,9 +154,7 @@ def test_self_collisions_mean_the_same_on_every_engine(tmp_path: Path, sim: str)
             force = b.get_body_contact_force_w()[0].norm(dim=-1).cpu()
             touching = {b.body_names[i]: float(f) for i, f in enumerate(force) if f > 1.0}
         if on:
-            assert {"chassis", "FL_upper_leg", "FR_upper_leg", "RL_upper_leg", "RR_upper_leg"} <= set(touching), (
-                touching
-            )
+            assert set(touching) == {"chassis", "RR_upper_leg"}, touching
         else:
             assert touching == {}, touching
 
@@ -179,7 +195,9 @@ def test_the_robots_command_warns_when_a_hull_swallows_another_links_origin(tmp_
     assert len(hull) == 1, on.stderr
     assert hull[0].startswith("warning: overlap: the collision geometry of chassis (")
     assert "contains the origin of FL_upper_leg, FR_upper_leg, RL_upper_leg, RR_upper_leg" in hull[0]
-    assert "robot.self_collisions to false" in hull[0] and "<exclude>" in hull[0] and "primitive" in hull[0]
+    assert (
+        "robot.self_collisions to false" in hull[0] and "robot.collision_exclude" in hull[0] and "primitive" in hull[0]
+    )
     off = runner.invoke(app, ["robots", str(write_overlap_robot(tmp_path / "off", mesh=True)), "--sim", "mujoco"])
     assert off.exit_code == 0 and "warning" not in off.stderr, off.stderr
 

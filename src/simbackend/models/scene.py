@@ -74,6 +74,7 @@ class ScenePlan:
             height field per tile, :func:`simbackend.terrains.add_terrain`); needs ``add_floor``.
         self_collisions: ``False``: no two of the robot's bodies (``base_body`` and its descendants) collide
             (:func:`no_self_collisions`); ``True``: the model's own filtering.
+        collision_exclude: ``((body_a, body_b), ...)`` pairs that never collide: ``<exclude>`` pairs added.
         argument: what messages name: ``{argument}.{field}`` (``robot.base_body``).
     """
 
@@ -96,6 +97,7 @@ class ScenePlan:
     balance_inertia: bool | None = None
     terrain: Any = None
     self_collisions: bool = True
+    collision_exclude: tuple[tuple[str, str], ...] = ()
     argument: str = "scene"
 
     @property
@@ -249,6 +251,13 @@ def _compose(spec: Any, plan: ScenePlan, label: str) -> None:
     spec.option.timestep = plan.timestep
     if not plan.self_collisions:
         no_self_collisions(spec, plan.base_body, f"{plan.argument}.self_collisions")
+    for i, (a, b) in enumerate(plan.collision_exclude):
+        for name in (a, b):
+            if name not in bodies:
+                raise InvalidArgumentError(
+                    f"{plan.argument}.collision_exclude[{i}]: {label} has no body {name!r}{closest_names_hint(name, bodies)}"
+                )
+        spec.add_exclude(bodyname1=a, bodyname2=b)
 
 
 def no_self_collisions(spec: Any, base_body: str, where: str = "self_collisions") -> bool:

@@ -91,6 +91,9 @@ class RobotDescription:
             scene (its ``contype``/``conaffinity`` bits, which every engine honours), keeping each body's
             contacts with everything else; ``True`` keeps the model's own filtering (parent and child never
             collide; the model's ``<exclude>`` pairs).
+        collision_exclude: with ``self_collisions=True``, pairs of bodies ``[[body_a, body_b], ...]`` that never
+            collide (MuJoCo ``<exclude>`` pairs in the scene, which every engine honours), as Isaac Lab's and
+            mjlab's lists of excluded pairs: self-collisions on, but not where two links overlap by design.
         timestep: the physics substep of the scene (s).
         base_keyframe: a keyframe supplying the default angles ``default_pose`` does not name.
         model_options: construction options for the model: ``package_dirs``; ``fuse_static`` (merge
@@ -120,6 +123,7 @@ class RobotDescription:
     add_floor: bool = True
     add_free_joint: bool = False
     self_collisions: bool = False
+    collision_exclude: Sequence[Sequence[str]] = ()
     timestep: float = 0.005
     base_keyframe: str | None = None
     model_options: Mapping[str, Any] = field(default_factory=dict)
@@ -190,6 +194,12 @@ class RobotDescription:
                     )
         for name in ("add_floor", "add_free_joint", "self_collisions"):
             _set(self, name, checks.boolean(getattr(self, name), f"robot.{name}"))
+        _set(self, "collision_exclude", _pairs(self.collision_exclude, "robot.collision_exclude"))
+        if self.collision_exclude and not self.self_collisions:
+            raise InvalidArgumentError(
+                "robot.collision_exclude: only with self_collisions true (false already keeps every pair of the"
+                " robot's bodies apart)"
+            )
         _set(self, "timestep", _float32(self.timestep, "robot.timestep", minimum=0.0, maximum=MAX_TIMESTEP))
         _set(self, "model_options", _model_options(self.model_options))
         _set(self, "engine_options", _engine_options(self.engine_options))
@@ -297,6 +307,23 @@ def _names(v: Any, field_name: str, what: str, allow_empty: bool = False) -> tup
     if dup:
         raise InvalidArgumentError(f"{where}: names must be distinct, repeated: {dup}")
     return out
+
+
+def _pairs(v: Any, where: str) -> tuple[tuple[str, str], ...]:
+    """A list of ``[body_a, body_b]`` pairs of two distinct names, no pair twice (either order)."""
+    if isinstance(v, (str, bytes, bytearray)) or not isinstance(v, Sequence):
+        raise ArgumentTypeError(f"{where}: expected a list of [body, body] pairs, got {checks.short_repr(v)}")
+    out: list[tuple[str, str]] = []
+    for i, pair in enumerate(v):
+        if isinstance(pair, (str, bytes, bytearray)) or not isinstance(pair, Sequence) or len(pair) != 2:
+            raise ArgumentTypeError(f"{where}[{i}]: expected a pair [body, body], got {checks.short_repr(pair)}")
+        a, b = (_name(x, f"{where}[{i}]") for x in pair)
+        if a == b:
+            raise InvalidArgumentError(f"{where}[{i}]: a body with itself ({a!r}); name two bodies")
+        if (a, b) in out or (b, a) in out:
+            raise InvalidArgumentError(f"{where}[{i}]: the pair {[a, b]} is given twice")
+        out.append((a, b))
+    return tuple(out)
 
 
 def _float32(v: Any, where: str, *, minimum: float | None, strict: bool = True, maximum: float | None = None) -> float:

@@ -68,6 +68,7 @@ def scene_plan(desc: RobotDescription | str | os.PathLike, terrain: Any = None) 
         balance_inertia=opts.get("balance_inertia"),
         terrain=terrain,
         self_collisions=desc.self_collisions,
+        collision_exclude=tuple(tuple(p) for p in desc.collision_exclude),
         argument="robot",
     )
 
@@ -98,8 +99,8 @@ def self_overlap_warnings(desc: RobotDescription | str | os.PathLike) -> list[st
     scene = robot_scene(desc)
     found = self_overlaps(scene.path, scene.default_qpos, desc.base_body)
     fix = (
-        "set robot.self_collisions to false (the default), exclude the pair in the model (an MJCF <exclude>),"
-        " or give the link primitive collision geometry (boxes, capsules) that clears the other"
+        "set robot.self_collisions to false (the default), exclude the pair (robot.collision_exclude), or give"
+        " the link primitive collision geometry (boxes, capsules) that clears the other"
     )
     out = []
     held: dict[tuple[str, str], list[str]] = {}

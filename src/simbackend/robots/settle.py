@@ -359,8 +359,8 @@ def engine_warnings(robot: str, result: EngineSettle) -> list[str]:
         out.append(
             f"{where}: collides with itself: {bodies}: its collision geometry overlaps at the default pose ({pairs});"
             " these forces push its own bodies apart, not on the floor. Set robot.self_collisions to false (the"
-            " default), or give the links collision geometry that clears each other (a mesh collides as its"
-            " convex hull: primitives instead)"
+            " default), exclude the pairs (robot.collision_exclude), or give the links collision geometry that"
+            " clears each other (a mesh collides as its convex hull: primitives instead)"
         )
     resting = {n: f for n, f in result.touching.items() if n not in mine}
     if resting:
