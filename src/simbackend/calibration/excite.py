@@ -254,6 +254,11 @@ def excite(
     backend = make_robot_backend(robot, sim, num_envs, device=device, seed=seed)
     with backend:
         if plan is not None:
+            from simbackend.robots import get_robot
+
+            from .robot import expand_plan
+
+            plan = expand_plan(plan, get_robot(robot), backend.info)  # a plan's `feet`: this robot's
             backend.apply_init_randomization(plan)
         info = backend.info
         ratio = control_dt / backend.physics_dt

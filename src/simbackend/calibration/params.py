@@ -7,8 +7,12 @@ between ``low`` and ``high`` instead of drawn. Written like a plan term, in JSON
     {"parameters": [
       {"kind": "geom_friction", "targets": ["floor"], "low": 0.3, "high": 3.0},
       {"kind": "joint_damping", "low": 0.2, "high": 5.0},
-      {"kind": "body_mass", "targets": ["trunk"], "operation": "add", "low": -1.0, "high": 1.0}
+      {"kind": "body_mass", "targets": ["trunk"], "operation": "add", "low": -1.0, "high": 1.0},
+      {"kind": "geom_friction", "targets": ["floor"], "bodies": ["feet"], "low": 0.3, "high": 3.0}
     ]}
+
+``bodies`` (geom terms) names bodies whose collision geoms the term acts on (a URDF's links);
+with a robot, ``feet`` stands for its description's feet (:func:`simbackend.calibration.robot.expand_aliases`).
 
 The value goes to every target (and every component) of the term, composed with
 the **model's** value by the term's operation (``scale``: the model's value times the
@@ -36,7 +40,7 @@ from simbackend.randomization import TERM_KINDS, Distribution, RandomizationPlan
 __all__ = ["Parameter", "ParameterSet"]
 
 #: the keys a parameter takes besides the bounds: a plan term's, without its distribution and phase
-TERM_KEYS = ("kind", "targets", "operation", "components", "name")
+TERM_KEYS = ("kind", "targets", "bodies", "operation", "components", "name")
 
 
 @dataclass(frozen=True)
@@ -97,11 +101,12 @@ class Parameter:
             operation=op,
             components=t.components,
             name=self.name,
+            bodies=t.bodies,
         )
 
     def to_dict(self) -> dict:
         d: dict[str, Any] = {"kind": self.term.kind, "low": self.low, "high": self.high, "log": self.log}
-        for k in ("targets", "components"):
+        for k in ("targets", "bodies", "components"):
             v = getattr(self.term, k)
             if v is not None:
                 d[k] = list(v)
@@ -125,8 +130,8 @@ class Parameter:
                 raise InvalidArgumentError(f"{where}.{k}: expected a finite number, got {v!r}")
         if not low < high:
             raise InvalidArgumentError(f"{where}: low must be < high, got {low} and {high}")
-        kw = {k: d[k] for k in ("targets", "operation", "components") if k in d}
-        for k in ("targets", "components"):
+        kw = {k: d[k] for k in ("targets", "bodies", "operation", "components") if k in d}
+        for k in ("targets", "bodies", "components"):
             if isinstance(kw.get(k), list):
                 kw[k] = tuple(kw[k])
         try:
@@ -146,7 +151,8 @@ class Parameter:
             raise InvalidArgumentError(f"{where}.log: a log-scale parameter needs low > 0, got {low}")
         name = d.get("name")
         if name is None:
-            name = term.kind + (f"[{','.join(term.targets)}]" if term.targets else "")
+            named = (term.targets or ()) + tuple(f"body:{b}" for b in term.bodies or ())
+            name = term.kind + (f"[{','.join(named)}]" if named else "")
             if term.components:
                 name += ":" + ",".join(term.components)
         if not isinstance(name, str) or not name:
@@ -248,6 +254,7 @@ class ParameterSet:
                     operation=t.operation,
                     components=t.components,
                     name=p.name,
+                    bodies=t.bodies,
                 )
             )
         return RandomizationPlan(tuple(terms), seed)

@@ -162,13 +162,29 @@ def _weights(text: str | None) -> dict[str, float] | None:
     return out
 
 
+def _show_parameters(params: Any, resolved: list[list[str]], source: str) -> None:
+    """The parameters a fit searches, their bounds and the elements each one reaches on the model."""
+    headers = ("parameter", "term", "bounds", "resolves to")
+    rows = []
+    for p, names in zip(params.parameters, resolved):
+        term = f"{p.term.kind} {p.term.operation}" + (f" ({','.join(p.term.components)})" if p.term.components else "")
+        rows.append((p.name, term, f"[{p.low:g}, {p.high:g}]{' log' if p.log else ''}", ", ".join(names)))
+    show(console, f"parameters ({source})", headers, rows, wrap=(3,),
+         plain=lambda: columns(console, headers[:3], [r[:3] for r in rows], (False, False, False),
+                               notes=[f"-> {r[3]}" for r in rows]))  # fmt: skip
+
+
 @app.command()
 def calibrate(
     reference: list[str] = typer.Option(
         ..., "--reference", metavar="FILE", help="Recording (.h5) or log (.npz) to fit to; repeat for more."
     ),
-    parameters: str = typer.Option(
-        ..., "--params", metavar="PARAMS.json", help="The parameters and their bounds (docs/calibration.md)."
+    parameters: str | None = typer.Option(
+        None,
+        "--params",
+        metavar="PARAMS.json",
+        help="The parameters and their bounds (docs/calibration.md). Default with a robot: its default set"
+        " (feet and floor friction, contact compliance, base mass, servo gain, joint damping and armature).",
     ),
     sim: str = sim_option(),
     robot: str | None = typer.Option(
@@ -214,7 +230,8 @@ def calibrate(
     seed: int = typer.Option(0, "--seed", min=0, max=2**31 - 1, help="CMA-ES seed."),
     overwrite: bool = overwrite_option(),
 ) -> None:
-    """Fit --sim's model parameters (--params) so that it reproduces reference recordings or logs.
+    """Fit --sim's model parameters (--params, or a robot's default set) so that it reproduces reference
+    recordings or logs.
 
     Every candidate is one group of envs replaying the same commands from the same recorded states, re-anchored
     every --window rows; CMA-ES searches the bounds. Ctrl-C stops after the current generation and keeps the
@@ -224,6 +241,7 @@ def calibrate(
     from simbackend.calibration import ParameterSet, load_reference
     from simbackend.calibration import calibrate as run_calibrate
     from simbackend.calibration.report import error_table, write_report
+    from simbackend.calibration.robot import robot_parameters
     from simbackend.errors import SimBackendError
 
     check_output(out, "--out", (".json",), overwrite)
@@ -244,7 +262,7 @@ def calibrate(
             if not os.path.isfile(f):
                 raise fail(f"{flag}: no such file {f!r}", code=2)
     try:
-        params = ParameterSet.load(parameters)
+        params = None if parameters is None else ParameterSet.load(parameters)
     except (SimBackendError, ValueError, TypeError) as e:
         raise fail(f"--params: {e}", code=2) from None
     weight_map = _weights(weights)
@@ -257,6 +275,8 @@ def calibrate(
             robot_name = str(d["robot"]) if "robot" in d else None
         if robot_name is None:
             raise fail("--robot: the log names no robot; give --robot (or --model for a log of actuator controls)", 2)
+    if params is None and robot_name is None:
+        raise fail("--params: required without a robot (--robot, or a log naming one, has a default set)", 2)
 
     def make(n: int) -> Any:
         if robot_name is not None:
@@ -278,11 +298,13 @@ def calibrate(
             ref = load_reference(reference, probe.info, probe.physics_dt)
             val = load_reference(validation, probe.info, probe.physics_dt) if validation else None
             try:
+                params, resolved = robot_parameters(params, robot_name, probe)
                 params.check_backend(probe)  # every bound gives valid values: refused now, not mid-search
             except (SimBackendError, ValueError, TypeError) as e:
                 raise fail(f"--params: {e}", code=2) from None
     except (SimBackendError, ValueError, TypeError) as e:
         raise fail(str(e), code=2) from None
+    _show_parameters(params, resolved, "the robot's default set" if parameters is None else parameters)
 
     with _progress("calibrating") as bar:
         task = bar.add_task("fit", total=generations, info="")

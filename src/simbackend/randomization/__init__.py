@@ -6,7 +6,8 @@
   env id and draw count only); :func:`uniforms_torch` draws the same bits
   on a tensor's device.
 * :mod:`.apply`: how a backend applies a plan (part of ``SimBackend``) and
-  the per-env model fields backends implement (:data:`FIELDS`).
+  the per-env model fields backends implement (:data:`FIELDS`); :func:`resolve_targets`: the
+  elements a term's ``targets`` and ``bodies`` name on a model.
 * :mod:`.schedule`: :class:`IntervalScheduler` for the interval phase.
 
 Phases: ``init`` (``apply_init_randomization``), ``reset``
@@ -14,10 +15,11 @@ Phases: ``init`` (``apply_init_randomization``), ``reset``
 (``apply_interval_randomization``).
 """
 
-from .apply import CORE_TERMS, FIELDS, core_dr_support
+from .apply import CORE_TERMS, FIELDS, collision_geoms, core_dr_support, element_names, resolve_targets
 from .plan import (
     COMPLIANCE_COMPONENTS,
     COMPONENTS,
+    FEET,
     FRICTION_COMPONENTS,
     IMPEDANCE_COMPONENTS,
     OPERATIONS,
@@ -35,6 +37,7 @@ __all__ = [
     "CORE_TERMS",
     "COMPLIANCE_COMPONENTS",
     "COMPONENTS",
+    "FEET",
     "FIELDS",
     "FRICTION_COMPONENTS",
     "IMPEDANCE_COMPONENTS",
@@ -46,8 +49,11 @@ __all__ = [
     "RandomizationPlan",
     "Term",
     "TermKind",
+    "collision_geoms",
     "core_dr_support",
     "draw",
+    "element_names",
+    "resolve_targets",
     "uniforms",
     "uniforms_torch",
 ]

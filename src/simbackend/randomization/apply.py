@@ -48,7 +48,7 @@ from simbackend.errors import (
 from simbackend.math import quat_apply_inverse
 from simbackend.model_info import JOINT_BALL, JOINT_FREE, JOINT_HINGE, JOINT_SLIDE, ModelInfo
 
-from .plan import COMPONENTS, PHASES, TERM_KINDS, RandomizationPlan, Term
+from .plan import COMPONENTS, FEET, PHASES, TERM_KINDS, RandomizationPlan, Term
 from .sampling import draw, uniforms
 
 #: per-env model fields: name -> (ModelInfo attribute holding the model's values, lower bound, what)
@@ -102,6 +102,129 @@ def core_dr_support(body_forces: bool) -> frozenset[str]:
     """The ``"<term>:<phase>"`` entries every backend has through the contract alone."""
     terms = ["joint_default_pos", "body_velocity_delta", "action_latency"] + (["body_force"] if body_forces else [])
     return frozenset(f"{t}:{p}" for t in terms for p in PHASES)
+
+
+def element_names(info: ModelInfo, element: str) -> tuple[str, ...]:
+    """The names a term's targets resolve against: ``element`` is ``body``, ``geom``, ``joint`` or ``actuator``."""
+    return {
+        "body": info.body_names,
+        "geom": info.geom_names,
+        "joint": info.joint_names,
+        "actuator": info.actuator_names,
+    }[element]
+
+
+def _match(names: Sequence[str], entry: str, element: str, where: str, what: str = "target") -> list[int]:
+    """Ids of ``names`` that ``entry`` names exactly or matches as a pattern (``re.fullmatch``); raises
+    naming ``entry`` when it is not a pattern or matches nothing."""
+    if entry in names:
+        return [list(names).index(entry)]
+    try:
+        pattern = re.compile(entry)
+    except re.error as e:
+        raise InvalidArgumentError(
+            f"{where}: {what} {entry!r} is neither a {element} name nor a valid regular expression ({e})"
+        ) from None
+    hits = [i for i, n in enumerate(names) if pattern.fullmatch(n)]
+    if not hits:
+        err = UnknownNameError(element, entry, names)
+        err.args = (f"{where}: {err} (no {element} name matches it as a pattern either)",)
+        raise err
+    return hits
+
+
+def collision_geoms(info: ModelInfo, bodies: Sequence[int] | np.ndarray) -> np.ndarray:
+    """Sorted ids of the collision geoms (``contype`` or ``conaffinity`` not 0) of ``bodies``."""
+    collides = (np.asarray(info.geom_contype) != 0) | (np.asarray(info.geom_conaffinity) != 0)
+    owned = np.isin(np.asarray(info.geom_body), np.asarray(bodies, np.int64))
+    return np.flatnonzero(owned & collides).astype(np.int64)
+
+
+def body_geoms(info: ModelInfo, entry: str, where: str) -> np.ndarray:
+    """The collision geoms of the bodies a term's ``bodies`` entry names (a name or a pattern); raises
+    naming the entry when it matches no body, or only bodies without a collision geom."""
+    try:
+        hits = _match(info.body_names, entry, "body", where, "bodies entry")
+    except UnknownNameError as e:
+        if entry == FEET:  # the alias, where no robot description was there to expand it
+            e.args = (f"{e.args[0]}; {FEET!r} stands for a robot's feet only where a robot is given (--robot)",)
+        raise
+    geoms = collision_geoms(info, hits)
+    if not geoms.size:
+        shown = [info.body_names[b] for b in hits[:5]]
+        raise InvalidArgumentError(
+            f"{where}: bodies entry {entry!r} resolves to no collision geom (bodies {shown}"
+            f"{' ...' if len(hits) > 5 else ''} have none with contype or conaffinity set)"
+        )
+    return geoms
+
+
+def resolve_targets(info: ModelInfo, term: Term, where: str = "term") -> np.ndarray:
+    """Element ids of ``term``'s targets on a model, sorted, checked for the term kind (read-only).
+
+    ``targets`` are names or patterns over the names of the kind's element; a geom term's ``bodies``
+    add the collision geoms of the bodies they name. No targets and no bodies: every element that can
+    take the term (a body term: every body but the world). Raises naming the entry that matches
+    nothing, a named element that cannot take the term, or a term no element of the model takes.
+    """
+    spec = TERM_KINDS[term.kind]
+    if spec.element is None:
+        ids = np.zeros(0, np.int64)
+    elif term.targets is None and term.bodies is None:
+        ids = np.arange(len(element_names(info, spec.element)), dtype=np.int64)
+        if spec.element == "body":
+            ids = ids[1:]
+        ids = _eligible(info, term, ids, where, implicit=True)
+    else:
+        found: set[int] = set()
+        names = element_names(info, spec.element)
+        for entry in term.targets or ():
+            found.update(_match(names, entry, spec.element, where))
+        for entry in term.bodies or ():
+            found.update(int(g) for g in body_geoms(info, entry, where))
+        ids = _eligible(info, term, np.array(sorted(found), np.int64), where, implicit=False)
+    if spec.element is not None and not ids.size:
+        raise InvalidArgumentError(f"{where}: no {spec.element} of this model can take this term")
+    ids.flags.writeable = False
+    return ids
+
+
+def _eligible(info: ModelInfo, term: Term, ids: np.ndarray, where: str, implicit: bool) -> np.ndarray:
+    """``ids`` the term kind applies to; named ones that do not qualify raise, implicit ones are dropped."""
+    kind = term.kind
+    if kind.startswith("body_"):
+        ok = ids > 0
+        why = "the world body"
+        if kind in ("body_mass", "body_com", "body_inertia"):
+            ok &= ~_welded_to_world(info)[ids]
+            why = "the world body, or welded to it: no joint between it and the world, so its mass never acts"
+        if kind == "body_velocity_delta":
+            free = {int(info.joint_body[j]) for j in np.flatnonzero(info.joint_type == JOINT_FREE)}
+            ok &= np.array([int(b) in free for b in ids], bool)
+            why = "not attached by a free joint"
+    elif kind == "actuator_kp":
+        ok = np.array([info.actuator_kind[a] == "position" for a in ids], bool)
+        why = "not a position actuator"
+    elif kind == "actuator_kv":
+        ok = np.array([info.actuator_kind[a] in ("position", "velocity") for a in ids], bool)
+        why = "not a position or velocity actuator"
+    elif kind == "actuator_strength":
+        ok = np.array([info.actuator_kind[a] in ("motor", "position", "velocity") for a in ids], bool)
+        why = "not a motor, position or velocity actuator"
+    elif kind == "geom_compliance":
+        ok = info.geom_compliance[ids, 0] > 0
+        why = "its solref is in MuJoCo's direct form (-stiffness, -damping), which has no time constant"
+    elif kind == "joint_default_pos":
+        ok = np.isin(info.joint_type[ids], (JOINT_HINGE, JOINT_SLIDE))
+        why = "not a hinge or slide joint"
+    else:
+        ok = np.ones(ids.size, bool)
+        why = ""
+    if not implicit and not ok.all():
+        names = element_names(info, TERM_KINDS[kind].element)
+        bad = [names[i] for i in ids[~ok]]
+        raise InvalidArgumentError(f"{where}: {TERM_KINDS[kind].element}(s) {bad[:5]} cannot take it ({why})")
+    return ids[ok]
 
 
 class ActuatorGains(NamedTuple):
@@ -217,94 +340,13 @@ class Randomizer:
         )
 
     # resolution -------------------------------------------------------------
-    def _names(self, element: str) -> tuple[str, ...]:
-        info = self.info
-        return {
-            "body": info.body_names,
-            "geom": info.geom_names,
-            "joint": info.joint_names,
-            "actuator": info.actuator_names,
-        }[element]
-
     def _targets(self, term: Term, where: str) -> np.ndarray:
-        """Element ids of ``term``'s targets, sorted, checked for the term kind (cached)."""
-        key = (term.kind, term.targets)
+        """Element ids of ``term``'s targets (:func:`resolve_targets`), cached per kind and targets."""
+        key = (term.kind, term.targets, term.bodies)
         hit = self._resolved.get(key)
-        if hit is not None:
-            return hit
-        spec = TERM_KINDS[term.kind]
-        if spec.element is None:
-            ids = np.zeros(0, np.int64)
-        else:
-            names = self._names(spec.element)
-            if term.targets is None:
-                ids = np.arange(len(names), dtype=np.int64)
-                if spec.element == "body":
-                    ids = ids[1:]
-                ids = self._eligible(term, ids, where, implicit=True)
-            else:
-                found: set[int] = set()
-                for entry in term.targets:
-                    if entry in names:
-                        found.add(names.index(entry))
-                        continue
-                    try:
-                        pattern = re.compile(entry)
-                    except re.error as e:
-                        raise InvalidArgumentError(
-                            f"{where}: target {entry!r} is neither a {spec.element} name"
-                            f" nor a valid regular expression ({e})"
-                        ) from None
-                    hits = [i for i, n in enumerate(names) if pattern.fullmatch(n)]
-                    if not hits:
-                        err = UnknownNameError(spec.element, entry, names)
-                        err.args = (f"{where}: {err} (no {spec.element} name matches it as a pattern either)",)
-                        raise err
-                    found.update(hits)
-                ids = self._eligible(term, np.array(sorted(found), np.int64), where, implicit=False)
-        if spec.element is not None and not ids.size:
-            raise InvalidArgumentError(f"{where}: no {spec.element} of this model can take this term")
-        ids.flags.writeable = False
-        self._resolved[key] = ids
-        return ids
-
-    def _eligible(self, term: Term, ids: np.ndarray, where: str, implicit: bool) -> np.ndarray:
-        """``ids`` the term kind applies to; named ones that do not qualify raise, implicit ones are dropped."""
-        info = self.info
-        kind = term.kind
-        if kind.startswith("body_"):
-            ok = ids > 0
-            why = "the world body"
-            if kind in ("body_mass", "body_com", "body_inertia"):
-                ok &= ~_welded_to_world(info)[ids]
-                why = "the world body, or welded to it: no joint between it and the world, so its mass never acts"
-            if kind == "body_velocity_delta":
-                free = {int(info.joint_body[j]) for j in np.flatnonzero(info.joint_type == JOINT_FREE)}
-                ok &= np.array([int(b) in free for b in ids], bool)
-                why = "not attached by a free joint"
-        elif kind == "actuator_kp":
-            ok = np.array([info.actuator_kind[a] == "position" for a in ids], bool)
-            why = "not a position actuator"
-        elif kind == "actuator_kv":
-            ok = np.array([info.actuator_kind[a] in ("position", "velocity") for a in ids], bool)
-            why = "not a position or velocity actuator"
-        elif kind == "actuator_strength":
-            ok = np.array([info.actuator_kind[a] in ("motor", "position", "velocity") for a in ids], bool)
-            why = "not a motor, position or velocity actuator"
-        elif kind == "geom_compliance":
-            ok = info.geom_compliance[ids, 0] > 0
-            why = "its solref is in MuJoCo's direct form (-stiffness, -damping), which has no time constant"
-        elif kind == "joint_default_pos":
-            ok = np.isin(info.joint_type[ids], (JOINT_HINGE, JOINT_SLIDE))
-            why = "not a hinge or slide joint"
-        else:
-            ok = np.ones(ids.size, bool)
-            why = ""
-        if not implicit and not ok.all():
-            names = self._names(TERM_KINDS[kind].element)
-            bad = [names[i] for i in ids[~ok]]
-            raise InvalidArgumentError(f"{where}: {TERM_KINDS[kind].element}(s) {bad[:5]} cannot take it ({why})")
-        return ids[ok]
+        if hit is None:
+            hit = self._resolved[key] = resolve_targets(self.info, term, where)
+        return hit
 
     # prepare ------------------------------------------------------------------
     def prepare(

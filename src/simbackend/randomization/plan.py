@@ -26,6 +26,9 @@ from typing import Any
 from simbackend.errors import ArgumentTypeError, InvalidArgumentError
 
 PHASES = ("init", "reset", "interval")
+#: the ``bodies`` entry that stands for a robot description's ``feet`` where a robot is given
+#: (:func:`simbackend.calibration.robot.expand_aliases`)
+FEET = "feet"
 OPERATIONS = ("scale", "add", "set")
 FRICTION_COMPONENTS = ("sliding", "torsional", "rolling")
 #: contact compliance, MuJoCo's standard solref: the contact's spring-damper time constant (s) and damping ratio
@@ -301,6 +304,19 @@ class Term:
             random stream is keyed by the plan's seed and the term's content
             and position, so two plans with the same term at the same
             position draw the same values.
+        bodies: geom terms only (``geom_friction``, ``geom_compliance``,
+            ``geom_impedance``): body names or regular expressions
+            (``re.fullmatch``) over body names; the term acts on every
+            collision geom (``contype`` or ``conaffinity`` not 0) of the bodies
+            they match, besides the geoms ``targets`` names (without
+            ``targets``: those geoms alone). A URDF's geoms are auto-named, its
+            links are not: ``bodies=(".*_foot",)`` reaches its feet. A body
+            entry that matches no body, or only bodies without a collision
+            geom, raises naming the entry. ``"world"`` is the ground (the
+            world body's geoms: floor planes, terrain). With a robot
+            description (``calibrate``/``excite --robot``), the entry
+            ``"feet"`` stands for the description's ``feet``
+            (:func:`simbackend.calibration.robot.expand_aliases`).
     """
 
     kind: str
@@ -314,6 +330,7 @@ class Term:
     duration: float | None = None
     interval_s: tuple[float, float] | None = None
     name: str | None = None
+    bodies: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in TERM_KINDS:
@@ -343,6 +360,14 @@ class Term:
             object.__setattr__(self, "targets", tuple(targets))
         if spec.element is None and self.targets is not None:
             raise InvalidArgumentError(f"{where}: takes no targets")
+        if self.bodies is not None:
+            if spec.element != "geom":
+                hint = " (body terms take body names in targets)" if spec.element == "body" else ""
+                raise InvalidArgumentError(f"{where}: bodies applies to geom terms only{hint}")
+            bodies = (self.bodies,) if isinstance(self.bodies, str) else self.bodies
+            if not isinstance(bodies, (list, tuple)) or not bodies or not all(isinstance(b, str) for b in bodies):
+                raise ArgumentTypeError(f"{where}: bodies must be a body name, a pattern or a non-empty list of them")
+            object.__setattr__(self, "bodies", tuple(bodies))
         if self.scale_inertia and self.kind != "body_mass":
             raise InvalidArgumentError(f"{where}: scale_inertia applies to body_mass only")
         if self.scale_inertia and self.operation != "scale":
@@ -408,7 +433,7 @@ class Term:
             "distribution": self.distribution.to_dict(),
             "operation": self.operation,
         }
-        for name in ("targets", "components", "interval_s"):
+        for name in ("targets", "bodies", "components", "interval_s"):
             v = getattr(self, name)
             if v is not None:
                 d[name] = list(v)
@@ -434,6 +459,7 @@ class Term:
             "duration",
             "interval_s",
             "name",
+            "bodies",
         }
         unknown = set(d) - known
         if unknown:
@@ -441,7 +467,7 @@ class Term:
         if "kind" not in d or "distribution" not in d:
             raise InvalidArgumentError("term: 'kind' and 'distribution' are required")
         kw = {k: v for k, v in d.items() if k != "distribution"}
-        for k in ("targets", "components", "interval_s"):
+        for k in ("targets", "bodies", "components", "interval_s"):
             if isinstance(kw.get(k), list):
                 kw[k] = tuple(kw[k])
         return cls(distribution=Distribution.from_dict(d["distribution"]), **kw)
