@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 from simbackend.calibration import ParameterSet
-from simbackend.calibration.robot import default_parameters, expand_plan, resolved_names, robot_parameters
+from simbackend.calibration.robot import default_parameters, resolved_names, robot_parameters
 from simbackend.errors import InvalidArgumentError, UnknownNameError
 from simbackend.randomization import Distribution as D
 from simbackend.randomization import RandomizationPlan, Term, resolve_targets
-from simbackend.robots import get_robot, make_robot_backend
+from simbackend.robots import expand_plan, get_robot, make_robot_backend
 
 URDF = """<?xml version="1.0"?>
 <robot name="biped">
@@ -245,3 +245,20 @@ def test_a_bodys_visual_geoms_are_left_alone(tmp_path: Path) -> None:
         ]
         with pytest.raises(InvalidArgumentError, match=r"bodies entry 'marker' resolves to no collision geom"):
             resolve_targets(info, Term("geom_friction", D.fixed(1.0), bodies=("marker",)))
+
+
+def test_the_velocity_task_applies_a_plans_feet_to_its_robot(biped: Path) -> None:
+    """A training plan written once (`bodies: ["feet", "world"]`) reaches each robot's feet: the task expands
+    the alias through its robot's description before applying the plan."""
+    from simbackend.tasks import make_task
+
+    plan = RandomizationPlan((Term("geom_friction", D.fixed(0.66), bodies=("feet",), operation="set"),))
+    task = make_task("velocity", "mujoco", 2, config={"robot": str(biped), "randomization": plan})
+    try:
+        info = task.backend.info
+        toes = _foot_geoms(info, "left_toe") + _foot_geoms(info, "right_toe")
+        friction = task.backend.get_env_geom_friction()[:, :, 0].cpu().numpy()
+        changed = np.flatnonzero(np.abs(friction[0] - info.geom_friction[:, 0]) > 1e-6)
+        assert sorted(changed.tolist()) == sorted(toes) and np.allclose(friction[:, toes], 0.66)
+    finally:
+        task.close()

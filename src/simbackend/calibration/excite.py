@@ -254,9 +254,7 @@ def excite(
     backend = make_robot_backend(robot, sim, num_envs, device=device, seed=seed)
     with backend:
         if plan is not None:
-            from simbackend.robots import get_robot
-
-            from .robot import expand_plan
+            from simbackend.robots import expand_plan, get_robot
 
             plan = expand_plan(plan, get_robot(robot), backend.info)  # a plan's `feet`: this robot's
             backend.apply_init_randomization(plan)

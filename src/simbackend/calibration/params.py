@@ -12,7 +12,7 @@ between ``low`` and ``high`` instead of drawn. Written like a plan term, in JSON
     ]}
 
 ``bodies`` (geom terms) names bodies whose collision geoms the term acts on (a URDF's links);
-with a robot, ``feet`` stands for its description's feet (:func:`simbackend.calibration.robot.expand_aliases`).
+with a robot, ``feet`` stands for its description's feet (:func:`simbackend.robots.expand_aliases`).
 
 The value goes to every target (and every component) of the term, composed with
 the **model's** value by the term's operation (``scale``: the model's value times the

@@ -4,10 +4,10 @@ A robot's description names its feet, base and driven joints, so ``calibrate --r
 parameter file: :func:`default_parameters` takes the parameters a sim-to-sim gap is usually made of from
 the description and the compiled model (feet and floor friction, contact compliance where the engine
 honours it per env, base mass, servo gain, joint damping and armature), with bounds stated in
-:data:`BOUNDS` and printed by the command. :func:`expand_aliases` turns the ``bodies`` entry ``"feet"``
-of a term into the description's feet (bodies, or geoms where the description names geoms), so a plan
-or a parameter file written once serves any robot; :func:`resolved_names` says, per term, which
-elements of the model it reaches.
+:data:`BOUNDS` and printed by the command. :func:`expand_parameters` turns the ``bodies`` entry
+``"feet"`` of a parameter into the description's feet (:func:`simbackend.robots.expand_aliases`), so a
+parameter file written once serves any robot; :func:`resolved_names` says, per term, which elements of
+the model it reaches.
 """
 
 from __future__ import annotations
@@ -23,22 +23,19 @@ from simbackend.randomization import (
     FEET,
     TERM_KINDS,
     Distribution,
-    RandomizationPlan,
     Term,
     collision_geoms,
     element_names,
     resolve_targets,
 )
+from simbackend.robots.aliases import expand_aliases
 
 from .params import Parameter, ParameterSet
 
 __all__ = [
     "BOUNDS",
-    "FEET",
     "default_parameters",
-    "expand_aliases",
     "expand_parameters",
-    "expand_plan",
     "resolved_names",
     "robot_parameters",
 ]
@@ -61,59 +58,6 @@ DAMPING_SHARE = 1.0
 #: driven joint's body about that joint (``I + m |com|^2``): a geared motor's reflected rotor inertia is of
 #: the order of the link's own (Unitree's: 0.01-0.03 kg m^2 on 1-2 kg legs)
 ARMATURE_SHARE = 4.0
-
-
-def _feet_split(desc: Any, info: Any) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The description's feet as (geom names, body names) of the model: an entry that is a body name is a
-    body (its collision geoms), else a geom (itself), as :func:`simbackend.robots.resolve` reads them."""
-    bodies, geoms = [], []
-    for name in desc.feet:
-        if name in info.body_names:
-            bodies.append(name)
-        elif name in info.geom_names:
-            geoms.append(name)
-        else:
-            raise InvalidArgumentError(f"robot.feet: the model has no body or geom {name!r}")
-    return tuple(geoms), tuple(bodies)
-
-
-def expand_aliases(term: Term, desc: Any, info: Any, where: str = "term") -> Term:
-    """``term`` with the ``bodies`` entry ``"feet"`` replaced by ``desc``'s feet on the model ``info``: their
-    bodies stay in ``bodies``, the geoms the description names go to ``targets``. A model with a body
-    named ``feet`` makes the entry ambiguous: refused naming it."""
-    if not term.bodies or FEET not in term.bodies:
-        return term
-    if FEET in info.body_names:
-        raise InvalidArgumentError(
-            f"{where}: bodies entry {FEET!r} is ambiguous: the model has a body named {FEET!r} and the robot"
-            f" {desc.name!r} has feet; name the bodies instead"
-        )
-    geoms, bodies = _feet_split(desc, info)
-    rest = tuple(b for b in term.bodies if b != FEET)
-    new_bodies = tuple(dict.fromkeys(rest + bodies)) or None
-    new_targets = tuple(dict.fromkeys((term.targets or ()) + geoms)) or None
-    return Term(
-        term.kind,
-        term.distribution,
-        phase=term.phase,
-        targets=new_targets,
-        operation=term.operation,
-        shared=term.shared,
-        scale_inertia=term.scale_inertia,
-        components=term.components,
-        duration=term.duration,
-        interval_s=term.interval_s,
-        name=term.name,
-        bodies=new_bodies,
-    )
-
-
-def expand_plan(plan: RandomizationPlan, desc: Any, info: Any) -> RandomizationPlan:
-    """``plan`` with every term's ``feet`` alias expanded (:func:`expand_aliases`)."""
-    terms = tuple(
-        expand_aliases(t, desc, info, f"plan term {plan.term_name(i)!r} ({t.kind})") for i, t in enumerate(plan.terms)
-    )
-    return RandomizationPlan(terms, plan.seed)
 
 
 def expand_parameters(params: ParameterSet, desc: Any, info: Any) -> ParameterSet:

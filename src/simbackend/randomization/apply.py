@@ -147,7 +147,10 @@ def body_geoms(info: ModelInfo, entry: str, where: str) -> np.ndarray:
         hits = _match(info.body_names, entry, "body", where, "bodies entry")
     except UnknownNameError as e:
         if entry == FEET:  # the alias, where no robot description was there to expand it
-            e.args = (f"{e.args[0]}; {FEET!r} stands for a robot's feet only where a robot is given (--robot)",)
+            e.args = (
+                f"{e.args[0]}; {FEET!r} stands for a robot's feet only where a robot is given (the velocity"
+                " task, calibrate/excite --robot, simbackend.robots.expand_plan)",
+            )
         raise
     geoms = collision_geoms(info, hits)
     if not geoms.size:

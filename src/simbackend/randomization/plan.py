@@ -27,7 +27,7 @@ from simbackend.errors import ArgumentTypeError, InvalidArgumentError
 
 PHASES = ("init", "reset", "interval")
 #: the ``bodies`` entry that stands for a robot description's ``feet`` where a robot is given
-#: (:func:`simbackend.calibration.robot.expand_aliases`)
+#: (:func:`simbackend.robots.expand_plan`)
 FEET = "feet"
 OPERATIONS = ("scale", "add", "set")
 FRICTION_COMPONENTS = ("sliding", "torsional", "rolling")
@@ -314,9 +314,9 @@ class Term:
             entry that matches no body, or only bodies without a collision
             geom, raises naming the entry. ``"world"`` is the ground (the
             world body's geoms: floor planes, terrain). With a robot
-            description (``calibrate``/``excite --robot``), the entry
+            description (the velocity task, ``calibrate``/``excite --robot``), the entry
             ``"feet"`` stands for the description's ``feet``
-            (:func:`simbackend.calibration.robot.expand_aliases`).
+            (:func:`simbackend.robots.expand_plan`).
     """
 
     kind: str

@@ -24,6 +24,7 @@ holds its default pose on each engine::
 from __future__ import annotations
 
 from .actuation import joint_controller
+from .aliases import expand_aliases, expand_plan
 from .description import ACTUATIONS, RobotDescription
 from .registry import available_robots, get_robot, register_robot
 from .resolved import ResolvedRobot, check_robot, make_robot_backend, resolve
@@ -39,6 +40,8 @@ __all__ = [
     "SettleReport",
     "available_robots",
     "check_robot",
+    "expand_aliases",
+    "expand_plan",
     "get_robot",
     "make_robot_backend",
     "register_robot",

@@ -194,7 +194,7 @@ class Task:
             if not (torch.isfinite(lo).all() and torch.isfinite(hi).all()):
                 raise InvalidArgumentError(f"task {self.name!r}: direct actuator control needs finite ctrl ranges")
             self._ctrl_mid, self._ctrl_half = (hi + lo) / 2, (hi - lo) / 2
-        plan = config.randomization
+        plan = self._plan(config.randomization)
         self.plan = plan
         self._reset_plan = plan if plan is not None and plan.phase_terms("reset") else None
         self._scheduler = IntervalScheduler(plan, n) if plan is not None and plan.phase_terms("interval") else None
@@ -230,6 +230,11 @@ class Task:
         """The task's controller (:mod:`simbackend.controllers`), or ``None``: actions in ``[-1, 1]``
         map linearly onto every actuator's ctrl range."""
         return None
+
+    def _plan(self, plan: Any) -> Any:
+        """The randomization plan as the task applies it, after its controller is built (default: ``plan``
+        as given; the velocity task expands a term's ``bodies: ["feet"]`` into its robot's feet)."""
+        return plan
 
     def _action_dim(self) -> int:
         """Size of the task's action (default: the controller's)."""

@@ -83,7 +83,7 @@ from simbackend import checks
 from simbackend.errors import InvalidArgumentError, closest_names_hint
 from simbackend.math import quat_apply, quat_apply_inverse, quat_yaw
 from simbackend.randomization import uniforms_torch
-from simbackend.robots import get_robot, resolve, robot_scene
+from simbackend.robots import expand_plan, get_robot, resolve, robot_scene
 from simbackend.robots.actuation import joint_controller, joint_controller_gains, joint_efforts, target_bounds
 from simbackend.scanner import grid_offsets
 from simbackend.terrains import TerrainConfig, generate_terrain
@@ -464,6 +464,10 @@ class VelocityTask(Task):
 
     def _action_dim(self) -> int:
         return int(self.robot.qpos_cols.numel())
+
+    def _plan(self, plan: Any) -> Any:
+        """A plan's ``bodies: ["feet"]``: this robot's feet (:func:`simbackend.robots.expand_plan`)."""
+        return None if plan is None else expand_plan(plan, self.robot.description, self.backend.info)
 
     def _controller_action(self, action: torch.Tensor) -> torch.Tensor:
         self._prev_action.copy_(self.last_action)
