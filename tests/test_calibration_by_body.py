@@ -199,9 +199,11 @@ def test_calibrate_with_a_robot_and_no_params_fits_its_default_set(biped: Path, 
 
     from simbackend.cli.main import app
 
-    log = tmp_path / "log.npz"
+    log, known = tmp_path / "log.npz", tmp_path / "known.json"  # excite's --dr takes `feet` too
+    plan = RandomizationPlan((Term("geom_friction", D.fixed(1.2), bodies=("feet", "world")),))
+    known.write_text(plan.to_json())
     r = CliRunner().invoke(app, ["excite", "--robot", str(biped), "--seconds", "0.3", "--num-envs", "1",
-                                 "--out", str(log)])  # fmt: skip
+                                 "--dr", str(known), "--out", str(log)])  # fmt: skip
     assert r.exit_code == 0, r.output
     out, train = tmp_path / "fit.json", tmp_path / "train.json"
     r = CliRunner().invoke(app, ["calibrate", "--robot", str(biped), "--reference", str(log), "--out", str(out),
