@@ -158,6 +158,10 @@ def test_feet_stands_for_the_descriptions_feet_bodies_or_geoms(biped: Path) -> N
         term = expand_plan(plan, go1, sim.info).terms[0]
         assert term.bodies is None and term.targets == ("floor", *go1.feet)
         assert resolved_names(term, sim.info)[1:] == [f"{g} ({g[:2]}_calf)" for g in go1.feet]
+        # a parameter file's `feet` (calibrate --params with a robot) the same way
+        given = ParameterSet.from_dict([{"kind": "geom_friction", "bodies": ["feet"], "low": 0.5, "high": 2.0}])
+        params, resolved = robot_parameters(given, go1, sim)
+        assert params.parameters[0].term.targets == tuple(go1.feet) and len(resolved[0]) == 4
 
 
 def test_a_robots_default_parameters_come_from_its_description(biped: Path) -> None:
