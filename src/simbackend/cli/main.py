@@ -13,6 +13,8 @@ Commands:
 * ``simbackend models``: the built-in models.
 * ``simbackend robots [ROBOT] [--sim NAME ...]``: the registered robots, or what one
   resolves to on each engine (:mod:`simbackend.robots`).
+* ``simbackend compare ROBOT --sims mujoco,sapien [--json OUT] [--out DIR]``: the same robot driven
+  through the same experiments on several engines, and where they part (:mod:`simbackend.cli.compare`).
 * ``simbackend record --sim NAME --model MODEL --out RUN.h5 ...``: run with random
   or zero controls and record chosen envs (:mod:`simbackend.cli.play`).
 * ``simbackend play RUN.h5 [--sim NAME] [--dynamic] --out VIDEO.mp4``: replay a
@@ -1083,6 +1085,7 @@ def contract(
 
 
 from . import calibrate as _calibrate  # noqa: E402,F401 - registers `excite` and `calibrate` on the app
+from . import compare as _compare  # noqa: E402,F401 - registers `compare` on the app
 from . import play as _play  # noqa: E402,F401 - registers `record` and `play` on the app
 from . import train as _train  # noqa: E402,F401 - registers `train` and `eval` on the app
 

@@ -1,0 +1,117 @@
+"""``simbackend compare`` (:mod:`simbackend.robots.compare`): the same robot through the same experiments on
+several engines, and the figures where they part. Each engine runs a fraction of a second of sim."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from simbackend.randomization import RandomizationPlan
+from simbackend.robots import get_robot, make_robot_backend
+from simbackend.robots.compare import _events, compare, gait_lift_directions
+
+SHORT = {"seconds": 0.2, "step_seconds": 0.25, "gait_seconds": 0.25}
+
+
+def _kp_plan(scale: float) -> RandomizationPlan:
+    return RandomizationPlan.from_dict({"version": 1, "seed": 0, "terms": [{
+        "kind": "actuator_kp", "phase": "init", "targets": [".*"], "operation": "scale",
+        "distribution": {"kind": "uniform", "low": scale, "high": scale}}]})  # fmt: skip
+
+
+def test_a_servo_gain_changed_on_one_engine_shows_in_its_step_response() -> None:
+    """Go1's servos at a quarter of their kp on SAPIEN only (a plan term): its calf's step response ends
+    several times further from the target than on MuJoCo, the robot settles lower, and the report names both;
+    the other joints are not stepped (one env per joint asked for)."""
+    report = compare("go1", ["mujoco", "sapien"], joints=["FR_calf_joint"], plans={"sapien": _kp_plan(0.25)}, **SHORT)
+    mj, sp = report.results
+    assert (mj.engine, sp.engine) == ("mujoco", "sapien") and set(mj.steps) == {"FR_calf_joint"}
+    a, b = mj.steps["FR_calf_joint"], sp.steps["FR_calf_joint"]
+    assert a.step == b.step and abs(a.step) == pytest.approx(0.3)
+    assert abs(b.final_error) > 2.5 * abs(a.final_error)
+    for r in (mj, sp):  # the experiments start where the settle check does: the description's default state
+        assert r.steps["FR_calf_joint"].before == pytest.approx(-r.settle.sag["FR_calf_joint"], abs=0.02)
+    assert sp.settle.height < mj.settle.height - 0.01  # it sags more (still sinking at 0.2 s)
+    parts = "\n".join(report.parts())
+    assert "sapien vs mujoco: FR_calf_joint step final error" in parts and "sapien vs mujoco: settles at" in parts
+    table = {name: values for name, values, _ in report.rows()}
+    assert table["settled height"] == [mj.settle.height, sp.settle.height]
+    assert set(mj.contacts) == set(get_robot("go1").feet) and set(mj.slip) == set(get_robot("go1").feet)
+
+
+def test_the_lift_directions_raise_each_foot_with_its_own_leg() -> None:
+    """Per foot, the joint change raises that foot by 1 m (the gradient's dot product) using only the joints
+    that move that foot alone; a joint that moves two feet (a spine) stays still."""
+    lift = np.array([[0.2, -0.1, 0.0, 0.05], [0.0, 0.0, 0.3, 0.05]])  # joint 3 moves both feet
+    d = gait_lift_directions(lift)
+    assert d[:, 3].tolist() == [0.0, 0.0]
+    assert d[0] @ lift[0] == pytest.approx(1.0) and d[1] @ lift[1] == pytest.approx(1.0)
+    assert d[0, 2] == 0.0 and d[1, :2].tolist() == [0.0, 0.0]
+
+
+def test_a_foot_named_by_its_geom_is_raised_by_its_knee() -> None:
+    """Go1's feet are geoms on the calf bodies, whose origin is the knee: the foot's point is the geom, so the
+    knee (calf joint) moves it, and the hip of another leg does not."""
+    from simbackend.models.feet import foot_points
+    from simbackend.robots import robot_scene
+
+    desc = get_robot("go1")
+    scene = robot_scene(desc)
+    points = foot_points(scene.path, scene.default_qpos, desc.feet, desc.joints)
+    fr = desc.feet.index("FR_foot_collision")
+    assert points.bodies[fr] == "FR_calf" and np.linalg.norm(points.offsets[fr]) > 0.1
+    assert abs(points.lift[fr, desc.joints.index("FR_calf_joint")]) > 0.05
+    assert points.lift[fr, desc.joints.index("FL_thigh_joint")] == 0.0
+    with make_robot_backend(desc, "mujoco", 1) as b:  # the same body ids through the contract
+        assert b.get_body_ids(["FR_calf"]).tolist() == [b.body_names.index("FR_calf")]
+
+
+def test_contact_events_are_the_mask_changes() -> None:
+    mask = np.array([1, 1, 0, 0, 1, 1, 0], dtype=bool)
+    t = np.arange(7) * 0.01
+    onsets, releases = _events(mask, t)
+    assert onsets == (0.04,) and releases == (0.02, 0.06)
+
+
+def test_the_cli_writes_the_table_json_and_pictures(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from simbackend.cli.main import app
+
+    runner = CliRunner()
+    out, report = tmp_path / "pics", tmp_path / "report.json"
+    args = ["compare", "quadruped", "--sims", "mujoco,sapien", "--joint", "FL_hip", "--seconds", "0.2",
+            "--step-seconds", "0.2", "--gait-seconds", "0.2", "--json", str(report), "--out", str(out)]  # fmt: skip
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    assert "settled height" in res.output and "step FL_hip: final error" in res.output
+    data = json.loads(report.read_text())
+    assert data["reference"] == "mujoco" and set(data["engines"]) == {"mujoco", "sapien"}
+    row = next(r for r in data["table"] if r["figure"] == "settled height")
+    assert row["values"]["mujoco"] == pytest.approx(data["engines"]["mujoco"]["settle"]["height"])
+    assert sorted(p.name for p in out.iterdir()) == ["contacts.png", "push.png", "settle.png", "steps.png"]
+    assert runner.invoke(app, args).exit_code == 2  # outputs exist, no --overwrite
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["--sims", "mujoco"], "--sims"),
+        (["--sims", "mujoco,nosuch"], "--sims"),
+        (["--plan", "mujoco"], "--plan"),
+        (["--plan", "sapien=x.json", "--sims", "mujoco,mjwarp"], "--plan"),
+        (["--seconds", "0"], "--seconds"),
+        (["--push-speed", "-1"], "--push-speed"),
+        (["--joint", "FL_knee"], "--joint"),
+    ],
+)
+def test_bad_input_exits_2_naming_the_flag(args: list[str], flag: str) -> None:
+    from typer.testing import CliRunner
+
+    from simbackend.cli.main import app
+
+    res = CliRunner().invoke(app, ["compare", "quadruped", *args])
+    assert res.exit_code == 2, res.output
+    assert flag in res.output
