@@ -337,8 +337,6 @@ class VelocityTask(Task):
         """Contact sensing, and the engine blocks the robot asks for."""
         return {"contact_sensing": True, **get_robot(config.robot).engine_options}
 
-    def _build_controller(self) -> Any:
-        b, c = self.backend, self.config
     @classmethod
     def evaluation_cycle(cls, config: Any) -> int:
         """On a terrain, its evaluated tiles: ``columns x levels`` (the levels in ``eval_levels``)."""
@@ -347,6 +345,8 @@ class VelocityTask(Task):
             return 1
         return len(t.types) * (t.levels if config.eval_levels is None else len(config.eval_levels))
 
+    def _build_controller(self) -> Any:
+        b, c = self.backend, self.config
         desc = get_robot(c.robot)
         r = self.robot = resolve(desc, b, robot_scene(desc, terrain=c.terrain).default_qpos)
         k, dev, n = r.qpos_cols.numel(), self.device, self.num_envs
