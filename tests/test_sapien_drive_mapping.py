@@ -58,3 +58,21 @@ def test_randomized_gains_keep_mujocos_step_response(tmp_path: Path) -> None:
     assert np.ptp(out["mujoco"][20, :, 0]) > 0.0, "the draws should differ per env"
     size = np.array([0.15, 1.0, 0.5])[:, None]
     assert (np.abs(out["sapien"] - out["mujoco"]).max(axis=0) / size).max() < 0.01
+
+
+def test_joint_force_cap_reaches_drives_and_motors() -> None:
+    """A joint's actuatorfrcrange (MuJoCo's URDF reader's ``<limit effort>``) is the drive's force limit
+    (the smaller of it and the servo's own) and a motor's force range through its gear."""
+    xml = """<mujoco><worldbody>
+      <body name="a" pos="0 0 1"><joint name="servoed" type="hinge" axis="0 1 0" actuatorfrcrange="-3 3"/>
+        <geom type="capsule" fromto="0 0 0 0.2 0 0" size="0.02"/></body>
+      <body name="b" pos="0 1 1"><joint name="tight" type="hinge" axis="0 1 0" actuatorfrcrange="-9 9"/>
+        <geom type="capsule" fromto="0 0 0 0.2 0 0" size="0.02"/></body>
+      <body name="c" pos="0 2 1"><joint name="motored" type="hinge" axis="0 1 0" actuatorfrcrange="-1 2"/>
+        <geom type="capsule" fromto="0 0 0 0.2 0 0" size="0.02"/></body></worldbody>
+      <actuator><position joint="servoed" kp="10"/><position joint="tight" kp="10" forcerange="-5 5"/>
+        <motor joint="motored" gear="-2" ctrlrange="-5 5"/></actuator></mujoco>"""
+    plan = _plan(xml)
+    j = [plan.info.joint_names.index(n) for n in ("servoed", "tight", "motored")]
+    np.testing.assert_allclose(plan.force_limit[j[:2]], [3.0, 5.0])
+    np.testing.assert_allclose(plan.motor_force_range[2], [-1.0, 0.5])  # (-1, 2) N m through gear -2

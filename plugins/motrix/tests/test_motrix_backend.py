@@ -80,6 +80,17 @@ def test_ignored_physics_is_rejected_and_solver_settings_are_notes(tmp_path: Pat
         make_backend("motrix", _write(tmp_path, fluid), 1)
 
 
+def test_joint_force_cap_under_two_actuators_is_refused(tmp_path: Path) -> None:
+    """A joint's actuatorfrcrange is folded into its one actuator's force range (the conformance clause
+    ``test_mapping.py`` measures it); under two actuators Motrix has no cap on their sum: refused by name."""
+    xml = """<mujoco><worldbody><body name="a" pos="0 0 1">
+      <joint name="capped" type="hinge" axis="0 1 0" actuatorfrcrange="-3 3"/>
+      <geom type="capsule" fromto="0 0 0 0.2 0 0" size="0.02"/></body></worldbody>
+      <actuator><position joint="capped" kp="10"/><motor joint="capped"/></actuator></mujoco>"""
+    with pytest.raises(ModelLoadError, match=r"joint 'capped' caps the total force of its 2 actuators"):
+        make_backend("motrix", _write(tmp_path, xml), 1)
+
+
 def test_compiled_model_only_when_written_before(tmp_path: Path) -> None:
     """A compiled MjModel has no MJCF: accepted only when this process wrote the same model
     (a recording's model), refused with a one-line message otherwise."""

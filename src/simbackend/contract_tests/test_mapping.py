@@ -9,16 +9,19 @@ must compensate, so that a policy tuned on the file meets the servo it was
 tuned on. MuJoCo, the reference engine every backend compiles with, gives the
 reference response here, built through the registry like any backend.
 
-The probe is two pendulums (1 kg at 0.2 m under gravity: a load that grows
-with the angle) on position servos (``kp`` 20, ``kv`` 0.5) at MuJoCo's default
-step of 5 ms: ``arm`` with armature 0.01 and joint damping 0.05, its servo
-never saturating; ``limited`` with armature 0.01 and a force range of +-4 N m.
-Each env steps both three ways from rest: a small step (linear range), a large
-one (``limited`` saturates at its effort limit for the first ~0.1 s), and a step
-down from a raised start. ``limited`` has no joint damping: PhysX's drive force
-limit clamps a joint's passive damping with its servo, where MuJoCo clamps the
-servo alone (docs/engines.md, "Same file, same physics": 3 % of the step on
-this probe with damping 0.05).
+The probe is a pendulum (1 kg at 0.2 m under gravity: a load that grows with
+the angle) on a position servo (``kp`` 20, ``kv`` 0.5, armature 0.01) at
+MuJoCo's default step of 5 ms, three times: ``arm`` with joint damping 0.05,
+its servo never saturating; ``limited``, its servo's force range +-4 N m;
+``capped`` (a model of its own), the same limit on the joint
+(``actuatorfrcrange``: what MuJoCo's URDF reader makes of ``<limit effort>``)
+and none on the servo: a backend that cannot cap a joint refuses the model,
+naming it. Each env steps them three ways from rest: a small step (linear
+range), a large one (the limited servos saturate for the first ~0.1 s), and a
+step down from a raised start. The limited joints have no joint damping:
+PhysX's drive force limit clamps a joint's passive damping with its servo,
+where MuJoCo clamps the servo alone (docs/engines.md, "Same file, same
+physics": 3 % of the step on this probe with damping 0.05).
 """
 
 from __future__ import annotations
@@ -32,15 +35,16 @@ import torch
 
 from simbackend.contract_tests.helpers import to_np
 
-#: the servos' gains, ``limited``'s force limit, the joints' armature and ``arm``'s damping
+#: the servos' gains, the force limit of ``limited`` and ``capped``, the joints' armature and ``arm``'s damping
 KP, KV, EFFORT, ARMATURE, DAMPING = 20.0, 0.5, 4.0, 0.01, 0.05
-#: (start angle, target) per env for both joints, rad: linear range, saturating ``limited``, stepping down
+#: (start angle, target) per env for every joint, rad: linear range, saturating the limited ones, stepping down
 STEPS = ((0.0, 0.15), (0.0, 1.0), (0.3, -0.2))
 #: how long the response is followed (s): past the small step's settling (about 0.3 s) and the large one's
 SECONDS = 0.6
 #: largest deviation from MuJoCo's trajectory, as a fraction of the step. Measured (2026-11-29): SAPIEN and
-#: Motrix at most 0.003 (the saturated step: MuJoCo's implicit velocity term of a clamped servo); SAPIEN
-#: without the drive's ``kp h`` compensation 0.07 (the small step's overshoot 24 % where MuJoCo's is 30 %)
+#: a plugin engine at most 0.003 (the saturated step: MuJoCo's implicit velocity term of a clamped servo); SAPIEN
+#: without the drive's ``kp h`` compensation 0.07 (the small step's overshoot 24 % where MuJoCo's is 30 %);
+#: an engine ignoring the joint's cap 0.67
 TOLERANCE = 0.01
 
 SERVO_MJCF = f"""
@@ -68,12 +72,31 @@ SERVO_MJCF = f"""
 """
 
 
+CAPPED_MJCF = f"""
+<mujoco model="capped_servo_pendulum">
+  <compiler angle="radian" inertiafromgeom="false"/>
+  <option timestep="0.005" integrator="implicitfast" gravity="0 0 -9.81"/>
+  <worldbody>
+    <body name="capped" pos="0 0 1">
+      <joint name="capped_swing" type="hinge" axis="0 1 0" armature="{ARMATURE}" actuatorfrclimited="true"
+        actuatorfrcrange="-{EFFORT} {EFFORT}"/>
+      <inertial pos="0 0 -0.2" mass="1" diaginertia="1e-4 1e-4 1e-4"/>
+      <geom type="capsule" fromto="0 0 0 0 0 -0.2" size="0.02" contype="0" conaffinity="0"/>
+    </body>
+  </worldbody>
+  <actuator>
+    <position name="capped_servo" joint="capped_swing" kp="{KP}" kv="{KV}" ctrlrange="-3 3"/>
+  </actuator>
+</mujoco>
+"""
+
+
 def _response(sim: Any) -> np.ndarray:
-    """``(substeps, envs, 2)`` both joints' angles after each substep of the three steps, from rest at their
+    """``(substeps, envs, joints)`` the joints' angles after each substep of the three steps, from rest at their
     starts."""
-    start = np.repeat(np.array([s for s, _ in STEPS])[:, None], 2, axis=1)
+    start = np.repeat(np.array([s for s, _ in STEPS])[:, None], sim.nq, axis=1)
     sim.set_state(None, start, np.zeros_like(start))
-    ctrl = torch.tensor([[t, t] for _, t in STEPS], dtype=torch.float32)
+    ctrl = torch.tensor([[t] * sim.nq for _, t in STEPS], dtype=torch.float32)
     out = []
     for _ in range(round(SECONDS / sim.physics_dt)):
         sim.step(ctrl.to(sim.device), 1)
@@ -88,13 +111,10 @@ def _figures(q: np.ndarray, step: tuple[float, float]) -> str:
     return f"overshoot {100 * (travel.max() / abs(t - s) - 1):.1f} %, final error {t - q[-1]:+.4f} rad"
 
 
-def test_position_servo_step_response_matches_mujoco(make_sim: Callable[..., Any], tmp_path: Path) -> None:
-    """Clause: mapping — position servos (kp, kv) on joints with armature, with joint damping or a force range, under a gravity load, follow MuJoCo's step response from the same file: each substep's angle within 1 % of the step of MuJoCo's (a small step, one saturating at the effort limit, one stepping down under load), so overshoot, settling time and steady-state error are MuJoCo's."""
+def _follows_mujoco(sim: Any, path: Path) -> None:
+    """Assert that ``sim``'s step responses follow MuJoCo's from the same file ``path``."""
     from simbackend.registry import make_backend
 
-    path = tmp_path / "servo_pendulum.xml"
-    path.write_text(SERVO_MJCF)
-    sim = make_sim(str(path), len(STEPS))
     with make_backend("mujoco", str(path), len(STEPS)) as ref:
         expected = _response(ref)
     got = _response(sim)
@@ -102,8 +122,29 @@ def test_position_servo_step_response_matches_mujoco(make_sim: Callable[..., Any
     worst = np.abs(got - expected).max(axis=0) / size
     bad = np.argwhere(worst > TOLERANCE)
     assert not bad.size, "; ".join(
-        f"joint {('swing', 'limited_swing')[j]!r}, step {STEPS[k][0]:+g} -> {STEPS[k][1]:+g} rad: off MuJoCo's"
+        f"joint {sim.joint_names[j]!r}, step {STEPS[k][0]:+g} -> {STEPS[k][1]:+g} rad: off MuJoCo's"
         f" trajectory by {100 * worst[k, j]:.1f} % of the step (tolerance {100 * TOLERANCE:g} %):"
         f" {_figures(got[:, k, j], STEPS[k])} against MuJoCo's {_figures(expected[:, k, j], STEPS[k])}"
         for k, j in bad
     )
+
+
+def test_position_servo_step_response_matches_mujoco(make_sim: Callable[..., Any], tmp_path: Path) -> None:
+    """Clause: mapping — position servos (kp, kv) on joints with armature, with joint damping or a force range on the servo, under a gravity load, follow MuJoCo's step response from the same file: each substep's angle within 1 % of the step of MuJoCo's (a small step, one saturating at the effort limit, one stepping down under load), so overshoot, settling time and steady-state error are MuJoCo's."""
+    path = tmp_path / "servo_pendulum.xml"
+    path.write_text(SERVO_MJCF)
+    _follows_mujoco(make_sim(str(path), len(STEPS)), path)
+
+
+def test_joint_force_cap_matches_mujoco_or_is_refused(make_sim: Callable[..., Any], tmp_path: Path) -> None:
+    """Clause: mapping — a joint's cap on its actuators' force (actuatorfrcrange, what MuJoCo's URDF reader makes of <limit effort>) caps a servo that has no force range of its own as MuJoCo caps it (its step responses within 1 % of the step of MuJoCo's), or the backend refuses the model naming the joint: never a servo past the cap."""
+    from simbackend.errors import ModelLoadError
+
+    path = tmp_path / "capped_servo_pendulum.xml"
+    path.write_text(CAPPED_MJCF)
+    try:
+        sim = make_sim(str(path), len(STEPS))
+    except ModelLoadError as e:
+        assert "capped_swing" in str(e), f"the refusal should name the capped joint: {e}"
+        return
+    _follows_mujoco(sim, path)

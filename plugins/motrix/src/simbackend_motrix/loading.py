@@ -71,6 +71,7 @@ def load(source: Any, model_options: dict) -> tuple[Any, Any, list[str]]:
     with tempfile.TemporaryDirectory(prefix="simbackend-motrix-") as tmp:
         m, path = export_mjcf(source, tmp, **model_options)
         _strip_visual_attributes(path)
+        _fold_joint_force_ranges(m, path, _label(source))
         log, mm = _captured_fd2(lambda: mx.load_model(str(path)))
         if isinstance(mm, (KeyboardInterrupt, SystemExit)):
             raise mm
@@ -136,6 +137,53 @@ def _label(source: Any) -> str:
     from simbackend.models import describe_source
 
     return describe_source(source)
+
+
+def _fold_joint_force_ranges(m: Any, path: Path, label: str) -> None:
+    """Give each joint's ``actuatorfrcrange`` (a cap on its actuators' total force: what MuJoCo's URDF reader
+    makes of ``<limit effort>``) to the one actuator on the joint, as its force range through its gear.
+
+    Motrix reads the attribute without a log line but caps nothing (the conformance clause
+    ``contract_tests/test_mapping.py`` measured a servo past it); with one actuator on the joint the cap
+    is that actuator's force range, intersected with its own. A joint capped under two or more actuators
+    is refused, naming it: Motrix has no cap on a sum."""
+    import mujoco
+
+    from simbackend.models import model_info
+
+    capped = np.flatnonzero(np.asarray(m.jnt_actfrclimited, bool))
+    if not capped.size:
+        return
+    info = model_info(m)
+    tree = ET.parse(path)
+    root = tree.getroot()
+    joints = {e.get("name"): e for e in root.iter("joint") if e.get("name")}
+    actuators = {e.get("name"): e for section in root.findall("actuator") for e in section if e.get("name")}
+    on_joint = int(mujoco.mjtTrn.mjTRN_JOINT)
+    for j in capped:
+        name = info.joint_names[j]
+        acts = [a for a in range(m.nu) if int(m.actuator_trntype[a]) == on_joint and int(m.actuator_trnid[a, 0]) == j]
+        if len(acts) > 1:
+            raise ModelLoadError(
+                f"{label}: joint {name!r} caps the total force of its {len(acts)} actuators (actuatorfrcrange);"
+                " Motrix caps each actuator, not their sum"
+            )
+        lo, hi = (float(v) for v in m.jnt_actfrcrange[j])
+        if acts and float(m.actuator_gear[acts[0], 0]) != 0:
+            a = acts[0]
+            g = float(m.actuator_gear[a, 0])
+            cap = sorted((lo / g, hi / g))
+            if m.actuator_forcelimited[a]:
+                cap = [max(cap[0], float(m.actuator_forcerange[a, 0])), min(cap[1], float(m.actuator_forcerange[a, 1]))]
+            element = actuators[info.actuator_names[a]]
+            element.set("forcelimited", "true")
+            element.set("forcerange", f"{cap[0]!r} {cap[1]!r}")
+        for attribute in ("actuatorfrcrange", "actuatorfrclimited"):
+            joints[name].attrib.pop(attribute, None)
+    for element in root.iter("joint"):  # a default class's: every capped joint's cap is its actuator's now
+        for attribute in ("actuatorfrcrange", "actuatorfrclimited"):
+            element.attrib.pop(attribute, None)
+    tree.write(path)
 
 
 def _strip_visual_attributes(path: Path) -> None:

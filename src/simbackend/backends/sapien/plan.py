@@ -773,6 +773,19 @@ def _drives(m: mujoco.MjModel, info: ModelInfo, q0: np.ndarray) -> dict:
             limited_by.setdefault(j, []).append(abs(g) * max(abs(lo), abs(hi)))
     for j, limits in limited_by.items():
         force_limit[j] = sum(limits)
+    # the joint's own cap on its actuators' total force (actuatorfrcrange: what MuJoCo's URDF reader makes of
+    # <limit effort>): the drive's force limit, and each motor's force range (through its gear)
+    for j in np.flatnonzero(np.asarray(m.jnt_actfrclimited, bool)):
+        lo, hi = (float(v) for v in m.jnt_actfrcrange[j])
+        if driven[j]:
+            force_limit[j] = min(force_limit[j], max(abs(lo), abs(hi)))
+        for a in range(nu):
+            if a in by_mujoco or info.actuator_kind[a] != "motor" or int(info.actuator_joint[a]) != j:
+                continue
+            g = float(m.actuator_gear[a, 0])
+            if g != 0:
+                cap = sorted((lo / g, hi / g))
+                motor_range[a] = (max(motor_range[a, 0], cap[0]), min(motor_range[a, 1], cap[1]))
     rubbing: list[int] = []
     no_friction = bool(m.opt.disableflags & int(mujoco.mjtDisableBit.mjDSBL_FRICTIONLOSS))
     for j in range(njnt):
