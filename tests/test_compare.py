@@ -4,13 +4,22 @@ several engines, and the figures where they part. Each engine runs a fraction of
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from simbackend.errors import InvalidArgumentError
 from simbackend.randomization import RandomizationPlan
 from simbackend.robots import get_robot, make_robot_backend
-from simbackend.robots.compare import _events, compare, gait_lift_directions
+from simbackend.robots.compare import (
+    Experiments,
+    _events,
+    compare,
+    compare_engine,
+    gait_lift_directions,
+    policy_targets,
+)
 
 SHORT = {"seconds": 0.2, "step_seconds": 0.25, "gait_seconds": 0.25}
 
@@ -68,6 +77,41 @@ def test_a_foot_named_by_its_geom_is_raised_by_its_knee() -> None:
         assert b.get_body_ids(["FR_calf"]).tolist() == [b.body_names.index("FR_calf")]
 
 
+CHECKPOINT = Path(__file__).parent / "data" / "go1_velocity.pt"
+
+
+def test_a_policy_rollout_is_recorded_as_its_controllers_targets() -> None:
+    """policy_targets records, per control step, the targets the task's controller drove: the first is the
+    default pose plus the action scale times the policy's clipped action at the task's first observation."""
+    from simbackend.tasks import make_task
+    from simbackend.training import load_checkpoint
+
+    replay = policy_targets(CHECKPOINT, "mujoco", 0.1)
+    ckpt = load_checkpoint(CHECKPOINT)
+    task = make_task("velocity", "mujoco", 1, config={**ckpt.task_config, "randomization": None}, seed=0)
+    try:
+        action = ckpt.policy()(task.flatten(task.reset()))[0].clamp(-1, 1).double().numpy()
+        default = task.robot.default_joints.double().numpy()
+        scale = task.action_scale.double().numpy()
+        assert replay.control_dt == pytest.approx(task.control_dt) and replay.steps == 5
+    finally:
+        task.close()
+    assert replay.targets[0] == pytest.approx(default + scale * action, abs=1e-5)
+    assert np.abs(replay.targets[1:] - replay.targets[:1]).max() > 1e-3  # the policy moves on
+
+
+def test_the_gait_replays_a_policys_targets_with_a_checkpoint() -> None:
+    """With a checkpoint the gait env replays the policy's targets (the report says so) instead of the
+    scripted gait: the feet's contacts differ from the scripted gait's on the same engine."""
+    settings = {**SHORT, "gait_seconds": 0.5}
+    replayed = compare("go1", ["mujoco", "sapien"], joints=[], checkpoint=CHECKPOINT, **settings)
+    scripted = compare_engine("go1", "mujoco", Experiments(**settings, joints=()))
+    assert replayed.settings["gait"] == f"{CHECKPOINT} on mujoco" and replayed.settings["replay_steps"] == 25
+    assert not np.array_equal(replayed.results[0].traces["gait_contact"], scripted.traces["gait_contact"])
+    with pytest.raises(InvalidArgumentError, match="^checkpoint: its policy drives robot 'go1'"):
+        compare("quadruped", ["mujoco", "sapien"], checkpoint=CHECKPOINT)
+
+
 def test_contact_events_are_the_mask_changes() -> None:
     mask = np.array([1, 1, 0, 0, 1, 1, 0], dtype=bool)
     t = np.arange(7) * 0.01
@@ -105,6 +149,8 @@ def test_the_cli_writes_the_table_json_and_pictures(tmp_path) -> None:
         (["--seconds", "0"], "--seconds"),
         (["--push-speed", "-1"], "--push-speed"),
         (["--joint", "FL_knee"], "--joint"),
+        (["--checkpoint", "nosuch.pt"], "--checkpoint"),
+        (["--checkpoint", str(CHECKPOINT)], "--checkpoint"),  # a Go1 policy
     ],
 )
 def test_bad_input_exits_2_naming_the_flag(args: list[str], flag: str) -> None:

@@ -8,6 +8,7 @@ imported; nothing here loads torch or an engine before the command runs.
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
 
 import typer
@@ -88,6 +89,13 @@ def compare(
     joints: list[str] | None = typer.Option(
         None, "--joint", help="Read the step response of this policy joint only (repeatable; default: every one)."
     ),
+    checkpoint: str | None = typer.Option(
+        None,
+        "--checkpoint",
+        metavar="CKPT.pt",
+        help="Replay, open loop, this policy's joint targets from its own rollout on the first engine instead of"
+        " the scripted gait (a velocity-task checkpoint of ROBOT).",
+    ),
     plan: list[str] | None = typer.Option(
         None, "--plan", metavar="SIM=PLAN.json", help="Apply this plan's init terms on that engine (repeatable)."
     ),
@@ -99,7 +107,8 @@ def compare(
 
     From the same default state on every engine: the settled pose and each foot's load; each policy joint's
     servo step response (final error, overshoot, rise time, time at the effort limit); each foot's contact
-    under the same scripted stepping gait; each foot's slip under the same sideways push. A table of the
+    under the same scripted stepping gait (or, with ``--checkpoint``, a policy's own rollout on the first engine
+    replayed open loop); each foot's slip under the same sideways push. A table of the
     figures per engine, then one line per figure on which an engine parts from the first by more than its
     tolerance (docs/sim-to-sim.md). Exit code 2: bad input (the message names the flag); 1: an engine
     cannot build the robot or is not installed.
@@ -121,7 +130,9 @@ def compare(
             require_extra("matplotlib", purpose="--out's pictures")
         except MissingExtraError as e:
             raise fail(f"--out: {e}", code=2) from None
-    check_paths_apart([("--json", json_out), ("--out", out)], folders=("--out",))
+    check_paths_apart([("--json", json_out), ("--out", out)], [("--checkpoint", checkpoint)], folders=("--out",))
+    if checkpoint is not None and not os.path.isfile(checkpoint):
+        raise fail(f"--checkpoint: {checkpoint} is not a file", code=2)
     plans, plan_paths = _plans(plan or [], engines)
     try:
         desc = get_robot(robot)
@@ -134,12 +145,12 @@ def compare(
     from simbackend.robots.compare import write_pictures
 
     try:
-        report = run_compare(desc, engines, joints=joints or None, plans=plans, **given)
+        report = run_compare(desc, engines, joints=joints or None, plans=plans, checkpoint=checkpoint, **given)
     except (InvalidArgumentError, ArgumentTypeError) as e:
         text = str(e)
         name, sep, rest = text.partition(":")
-        if sep and name in (*COMPARE_FLAGS, "joints"):
-            flag = "--joint" if name == "joints" else "--" + name.replace("_", "-")
+        if sep and name in (*COMPARE_FLAGS, "joints", "checkpoint"):
+            flag = {"joints": "--joint"}.get(name, "--" + name.replace("_", "-"))
             text = f"{flag}:{rest}"
         raise fail(text, code=2) from None
     _print(report, plan_paths)

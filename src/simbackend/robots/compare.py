@@ -48,10 +48,12 @@ __all__ = [
     "EngineCompare",
     "Experiments",
     "FootContacts",
+    "PolicyTargets",
     "StepResponse",
     "compare",
     "compare_engine",
     "gait_lift_directions",
+    "policy_targets",
     "write_pictures",
 ]
 
@@ -335,6 +337,76 @@ def gait_lift_directions(lift: np.ndarray) -> np.ndarray:
     return out
 
 
+@dataclass(frozen=True)
+class PolicyTargets:
+    """A policy's own rollout as joint targets (:func:`policy_targets`): ``targets`` ``(T, k)`` the policy
+    joints' targets per control step (rad), ``control_dt`` (s), ``sim`` the engine it ran on, ``source``
+    the checkpoint, ``steps`` how many control steps ran before the episode ended (``T``)."""
+
+    targets: np.ndarray
+    control_dt: float
+    sim: str
+    source: str
+
+    @property
+    def steps(self) -> int:
+        return len(self.targets)
+
+
+def policy_targets(checkpoint: Any, sim: str, seconds: float, *, seed: int = 0, device: Any = None) -> PolicyTargets:
+    """Run a checkpoint's deterministic policy on its task (one env, its training settings without
+    randomization, ``seed``) on engine ``sim`` for ``seconds`` or until the episode ends, and record the
+    joint targets its actions gave (``offset + scale * clip(action)``, what the task's controller drove).
+
+    Raises:
+        InvalidArgumentError: a checkpoint whose task drives no robot's joints (not the velocity task).
+    """
+    from simbackend.tasks import make_task
+    from simbackend.training import load_checkpoint
+
+    ckpt = load_checkpoint(checkpoint)
+    config = {**ckpt.task_config, "randomization": None}
+    task = make_task(ckpt.task, sim, 1, config=config, seed=seed, device=device)
+    try:
+        robot = getattr(task, "robot", None)
+        controller = getattr(task, "controller", None)
+        if robot is None or controller is None:
+            raise InvalidArgumentError(f"checkpoint: its task {ckpt.task!r} drives no robot description's joints")
+        k = len(robot.description.joints)
+        policy = ckpt.policy(task.device)
+        flat = task.flatten(task.reset())
+        out = []
+        for _ in range(max(1, round(seconds / task.control_dt))):
+            step = task.step(policy(flat))
+            out.append(controller.targets[0, :k].double().cpu().numpy())
+            if bool((step.terminated | step.truncated)[0]):
+                break
+            flat = task.flatten(step.obs)
+        return PolicyTargets(np.asarray(out), float(task.control_dt), sim, str(checkpoint))
+    finally:
+        task.close()
+
+
+def _check_checkpoint(checkpoint: Any, desc: Any) -> None:
+    """A checkpoint of the velocity task on ``desc``'s robot (its joints, in order), or one line naming it."""
+    from simbackend.training import load_checkpoint
+
+    from .registry import get_robot
+
+    try:
+        ckpt = load_checkpoint(checkpoint)
+        robot = ckpt.task_config.get("robot")
+    except (OSError, KeyError, TypeError, ValueError, RuntimeError) as e:
+        raise InvalidArgumentError(f"checkpoint: {checkpoint} cannot be read as a checkpoint ({e})") from None
+    theirs = get_robot(robot) if robot is not None else None
+    if theirs is None or tuple(theirs.joints) != tuple(desc.joints):
+        name = getattr(theirs, "name", robot)
+        raise InvalidArgumentError(
+            f"checkpoint: its policy drives robot {name!r} ({ckpt.task}), not {desc.name!r}: compare the robot it was"
+            " trained on"
+        )
+
+
 def _gait_phases(backend: Any, resolved: Any) -> np.ndarray:
     """``(F,)`` 0 or 0.5: the feet in two groups half a period apart: diagonal pairs (by the signs of each
     foot's position from the feet's centre, base frame, at the default pose), or left against right where
@@ -373,10 +445,17 @@ def _step_figures(t: np.ndarray, q: np.ndarray, tau: np.ndarray, q0: float, targ
 
 
 def compare_engine(
-    robot: Any, sim: str, experiments: Experiments | None = None, *, plan: Any = None, device: Any = None
+    robot: Any,
+    sim: str,
+    experiments: Experiments | None = None,
+    *,
+    replay: PolicyTargets | None = None,
+    plan: Any = None,
+    device: Any = None,
 ) -> EngineCompare:
     """Run :func:`compare`'s experiments (``experiments``, default :class:`Experiments`'s) on engine ``sim``
-    and read its figures; ``plan``: a plan whose init terms are applied first.
+    and read its figures; ``replay``: a policy's joint targets (:func:`policy_targets`) the gait replays
+    instead of the scripted one; ``plan``: a plan whose init terms are applied first.
 
     Raises what :func:`~simbackend.robots.make_robot_backend` raises (an engine not installed:
     ``ImportError``; a description its model refuses: one line naming the field).
@@ -419,7 +498,11 @@ def compare_engine(
             return at[:, :2].double().cpu().numpy()
 
         phases = _gait_phases(b, r)
-        low, high = target_bounds(r, amplitude)
+        default = r.default_joints.double().cpu().numpy()
+        span = amplitude  # the controller's targets reach default +- span: the step, the replay's widest
+        if replay is not None:
+            span = max(amplitude, float(np.abs(replay.targets - default[None]).max()))
+        low, high = target_bounds(r, span)
         controller, kp, kd = joint_controller(desc, b, r, low, high)
         effort = joint_efforts(desc, b).double().cpu().numpy()
         kp_np, kd_np = kp.double().cpu().numpy(), kd.double().cpu().numpy()
@@ -429,13 +512,12 @@ def compare_engine(
         hold = torch.zeros((n, nd), dtype=torch.float32, device=b.device)
         controller.apply(hold, max(1, round(seconds / dt)))
 
-        default = r.default_joints.double().cpu().numpy()
         jl, jh = r.joint_low.double().cpu().numpy(), r.joint_high.double().cpu().numpy()
         sign = np.where(default + amplitude <= jh, 1.0, -1.0)  # towards where the range has room
         sign = np.where((sign < 0) & (default - amplitude < jl), 1.0, sign)
         steps = torch.zeros((n, nd), dtype=torch.float64)
         for e, j in enumerate(stepped):
-            steps[e, j] = sign[j]
+            steps[e, j] = sign[j] * amplitude / span
         dof = b.get_joint_dof_pos_indices(list(desc.joints))
         dvel = b.get_joint_dof_vel_indices(list(desc.joints))
         foot_bodies = r.feet.tolist()
@@ -457,9 +539,12 @@ def compare_engine(
         for i in range(total):
             t = i * sample
             action = steps.clone()
-            h = height * np.maximum(0.0, np.sin(omega * t + 2 * math.pi * phases))  # (F,) lift per foot
-            dq = (h[:, None] * lift_dirs).sum(axis=0)  # (k,)
-            action[gait_env, :k] = torch.as_tensor(np.clip(dq / amplitude, -1.0, 1.0))
+            if replay is not None:  # the policy's target of the control step this sample is in
+                dq = replay.targets[min(int(t / replay.control_dt + 1e-9), len(replay.targets) - 1)] - default
+            else:
+                h = height * np.maximum(0.0, np.sin(omega * t + 2 * math.pi * phases))  # (F,) lift per foot
+                dq = np.clip((h[:, None] * lift_dirs).sum(axis=0), -amplitude, amplitude)  # (k,)
+            action[gait_env, :k] = torch.as_tensor(np.clip(dq / span, -1.0, 1.0))
             act = action.to(b.device, torch.float32)
             for s in range(sub):
                 if i * sub + s < push_steps:
@@ -528,6 +613,7 @@ def compare(
     sims: Sequence[str],
     *,
     plans: Mapping[str, Any] | None = None,
+    checkpoint: Any = None,
     device: Any = None,
     **experiments: Any,
 ) -> CompareReport:
@@ -537,6 +623,9 @@ def compare(
         robot: a :class:`~simbackend.robots.RobotDescription`, a registered name or a JSON file.
         sims: two or more engines; the first is the reference.
         plans: ``{engine: RandomizationPlan}``: init terms applied to that engine's backends first.
+        checkpoint: a checkpoint of the velocity task on this robot: the gait replays, open loop, the joint
+            targets its policy gave in its own rollout on the first engine (:func:`policy_targets`, for
+            ``gait_seconds`` or until its episode ends) instead of the scripted gait.
         device: the backends' device.
         experiments: :class:`Experiments`'s fields (``seconds``, ``amplitude``, ``step_seconds``,
             ``gait_seconds``, ``frequency``, ``lift``, ``push_speed``, ``joints``).
@@ -573,17 +662,24 @@ def compare(
     for engine in plans:
         if engine not in names:
             raise InvalidArgumentError(f"plans: {engine!r} is not one of the engines compared ({', '.join(names)})")
+    replay: PolicyTargets | None = None
+    if checkpoint is not None:
+        _check_checkpoint(checkpoint, desc)
     results: list[EngineCompare] = []
     skipped: dict[str, str] = {}
     refused: dict[str, str] = {}
     for sim in names:
         try:
-            results.append(compare_engine(desc, sim, x, plan=plans.get(sim), device=device))
+            if replay is None and checkpoint is not None:  # the policy's rollout, on the reference engine
+                replay = policy_targets(checkpoint, sim, x.gait_seconds, device=device)
+            results.append(compare_engine(desc, sim, x, replay=replay, plan=plans.get(sim), device=device))
         except ImportError as e:  # the engine's extra is missing
             skipped[sim] = " ".join(str(e).split())
         except SimBackendError as e:
             refused[sim] = " ".join(str(e).split())
-    settings = {**asdict(x), "plans": sorted(plans)}
+    settings = {**asdict(x), "plans": sorted(plans), "gait": "scripted"}
+    if replay is not None:
+        settings.update(gait=f"{replay.source} on {replay.sim}", replay_steps=replay.steps)
     return CompareReport(desc.name, tuple(results), skipped, refused, settings)
 
 
