@@ -27,14 +27,14 @@ def test_drive_damping_subtracts_the_stiffness_over_one_step() -> None:
     joint has no damping); under RK4 nothing is subtracted; a servo damped less than kp h gets 0 and a note
     names its joint."""
     plan = _plan(SERVO_MJCF)
-    j = [plan.info.joint_names.index(n) for n in ("swing", "limited_swing")]
+    j = [plan.info.joint_names.index(n) for n in ("arm_swing", "limited_swing")]
     np.testing.assert_allclose(plan.damping[j], [0.55, 0.5])
     np.testing.assert_allclose(plan.drive_damping(plan.stiffness, plan.damping)[j], [0.45, 0.4])
     rk4 = _plan(SERVO_MJCF.replace('integrator="implicitfast"', 'integrator="RK4"'))
     np.testing.assert_allclose(rk4.drive_damping(rk4.stiffness, rk4.damping)[j], [0.55, 0.5])
     light = _plan(SERVO_MJCF.replace('kv="0.5"', 'kv="0.02"', 1).replace('damping="0.05"', 'damping="0"'))
     assert light.drive_damping(light.stiffness, light.damping)[j[0]] == 0.0
-    assert any("'swing'" in n and "stiffness x timestep" in n for n in light.notes), light.notes
+    assert any("'arm_swing'" in n and "stiffness x timestep" in n for n in light.notes), light.notes
     assert not any("stiffness x timestep" in n for n in plan.notes)
 
 

@@ -47,48 +47,45 @@ SECONDS = 0.6
 #: an engine ignoring the joint's cap 0.67
 TOLERANCE = 0.01
 
-SERVO_MJCF = f"""
-<mujoco model="servo_pendulum">
+
+def _pendulum(name: str, y: float, joint: str) -> str:
+    """A 1 kg pendulum 0.2 m long hung at ``(0, y, 1)`` on hinge ``{name}_swing`` (extra attributes ``joint``)."""
+    return f"""
+    <body name="{name}" pos="0 {y} 1">
+      <joint name="{name}_swing" type="hinge" axis="0 1 0" armature="{ARMATURE}" {joint}/>
+      <inertial pos="0 0 -0.2" mass="1" diaginertia="1e-4 1e-4 1e-4"/>
+      <geom type="capsule" fromto="0 0 0 0 0 -0.2" size="0.02" contype="0" conaffinity="0"/>
+    </body>"""
+
+
+def _model(name: str, bodies: str, actuators: str) -> str:
+    """An MJCF at MuJoCo's default 5 ms step, integrator implicitfast, with ``bodies`` and ``actuators``."""
+    return f"""
+<mujoco model="{name}">
   <compiler angle="radian" inertiafromgeom="false"/>
   <option timestep="0.005" integrator="implicitfast" gravity="0 0 -9.81"/>
-  <worldbody>
-    <body name="arm" pos="0 0 1">
-      <joint name="swing" type="hinge" axis="0 1 0" armature="{ARMATURE}" damping="{DAMPING}"/>
-      <inertial pos="0 0 -0.2" mass="1" diaginertia="1e-4 1e-4 1e-4"/>
-      <geom type="capsule" fromto="0 0 0 0 0 -0.2" size="0.02" contype="0" conaffinity="0"/>
-    </body>
-    <body name="limited" pos="0 1 1">
-      <joint name="limited_swing" type="hinge" axis="0 1 0" armature="{ARMATURE}"/>
-      <inertial pos="0 0 -0.2" mass="1" diaginertia="1e-4 1e-4 1e-4"/>
-      <geom type="capsule" fromto="0 0 0 0 0 -0.2" size="0.02" contype="0" conaffinity="0"/>
-    </body>
+  <worldbody>{bodies}
   </worldbody>
-  <actuator>
-    <position name="servo" joint="swing" kp="{KP}" kv="{KV}" ctrlrange="-3 3"/>
+  <actuator>{actuators}
+  </actuator>
+</mujoco>
+"""
+
+
+SERVO_MJCF = _model(
+    "servo_pendulum",
+    _pendulum("arm", 0.0, f'damping="{DAMPING}"') + _pendulum("limited", 1.0, ""),
+    f"""
+    <position name="servo" joint="arm_swing" kp="{KP}" kv="{KV}" ctrlrange="-3 3"/>
     <position name="limited_servo" joint="limited_swing" kp="{KP}" kv="{KV}" forcelimited="true"
-      forcerange="-{EFFORT} {EFFORT}" ctrlrange="-3 3"/>
-  </actuator>
-</mujoco>
-"""
-
-
-CAPPED_MJCF = f"""
-<mujoco model="capped_servo_pendulum">
-  <compiler angle="radian" inertiafromgeom="false"/>
-  <option timestep="0.005" integrator="implicitfast" gravity="0 0 -9.81"/>
-  <worldbody>
-    <body name="capped" pos="0 0 1">
-      <joint name="capped_swing" type="hinge" axis="0 1 0" armature="{ARMATURE}" actuatorfrclimited="true"
-        actuatorfrcrange="-{EFFORT} {EFFORT}"/>
-      <inertial pos="0 0 -0.2" mass="1" diaginertia="1e-4 1e-4 1e-4"/>
-      <geom type="capsule" fromto="0 0 0 0 0 -0.2" size="0.02" contype="0" conaffinity="0"/>
-    </body>
-  </worldbody>
-  <actuator>
-    <position name="capped_servo" joint="capped_swing" kp="{KP}" kv="{KV}" ctrlrange="-3 3"/>
-  </actuator>
-</mujoco>
-"""
+      forcerange="-{EFFORT} {EFFORT}" ctrlrange="-3 3"/>""",
+)
+CAPPED_MJCF = _model(
+    "capped_servo_pendulum",
+    _pendulum("capped", 0.0, f'actuatorfrclimited="true" actuatorfrcrange="-{EFFORT} {EFFORT}"'),
+    f"""
+    <position name="capped_servo" joint="capped_swing" kp="{KP}" kv="{KV}" ctrlrange="-3 3"/>""",
+)
 
 
 def _response(sim: Any) -> np.ndarray:
