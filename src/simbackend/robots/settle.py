@@ -258,9 +258,7 @@ def _seconds(seconds: Any) -> float:
     return checks.real(seconds, "seconds", minimum=0.0, maximum=3600.0, above=True)
 
 
-def settle_engine(
-    robot: Any, sim: str, seconds: float = 2.0, *, device: Any = None, plan: Any = None
-) -> EngineSettle:
+def settle_engine(robot: Any, sim: str, seconds: float = 2.0, *, device: Any = None, plan: Any = None) -> EngineSettle:
     """Hold ``robot``'s default pose on engine ``sim`` (one env) for ``seconds`` and read the settled pose.
 
     ``robot`` is a description, a registered name or a JSON file; ``plan`` a
