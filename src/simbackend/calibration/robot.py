@@ -129,7 +129,7 @@ def default_parameters(desc: Any, info: Any, support: Collection[str], physics_d
       scaled together (MuJoCo takes the larger of two touching geoms', PhysX the mean: one factor on both
       moves any contact's);
     - ``timeconst``, ``dampratio``: their contact compliance, where the backend sets it per env
-      (MuJoCo's ``solref``; SAPIEN and Motrix have none); the lowest factor keeps the time constant at
+      (MuJoCo's ``solref``; engines without a soft contact model have none); the lowest factor keeps the time constant at
       least 2 physics steps (what MuJoCo acts with);
     - ``base_mass``: the base body's mass (inertia with it);
     - ``servo_gain``: the driven joints' servo stiffness (``actuator_kp``), or for a PD law on motors the
