@@ -147,9 +147,8 @@ def _fold_joint_force_ranges(m: Any, path: Path, label: str) -> None:
     ``contract_tests/test_mapping.py`` measured a servo past it); with one actuator on the joint the cap
     is that actuator's force range, intersected with its own. A joint capped under two or more actuators
     is refused, naming it: Motrix has no cap on a sum."""
-    import mujoco
-
     from simbackend.models import model_info
+    from simbackend.models.mujoco_extra import import_mujoco
 
     capped = np.flatnonzero(np.asarray(m.jnt_actfrclimited, bool))
     if not capped.size:
@@ -159,7 +158,7 @@ def _fold_joint_force_ranges(m: Any, path: Path, label: str) -> None:
     root = tree.getroot()
     joints = {e.get("name"): e for e in root.iter("joint") if e.get("name")}
     actuators = {e.get("name"): e for section in root.findall("actuator") for e in section if e.get("name")}
-    on_joint = int(mujoco.mjtTrn.mjTRN_JOINT)
+    on_joint = int(import_mujoco().mjtTrn.mjTRN_JOINT)
     for j in capped:
         name = info.joint_names[j]
         acts = [a for a in range(m.nu) if int(m.actuator_trntype[a]) == on_joint and int(m.actuator_trnid[a, 0]) == j]
