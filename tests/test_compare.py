@@ -50,6 +50,20 @@ def test_a_servo_gain_changed_on_one_engine_shows_in_its_step_response() -> None
     assert set(mj.contacts) == set(get_robot("go1").feet) and set(mj.slip) == set(get_robot("go1").feet)
 
 
+def test_slippery_feet_on_one_engine_show_in_the_slip_under_the_push() -> None:
+    """Sliding friction at a twentieth on SAPIEN only (a plan term): under the same push its feet slide
+    several times as far as MuJoCo's, and the report names the slip."""
+    slippery = RandomizationPlan.from_dict({"version": 1, "seed": 0, "terms": [{
+        "kind": "geom_friction", "phase": "init", "targets": [".*"], "operation": "scale", "components": ["sliding"],
+        "distribution": {"kind": "uniform", "low": 0.05, "high": 0.05}}]})  # fmt: skip
+    report = compare(
+        "go1", ["mujoco", "sapien"], joints=[], plans={"sapien": slippery}, **{**SHORT, "gait_seconds": 0.3}
+    )
+    mj, sp = report.results
+    assert sum(sp.slip.values()) > 2.5 * sum(mj.slip.values()) and min(sp.slip.values()) > 0.03
+    assert "sapien vs mujoco: RL_foot_collision slips" in "\n".join(report.parts())
+
+
 def test_the_lift_directions_raise_each_foot_with_its_own_leg() -> None:
     """Per foot, the joint change raises that foot by 1 m (the gradient's dot product) using only the joints
     that move that foot alone; a joint that moves two feet (a spine) stays still."""
