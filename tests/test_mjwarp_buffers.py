@@ -107,6 +107,16 @@ def test_overflow_warns_once_naming_the_option_and_prints_nothing_raw(
         assert not fitting.step(None, 1)["diverged"].any()
 
 
+def test_deferred_checks_report_an_overflow_by_mask_alone(box: Path) -> None:
+    """With deferred checks (a GPU's way, here on the CPU) a step reads nothing back: the overflow is in
+    the mask, and no warning (which would read the flags on the host) is given."""
+    sim = make_backend("mjwarp", box, 2, mjwarp={"njmax": 8}, deferred_checks=True)
+    _pressed(sim)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", BufferOverflowWarning)
+        assert sim.step(None, 1)["diverged"].tolist() == [True, False]
+
+
 def test_contact_pool_overflow_names_nconmax(box: Path) -> None:
     """MuJoCo Warp pools contacts over the envs (``nconmax`` x envs): beyond the pool every env is
     reported (which contacts were dropped is not known), and the warning names ``mjwarp.nconmax``."""

@@ -234,6 +234,9 @@ class MJWarpEngine(Engine):
         self._stepped_before = torch.zeros_like(self._stepped)
         self._overflow = wp.to_torch(d.overflow)  # MuJoCo Warp's per-world overflow flags (OverflowType)
         self._warned: set[str] = set()  # the buffers an overflow warning named already
+        # the warning reads the flags on the host: on the CPU, unless the backend asked for deferred checks
+        # (then a step reads nothing back, as on a GPU, and the mask alone reports an overflow)
+        self._warn_on_host = self.device.type == "cpu" and not build.options.deferred_checks
 
     @property
     def capabilities(self) -> Capabilities:
@@ -566,11 +569,11 @@ class MJWarpEngine(Engine):
 
     def _overflowed(self) -> torch.Tensor:
         """``(N,)`` bool: the envs whose contact or constraint buffers overflowed in this call (a device
-        mask: the front end reports them as failed and reverts them). On the CPU, the first overflow of
-        each buffer also warns, naming the option and a value that fits."""
+        mask: the front end reports them as failed and reverts them). On the CPU without deferred checks,
+        the first overflow of each buffer also warns, naming the option and a value that fits."""
         flags = self._overflow
         failed = (flags & (_OVERFLOW_NJMAX | _OVERFLOW_NCONMAX)) != 0
-        if self.device.type == "cpu" and bool(failed.any()):
+        if self._warn_on_host and bool(failed.any()):
             self._warn_overflow(flags)
         return failed
 
