@@ -102,6 +102,7 @@ def test_engines_that_settle_differently_are_reported_in_one_line() -> None:
     assert line.startswith("engines disagree on the settled pose: base height a 0.270 m (90%), b 0.240 m (80%)")
     (line,) = compare_engines([_result("a", 0.27), _result("b", 0.27, {"FR_thigh": 4.0})])
     assert "non-foot bodies resting a: none; b: FR_thigh" in line and "base height" not in line
+    assert line.endswith("(`simbackend compare` shows where they part: docs/sim-to-sim.md)")
 
 
 def test_sapien_agrees_that_go1_stands() -> None:

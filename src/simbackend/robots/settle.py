@@ -411,7 +411,8 @@ def compare_engines(results: Sequence[EngineSettle], tolerance: float = HEIGHT_T
     if len(set(resting.values())) > 1:
         listed = "; ".join(f"{e}: {', '.join(b) if b else 'none'}" for e, b in resting.items())
         parts.append(f"non-foot bodies resting {listed}")
-    return [f"engines disagree on the settled pose: {'; '.join(parts)}"] if parts else []
+    why = " (`simbackend compare` shows where they part: docs/sim-to-sim.md)"
+    return [f"engines disagree on the settled pose: {'; '.join(parts)}{why}"] if parts else []
 
 
 def settle(robot: Any, sims: Sequence[str] | None = None, seconds: float = 2.0, *, device: Any = None) -> SettleReport:
