@@ -407,6 +407,16 @@ def test_the_loop_writes_its_log_where_told(exported, loop, tmp_path, capsys):
 WRONG = ["x", 5, [None]]
 
 
+def _with_field(meta: dict, field: tuple, value: object) -> dict:
+    """A deep copy of ``meta`` with the field at path ``field`` (section, then key) set to ``value``."""
+    edited = copy.deepcopy(meta)
+    node = edited
+    for part in field[:-1]:
+        node = node[part]
+    node[field[-1]] = value
+    return edited
+
+
 def test_the_loop_names_every_section_of_the_wrong_type(exported, loop, tmp_path, capsys):
     """Each top-level field (and each of its own fields) replaced by a value of another type: the loop either runs
     (a descriptive field) or says which field in one line, exit 2; never a raw traceback."""
@@ -416,11 +426,7 @@ def test_the_loop_names_every_section_of_the_wrong_type(exported, loop, tmp_path
     fields = [(k,) for k in meta] + [(k, f) for k in ("control", "action", "base", "episode") for f in meta[k]]
     for field in fields:
         for value in WRONG:
-            edited = copy.deepcopy(meta)
-            node = edited
-            for part in field[:-1]:
-                node = node[part]
-            node[field[-1]] = value
+            edited = _with_field(meta, field, value)
             path.with_suffix(".json").write_text(json.dumps(edited))
             code, _, err = _run_loop(loop, capsys, path, "--command", "0.3", "0", "0")
             assert code in (0, 2), (field, value, err)
@@ -439,11 +445,7 @@ def test_eval_policy_names_every_section_of_the_wrong_type(exported, tmp_path):
     try:
         for field in fields:
             for value in WRONG:
-                edited = copy.deepcopy(meta)
-                node = edited
-                for part in field[:-1]:
-                    node = node[part]
-                node[field[-1]] = value
+                edited = _with_field(meta, field, value)
                 try:
                     load_policy(_copy_policy(exported, tmp_path, lambda m, e=edited: m.update(e))).bind(task)
                 except ActionScaleNeeded:
