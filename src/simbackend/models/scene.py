@@ -65,7 +65,9 @@ class ScenePlan:
         actuation: ``"servo"`` (position actuators) or ``"pd"`` (motors).
         kp, kd, effort_limit: ``{joint: value}`` (joints absent keep the model's values).
         add_floor: add a floor plane. add_free_joint: give ``base_body`` a free joint where it has none.
-        timestep: the physics substep (s). base_keyframe: the keyframe the pose starts from when
+        timestep: the physics substep (s). friction_cone, impratio: MuJoCo's friction cone
+            (``"elliptic"`` or ``"pyramidal"``) and impedance ratio in the scene's options (``None``: the
+            model's own). base_keyframe: the keyframe the pose starts from when
             ``default_pose`` is a mapping.
         package_dirs, fuse_static: the model compiler's options.
         balance_inertia: let MuJoCo's compiler correct inertias that violate the triangle inequality
@@ -91,6 +93,8 @@ class ScenePlan:
     add_floor: bool
     add_free_joint: bool
     timestep: float
+    friction_cone: str | None = None
+    impratio: float | None = None
     base_keyframe: str | None = None
     package_dirs: tuple[str, ...] | None = None
     fuse_static: bool | None = None
@@ -198,7 +202,7 @@ def _compile_error(plan: ScenePlan, label: str, urdf: bool, message: str) -> Sce
 
 
 def _compose(spec: Any, plan: ScenePlan, label: str) -> None:
-    """Edit ``spec`` in place: free joint, actuation, floor, timestep."""
+    """Edit ``spec`` in place: free joint, actuation, floor, timestep, friction cone."""
     mujoco = import_mujoco()
     joints = {j.name: j for j in spec.joints}
     bodies = {b.name for b in spec.bodies}
@@ -249,6 +253,11 @@ def _compose(spec: Any, plan: ScenePlan, label: str) -> None:
         spec.worldbody.add_light(pos=[0.0, 0.0, 4.0], dir=[0.0, 0.0, -1.0])
         spec.option.integrator = mujoco.mjtIntegrator.mjINT_IMPLICITFAST
     spec.option.timestep = plan.timestep
+    if plan.friction_cone is not None:
+        cone = {"elliptic": mujoco.mjtCone.mjCONE_ELLIPTIC, "pyramidal": mujoco.mjtCone.mjCONE_PYRAMIDAL}
+        spec.option.cone = cone[plan.friction_cone]
+    if plan.impratio is not None:
+        spec.option.impratio = plan.impratio
     if not plan.self_collisions:
         no_self_collisions(spec, plan.base_body, f"{plan.argument}.self_collisions")
     for i, (a, b) in enumerate(plan.collision_exclude):

@@ -45,6 +45,13 @@ Gains = float | Mapping[str, float] | None
 #: Isaac Lab's 5 ms). It also keeps the velocity task's per-episode buffers (one command per resample
 #: time) the size of an episode, not of the step.
 MAX_TIMESTEP = 0.1
+#: MuJoCo friction cones a description may ask for (``friction_cone``)
+FRICTION_CONES = ("elliptic", "pyramidal")
+#: ``impratio`` when a description gives none, per cone: an elliptic cone's frictional constraints ten times
+#: as stiff as the normal ones (as MuJoCo Menagerie's and mjlab's legged scenes), a pyramidal cone's MuJoCo's own
+DEFAULT_IMPRATIO = {"elliptic": 10.0, "pyramidal": 1.0}
+#: the largest ``impratio`` taken (MuJoCo's solver stiffens friction by this ratio)
+MAX_IMPRATIO = 1000.0
 #: the largest finite float32: gains, limits and angles are used in float32 (torch tensors, PhysX)
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 #: the model options a description takes
@@ -95,6 +102,13 @@ class RobotDescription:
             collide (MuJoCo ``<exclude>`` pairs in the scene, which every engine honours), as Isaac Lab's and
             mjlab's lists of excluded pairs: self-collisions on, but not where two links overlap by design.
         timestep: the physics substep of the scene (s).
+        friction_cone: MuJoCo's friction cone in the scene, ``"elliptic"`` (default) or ``"pyramidal"``
+            (MuJoCo's own default). impratio: MuJoCo's ratio of frictional to normal constraint impedance
+            (default 10 with the elliptic cone, 1 with the pyramidal). With MuJoCo's defaults (pyramidal,
+            1) a foot under a steady sideways load creeps where PhysX's and Motrix's rigid Coulomb friction
+            holds it, and a policy trained on MuJoCo learns to use the creep (docs/sim-to-sim.md); the
+            elliptic cone at 10 stands every robot where they do. PhysX and Motrix read neither (their
+            contact friction is always Coulomb's cone); MuJoCo Warp reads both.
         base_keyframe: a keyframe supplying the default angles ``default_pose`` does not name.
         model_options: construction options for the model: ``package_dirs``; ``fuse_static`` (merge
             bodies welded to their parent, a URDF's fixed links, into it; default: kept);
@@ -125,6 +139,8 @@ class RobotDescription:
     self_collisions: bool = False
     collision_exclude: Sequence[Sequence[str]] = ()
     timestep: float = 0.005
+    friction_cone: str = "elliptic"
+    impratio: float | None = None
     base_keyframe: str | None = None
     model_options: Mapping[str, Any] = field(default_factory=dict)
     engine_options: Mapping[str, Any] = field(default_factory=dict)
@@ -201,6 +217,18 @@ class RobotDescription:
                 " robot's bodies apart)"
             )
         _set(self, "timestep", _float32(self.timestep, "robot.timestep", minimum=0.0, maximum=MAX_TIMESTEP))
+        if not isinstance(self.friction_cone, str):
+            raise ArgumentTypeError(
+                f"robot.friction_cone: expected 'elliptic' or 'pyramidal', got {type(self.friction_cone).__name__}"
+            )
+        if self.friction_cone not in FRICTION_CONES:
+            raise InvalidArgumentError(
+                f"robot.friction_cone: expected 'elliptic' or 'pyramidal', got {checks.short_repr(self.friction_cone, 40)}"
+            )
+        if self.impratio is None:
+            _set(self, "impratio", DEFAULT_IMPRATIO[self.friction_cone])
+        else:
+            _set(self, "impratio", _float32(self.impratio, "robot.impratio", minimum=0.0, maximum=MAX_IMPRATIO))
         _set(self, "model_options", _model_options(self.model_options))
         _set(self, "engine_options", _engine_options(self.engine_options))
 

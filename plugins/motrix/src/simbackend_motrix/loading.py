@@ -51,6 +51,12 @@ _NOTED = {
     "option@integrator": "Motrix integrates with its own scheme (MuJoCo's integrator option is ignored)",
     "general@input": "the actuator input kind is implied by gain and bias in Motrix",
     **{
+        f"option@{a}": "Motrix's contact friction is its own rigid Coulomb cone (MuJoCo's friction cone and"
+        " impratio are ignored; Motrix stands and holds robots as MuJoCo's elliptic cone at impratio 10 does:"
+        " docs/sim-to-sim.md)"
+        for a in ("cone", "impratio")
+    },
+    **{
         f"option@{a}": _SOLVER_NOTE
         for a in ("solver", "iterations", "tolerance", "ls_iterations", "ls_tolerance", "jacobian")
     },
