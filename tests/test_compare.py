@@ -4,6 +4,7 @@ several engines, and the figures where they part. Each engine runs a fraction of
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -13,12 +14,17 @@ from simbackend.errors import InvalidArgumentError
 from simbackend.randomization import RandomizationPlan
 from simbackend.robots import get_robot, make_robot_backend
 from simbackend.robots.compare import (
+    TRACK_COMMANDS,
+    TRACK_ENVS,
+    CompareReport,
     Experiments,
+    Tracked,
     _events,
     compare,
     compare_engine,
     gait_lift_directions,
     policy_targets,
+    policy_tracking,
 )
 
 SHORT = {"seconds": 0.2, "step_seconds": 0.25, "gait_seconds": 0.25}
@@ -118,7 +124,8 @@ def test_the_gait_replays_a_policys_targets_with_a_checkpoint() -> None:
     """With a checkpoint the gait env replays the policy's targets (the report says so) instead of the
     scripted gait: the feet's contacts differ from the scripted gait's on the same engine."""
     settings = {**SHORT, "gait_seconds": 0.5}
-    replayed = compare("go1", ["mujoco", "sapien"], joints=[], checkpoint=CHECKPOINT, **settings)
+    replayed = compare("go1", ["mujoco", "sapien"], joints=[], checkpoint=CHECKPOINT, track_seconds=1.2, **settings)
+    assert all(set(r.tracking) == {label for label, _ in TRACK_COMMANDS} for r in replayed.results)
     scripted = compare_engine("go1", "mujoco", Experiments(**settings, joints=()))
     assert replayed.settings["gait"] == f"{CHECKPOINT} on mujoco" and replayed.settings["replay_steps"] == 25
     assert not np.array_equal(replayed.results[0].traces["gait_contact"], scripted.traces["gait_contact"])
@@ -162,6 +169,7 @@ def test_the_cli_writes_the_table_json_and_pictures(tmp_path) -> None:
         (["--plan", "sapien=x.json", "--sims", "mujoco,mjwarp"], "--plan"),
         (["--seconds", "0"], "--seconds"),
         (["--push-speed", "-1"], "--push-speed"),
+        (["--track-seconds", "0.5"], "--track-seconds"),
         (["--joint", "FL_knee"], "--joint"),
         (["--checkpoint", "nosuch.pt"], "--checkpoint"),
         (["--checkpoint", str(CHECKPOINT)], "--checkpoint"),  # a Go1 policy
@@ -175,3 +183,80 @@ def test_bad_input_exits_2_naming_the_flag(args: list[str], flag: str) -> None:
     res = CliRunner().invoke(app, ["compare", "quadruped", *args])
     assert res.exit_code == 2, res.output
     assert flag in res.output
+
+
+def test_the_policy_tracks_each_command_closed_loop() -> None:
+    """policy_tracking holds each command, scaled to the task's command ranges, on its own envs: the trained
+    Go1 policy goes forward on the forward command and backward on the backward one, turns with the yaw
+    commands, and stands on the standing one."""
+    from simbackend.training import load_checkpoint
+
+    got = policy_tracking(CHECKPOINT, "mujoco", 2.0)
+    ranges = load_checkpoint(CHECKPOINT).task_config.get("command_range")
+    assert [label for label, _ in TRACK_COMMANDS] == list(got)
+    fwd, back, yaw, stand = got["forward"], got["backward"], got["yaw left"], got["stand"]
+    if ranges is None:  # the default ranges: forward up to min(1, sqrt(0.5 g h)), 1 rad/s of yaw
+        assert yaw.command == pytest.approx((0.0, 0.0, 0.8))
+    assert fwd.command[0] > 0.3 and fwd.command[1:] == (0.0, 0.0) and back.command[0] == -fwd.command[0]
+    assert all(t.envs == TRACK_ENVS and t.falls == 0 for t in got.values())
+    assert fwd.velocity[0] > 0.6 * fwd.command[0] and back.velocity[0] < 0.6 * back.command[0]
+    assert yaw.velocity[2] > 0.5 * yaw.command[2] and got["yaw right"].velocity[2] < 0.5 * got["yaw right"].command[2]
+    assert max(abs(v) for v in stand.velocity[:2]) < 0.15
+
+
+def _tracked(velocity: tuple[float, float, float], falls: int = 0) -> dict[str, Tracked]:
+    return {"left": Tracked(command=(0.0, 0.4, 0.0), velocity=velocity, falls=falls, envs=TRACK_ENVS)}
+
+
+def test_where_tracking_parts_is_named() -> None:
+    """A tracked velocity more than 0.1 (m/s or rad/s) from the reference's, or falls on one engine and not
+    the other, is a line of ``parts``; a difference within the tolerance is not."""
+    base = compare_engine("quadruped", "mujoco", Experiments(**SHORT, joints=()))
+    ref = replace(base, tracking=_tracked((0.0, 0.25, 0.0)))
+
+    def parts(velocity: tuple[float, float, float], falls: int = 0) -> list[str]:
+        other = replace(base, engine="sapien", tracking=_tracked(velocity, falls))
+        return [p for p in CompareReport("q", (ref, other), {}, {}, {}).parts() if "track" in p or "fall" in p]
+
+    assert parts((0.05, 0.2, -0.05)) == []
+    assert parts((0.0, 0.05, 0.0)) == [
+        "sapien vs mujoco: tracking left gives (+0.00, +0.05, +0.00) against (+0.00, +0.25, +0.00)"
+        " (vx, vy m/s, yaw rate rad/s)"
+    ]
+    assert parts((0.0, 0.25, 0.0), falls=3) == ["sapien vs mujoco: 3 of 4 fall tracking left against 0"]
+    rows = CompareReport("q", (ref, ref), {}, {}, {}).rows()
+    assert ("track left: vy", [0.25, 0.25], "m/s (+0.40)") in rows
+
+
+def test_set_commands_holds_them_past_the_resample_time_and_refuses_bad_input() -> None:
+    """VelocityTask.set_commands: the commands held stay through the task's resampling until a reset; a bad
+    shape, a non-finite value or an env id out of range raises naming the argument and changes nothing."""
+    import torch
+
+    from simbackend.errors import EnvIdError
+    from simbackend.tasks import make_task
+
+    task = make_task("velocity", "mujoco", 3, config={"robot": "go1", "resample_time": 0.04}, seed=0)
+    try:
+        task.reset()
+        task.set_commands([0.5, 0.0, 0.2])
+        task.set_commands([[0.0, -0.3, 0.0]], env_ids=[1])
+        want = torch.tensor([[0.5, 0.0, 0.2], [0.0, -0.3, 0.0], [0.5, 0.0, 0.2]])
+        for _ in range(6):  # three resample periods
+            task.step(torch.zeros(3, 12))
+            assert torch.equal(task.commands, want)
+        assert task.tracked_velocity().shape == (3, 3)
+        for bad, error, words in (
+            ([1.0, 2.0], InvalidArgumentError, "commands: expected shape (3,) or (3, 3), got (2,)"),
+            ([[1.0, 2.0, 3.0]] * 2, InvalidArgumentError, "got (2, 3)"),
+            ([float("nan"), 0.0, 0.0], InvalidArgumentError, "commands: expected finite values"),
+            ("fast", InvalidArgumentError, "commands: expected (3,) or (n, 3) numbers, got str"),
+        ):
+            with pytest.raises(error, match=None) as e:
+                task.set_commands(bad)
+            assert words in str(e.value)
+        with pytest.raises(EnvIdError, match="env_ids"):
+            task.set_commands([0.0, 0.0, 0.0], env_ids=[3])
+        assert torch.equal(task.commands, want)
+    finally:
+        task.close()

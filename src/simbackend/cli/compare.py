@@ -31,7 +31,9 @@ from .common import (
 from .layout import columns, show
 
 #: the arguments of simbackend.robots.compare.compare that are flags of the same name
-COMPARE_FLAGS = ("seconds", "amplitude", "step_seconds", "gait_seconds", "frequency", "lift", "push_speed")
+COMPARE_FLAGS = (
+    "seconds", "amplitude", "step_seconds", "gait_seconds", "frequency", "lift", "push_speed", "track_seconds"
+)  # fmt: skip
 
 
 def _number(value: float, unit: str) -> str:
@@ -39,6 +41,8 @@ def _number(value: float, unit: str) -> str:
         return "-"
     if unit == "m":
         return f"{value:.4f}"
+    if unit.startswith("of ") and unit[3:].isdigit():  # a count: falls of the envs
+        return f"{value:.0f}"
     if unit in ("m g", "of step", "of time", ""):
         return f"{value:.3f}"
     return f"{value:.3f}"
@@ -94,7 +98,11 @@ def compare(
         "--checkpoint",
         metavar="CKPT.pt",
         help="Replay, open loop, this policy's joint targets from its own rollout on the first engine instead of"
-        " the scripted gait (a velocity-task checkpoint of ROBOT).",
+        " the scripted gait, and run it closed loop on each engine holding fixed commands (a velocity-task"
+        " checkpoint of ROBOT).",
+    ),
+    track_seconds: float = typer.Option(
+        4.0, "--track-seconds", help="With --checkpoint: how long the policy holds each command (s)."
     ),
     plan: list[str] | None = typer.Option(
         None, "--plan", metavar="SIM=PLAN.json", help="Apply this plan's init terms on that engine (repeatable)."
@@ -108,7 +116,8 @@ def compare(
     From the same default state on every engine: the settled pose and each foot's load; each policy joint's
     servo step response (final error, overshoot, rise time, time at the effort limit); each foot's contact
     under the same scripted stepping gait (or, with ``--checkpoint``, a policy's own rollout on the first engine
-    replayed open loop); each foot's slip under the same sideways push. A table of the
+    replayed open loop, and the policy tracking fixed commands closed loop on each engine: its velocity and
+    falls); each foot's slip under the same sideways push. A table of the
     figures per engine, then one line per figure on which an engine parts from the first by more than its
     tolerance (docs/sim-to-sim.md). Exit code 2: bad input (the message names the flag); 1: an engine
     cannot build the robot or is not installed.
@@ -118,7 +127,7 @@ def compare(
 
     engines = _engines(sims)
     given = {"seconds": seconds, "amplitude": amplitude, "step_seconds": step_seconds, "gait_seconds": gait_seconds,
-             "frequency": frequency, "lift": lift, "push_speed": push_speed}  # fmt: skip
+             "frequency": frequency, "lift": lift, "push_speed": push_speed, "track_seconds": track_seconds}  # fmt: skip
     if json_out:
         check_writable(json_out, "--json", overwrite)
     if out:

@@ -1,6 +1,6 @@
 """Where engines part on one robot: the same experiments, from the same default state, on each engine.
 
-:func:`compare` runs a robot through four cheap experiments on each engine,
+:func:`compare` runs a robot through four cheap experiments (five with a policy) on each engine,
 through the contract only, and reads the figures that tell engines apart:
 
 * **settle**: the settle check (:func:`simbackend.robots.settle.settle_engine`): the settled base
@@ -19,7 +19,11 @@ through the contract only, and reads the figures that tell engines apart:
   :data:`~simbackend.robots.settle.CONTACT_THRESHOLD`) sample by sample, its duty factor, touch-down and
   lift-off times;
 * **push**: a sideways push of the base (``push_speed`` m/s given over 0.1 s), then ``gait_seconds``
-  holding the default pose; read: each foot's horizontal slip and the base's displacement.
+  holding the default pose; read: each foot's horizontal slip and the base's displacement;
+* **tracking** (with a checkpoint): the policy closed loop on each engine, holding each command of
+  :data:`TRACK_COMMANDS` (forward, backward, sideways, turning, combined, standing) for
+  ``track_seconds``; read: the base's mean velocity and how many envs fell. The open-loop figures say
+  where the physics parts; this one says what that does to the policy.
 
 Every engine starts from the same state (the description's default), runs the same targets and the
 same push; the first engine is the reference the differences are taken against
@@ -31,7 +35,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -69,7 +73,28 @@ TOLERANCES = {
     "saturated": 0.1,
     "contact_agreement": 0.9,
     "slip": 0.01,
+    "tracking": 0.1,
 }
+#: the commands the tracking experiment holds (``--checkpoint``), each a fraction of the largest magnitude of
+#: the checkpoint's command ranges per component (vx, vy, yaw rate): forward, backward, each side, each turn,
+#: two combined, standing. Found the cause of issue 51's losses: an A1 policy trained under MuJoCo's pyramidal
+#: friction cone went left at 0.23 m/s on MuJoCo and 0.05 on PhysX, and fell on PhysX alone under the
+#: combined command
+TRACK_COMMANDS = (
+    ("forward", (0.8, 0.0, 0.0)),
+    ("backward", (-0.8, 0.0, 0.0)),
+    ("left", (0.0, 0.8, 0.0)),
+    ("right", (0.0, -0.8, 0.0)),
+    ("yaw left", (0.0, 0.0, 0.8)),
+    ("yaw right", (0.0, 0.0, -0.8)),
+    ("mixed +", (0.5, 0.6, 0.6)),
+    ("mixed -", (-0.5, -0.6, -0.6)),
+    ("stand", (0.0, 0.0, 0.0)),
+)
+#: envs per tracked command (each starts from its own initial state of the task's seed 0)
+TRACK_ENVS = 4
+#: the tracked velocity is averaged from this long after the start (s): the policy's start-up left out
+TRACK_SETTLE = 1.0
 #: the push lasts this long (s)
 PUSH_DURATION = 0.1
 #: figures are sampled every this many seconds (or every physics step, if longer)
@@ -88,6 +113,7 @@ class Experiments:
         frequency: the gait's steps per second (Hz). lift: its foot lift, a fraction of the default
             base height. push_speed: the push's sideways speed change of the whole robot (m/s).
         joints: the policy joints whose step response is read (``None``: every one; one env each).
+        track_seconds: with a checkpoint, how long the policy tracks each held command, closed loop (s).
     """
 
     seconds: float = 1.0
@@ -98,6 +124,7 @@ class Experiments:
     lift: float = 0.25
     push_speed: float = 0.5
     joints: tuple[str, ...] | None = None
+    track_seconds: float = 4.0
 
     def checked(self, desc: Any) -> Experiments:
         """These settings checked (each out of its range raises naming the field) against ``desc``."""
@@ -117,6 +144,9 @@ class Experiments:
             lift=_positive(self.lift, "lift", 1.0),
             push_speed=checks.real(self.push_speed, "push_speed", minimum=0.0, maximum=10.0),
             joints=joints,
+            track_seconds=checks.real(
+                self.track_seconds, "track_seconds", minimum=TRACK_SETTLE, maximum=60.0, above=True
+            ),
         )
 
 
@@ -156,6 +186,18 @@ class FootContacts:
 
 
 @dataclass(frozen=True)
+class Tracked:
+    """A policy holding one command, closed loop (:func:`policy_tracking`): ``command`` ``(vx, vy, yaw rate)``;
+    ``velocity`` the base's mean ``(vx, vy, yaw rate)`` over the envs still up, from :data:`TRACK_SETTLE` on
+    (``nan`` where none is); ``falls`` how many of ``envs`` fell."""
+
+    command: tuple[float, float, float]
+    velocity: tuple[float, float, float]
+    falls: int
+    envs: int
+
+
+@dataclass(frozen=True)
 class EngineCompare:
     """One engine's figures (:func:`compare_engine`).
 
@@ -175,6 +217,7 @@ class EngineCompare:
     slip: dict[str, float]
     base_push: float
     traces: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    tracking: dict[str, Tracked] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -184,6 +227,7 @@ class EngineCompare:
             "contacts": {k: asdict(v) for k, v in self.contacts.items()},
             "slip": dict(self.slip),
             "base_push": self.base_push,
+            "tracking": {k: asdict(v) for k, v in self.tracking.items()},
         }
 
 
@@ -242,6 +286,13 @@ class CompareReport:
         for foot in ref.slip:
             out.append((f"push slip {foot}", [r.slip.get(foot, float("nan")) for r in self.results], "m"))
         out.append(("push base displacement", [r.base_push for r in self.results], "m"))
+        for label in ref.tracking:
+            t = [r.tracking.get(label) for r in self.results]
+            nan = float("nan")
+            for i, (part, unit) in enumerate((("vx", "m/s"), ("vy", "m/s"), ("yaw", "rad/s"))):
+                cmd = ref.tracking[label].command[i]
+                out.append((f"track {label}: {part}", [x.velocity[i] if x else nan for x in t], f"{unit} ({cmd:+.2f})"))
+            out.append((f"track {label}: falls", [float(x.falls) if x else nan for x in t], f"of {TRACK_ENVS}"))
         return out
 
     def agreement(self, foot: str) -> list[float]:
@@ -302,6 +353,17 @@ class CompareReport:
                     out.append(
                         f"{where}: {foot} slips {r.slip[foot] * 100:.1f} cm under the push against {slip * 100:.1f} cm"
                     )
+            for label, held in ref.tracking.items():
+                o = r.tracking.get(label)
+                if o is None:
+                    continue
+                if o.falls != held.falls:
+                    out.append(f"{where}: {o.falls} of {o.envs} fall tracking {label} against {held.falls}")
+                gap = np.abs(np.subtract(o.velocity, held.velocity))
+                if np.nanmax(np.append(gap, 0.0)) > tol["tracking"]:
+                    got = ", ".join(f"{v:+.2f}" for v in o.velocity)
+                    want = ", ".join(f"{v:+.2f}" for v in held.velocity)
+                    out.append(f"{where}: tracking {label} gives ({got}) against ({want}) (vx, vy m/s, yaw rate rad/s)")
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -383,6 +445,55 @@ def policy_targets(checkpoint: Any, sim: str, seconds: float, *, seed: int = 0, 
                 break
             flat = task.flatten(step.obs)
         return PolicyTargets(np.asarray(out), float(task.control_dt), sim, str(checkpoint))
+    finally:
+        task.close()
+
+
+def policy_tracking(checkpoint: Any, sim: str, seconds: float, *, device: Any = None) -> dict[str, Tracked]:
+    """Run a checkpoint's deterministic policy on its task (its training settings without randomization,
+    seed 0) on engine ``sim``, :data:`TRACK_ENVS` envs per command of :data:`TRACK_COMMANDS` (scaled to the
+    task's command ranges), each command held (``VelocityTask.set_commands``) for ``seconds``, closed loop:
+    per command, the base's mean velocity while up and how many envs fell."""
+    from simbackend.tasks import make_task
+    from simbackend.training import load_checkpoint
+
+    ckpt = load_checkpoint(checkpoint)
+    config = {**ckpt.task_config, "randomization": None}
+    n = TRACK_ENVS * len(TRACK_COMMANDS)
+    task = make_task(ckpt.task, sim, n, config=config, seed=0, device=device)
+    try:
+        reach = np.array([max(abs(lo), abs(hi)) for lo, hi in task.command_range], np.float64)
+        commands = np.array([c for _, c in TRACK_COMMANDS], np.float64) * reach
+        policy = ckpt.policy(task.device)
+        flat = task.flatten(task.reset())
+        task.set_commands(np.repeat(commands, TRACK_ENVS, axis=0))
+        up = np.ones(n, bool)
+        total, count = np.zeros((n, 3)), np.zeros(n)
+        settle = round(TRACK_SETTLE / task.control_dt)
+        for k in range(max(settle + 1, round(seconds / task.control_dt))):
+            step = task.step(policy(flat))
+            ended = (step.terminated | step.truncated).cpu().numpy()
+            up &= ~step.terminated.cpu().numpy()
+            if k >= settle:
+                v = task.tracked_velocity().double().cpu().numpy()
+                total[up] += v[up]
+                count[up] += 1
+            if ended.any():  # a fallen env restarts with commands of its own: no longer counted
+                flat = task.flatten(task.reset(step.terminated | step.truncated))
+            else:
+                flat = task.flatten(step.obs)
+        out = {}
+        for i, (label, _) in enumerate(TRACK_COMMANDS):
+            rows = slice(i * TRACK_ENVS, (i + 1) * TRACK_ENVS)
+            c = count[rows].sum()
+            mean = total[rows].sum(0) / c if c else np.full(3, np.nan)
+            out[label] = Tracked(
+                command=tuple(float(x) for x in commands[i]),
+                velocity=tuple(float(x) for x in mean),
+                falls=int((~up[rows]).sum()),
+                envs=TRACK_ENVS,
+            )
+        return out
     finally:
         task.close()
 
@@ -625,10 +736,11 @@ def compare(
         plans: ``{engine: RandomizationPlan}``: init terms applied to that engine's backends first.
         checkpoint: a checkpoint of the velocity task on this robot: the gait replays, open loop, the joint
             targets its policy gave in its own rollout on the first engine (:func:`policy_targets`, for
-            ``gait_seconds`` or until its episode ends) instead of the scripted gait.
+            ``gait_seconds`` or until its episode ends) instead of the scripted gait; and on each engine the
+            policy tracks :data:`TRACK_COMMANDS` closed loop for ``track_seconds`` (:func:`policy_tracking`).
         device: the backends' device.
         experiments: :class:`Experiments`'s fields (``seconds``, ``amplitude``, ``step_seconds``,
-            ``gait_seconds``, ``frequency``, ``lift``, ``push_speed``, ``joints``).
+            ``gait_seconds``, ``frequency``, ``lift``, ``push_speed``, ``joints``, ``track_seconds``).
 
     Returns:
         A :class:`CompareReport`: an engine not installed is in ``skipped``, one that refuses the robot in
@@ -672,7 +784,10 @@ def compare(
         try:
             if replay is None and checkpoint is not None:  # the policy's rollout, on the reference engine
                 replay = policy_targets(checkpoint, sim, x.gait_seconds, device=device)
-            results.append(compare_engine(desc, sim, x, replay=replay, plan=plans.get(sim), device=device))
+            result = compare_engine(desc, sim, x, replay=replay, plan=plans.get(sim), device=device)
+            if checkpoint is not None:  # the policy closed loop, on each engine
+                result = replace(result, tracking=policy_tracking(checkpoint, sim, x.track_seconds, device=device))
+            results.append(result)
         except ImportError as e:  # the engine's extra is missing
             skipped[sim] = " ".join(str(e).split())
         except SimBackendError as e:

@@ -79,6 +79,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from simbackend import _validate as V
 from simbackend import checks
 from simbackend.errors import InvalidArgumentError, closest_names_hint
 from simbackend.math import quat_apply, quat_apply_inverse, quat_yaw
@@ -695,6 +696,33 @@ class VelocityTask(Task):
         steps = self.episode_step.clamp(min=1).to(torch.float32)
         tracked = 1.0 - self._error_sum / torch.maximum(self._command_sum, self.config.success_error * steps)
         return torch.where(self._fell, torch.zeros_like(tracked), tracked.clamp(0.0, 1.0))
+
+    def set_commands(self, commands: Any, env_ids: Any = None) -> None:
+        """Hold ``commands`` for the rest of the current episodes of ``env_ids`` (default: every env): ``(3,)``
+        for all of them or ``(len(env_ids), 3)``, ``(vx, vy, yaw rate)`` in m/s and rad/s in the base's
+        heading frame, any finite values (outside the training range too). The next reset draws commands
+        again. What ``simbackend compare --checkpoint`` tracks a policy's commands with; bad input raises
+        naming the argument and changes nothing."""
+        ids = torch.as_tensor(V.env_ids(env_ids, self.num_envs), device=self.device)
+        try:
+            cmds = torch.as_tensor(commands, dtype=torch.float32, device=self.device)
+        except (TypeError, ValueError, RuntimeError) as e:
+            raise InvalidArgumentError(
+                f"commands: expected (3,) or (n, 3) numbers, got {type(commands).__name__} ({' '.join(str(e).split())})"
+            ) from None
+        if tuple(cmds.shape) not in ((3,), (ids.numel(), 3)):
+            raise InvalidArgumentError(f"commands: expected shape (3,) or ({ids.numel()}, 3), got {tuple(cmds.shape)}")
+        cmds = cmds.expand(ids.numel(), 3)
+        if not bool(torch.isfinite(cmds).all()):
+            raise InvalidArgumentError("commands: expected finite values")
+        self._episode_commands[ids] = cmds[:, None, :]
+        self.commands[ids] = cmds
+
+    def tracked_velocity(self) -> torch.Tensor:
+        """``(N, 3)`` what the commands are compared with: the base's ``(vx, vy)`` (m/s) and yaw rate (rad/s) in
+        its own frame (the IMU's where the description names one), after the last step."""
+        lin, ang, _ = self._frame
+        return torch.stack([lin[:, 0], lin[:, 1], ang[:, 2]], dim=1)
 
     def mean_velocity_error(self) -> torch.Tensor:
         """``(N,)`` mean planar velocity error (m/s) of the current episodes so far."""
