@@ -16,6 +16,10 @@ Sections (``--only NAME`` runs one):
                 - ``vector``: ``SimVectorEnv.step`` (gymnasium, torch tensors, next-step
                   autoreset).
                 Figure: vector / bare >= 0.8 per task.
+* ``friction_cone`` env-steps/s of the velocity task on Go1 (``Task.step`` on the same
+                actions, N = 256) with the robot scene's default elliptic friction cone at
+                impratio 10 against MuJoCo's pyramidal cone at 1 (``robot.friction_cone``).
+                Figure: pyramidal / elliptic time, what the default costs (<= 1.3).
 * ``training``  env-steps/s of PPO training (rsl-rl, collection and update) on
                 ``cartpole`` for each backend, a few iterations after a warm-up one.
 
@@ -170,6 +174,62 @@ def bench_overhead(s: Settings) -> dict:
     return {"cases": cases, "figures": figures}
 
 
+def bench_friction_cone(s: Settings) -> dict:
+    import json
+
+    import torch
+
+    from simbackend.robots import get_robot
+    from simbackend.tasks import make_task
+
+    n = 256
+    tasks, calls = {}, {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for cone in ("elliptic", "pyramidal"):
+            desc = {**get_robot("go1").to_dict(), "name": f"go1_{cone}", "friction_cone": cone, "impratio": None}
+            desc.pop("base_dir", None)
+            path = Path(tmp) / f"go1_{cone}.json"
+            path.write_text(json.dumps(desc))
+            tasks[cone] = make_task("velocity", "mujoco", n, config={"robot": str(path)}, seed=0)
+        gen = torch.Generator().manual_seed(0)
+        actions = [torch.rand((n, tasks["elliptic"].action_dim), generator=gen) * 0.6 - 0.3 for _ in range(8)]
+        for cone, task in tasks.items():
+
+            def call(i: int, task: Any = task) -> None:
+                out = task.step(actions[i % len(actions)])
+                done = out.terminated | out.truncated
+                if bool(done.any()):
+                    task.reset(done)
+
+            calls[cone] = call
+        samples, iters = interleaved(calls, s)
+        for task in tasks.values():
+            task.close()
+    ratio = _common.paired_ratio(samples["pyramidal"], samples["elliptic"])  # time pyramidal / time elliptic
+    cost = {k: 1.0 / v for k, v in ratio.items() if k in ("median", "min", "max")}
+    return {
+        "cases": {
+            "go1": {
+                "num_envs": n,
+                "variants": {
+                    c: variant(samples[c], n, "env-steps/s", iters, f"velocity Task.step, {c} cone") for c in samples
+                },
+                "rate_ratio_elliptic_vs_pyramidal": ratio,
+            }
+        },
+        "figures": [
+            _common.figure(
+                f"velocity task on Go1, MuJoCo, N = {n}: step time elliptic / pyramidal cone",
+                cost["median"],
+                1.3,
+                "<=",
+                "x",
+                (cost["max"], cost["min"]),
+            )
+        ],
+    }
+
+
 def bench_training(s: Settings) -> dict:
     from simbackend.training import TrainConfig, train
 
@@ -196,7 +256,11 @@ def bench_training(s: Settings) -> dict:
     return {"runs": runs, "figures": []}
 
 
-BENCHES: dict[str, Callable[[Settings], dict]] = {"overhead": bench_overhead, "training": bench_training}
+BENCHES: dict[str, Callable[[Settings], dict]] = {
+    "overhead": bench_overhead,
+    "friction_cone": bench_friction_cone,
+    "training": bench_training,
+}
 
 
 def machine() -> dict:

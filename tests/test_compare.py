@@ -208,7 +208,7 @@ def _tracked(velocity: tuple[float, float, float], falls: int = 0) -> dict[str, 
     return {"left": Tracked(command=(0.0, 0.4, 0.0), velocity=velocity, falls=falls, envs=TRACK_ENVS)}
 
 
-def test_where_tracking_parts_is_named() -> None:
+def test_where_tracking_parts_is_named(tmp_path) -> None:
     """A tracked velocity more than 0.1 (m/s or rad/s) from the reference's, or falls on one engine and not
     the other, is a line of ``parts``; a difference within the tolerance is not."""
     base = compare_engine("quadruped", "mujoco", Experiments(**SHORT, joints=()))
@@ -226,6 +226,10 @@ def test_where_tracking_parts_is_named() -> None:
     assert parts((0.0, 0.25, 0.0), falls=3) == ["sapien vs mujoco: 3 of 4 fall tracking left against 0"]
     rows = CompareReport("q", (ref, ref), {}, {}, {}).rows()
     assert ("track left: vy", [0.25, 0.25], "m/s (+0.40)") in rows
+    from simbackend.robots.compare import write_pictures
+
+    written = write_pictures(CompareReport("q", (ref, ref), {}, {}, {}), tmp_path)
+    assert written["tracking"].name == "tracking.png" and written["tracking"].stat().st_size > 0
 
 
 def test_set_commands_holds_them_past_the_resample_time_and_refuses_bad_input() -> None:

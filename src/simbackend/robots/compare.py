@@ -801,7 +801,8 @@ def compare(
 def write_pictures(report: CompareReport, folder: Any) -> dict[str, Any]:
     """Draw the report into ``folder`` (an existing folder): ``settle.png`` (settled heights and foot loads),
     ``steps.png`` (each stepped joint's angle against time, per engine, with its target), ``contacts.png``
-    (each foot's contact under the gait, per engine) and ``push.png`` (each foot's slip after the push).
+    (each foot's contact under the gait, per engine), ``push.png`` (each foot's slip after the push) and,
+    with a checkpoint, ``tracking.png`` (the velocity the policy reached holding each command, per engine).
     Returns ``{name: path}`` of the files written (the experiments an engine did not run are left out)."""
     from pathlib import Path
 
@@ -896,4 +897,25 @@ def write_pictures(report: CompareReport, folder: Any) -> dict[str, Any]:
     ax.set_title(f"{report.robot}: slip under a {report.settings.get('push_speed', 0):g} m/s sideways push")
     ax.legend(fontsize=6, ncol=2)
     paths["push"] = save(fig, "push")
+
+    labels = list(res[0].tracking)
+    if labels:
+        fig, axes = plt.subplots(1, 3, figsize=(11, 3.8), dpi=110, sharey=True)
+        ypos = np.arange(len(labels))
+        height = 0.8 / len(res)
+        for k, (ax, part) in enumerate(zip(axes, ("vx (m/s)", "vy (m/s)", "yaw rate (rad/s)"), strict=True)):
+            for i, r in enumerate(res):
+                got = [r.tracking[lb].velocity[k] if lb in r.tracking else np.nan for lb in labels]
+                ax.barh(ypos + i * height, got, height, color=colors[i], label=r.engine)
+                fell = [lb for lb in labels if lb in r.tracking and r.tracking[lb].falls]
+                for lb in fell:
+                    ax.text(0, labels.index(lb) + i * height, f" {r.tracking[lb].falls} fell", fontsize=6, va="center")
+            cmd = [res[0].tracking[lb].command[k] for lb in labels]
+            ax.scatter(cmd, ypos + height * (len(res) - 1) / 2, marker="|", s=120, color="black", label="command")
+            ax.set_xlabel(part, fontsize=8)
+            ax.tick_params(labelsize=7)
+        axes[0].set_yticks(ypos + height * (len(res) - 1) / 2, labels, fontsize=7)
+        axes[0].legend(fontsize=7)
+        fig.suptitle(f"{report.robot}: the policy holding each command, closed loop")
+        paths["tracking"] = save(fig, "tracking")
     return paths
