@@ -151,9 +151,9 @@ def test_joint_force_cap_matches_mujoco_or_is_refused(make_sim: Callable[..., An
 #: how long a robot holds its default pose (s), and how far its settled base height may be from MuJoCo's, as
 #: a fraction of MuJoCo's. Measured after 1 s (2026-11-29), with the robot scenes' elliptic friction cone at
 #: impratio 10 (robot.friction_cone's default): the toy quadruped 0.3123 m on MuJoCo and MuJoCo Warp, SAPIEN
-#: +0.3 %, Motrix +0.1 %; Go1 0.257 m on MuJoCo, SAPIEN +0.8 %, Motrix 0.0 %. With MuJoCo's default pyramidal
+#: +0.3 %, a plugin engine +0.1 %; Go1 0.257 m on MuJoCo, SAPIEN +0.8 %, a plugin engine 0.0 %. With MuJoCo's default pyramidal
 #: cone at impratio 1 (robot.friction_cone "pyramidal") a loaded foot creeps sideways on MuJoCo alone: Go1
-#: then settles 0.231 m on MuJoCo, SAPIEN +12 %, Motrix +11 % (docs/sim-to-sim.md)
+#: then settles 0.231 m on MuJoCo, SAPIEN +12 %, a plugin engine +11 % (docs/sim-to-sim.md)
 STAND_SECONDS, STAND_TOLERANCE = 1.0, 0.02
 #: built-in robots the clause stands: PD joints on sphere feet (kp 40), and Go1's soft servos (kp 15.9 at the
 #: hips), under which a creeping foot shows within a second

@@ -105,10 +105,10 @@ class RobotDescription:
         friction_cone: MuJoCo's friction cone in the scene, ``"elliptic"`` (default) or ``"pyramidal"``
             (MuJoCo's own default). impratio: MuJoCo's ratio of frictional to normal constraint impedance
             (default 10 with the elliptic cone, 1 with the pyramidal). With MuJoCo's defaults (pyramidal,
-            1) a foot under a steady sideways load creeps where PhysX's and Motrix's rigid Coulomb friction
+            1) a foot under a steady sideways load creeps where a rigid engine's Coulomb friction (PhysX's)
             holds it, and a policy trained on MuJoCo learns to use the creep (docs/sim-to-sim.md); the
-            elliptic cone at 10 stands every robot where they do. PhysX and Motrix read neither (their
-            contact friction is always Coulomb's cone); MuJoCo Warp reads both.
+            elliptic cone at 10 stands every robot where they do. PhysX reads neither (its contact friction
+            is always Coulomb's cone), nor do plugin engines with their own friction; MuJoCo Warp reads both.
         base_keyframe: a keyframe supplying the default angles ``default_pose`` does not name.
         model_options: construction options for the model: ``package_dirs``; ``fuse_static`` (merge
             bodies welded to their parent, a URDF's fixed links, into it; default: kept);
