@@ -4,6 +4,7 @@ several engines, and the figures where they part. Each engine runs a fraction of
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -264,3 +265,18 @@ def test_set_commands_holds_them_past_the_resample_time_and_refuses_bad_input() 
         assert torch.equal(task.commands, want)
     finally:
         task.close()
+
+
+def test_tracking_follows_each_env_for_one_episode_at_most(tmp_path) -> None:
+    """Held past the episode's time limit, an env is no longer counted (it restarts with commands of its
+    own), and the time limit is not a fall: Go1's policy on 0.6 s episodes, held 2 s."""
+    from simbackend.training import load_checkpoint
+    from simbackend.training.checkpoint import save_checkpoint
+
+    data = dict(load_checkpoint(CHECKPOINT).data)
+    data.pop("format", None)
+    data["task_config"] = {**data["task_config"], "episode_length": 30}  # 0.6 s at 20 ms
+    short = save_checkpoint(tmp_path / "short.pt", data)
+    got = policy_tracking(short, "mujoco", 2.0)
+    assert all(t.falls == 0 for t in got.values())
+    assert all(math.isnan(v) for t in got.values() for v in t.velocity)  # ended before the 1 s settle

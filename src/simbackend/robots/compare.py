@@ -453,7 +453,8 @@ def policy_tracking(checkpoint: Any, sim: str, seconds: float, *, device: Any = 
     """Run a checkpoint's deterministic policy on its task (its training settings without randomization,
     seed 0) on engine ``sim``, :data:`TRACK_ENVS` envs per command of :data:`TRACK_COMMANDS` (scaled to the
     task's command ranges), each command held (``VelocityTask.set_commands``) for ``seconds``, closed loop:
-    per command, the base's mean velocity while up and how many envs fell."""
+    per command, the base's mean velocity while up and how many envs fell. An env is followed for one
+    episode at most: past a fall or the episode's time limit it is no longer counted."""
     from simbackend.tasks import make_task
     from simbackend.training import load_checkpoint
 
@@ -467,21 +468,22 @@ def policy_tracking(checkpoint: Any, sim: str, seconds: float, *, device: Any = 
         policy = ckpt.policy(task.device)
         flat = task.flatten(task.reset())
         task.set_commands(np.repeat(commands, TRACK_ENVS, axis=0))
-        up = np.ones(n, bool)
+        live, fell = np.ones(n, bool), np.zeros(n, bool)
         total, count = np.zeros((n, 3)), np.zeros(n)
         settle = round(TRACK_SETTLE / task.control_dt)
         for k in range(max(settle + 1, round(seconds / task.control_dt))):
             step = task.step(policy(flat))
-            ended = (step.terminated | step.truncated).cpu().numpy()
-            up &= ~step.terminated.cpu().numpy()
+            done = step.terminated | step.truncated
+            fell |= live & step.terminated.cpu().numpy()
+            live &= ~done.cpu().numpy()  # an ended episode (a fall, or its time limit) is no longer counted
             if k >= settle:
                 v = task.tracked_velocity().double().cpu().numpy()
-                total[up] += v[up]
-                count[up] += 1
-            if ended.any():  # a fallen env restarts with commands of its own: no longer counted
-                flat = task.flatten(task.reset(step.terminated | step.truncated))
-            else:
-                flat = task.flatten(step.obs)
+                total[live] += v[live]
+                count[live] += 1
+            if not live.any():
+                break
+            # an env whose episode ended restarts with commands of its own, uncounted
+            flat = task.flatten(task.reset(done) if bool(done.any()) else step.obs)
         out = {}
         for i, (label, _) in enumerate(TRACK_COMMANDS):
             rows = slice(i * TRACK_ENVS, (i + 1) * TRACK_ENVS)
@@ -490,7 +492,7 @@ def policy_tracking(checkpoint: Any, sim: str, seconds: float, *, device: Any = 
             out[label] = Tracked(
                 command=tuple(float(x) for x in commands[i]),
                 velocity=tuple(float(x) for x in mean),
-                falls=int((~up[rows]).sum()),
+                falls=int(fell[rows].sum()),
                 envs=TRACK_ENVS,
             )
         return out
