@@ -17,9 +17,13 @@ Sections (``--only NAME`` runs one):
                   autoreset).
                 Figure: vector / bare >= 0.8 per task.
 * ``friction_cone`` env-steps/s of the velocity task on Go1 (``Task.step`` on the same
-                actions, N = 256) with the robot scene's default elliptic friction cone at
-                impratio 10 against MuJoCo's pyramidal cone at 1 (``robot.friction_cone``).
-                Figure: pyramidal / elliptic time, what the default costs (<= 1.3).
+                actions, N = 256) under the robot scenes' default contact model (MuJoCo's
+                elliptic friction cone at impratio 10, contacts at two substeps), against
+                the same cone at MuJoCo's 0.02 s contacts (``robot.contact_timeconst``
+                ``"model"``) and against MuJoCo's own defaults (pyramidal cone at impratio 1,
+                0.02 s: ``robot.friction_cone`` ``"pyramidal"``).
+                Figures: default / MuJoCo's defaults time, what the default costs (<= 1.3);
+                default / 0.02 s contacts time, what the stiff contacts cost.
 * ``training``  env-steps/s of PPO training (rsl-rl, collection and update) on
                 ``cartpole`` for each backend, a few iterations after a warm-up one.
 
@@ -174,6 +178,14 @@ def bench_overhead(s: Settings) -> dict:
     return {"cases": cases, "figures": figures}
 
 
+#: the contact models ``friction_cone`` times: name -> the description fields that make it
+CONTACT_MODELS = {
+    "default": {},
+    "elliptic_0.02s": {"contact_timeconst": "model"},
+    "pyramidal_0.02s": {"friction_cone": "pyramidal", "impratio": None, "contact_timeconst": "model"},
+}
+
+
 def bench_friction_cone(s: Settings) -> dict:
     import json
 
@@ -185,15 +197,15 @@ def bench_friction_cone(s: Settings) -> dict:
     n = 256
     tasks, calls = {}, {}
     with tempfile.TemporaryDirectory() as tmp:
-        for cone in ("elliptic", "pyramidal"):
-            desc = {**get_robot("go1").to_dict(), "name": f"go1_{cone}", "friction_cone": cone, "impratio": None}
+        for name, fields in CONTACT_MODELS.items():
+            desc = {**get_robot("go1").to_dict(), "name": f"go1_{name.replace('.', '')}", **fields}
             desc.pop("base_dir", None)
-            path = Path(tmp) / f"go1_{cone}.json"
+            path = Path(tmp) / f"{desc['name']}.json"
             path.write_text(json.dumps(desc))
-            tasks[cone] = make_task("velocity", "mujoco", n, config={"robot": str(path)}, seed=0)
+            tasks[name] = make_task("velocity", "mujoco", n, config={"robot": str(path)}, seed=0)
         gen = torch.Generator().manual_seed(0)
-        actions = [torch.rand((n, tasks["elliptic"].action_dim), generator=gen) * 0.6 - 0.3 for _ in range(8)]
-        for cone, task in tasks.items():
+        actions = [torch.rand((n, tasks["default"].action_dim), generator=gen) * 0.6 - 0.3 for _ in range(8)]
+        for name, task in tasks.items():
 
             def call(i: int, task: Any = task) -> None:
                 out = task.step(actions[i % len(actions)])
@@ -201,32 +213,39 @@ def bench_friction_cone(s: Settings) -> dict:
                 if bool(done.any()):
                     task.reset(done)
 
-            calls[cone] = call
+            calls[name] = call
         samples, iters = interleaved(calls, s)
         for task in tasks.values():
             task.close()
-    ratio = _common.paired_ratio(samples["pyramidal"], samples["elliptic"])  # time pyramidal / time elliptic
-    cost = {k: 1.0 / v for k, v in ratio.items() if k in ("median", "min", "max")}
-    return {
-        "cases": {
-            "go1": {
-                "num_envs": n,
-                "variants": {
-                    c: variant(samples[c], n, "env-steps/s", iters, f"velocity Task.step, {c} cone") for c in samples
-                },
-                "rate_ratio_elliptic_vs_pyramidal": ratio,
-            }
-        },
-        "figures": [
+    figures, ratios = [], {}
+    for other, what in (
+        ("pyramidal_0.02s", "MuJoCo's defaults (pyramidal, 0.02 s)"),
+        ("elliptic_0.02s", "0.02 s contacts"),
+    ):
+        ratio = _common.paired_ratio(samples[other], samples["default"])  # time other / time default
+        ratios[f"rate_ratio_default_vs_{other}"] = ratio
+        cost = {k: 1.0 / v for k, v in ratio.items() if k in ("median", "min", "max")}
+        figures.append(
             _common.figure(
-                f"velocity task on Go1, MuJoCo, N = {n}: step time elliptic / pyramidal cone",
+                f"velocity task on Go1, MuJoCo, N = {n}: step time default contact model / {what}",
                 cost["median"],
                 1.3,
                 "<=",
                 "x",
                 (cost["max"], cost["min"]),
             )
-        ],
+        )
+    return {
+        "cases": {
+            "go1": {
+                "num_envs": n,
+                "variants": {
+                    c: variant(samples[c], n, "env-steps/s", iters, f"velocity Task.step, {c}") for c in samples
+                },
+                **ratios,
+            }
+        },
+        "figures": figures,
     }
 
 

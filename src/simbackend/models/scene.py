@@ -67,7 +67,9 @@ class ScenePlan:
         add_floor: add a floor plane. add_free_joint: give ``base_body`` a free joint where it has none.
         timestep: the physics substep (s). friction_cone, impratio: MuJoCo's friction cone
             (``"elliptic"`` or ``"pyramidal"``) and impedance ratio in the scene's options (``None``: the
-            model's own). base_keyframe: the keyframe the pose starts from when
+            model's own). contact_timeconst: the time constant (s) written into the solref of every collision
+            geom that keeps MuJoCo's default solref (the robot's and the ground's; ``None``: the model's own).
+            base_keyframe: the keyframe the pose starts from when
             ``default_pose`` is a mapping.
         package_dirs, fuse_static: the model compiler's options.
         balance_inertia: let MuJoCo's compiler correct inertias that violate the triangle inequality
@@ -95,6 +97,7 @@ class ScenePlan:
     timestep: float
     friction_cone: str | None = None
     impratio: float | None = None
+    contact_timeconst: float | None = None
     base_keyframe: str | None = None
     package_dirs: tuple[str, ...] | None = None
     fuse_static: bool | None = None
@@ -258,6 +261,8 @@ def _compose(spec: Any, plan: ScenePlan, label: str) -> None:
         spec.option.cone = cone[plan.friction_cone]
     if plan.impratio is not None:
         spec.option.impratio = plan.impratio
+    if plan.contact_timeconst is not None:
+        _contact_timeconst(spec, plan.contact_timeconst)
     if not plan.self_collisions:
         no_self_collisions(spec, plan.base_body, f"{plan.argument}.self_collisions")
     for i, (a, b) in enumerate(plan.collision_exclude):
@@ -267,6 +272,21 @@ def _compose(spec: Any, plan: ScenePlan, label: str) -> None:
                     f"{plan.argument}.collision_exclude[{i}]: {label} has no body {name!r}{closest_names_hint(name, bodies)}"
                 )
         spec.add_exclude(bodyname1=a, bodyname2=b)
+
+
+#: MuJoCo's default solref: (time constant s, damping ratio)
+MUJOCO_SOLREF = (0.02, 1.0)
+
+
+def _contact_timeconst(spec: Any, timeconst: float) -> None:
+    """Give every collision geom of ``spec`` that keeps MuJoCo's default solref the time constant
+    ``timeconst`` (damping ratio 1 kept): a contact mixes its two geoms' solref, so the robot's feet on the
+    ground act with it. Geoms whose model chose its own solref keep theirs."""
+    for g in spec.geoms:
+        if not (int(g.contype) or int(g.conaffinity)):
+            continue
+        if tuple(float(x) for x in g.solref) == MUJOCO_SOLREF:
+            g.solref = [float(timeconst), MUJOCO_SOLREF[1]]
 
 
 def no_self_collisions(spec: Any, base_body: str, where: str = "self_collisions") -> bool:

@@ -52,6 +52,11 @@ FRICTION_CONES = ("elliptic", "pyramidal")
 DEFAULT_IMPRATIO = {"elliptic": 10.0, "pyramidal": 1.0}
 #: the largest ``impratio`` taken (MuJoCo's solver stiffens friction by this ratio)
 MAX_IMPRATIO = 1000.0
+#: the stiffest soft contact MuJoCo integrates: a time constant of this many substeps (its ``refsafe`` flag
+#: clamps a shorter one up to it); ``contact_timeconst``'s default
+STIFF_CONTACT_STEPS = 2.0
+#: the longest contact time constant taken (s): MuJoCo's default is 0.02
+MAX_CONTACT_TIMECONST = 1.0
 #: the largest finite float32: gains, limits and angles are used in float32 (torch tensors, PhysX)
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 #: the model options a description takes
@@ -109,6 +114,14 @@ class RobotDescription:
             holds it, and a policy trained on MuJoCo learns to use the creep (docs/sim-to-sim.md); the
             elliptic cone at 10 stands every robot where they do. PhysX reads neither (its contact friction
             is always Coulomb's cone), nor do plugin engines with their own friction; MuJoCo Warp reads both.
+        contact_timeconst: the time constant (s) of MuJoCo's soft contacts in the scene (``solref``'s first
+            number) for every collision geom of the robot and of the ground that keeps MuJoCo's default
+            solref (0.02 s, damping ratio 1). Default ``None``: two substeps (``2 * timestep``), the stiffest
+            contact MuJoCo integrates, as mjlab's velocity tasks set on the feet; at 0.02 s a 15 kg robot's
+            feet sag and slide under its weight where a rigid engine's (PhysX's, Motrix's) do not, and its
+            policy learns from it (docs/sim-to-sim.md). ``"model"`` keeps the model's own solref; a number
+            sets that time constant (at least two substeps). PhysX and Motrix read none of it (their
+            contacts are rigid); MuJoCo Warp reads it with the model.
         base_keyframe: a keyframe supplying the default angles ``default_pose`` does not name.
         model_options: construction options for the model: ``package_dirs``; ``fuse_static`` (merge
             bodies welded to their parent, a URDF's fixed links, into it; default: kept);
@@ -141,6 +154,7 @@ class RobotDescription:
     timestep: float = 0.005
     friction_cone: str = "elliptic"
     impratio: float | None = None
+    contact_timeconst: float | str | None = None
     base_keyframe: str | None = None
     model_options: Mapping[str, Any] = field(default_factory=dict)
     engine_options: Mapping[str, Any] = field(default_factory=dict)
@@ -229,6 +243,7 @@ class RobotDescription:
             _set(self, "impratio", DEFAULT_IMPRATIO[self.friction_cone])
         else:
             _set(self, "impratio", _float32(self.impratio, "robot.impratio", minimum=0.0, maximum=MAX_IMPRATIO))
+        _set(self, "contact_timeconst", _contact_timeconst(self.contact_timeconst, self.timestep))
         _set(self, "model_options", _model_options(self.model_options))
         _set(self, "engine_options", _engine_options(self.engine_options))
 
@@ -236,6 +251,15 @@ class RobotDescription:
     def driven_joints(self) -> tuple[str, ...]:
         """The policy's joints, then the held ones: every joint the actuation drives."""
         return tuple(self.joints) + tuple(self.held_joints)
+
+    @property
+    def scene_contact_timeconst(self) -> float | None:
+        """The contact time constant (s) the composed scene writes (``None``: the model's own)."""
+        if self.contact_timeconst == "model":
+            return None
+        if self.contact_timeconst is None:
+            return STIFF_CONTACT_STEPS * float(self.timestep)
+        return float(self.contact_timeconst)
 
     def model_path(self) -> str:
         """``model`` as a source for the model compiler: a built-in name, or an absolute path."""
@@ -388,6 +412,25 @@ def _gains(v: Any, name: str, *, strict: bool) -> Any:
     if isinstance(v, (Sequence, set, np.ndarray)) and not isinstance(v, (str, bytes)):
         raise ArgumentTypeError(f"robot.{name}: expected a number or {{joint or glob: number}}, got {type(v).__name__}")
     return _float32(v, f"robot.{name}", minimum=0.0, strict=strict)
+
+
+def _contact_timeconst(v: Any, timestep: float) -> float | str | None:
+    """``contact_timeconst`` checked: ``None``, ``"model"`` or a time constant of at least two substeps."""
+    where = "robot.contact_timeconst"
+    if v is None or v == "model":
+        return v
+    if isinstance(v, str):
+        raise InvalidArgumentError(
+            f"{where}: expected a time constant in seconds, 'model' or null, got {checks.short_repr(v, 40)}"
+        )
+    value = _float32(v, where, minimum=0.0, maximum=MAX_CONTACT_TIMECONST)
+    least = STIFF_CONTACT_STEPS * float(timestep)
+    if value < least * (1 - 1e-6):
+        raise InvalidArgumentError(
+            f"{where}: {value:g} s is under two substeps ({least:g} s at robot.timestep {float(timestep):g}),"
+            " which MuJoCo clamps to; give at least that, or null for exactly that"
+        )
+    return value
 
 
 def _model_options(v: Any) -> dict[str, Any]:

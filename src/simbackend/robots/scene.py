@@ -64,6 +64,7 @@ def scene_plan(desc: RobotDescription | str | os.PathLike, terrain: Any = None) 
         timestep=desc.timestep,
         friction_cone=desc.friction_cone,
         impratio=desc.impratio,
+        contact_timeconst=desc.scene_contact_timeconst,
         base_keyframe=desc.base_keyframe,
         package_dirs=dirs,
         fuse_static=opts.get("fuse_static"),
