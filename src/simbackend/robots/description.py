@@ -118,10 +118,10 @@ class RobotDescription:
             number) for every collision geom of the robot and of the ground that keeps MuJoCo's default
             solref (0.02 s, damping ratio 1). Default ``None``: two substeps (``2 * timestep``), the stiffest
             contact MuJoCo integrates, as mjlab's velocity tasks set on the feet; at 0.02 s a 15 kg robot's
-            feet sag and slide under its weight where a rigid engine's (PhysX's, Motrix's) do not, and its
+            feet sag and slide under its weight where PhysX's rigid contacts do not, and its
             policy learns from it (docs/sim-to-sim.md). ``"model"`` keeps the model's own solref; a number
-            sets that time constant (at least two substeps). PhysX and Motrix read none of it (their
-            contacts are rigid); MuJoCo Warp reads it with the model.
+            sets that time constant (at least two substeps). MuJoCo Warp reads it with the model, and
+            a plugin engine's own MJCF loader may (docs/robots.md); PhysX's contacts are rigid and read none.
         base_keyframe: a keyframe supplying the default angles ``default_pose`` does not name.
         model_options: construction options for the model: ``package_dirs``; ``fuse_static`` (merge
             bodies welded to their parent, a URDF's fixed links, into it; default: kept);
