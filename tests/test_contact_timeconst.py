@@ -2,7 +2,7 @@
 geoms that keep MuJoCo's default solref (the robot's and the ground's), the model's own choice kept.
 
 Why it exists: at MuJoCo's default 0.02 s a heavy robot's feet sag into the floor and slide under its weight
-where rigid engines (PhysX, Motrix) hold them: Go2 stood 3 % lower on MuJoCo than on SAPIEN and its hips
+where PhysX's rigid contacts hold them: Go2 stood 3 % lower on MuJoCo than on SAPIEN and its hips
 sagged 0.07 rad against 0.005, and its MuJoCo-trained policy tracked 0.36 m/s on PhysX for 0.93 on MuJoCo
 (docs/sim-to-sim.md). Two substeps, the stiffest contact MuJoCo integrates, stands every robot within 0.8 %
 of the rigid engines. The conformance clause ``test_standing_robot_settles_at_mujocos_height`` measures the
