@@ -395,7 +395,9 @@ class VelocityController:
         else:
             q, qd = data.qpos[self.qadr], data.qvel[self.vadr]
             torque = self.kp * (self.targets - q) - self.kd * qd
-            lost = np.where(np.isfinite(self.vmax), qd * self.saturation / self.vmax, 0.0)
+            finite = np.isfinite(self.vmax)  # no velocity limit: nothing lost (and no inf/inf computed)
+            lost = np.zeros_like(qd)
+            lost[finite] = qd[finite] * self.saturation[finite] / self.vmax[finite]
             torque = np.clip(torque, -self.saturation - lost, self.saturation - lost)
             ctrl = torque / self.torque_per_ctrl
             lo, hi = m.actuator_ctrlrange[self.acts].T
