@@ -145,6 +145,7 @@ def _engine_classes() -> list[type]:
         "simbackend.backends.sapien",
         "simbackend_motrix",
         "simbackend.sharding.engine",
+        "simbackend.mixing",
     ):
         try:
             mod = importlib.import_module(module)
