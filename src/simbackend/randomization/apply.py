@@ -381,8 +381,8 @@ class Randomizer:
                     raise UnsupportedFeatureError(
                         self.engine.name,
                         f"domain randomization term {term.kind!r} in phase {phase!r}",
-                        f"plan term {name!r} (get_dr_capabilities() lists what this backend"
-                        " applies; strict=False skips such terms)",
+                        f"plan term {name!r}{self._lacking(f'{term.kind}:{phase}')} (get_dr_capabilities()"
+                        " lists what this backend applies; strict=False skips such terms)",
                     )
                 p.dropped.append(name)
                 continue
@@ -402,6 +402,19 @@ class Randomizer:
             p.counted.append(key)
         self.validate(p)
         return p
+
+    def _lacking(self, entry: str) -> str:
+        """``", which ENGINE (envs a-b) lacks"`` where the engine is a mix of engines (its ``parts`` and
+        ``part_capabilities``: :mod:`simbackend.mixing`) and some of them lack randomization entry
+        ``entry``; else ``""``."""
+        parts = getattr(self.engine, "parts", None) or ()
+        caps = getattr(self.engine, "part_capabilities", None) or ()
+        who = [
+            f"{name} ({'no envs' if a == b else f'env {a}' if b == a + 1 else f'envs {a}-{b - 1}'})"
+            for (name, a, b), c in zip(parts, caps)
+            if entry not in getattr(c, "domain_randomization", frozenset())
+        ]
+        return f", which {' and '.join(who)} lack{'s' if len(who) == 1 else ''}" if who else ""
 
     def _rows(self, p: Prepared, name: str) -> np.ndarray:
         """The prepared new rows of field ``name`` (from the envs' current values on first use)."""
@@ -747,7 +760,8 @@ class Randomizer:
                 raise UnsupportedFeatureError(
                     self.engine.name,
                     f"per-env {name}",
-                    f"{argument} holds per-env values of {name} this backend cannot apply",
+                    f"{argument} holds per-env values of {name} this backend cannot apply"
+                    + (self._lacking(f"{terms[0]}:reset") if terms else ""),
                 )
             p.fields[name] = rows.copy()
         self.validate(p)
