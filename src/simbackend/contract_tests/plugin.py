@@ -1,6 +1,7 @@
 """pytest plugin of the conformance suite (entry point ``pytest11: simbackend``).
 
-Adds ``--sim NAME`` (the backend under test, default ``mujoco``), ``--device``
+Adds ``--sim NAME`` (the backend under test, default ``mujoco``; a mix of
+engines such as ``mujoco,sapien`` too: :mod:`simbackend.mixing`), ``--device``
 (where the backends are built; CUDA missing is a usage error) and
 ``--sim-option KEY=VALUE`` (construction options for every backend built),
 the fixtures the suite uses, and the hypothesis profiles:
@@ -52,7 +53,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--sim",
         action="store",
         default=os.environ.get("SIMBACKEND_SIM", "mujoco"),
-        help="registered backend the conformance suite runs against (default: mujoco)",
+        help="registered backend the conformance suite runs against (default: mujoco), or a mix of engines"
+        " ('mujoco,sapien': simbackend.mixing)",
     )
     group.addoption(
         "--device",
@@ -121,10 +123,19 @@ def pytest_report_header(config: pytest.Config) -> str:
 
 
 def _registered_sim(config: pytest.Config) -> str:
-    """``--sim``, lower case, if it names a registered backend (else ``pytest.UsageError``)."""
+    """``--sim``, lower case, if it names a registered backend or a mix of registered engines
+    (``mujoco,sapien``: :mod:`simbackend.mixing`), else ``pytest.UsageError``."""
+    from simbackend.errors import SimBackendError
+    from simbackend.mixing import is_mix, spec_engines
     from simbackend.registry import available_backends
 
-    name = str(config.getoption("--sim")).strip().lower()
+    name = "".join(str(config.getoption("--sim")).split()).lower()
+    if is_mix(name):
+        try:
+            spec_engines(name)
+        except SimBackendError as e:
+            raise pytest.UsageError(f"--sim: {e}") from e
+        return name
     if name not in available_backends():
         raise pytest.UsageError(
             f"--sim: {name!r} is not a registered backend; registered backends:"
@@ -145,8 +156,17 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @pytest.fixture(scope="session")
 def sim_name(pytestconfig: pytest.Config) -> str:
-    """Name of the backend under test (``--sim``), lower case and registered."""
+    """Name of the backend under test (``--sim``), lower case and registered, or a mix spec of
+    registered engines (``"mujoco,sapien"``: envs shared equally at every N the suite builds)."""
     return _registered_sim(pytestconfig)
+
+
+@pytest.fixture(scope="session")
+def sim_engines(sim_name: str) -> tuple[str, ...]:
+    """The registered engines the backend under test runs on: ``(sim_name,)``, or a mix's engines in order."""
+    from simbackend.mixing import is_mix, spec_engines
+
+    return spec_engines(sim_name) if is_mix(sim_name) else (sim_name,)
 
 
 @pytest.fixture(scope="session")

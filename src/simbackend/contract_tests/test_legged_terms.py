@@ -87,25 +87,28 @@ def test_latency_delays_a_servo_by_whole_substeps(make_sim: Any, dr_model: Path)
     env without latency in the same batch moves exactly as in a batch without any latency."""
     sim = make_sim(dr_model, 4)
     assert _declares(sim, "action_latency", "init") and _declares(sim, "action_latency", "reset")
-    ref = make_sim(dr_model, 1)  # no latency anywhere: the undelayed trajectory, every 2 substeps
+    # no latency anywhere: the undelayed trajectory of each env, every 2 substeps (a batch of the same size:
+    # env i of a mixed backend runs on the same engine in both)
+    ref = make_sim(dr_model, 4)
     latencies = [0, 2, 4, 7]  # 7 > nsteps: the whole call applies the previous command (capped at 4)
     _per_env("action_latency", latencies, sim)
     col = int(sim.info.joint_qposadr[sim.info.joint_names.index("slide")])
     nsteps, calls = 4, 30
-    ref_q = [0.0]
+    ref_q = [np.zeros(4)]
     for _ in range(2 * calls):
         ref.step(_ctrl(ref, servo=0.1), nsteps=2)
-        ref_q.append(float(to_np(ref.get_qpos())[0, col]))
+        ref_q.append(to_np(ref.get_qpos())[:, col])
     got = np.zeros((calls, 4))
     for k in range(calls):
         sim.step(_ctrl(sim, servo=0.1), nsteps=nsteps)
         got[k] = to_np(sim.get_qpos())[:, col]
     for i, lat in enumerate(latencies):
         shift = min(lat, nsteps)
-        want = np.array([ref_q[(nsteps * (k + 1) - shift) // 2] for k in range(calls)])
+        want = np.array([ref_q[(nsteps * (k + 1) - shift) // 2][i] for k in range(calls)])
         np.testing.assert_allclose(got[:, i], want, atol=2e-5, rtol=1e-4, err_msg=f"env {i}, latency {lat}")
     assert got[5, 1] < got[5, 0] - 1e-4, "a delayed servo must lag the undelayed one"
-    np.testing.assert_array_equal(got[:, 0], np.array(ref_q[2::2][:calls]), err_msg="env 0 has no latency")
+    undelayed = np.array([q[0] for q in ref_q[2::2][:calls]])
+    np.testing.assert_array_equal(got[:, 0], undelayed, err_msg="env 0 has no latency")
 
 
 def test_latency_round_trips_through_snapshots(make_sim: Any, dr_model: Path) -> None:
