@@ -315,3 +315,21 @@ def test_a_diverged_env_of_each_engine_is_put_back_and_the_others_step() -> None
         after = [sim.get_qpos(), sim.get_qvel(), sim.get_body_pos_w()]
         for a, b in zip(after, before):
             assert torch.equal(a[[1, 3]], b[[1, 3]]) and not torch.equal(a[[0, 2]], b[[0, 2]])
+
+
+def test_simbackend_contract_takes_a_mix(monkeypatch) -> None:
+    """``simbackend contract --sim 'MuJoCo, Motrix'`` hands the normalised spec to the suite; a bad spec
+    exits 2 naming it, before pytest runs."""
+    from typer.testing import CliRunner
+
+    from simbackend.cli.main import app
+
+    calls: list[list[str]] = []
+    monkeypatch.setattr(pytest, "main", lambda args, *a, **k: calls.append(list(args)) or 0)
+    runner = CliRunner()
+    result = runner.invoke(app, ["contract", "--sim", "MuJoCo, Motrix", "-q"])
+    assert result.exit_code == 0, result.output
+    assert calls[0][calls[0].index("--sim") + 1] == "mujoco,motrix"
+    result = runner.invoke(app, ["contract", "--sim", "mujoco,motrx", "-q"])
+    assert result.exit_code == 2 and "did you mean 'motrix'" in " ".join(result.output.split()), result.output
+    assert len(calls) == 1

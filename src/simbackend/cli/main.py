@@ -1053,15 +1053,26 @@ def contract(
     become pytest's --sim-option and --device). Example: simbackend contract
     --sim sapien -o sapien.solver=tgs --nthread 2 -q -x -k "names or shapes"
 
-    --sim may name a backend that a pytest plugin given with -p registers (the
-    suite checks the name once its plugins are loaded; without -p it is checked
-    at once). Exit status: pytest's, except a usage error (an unknown --sim, a
-    bad pytest argument), which exits 2.
+    --sim may be a mix of engines (mujoco,sapien: docs/mixed.md), or name a
+    backend that a pytest plugin given with -p registers (the suite checks the
+    name once its plugins are loaded; without -p it is checked at once). Exit
+    status: pytest's, except a usage error (an unknown --sim, a bad pytest
+    argument), which exits 2.
     """
     from simbackend._extras import require_extra
     from simbackend.errors import MissingExtraError
+    from simbackend.mixing import is_mix
 
-    if not any(a == "-p" or (a.startswith("-p") and not a.startswith("--")) for a in ctx.args):
+    if is_mix(sim):  # a mix of registered engines (simbackend.mixing): each checked now
+        from simbackend.errors import SimBackendError
+        from simbackend.mixing import spec_engines
+
+        sim = "".join(sim.split()).lower()
+        try:
+            spec_engines(sim)
+        except SimBackendError as e:
+            raise fail(f"--sim: {e}", code=2) from None
+    elif not any(a == "-p" or (a.startswith("-p") and not a.startswith("--")) for a in ctx.args):
         try:  # no plugin that could register it: an unknown name is a bad argument, as for every command
             sim = check_sim(sim) or sim
         except typer.BadParameter as e:
