@@ -333,3 +333,26 @@ def test_simbackend_contract_takes_a_mix(monkeypatch) -> None:
     result = runner.invoke(app, ["contract", "--sim", "mujoco,motrx", "-q"])
     assert result.exit_code == 2 and "did you mean 'motrix'" in " ".join(result.output.split()), result.output
     assert len(calls) == 1
+
+
+def test_a_part_failing_to_build_closes_the_parts_built_before_it(monkeypatch) -> None:
+    from simbackend.backends.mujoco import MuJoCoEngine
+    from simbackend.registry import register_backend, unregister_backend
+
+    class Broken(MuJoCoEngine):
+        name = "broken"
+
+        def __init__(self, build):
+            super().__init__(build)
+            raise InvalidArgumentError("broken: this engine never builds")
+
+    closed = []
+    real_close = MuJoCoEngine.close
+    monkeypatch.setattr(MuJoCoEngine, "close", lambda self: closed.append(type(self).name) or real_close(self))
+    register_backend("broken", Broken)
+    try:
+        with pytest.raises(InvalidArgumentError, match="never builds"):
+            make_backend("mujoco,broken", "pendulum", 2)
+    finally:
+        unregister_backend("broken")
+    assert closed == ["mujoco"]

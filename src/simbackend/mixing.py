@@ -332,6 +332,11 @@ class MixedEngine(Engine):
         self._held: list[int] = []  # their indices in the mix
         probes: list[Capabilities] = []
         self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._stepped: set[int] = set()
+        #: step the parts side by side (threads); False steps them one after the other in this thread
+        self.parallel = True
+        self._lock = threading.Lock()
+        self._threads: dict[int, int] = {}  # part -> the thread stepping it, while it steps
         try:
             for k, (_name, cls, count, block) in enumerate(self.mix):
                 part = replace(build, num_envs=max(count, 1), options=replace(build.options, engine=dict(block)))
@@ -344,9 +349,14 @@ class MixedEngine(Engine):
                         probes.append(engine.capabilities)
                     finally:
                         engine.close()
-        except BaseException:
+            self._settle(probes)
+        except BaseException:  # a part that failed to build (or to describe itself): none is left open
             self._close_parts()
             raise
+
+    def _settle(self, probes: list[Capabilities]) -> None:
+        """The mix's description, once every part is built (``probes``: the capabilities of the engines
+        holding no env)."""
         own = iter([e.capabilities for e in self._engines])
         empty = iter(probes)
         #: ``(engine name, first env, stop env)`` of each engine of the mix, in order
@@ -362,11 +372,6 @@ class MixedEngine(Engine):
         self._capabilities = combined_capabilities(list(self.part_capabilities))
         widths = [e.state_width for e in self._engines] if self._capabilities.snapshot_restore else []
         self._widths = widths
-        self._stepped: set[int] = set()
-        #: step the parts side by side (threads); False steps them one after the other in this thread
-        self.parallel = True
-        self._lock = threading.Lock()
-        self._threads: dict[int, int] = {}  # part -> the thread stepping it, while it steps
         if len(self._engines) > 1:
             self._pool = concurrent.futures.ThreadPoolExecutor(len(self._engines) - 1, thread_name_prefix="mixed-part")
 
