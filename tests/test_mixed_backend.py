@@ -356,3 +356,13 @@ def test_a_part_failing_to_build_closes_the_parts_built_before_it(monkeypatch) -
     finally:
         unregister_backend("broken")
     assert closed == ["mujoco"]
+
+
+def test_a_device_other_than_the_cpu_is_refused_naming_it(monkeypatch) -> None:
+    """Where CUDA exists (stood in for here: the check itself is what is tested), a mix refuses it in one
+    line naming ``device``, before any engine is built."""
+    import simbackend.devices
+
+    monkeypatch.setattr(simbackend.devices, "require_device", lambda device, **k: torch.device("cuda", 0))
+    with pytest.raises(InvalidArgumentError, match=r"^device: a mixed backend \('mujoco:2,motrix:2'\) runs on the CPU"):
+        make_backend(MIX, "pendulum", 4, device="cuda")
