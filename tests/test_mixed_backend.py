@@ -366,3 +366,32 @@ def test_a_device_other_than_the_cpu_is_refused_naming_it(monkeypatch) -> None:
     monkeypatch.setattr(simbackend.devices, "require_device", lambda device, **k: torch.device("cuda", 0))
     with pytest.raises(InvalidArgumentError, match=r"^device: a mixed backend \('mujoco:2,motrix:2'\) runs on the CPU"):
         make_backend(MIX, "pendulum", 4, device="cuda")
+
+
+def test_a_part_that_raises_stops_the_others_and_every_env_is_put_back(monkeypatch) -> None:
+    """The first part raises early in a step of a million substeps: the part stepping in a thread is told
+    to stop (it would take minutes), the error reaches the caller, and every env is where it was."""
+    import time
+
+    with make_backend(MIX, "quadruped", 4) as sim:
+        inputs = _inputs(sim, 2, seed=5)
+        sim.set_state(None, inputs["q0"], inputs["v0"])
+        sim.step(inputs["ctrl"][0], nsteps=2)
+        before = [sim.get_qpos().clone(), sim.get_qvel().clone(), sim.get_time().clone()]
+        first = sim.engine.part_engines[0]
+        real_step = first.step
+
+        def failing(ctrl, nsteps, forces):  # an engine failing inside its step, after one substep
+            real_step(ctrl, 1, forces)
+            raise RuntimeError("part 0 failed")
+
+        monkeypatch.setattr(first, "step", failing)
+        t = time.monotonic()
+        with pytest.raises(RuntimeError, match="part 0 failed"):
+            sim.step(inputs["ctrl"][1], nsteps=10**6)
+        assert time.monotonic() - t < 30
+        after = [sim.get_qpos(), sim.get_qvel(), sim.get_time()]
+        assert all(torch.equal(a, b) for a, b in zip(after, before))
+        monkeypatch.undo()
+        sim.step(inputs["ctrl"][1], nsteps=2)  # the pool's thread still steps
+        assert not torch.equal(sim.get_qpos(), before[0])

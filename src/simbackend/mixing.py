@@ -337,6 +337,7 @@ class MixedEngine(Engine):
         self.parallel = True
         self._lock = threading.Lock()
         self._threads: dict[int, int] = {}  # part -> the thread stepping it, while it steps
+        self._interrupted: set[int] = set()  # the parts told to stop in this step
         try:
             for k, (_name, cls, count, block) in enumerate(self.mix):
                 part = replace(build, num_envs=max(count, 1), options=replace(build.options, engine=dict(block)))
@@ -460,6 +461,7 @@ class MixedEngine(Engine):
         ``KeyboardInterrupt`` raised in their thread, which their engines take as Ctrl-C between two
         chunks of their step; every part's answer is awaited before this returns."""
         assert self._pool is not None
+        self._interrupted = set()
         futures = {}
         for i in range(1, len(calls)):
             self._stepped.add(i)
@@ -471,7 +473,7 @@ class MixedEngine(Engine):
             results[0] = e.step(c, nsteps, f)
         except BaseException as err:
             errors.append(err)
-            self._interrupt_parts()
+            self._interrupt_parts(futures)
         for i, fut in futures.items():
             while True:
                 try:
@@ -481,11 +483,16 @@ class MixedEngine(Engine):
                     errors.append(err)
                     if fut.done() and fut.exception() is err:  # the part's own error
                         break
-                    self._interrupt_parts()  # raised in this thread while waiting (a signal): stop the parts
+                    self._interrupt_parts(futures)  # raised here while waiting (a signal): stop the parts
+        with self._lock:  # every part has answered: no thread of the pool is a part's any more
+            self._threads.clear()
 
     def _part_step(self, i: int, engine: Engine, ctrl: torch.Tensor, forces: BodyForces | None, nsteps: int) -> Any:
         """Part ``i``'s step, in a pool thread that :meth:`_interrupt_parts` may interrupt while it runs."""
         with self._lock:
+            if i in self._interrupted:  # stopped before it began: it changed nothing, and has nothing to revert
+                self._stepped.discard(i)
+                raise KeyboardInterrupt
             self._threads[i] = threading.get_ident()
         try:
             return engine.step(ctrl, nsteps, forces)
@@ -494,11 +501,17 @@ class MixedEngine(Engine):
                 self._threads.pop(i, None)
                 _async_raise(threading.get_ident(), None)
 
-    def _interrupt_parts(self) -> None:
-        """Raise ``KeyboardInterrupt`` in the threads of the parts still stepping."""
+    def _interrupt_parts(self, parts: Any) -> None:
+        """Tell ``parts`` to stop this step: ``KeyboardInterrupt`` raised in the thread of each one stepping
+        (once per part and step: a second one could land after the part's step, in the pool's own loop, and
+        end its thread); one whose thread has not begun yet does not begin (:meth:`_part_step`)."""
         with self._lock:
-            for ident in self._threads.values():
-                _async_raise(ident, KeyboardInterrupt)
+            for i in parts:
+                if i not in self._interrupted:
+                    self._interrupted.add(i)
+                    ident = self._threads.get(i)
+                    if ident is not None:
+                        _async_raise(ident, KeyboardInterrupt)
 
     def revert(self, envs: torch.Tensor) -> None:
         mask = torch.as_tensor(envs, dtype=torch.bool)
