@@ -185,6 +185,13 @@ class SimBackend:
         return tuple(self._engine.notes)
 
     @property
+    def env_engines(self) -> tuple[str, ...]:
+        """The registered name of the engine simulating each env, in env order: :attr:`name` N times, except
+        on a mixed backend (``make_backend("mujoco,motrix", ...)``), whose envs span engines. Code that
+        reports per engine (training logs, evaluations) groups envs by it."""
+        return tuple(self._engine.env_engines)
+
+    @property
     def info(self) -> ModelInfo:
         """The engine-neutral description of the compiled model (read-only)."""
         return self._info

@@ -180,6 +180,12 @@ class Engine(abc.ABC):
         """What the engine's conversion of the model approximates, one line each (default: nothing)."""
         return ()
 
+    @property
+    def env_engines(self) -> tuple[str, ...]:
+        """The registered name of the engine simulating each env, in env order (default: this engine's, N
+        times; an engine composing several engines names each env's)."""
+        return (self.name,) * self.num_envs
+
     # ------------------------------------------------------------------
     # state
     # ------------------------------------------------------------------
@@ -369,6 +375,7 @@ ENGINE_MEMBERS = (
     "__init__",
     "capabilities",
     "notes",
+    "env_engines",
     "read_state",
     "write_state",
     "write_state_masked",
@@ -397,6 +404,7 @@ OPTIONAL_MEMBERS = (
     "devices",
     "distributions",
     "notes",
+    "env_engines",
     "write_state_masked",
     "site_jacobian",
     "contact_forces",

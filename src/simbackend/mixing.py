@@ -64,6 +64,7 @@ __all__ = [
     "MixSpec",
     "MixedEngine",
     "combined_capabilities",
+    "engines_of",
     "is_mix",
     "lacking",
     "mixed_engine_class",
@@ -101,6 +102,11 @@ class MixSpec:
 def is_mix(sim: Any) -> bool:
     """Whether ``sim`` is a mix spec (a string with ``,`` or ``:``) rather than one backend's name."""
     return isinstance(sim, str) and ("," in sim or ":" in sim)
+
+
+def engines_of(sim: str) -> tuple[str, ...]:
+    """The engine names ``sim`` runs on: a mix spec's (checked, :func:`spec_engines`), or one backend's name."""
+    return spec_engines(sim) if is_mix(sim) else (str(sim).lower(),)
 
 
 def _bad(sim: str, problem: str) -> InvalidArgumentError:
@@ -382,6 +388,10 @@ class MixedEngine(Engine):
     @property
     def capabilities(self) -> Capabilities:
         return self._capabilities
+
+    @property
+    def env_engines(self) -> tuple[str, ...]:
+        return tuple(name for name, a, b in self.parts for _ in range(b - a))
 
     @property
     def notes(self) -> tuple[str, ...]:

@@ -233,6 +233,22 @@ def test_name_tables_and_ids(sim: Any) -> None:
     assert int(sim.get_body_ids("world")[0]) == 0
 
 
+def test_env_engines_name_the_engine_of_every_env(sim: Any) -> None:
+    """Clause: env_engines is a tuple of N registered engine names in env order: the backend's name N times,
+    or, for a mixed backend, each engine's block of envs in the order of its name ("mujoco:3,motrix:2")."""
+    from simbackend.registry import available_backends
+
+    engines = sim.env_engines
+    assert isinstance(engines, tuple) and len(engines) == sim.num_envs
+    assert set(engines) <= set(available_backends()), engines
+    blocks = [[e, 0] for i, e in enumerate(engines) if i == 0 or engines[i - 1] != e]
+    for e in engines:
+        next(b for b in blocks if b[0] == e)[1] += 1
+    assert len({b[0] for b in blocks}) == len(blocks), f"an engine's envs are not one block: {engines}"
+    expected = blocks[0][0] if len(blocks) == 1 else ",".join(f"{e}:{n}" for e, n in blocks)
+    assert sim.name == expected
+
+
 def test_dof_names_and_index_maps(sim: Any) -> None:
     """Clause: get_dof_pos/vel are the hinge/slide joints in joint order; the joint index queries agree with the qpos/qvel layout."""
     info = sim.info

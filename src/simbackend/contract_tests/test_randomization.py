@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from simbackend.contract_tests.helpers import DR_MJCF, env_params, to_np
+from simbackend.contract_tests.helpers import DR_MJCF, assert_rows_equal, env_params, to_np
 from simbackend.errors import (
     EnvIdError,
     InvalidArgumentError,
@@ -543,7 +543,8 @@ def test_interval_plan_leaves_the_trajectory_before_it(make_sim: Any, dr_model: 
 # ----------------------------------------------------------------------------
 def test_env_values_do_not_depend_on_num_envs(make_sim: Any, dr_model: Path) -> None:
     """Clause: the values drawn for env i depend on (seed, plan, term, env i, draw count) only: env 3
-    gets the same values with N = 4 and N = 64, and a second draw differs from the first."""
+    gets the same values with N = 4 and N = 64 (bit for bit on one engine; to 1e-4 where a mixed backend
+    puts env 3 on another engine at N = 64), and a second draw differs from the first."""
     small, large = make_sim(dr_model, 4), make_sim(dr_model, 64)
     caps = small.get_dr_capabilities()
     terms = [Term("joint_default_pos", Distribution.gaussian(0.0, 0.1, -0.2, 0.2), targets=("slide", "hinge"))]
@@ -556,15 +557,18 @@ def test_env_values_do_not_depend_on_num_envs(make_sim: Any, dr_model: Path) -> 
     plan = RandomizationPlan(tuple(terms), seed=123)
     small.apply_init_randomization(plan)
     large.apply_init_randomization(plan, strict=False)
-    for _k, (a, b) in enumerate(zip(env_params(small).values(), env_params(large).values())):
-        np.testing.assert_array_equal(a[3], b[3])
-    np.testing.assert_array_equal(env_params(small)["default_qpos"][:4], env_params(large)["default_qpos"][:4])
+    for a, b in zip(env_params(small).values(), env_params(large).values()):
+        assert_rows_equal(a, [3], small, b, [3], large)
+    assert_rows_equal(
+        env_params(small)["default_qpos"], [0, 1, 2, 3], small, env_params(large)["default_qpos"], [0, 1, 2, 3], large
+    )
     if "interval" in caps.get("body_mass", ()):
         box = small.info.body_names.index("box")
         small.apply_interval_randomization(plan, [3])
-        first = to_np(small.get_env_body_mass())[3, box]
+        first = to_np(small.get_env_body_mass())[:, box]
         large.apply_interval_randomization(plan, [3, 40])
-        assert to_np(large.get_env_body_mass())[3, box] == first
+        assert_rows_equal(large.get_env_body_mass()[:, box], [3], large, first, [3], small)
+        first = first[3]
         small.apply_interval_randomization(plan, [3])
         assert to_np(small.get_env_body_mass())[3, box] != first
 
