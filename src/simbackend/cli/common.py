@@ -221,11 +221,24 @@ app = typer.Typer(
 # --sim: a registered backend, case-insensitive
 # ----------------------------------------------------------------------
 def check_sim(value: str | None) -> str | None:
-    """Normalise ``--sim`` to a registered lower-case name, or fail with a usage error (exit 2)."""
+    """Normalise ``--sim`` to a registered lower-case name or a mix of them (``mujoco,motrix``, ``mujoco:96,
+    sapien:32``: docs/mixed.md), or fail with a usage error (exit 2)."""
     if value is None:
         return None
     name = value.strip().lower()
     registered = available_backends()  # read at call time: runtime registrations count
+    from simbackend.mixing import is_mix
+
+    if is_mix(name):
+        from simbackend.errors import SimBackendError
+        from simbackend.mixing import spec_engines
+
+        name = "".join(name.split())
+        try:
+            spec_engines(name, registered)
+        except SimBackendError as e:
+            raise typer.BadParameter(str(e).removeprefix("sim: ")) from None
+        return name
     if name not in registered:
         listing = ", ".join(registered) if registered else "(none)"
         raise typer.BadParameter(f"{value!r} is not a registered backend; registered backends: {listing}")

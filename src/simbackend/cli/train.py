@@ -389,6 +389,11 @@ def train_command(
                     f" length {ev['length']:.1f} ({ev['episodes']} episodes, deterministic)"
                 ],
             ),
+            *(
+                [("by engine", [", ".join(f"{k} {100 * v:.0f} %" for k, v in ev["success_by_engine"].items())])]
+                if ev.get("success_by_engine")
+                else []
+            ),
             ("checkpoint", [str(result.checkpoint)]),  # paths are words: wrapped around, never cut short
             ("log", [f"{result.log_csv} | {result.log_json.name}"]),
             ("learning curve", [str(result.curve_png)]),
@@ -830,6 +835,14 @@ def _print_evaluation(result: Any, settings: str) -> None:
         ),
         soft_wrap=True,
     )
+    if result.success_by_engine:  # a mixed backend: each engine's envs' episodes
+        parts = [
+            f"{name} {est.mean:.3f} [{est.low:.3f}, {est.high:.3f}] (n={est.n}{', held out' * (name in result.held_out)})"
+            for name, est in result.success_by_engine.items()
+        ]
+        console.print(Text("success by engine: " + ", ".join(parts)), soft_wrap=True)
+    if result.held_out:
+        console.print(Text(f"held out (not trained on): {', '.join(result.held_out)}"), soft_wrap=True)
     if result.success_by_group:  # the velocity task on a terrain: each terrain type's episodes
         parts = [f"{name} {est.mean:.2f} (n={est.n})" for name, est in result.success_by_group.items()]
         console.print(Text("success by terrain type: " + ", ".join(parts)), soft_wrap=True)

@@ -6,7 +6,8 @@ A checkpoint is one ``torch.save`` file of plain values (it loads with ``weights
 * ``"task"``, ``"task_config"`` (``config.to_dict()``, a randomization plan as its dict), ``"sim"`` (the
   engine it was trained on), ``"delegated"`` (the model elements whose physics that engine took from
   MuJoCo, its ``capabilities.delegated``: a policy trained there partly learned MuJoCo's forces),
-  ``"describe"`` (``task.describe()``);
+  ``"describe"`` (``task.describe()``), ``"engines"`` (``{engine: envs}``: the training envs each engine
+  simulated, several for a mixed backend such as ``sim="mujoco,motrix"``; absent before 0.10);
 * ``"train_config"`` (:meth:`TrainConfig.to_dict`), ``"rsl_rl_cfg"`` (the runner configuration);
 * ``"observation_size"``, ``"action_dim"``, ``"iteration"``, ``"env_steps"``, ``"eval"`` (the last
   evaluation's figures or ``None``);
@@ -93,6 +94,12 @@ class Checkpoint:
     @property
     def sim(self) -> str:
         return self.data["sim"]
+
+    @property
+    def engines(self) -> dict[str, int]:
+        """``{engine: training envs}``, in the mix's order: the engines the policy was trained on (one for a
+        plain backend; a checkpoint from before 0.10: its ``sim`` with every env)."""
+        return dict(self.data.get("engines") or {self.sim: int(self.train_config.num_envs)})
 
     @property
     def delegated(self) -> tuple[str, ...]:

@@ -12,7 +12,7 @@ import contextlib
 import math
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -140,6 +140,11 @@ class EvalResult:
             mapping) or ``"task_config_override"``. plan_terms: the names of the plan's terms applied.
         skipped_terms: the plan's terms left out because ``sim`` does not apply them
             (``skip_unsupported=True``).
+        success_by_engine: ``{engine: success rate}`` with Wilson's interval where ``sim`` is a mixed backend
+            (``"mujoco,sapien"``): over every seed's episodes played by that engine's envs (the per-seed rows
+            hold ``success_by_engine`` as ``{engine: [successes, episodes]}``); empty for one engine.
+        held_out: the engines evaluated on that the policy was not trained on (``sim``'s engines less
+            ``trained_on``'s), in ``sim``'s order.
     """
 
     task: str
@@ -163,6 +168,8 @@ class EvalResult:
     plan: str = "none"
     plan_terms: tuple[str, ...] = ()
     skipped_terms: tuple[str, ...] = ()
+    success_by_engine: dict = field(default_factory=dict)
+    held_out: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
         """JSON-ready figures."""
@@ -186,6 +193,12 @@ class EvalResult:
             "ci": CI_NOTE,
             "wall_s": self.wall_s,
             "video": self.video,
+            "held_out": list(self.held_out),
+            **(
+                {"success_by_engine": {k: v.to_dict() for k, v in self.success_by_engine.items()}}
+                if self.success_by_engine
+                else {}
+            ),
             **(
                 {"success_by_group": {k: v.to_dict() for k, v in self.success_by_group.items()}}
                 if self.success_by_group
@@ -475,6 +488,7 @@ def merge_seeds(results: Sequence[EvalResult]) -> EvalResult:
         wall_s=sum(r.wall_s for r in results),
         video=next((r.video for r in results if r.video), None),
         success_by_group=group_success(per_seed),
+        success_by_engine=group_success(per_seed, "success_by_engine"),
     )
 
 
@@ -499,7 +513,10 @@ def _evaluate(
 ) -> EvalResult:
     ckpt = _source(checkpoint)
     exported = isinstance(ckpt, ExportedPolicy)
-    sim = (ckpt.sim if not exported else "mujoco") if sim is None else sim
+    if sim is None:  # the training engine(s); a mix's counts dropped: shares of this evaluation's envs
+        from simbackend.mixing import engines_of
+
+        sim = ",".join(engines_of(ckpt.sim)) if not exported else "mujoco"
     seeds = tuple(seeds)
     if not seeds or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds):
         raise InvalidArgumentError(f"seeds: expected non-negative ints, got {list(seeds)!r}")
@@ -535,6 +552,7 @@ def _evaluate(
         t_seed = time.perf_counter()
         task, bound = _task_and_policy(ckpt, policy, sim, n, config, seed, device, backend_options)
         group_names = tuple(getattr(task, "group_names", ()))
+        env_engines = task.backend.env_engines
         film = None
         try:
             delegated = tuple(sorted(task.backend.capabilities.delegated))
@@ -556,6 +574,10 @@ def _evaluate(
         }
         if "group" in r:
             row["success_by_group"] = _group_counts(r["success"], r["group"], group_names)
+        engines = tuple(dict.fromkeys(env_engines))
+        if len(engines) > 1:  # a mixed backend: episode k was played in env k % n (run_episodes' order)
+            which = torch.tensor([engines.index(env_engines[k % n]) for k in range(len(r["success"]))])
+            row["success_by_engine"] = _group_counts(r["success"], which, engines)
         per_seed.append(row)
         if film is not None:  # drawn once the rollout is over: the seed's wall time is the evaluation's
             try:
@@ -584,7 +606,17 @@ def _evaluate(
         plan=plan_label,
         plan_terms=tuple(name for name in named if name not in skipped),
         skipped_terms=skipped,
+        success_by_engine=group_success(per_seed, "success_by_engine"),
+        held_out=held_out(sim, ckpt.engines if not exported else ("mujoco",)),
     )
+
+
+def held_out(sim: str, trained: Iterable[str]) -> tuple[str, ...]:
+    """The engines of ``sim`` (one backend's name or a mix spec) that are not among ``trained``, in order."""
+    from simbackend.mixing import engines_of
+
+    seen = set(trained)
+    return tuple(e for e in engines_of(sim) if e not in seen)
 
 
 def _source(checkpoint: Any) -> Checkpoint | ExportedPolicy:
@@ -637,11 +669,12 @@ def _group_counts(success: torch.Tensor, group: torch.Tensor, names: Sequence[st
     return {k: v for k, v in out.items() if v[1]}
 
 
-def group_success(per_seed: Sequence[Mapping[str, Any]]) -> dict:
-    """``{group: Estimate}``: each group's success rate over every seed's episodes of it (Wilson's interval)."""
+def group_success(per_seed: Sequence[Mapping[str, Any]], key: str = "success_by_group") -> dict:
+    """``{group: Estimate}``: each group's success rate over every seed's episodes of it (Wilson's interval);
+    the groups are the per-seed rows' ``key`` (``"success_by_engine"``: the engines of a mixed backend)."""
     totals: dict[str, list[int]] = {}
     for row in per_seed:
-        for name, (wins, count) in row.get("success_by_group", {}).items():
+        for name, (wins, count) in row.get(key, {}).items():
             t = totals.setdefault(name, [0, 0])
             t[0] += int(wins)
             t[1] += int(count)

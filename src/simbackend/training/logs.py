@@ -24,6 +24,9 @@ COLUMNS = (
     # TrainConfig.eval_iterations and at the last iteration, empty otherwise): mean return
     "eval_length",  # ... mean episode length
     "eval_success",  # ... success rate
+    "success_by_engine",  # a mixed backend (envs on several engines): success_rate per engine, over the
+    # episodes its envs ended ("mujoco=0.91 motrix=0.88" in log.csv, an object in log.json); empty otherwise
+    "eval_success_by_engine",  # ... eval_success per engine
     "fps",  # env steps per second of this iteration (rollout and update)
     "collect_s",  # rollout time of this iteration
     "learn_s",  # update time of this iteration
@@ -41,6 +44,14 @@ def _clean(v: Any) -> Any:
     if isinstance(v, float) and not math.isfinite(v):
         return None
     return v
+
+
+def _csv_row(row: dict) -> dict:
+    """A row as ``log.csv`` writes it: ``None`` empty, a per-engine mapping as ``"mujoco=0.91 motrix=0.88"``."""
+    return {
+        k: "" if v is None else " ".join(f"{e}={x:.4g}" for e, x in v.items()) if isinstance(v, dict) else v
+        for k, v in row.items()
+    }
 
 
 class TrainingLog:
@@ -63,7 +74,7 @@ class TrainingLog:
     def append(self, row: dict) -> None:
         row = {k: _clean(row.get(k)) for k in COLUMNS}
         self.rows.append(row)
-        self._csv.writerow({k: ("" if v is None else v) for k, v in row.items()})
+        self._csv.writerow(_csv_row(row))
         self._file.flush()
 
     def update_last(self, **values: Any) -> None:
@@ -74,7 +85,7 @@ class TrainingLog:
         self._file.truncate()
         self._csv.writeheader()
         for row in self.rows:
-            self._csv.writerow({k: ("" if v is None else v) for k, v in row.items()})
+            self._csv.writerow(_csv_row(row))
         self._file.flush()
 
     def write_json(self, **extra: Any) -> None:

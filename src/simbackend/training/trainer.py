@@ -27,7 +27,8 @@ import json
 import math
 import sys
 import time
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -213,8 +214,8 @@ def _load_resume(resume: Any) -> Any:
 
 @dataclass
 class _Rollout:
-    """One iteration's rollout: the ``(return, length, success)`` of the training episodes that ended, and
-    its time."""
+    """One iteration's rollout: the ``(return, length, success, env)`` of the training episodes that ended,
+    and its time."""
 
     ended: list
     collect_s: float
@@ -247,6 +248,8 @@ class _Run:
 
         self.task_name, self.sim, self.tc, self.device, self.progress = task_name, sim, tc, device, progress
         self.config = _task_config(task_name, task_config, randomization)
+        #: what the evaluations run on: ``sim``, a mix with counts as equal shares (the evaluation has its own N)
+        self.eval_sim = _shares(sim)
         self.options = dict(backend_options or {})
         if out_dir is None or not isinstance(out_dir, (str, Path)):
             raise InvalidArgumentError(f"out_dir: expected a folder path, got {out_dir!r}")
@@ -277,6 +280,9 @@ class _Run:
 
         tc, task_name, sim, out = self.tc, self.task_name, self.sim, self.out
         self.deferred = bool(self.task.backend.deferred_checks)
+        #: the engine of each training env, and whether they are several (a mixed backend: figures per engine)
+        self.env_engines = self.task.backend.env_engines
+        self.mixed = len(set(self.env_engines)) > 1
         self.rsl_cfg = tc.rsl_rl_cfg()
         with contextlib.redirect_stdout(io.StringIO()) as printed:  # rsl-rl prints its models and obs groups
             self.runner = OnPolicyRunner(self.env, self.rsl_cfg, log_dir=None, device=str(self.task.device))
@@ -415,11 +421,12 @@ class _Run:
 
         t0 = time.perf_counter()
         eval_task = make_task(
-            self.task_name, self.sim, tc.eval_episodes, config=self.task.config, seed=tc.eval_seed,
+            self.task_name, self.eval_sim, tc.eval_episodes, config=self.task.config, seed=tc.eval_seed,
             device=self.device, **self.options,
         )  # fmt: skip
         self.alg.eval_mode()
         try:
+            eval_engines = eval_task.backend.env_engines
             r = run_episodes(eval_task, self.policy, tc.eval_episodes)
         finally:
             self.alg.train_mode()
@@ -434,6 +441,10 @@ class _Run:
             "success": float(r["success"].mean()),
             "episodes": tc.eval_episodes,
         }
+        if self.mixed:  # episode k of the evaluation was played in env k % n (run_episodes' order)
+            n = tc.eval_episodes
+            envs = [k % n for k in range(len(r["success"]))]
+            self.last_eval["success_by_engine"] = by_engine(r["success"].tolist(), envs, eval_engines)
         return self.last_eval
 
     def _over_eval_share(self) -> bool:
@@ -452,9 +463,12 @@ class _Run:
     def log(self, rollout: _Rollout, losses: dict, learn_s: float, evaluation: dict | None, curriculum: dict) -> None:
         """A row of the log (:data:`~simbackend.training.logs.COLUMNS`) and the progress bar's figures."""
         assert self.log_file is not None
+        per_engine: dict[str, float] | None = None
         if rollout.ended:
-            rets, lens, succ = zip(*rollout.ended)
+            rets, lens, succ, envs = zip(*rollout.ended)
             mean_return, mean_length, success_rate = (sum(v) / len(v) for v in (rets, lens, succ))
+            if self.mixed:
+                per_engine = by_engine(succ, envs, self.env_engines)
         else:
             mean_return = mean_length = success_rate = None
         fps = self.steps_per_iteration / (rollout.collect_s + learn_s)
@@ -470,6 +484,8 @@ class _Run:
                 "eval_return": evaluation and evaluation["return"],
                 "eval_length": evaluation and evaluation["length"],
                 "eval_success": evaluation and evaluation["success"],
+                "success_by_engine": per_engine,
+                "eval_success_by_engine": evaluation and evaluation.get("success_by_engine"),
                 "fps": fps,
                 "collect_s": rollout.collect_s,
                 "learn_s": learn_s,
@@ -487,6 +503,8 @@ class _Run:
             "succ": f"{success_rate:.2f}" if success_rate is not None else "-",
             "fps": f"{fps:,.0f}",
         }
+        if per_engine:  # a mixed backend: each engine's share of the episodes that ended
+            postfix["succ"] += " (" + ", ".join(f"{k} {v:.2f}" for k, v in per_engine.items()) + ")"
         if "command_level" in curriculum:
             postfix["cmd"] = f"{curriculum['command_level']:.2f}"
         if "terrain_level" in curriculum:
@@ -520,6 +538,7 @@ class _Run:
             "task": self.task_name,
             "task_config": self.task_config_dict,
             "sim": self.sim,
+            "engines": dict(Counter(self.env_engines)),
             "delegated": self.delegated,
             "describe": self.describe,
             "train_config": tc.to_dict(),
@@ -641,25 +660,50 @@ class _Run:
             self.env.close()
 
 
+def _shares(sim: str) -> str:
+    """``sim`` with a mix's counts dropped (``"mujoco:96,sapien:32"`` -> ``"mujoco,sapien"``: equal shares of
+    any number of envs); a plain backend's name unchanged."""
+    from simbackend.mixing import engines_of, is_mix
+
+    return ",".join(engines_of(sim)) if is_mix(sim) else sim
+
+
 def _settle_warnings(config: Any, sim: str) -> list[str]:
-    """The settle check's warnings for a task on a robot (its config names ``robot``); none for another task."""
+    """The settle check's warnings for a task on a robot (its config names ``robot``), on each engine of
+    ``sim``; none for another task."""
     robot = getattr(config, "robot", None)
     if not isinstance(robot, str):
         return []
+    from simbackend.mixing import engines_of
     from simbackend.robots import settle_warnings
 
-    return list(settle_warnings(robot, sim))
+    return [line for engine in engines_of(sim) for line in settle_warnings(robot, engine)]
 
 
 def _finished(ended: list, final: Mapping[str, torch.Tensor]) -> int:
-    """Append the ``(return, length, success)`` of the episodes that ended (``extras["final"]`` of one step,
-    ``(N,)`` each, or of several stacked, ``(T, N)``, in step order) to ``ended``; returns how many ended."""
-    ids = final["done"].cpu().reshape(-1)
+    """Append the ``(return, length, success, env)`` of the episodes that ended (``extras["final"]`` of one
+    step, ``(N,)`` each, or of several stacked, ``(T, N)``, in step order) to ``ended``; returns how many ended."""
+    done = final["done"].cpu()
+    ids = done.reshape(-1)
+    envs = torch.arange(done.shape[-1]).expand_as(done).reshape(-1)
     ended.extend(
         zip(
             final["episode_return"].cpu().reshape(-1)[ids].tolist(),
             final["episode_length"].cpu().reshape(-1)[ids].tolist(),
             final["success"].cpu().reshape(-1)[ids].float().tolist(),
+            envs[ids].tolist(),
         )
     )
     return int(ids.sum())
+
+
+def by_engine(success: Sequence[float], envs: Sequence[int], env_engines: Sequence[str]) -> dict[str, float]:
+    """``{engine: success rate}`` of the episodes ``success[k]`` played in env ``envs[k]``, grouped by the
+    engine simulating each env (``env_engines``, a backend's :attr:`~simbackend.SimBackend.env_engines`), in the
+    order the engines first appear; an engine none of whose envs ended an episode is left out."""
+    tally: dict[str, list[float]] = {name: [0.0, 0] for name in dict.fromkeys(env_engines)}
+    for ok, env in zip(success, envs, strict=True):
+        t = tally[env_engines[env]]
+        t[0] += float(ok)
+        t[1] += 1
+    return {name: wins / count for name, (wins, count) in tally.items() if count}
