@@ -17,6 +17,10 @@ SIMS       ?= mujoco sapien mjwarp motrix
 # by checking every sharded env bit-identical to the unsharded one
 SHARDED    ?= mujoco sapien
 SHARDED_SKIP := $(foreach f,physics determinism tasks,--ignore=src/simbackend/contract_tests/test_$(f).py)
+# the mixed backends the suite also runs against (simbackend.mixing: each engine's block of envs behind one
+# backend), every clause but those of the engines' own physics, as sharded (tests/test_mixed_backend.py checks
+# every env bit-identical to its engine's plain backend; docs/mixed.md says the whole suite passes)
+MIXED      ?= mujoco,motrix
 # CPU PhysX holds one scene per env (at most 1000 per process): a smaller demo batch there
 DEMO_ENVS  ?= $(if $(filter sapien,$(SIM)),256,1024)
 # the extra `make demo` installs: the engine's own (motrix is a plugin: the full set-up)
@@ -44,13 +48,13 @@ DEMO_STAMP := $(VENV)/.simbackend-$(DEMO_EXTRA)
 
 # the suite runs, the longest first (so that the last to start are short)
 SUITE_RUNS := $(addprefix suite-,$(filter mjwarp,$(SIMS))) suite-torch $(addprefix sharded-,$(SHARDED)) \
-	$(addprefix suite-,$(filter-out mjwarp,$(SIMS)))
+	$(addprefix mixed-,$(MIXED)) $(addprefix suite-,$(filter-out mjwarp,$(SIMS)))
 TEST_RUNS  := $(addprefix tests-,$(TEST_GROUPS)) tests-rest
 # everything `make test` runs, the longest first (measured times: docs/testing.md), but lint second (a minute,
 # so that a lint error stops the pool early)
 TEST_POOL  := $(addprefix suite-,$(filter mjwarp,$(SIMS))) lint suite-torch tests-3 sharded-sapien tests-2 \
 	tests-rest tests-5 tests-1 tests-4 $(filter-out sharded-sapien,$(addprefix sharded-,$(SHARDED))) \
-	$(addprefix suite-,$(filter-out mjwarp,$(SIMS)))
+	$(addprefix mixed-,$(MIXED)) $(addprefix suite-,$(filter-out mjwarp,$(SIMS)))
 
 .PHONY: setup demo test lint contract bench pictures clean suites tests pool $(SUITE_RUNS) $(TEST_RUNS)
 
@@ -112,6 +116,9 @@ $(addprefix suite-,$(SIMS)): suite-%: $(STAMP)
 
 $(addprefix sharded-,$(SHARDED)): sharded-%: $(STAMP)
 	$(SUITE) src/simbackend/contract_tests $(SHARDED_SKIP) --sim $* --sim-option shards=2 --sim-option sharding.pool=true
+
+$(addprefix mixed-,$(MIXED)): mixed-%: $(STAMP)
+	$(SUITE) src/simbackend/contract_tests $(SHARDED_SKIP) --sim $*
 
 # a minimal pure-torch engine written from docs/writing-a-backend.md passes the same suite
 suite-torch: $(STAMP)

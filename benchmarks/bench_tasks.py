@@ -24,6 +24,12 @@ Sections (``--only NAME`` runs one):
                 0.02 s: ``robot.friction_cone`` ``"pyramidal"``).
                 Figures: default / MuJoCo's defaults time, what the default costs (<= 1.3);
                 default / 0.02 s contacts time, what the stiff contacts cost.
+* ``mixed``     the velocity task on Go1 at N = 256 (``Task.step`` on the same actions, the
+                collection's work; PPO's update does not depend on the engine) on each engine
+                alone and on mixes of them at the same N (``mujoco,motrix``, ``mujoco,sapien``,
+                ``mujoco,sapien,motrix``: equal shares, the engines stepped side by side in
+                threads). Figure per mix: its step time / the slowest of its engines alone
+                (<= 1.2, issue 52).
 * ``training``  env-steps/s of PPO training (rsl-rl, collection and update) on
                 ``cartpole`` for each backend, a few iterations after a warm-up one.
 
@@ -275,9 +281,70 @@ def bench_training(s: Settings) -> dict:
     return {"runs": runs, "figures": []}
 
 
+#: the mixes the ``mixed`` section times, each against its engines alone
+MIXES = ("mujoco,motrix", "mujoco,sapien", "mujoco,sapien,motrix")
+
+
+def bench_mixed(s: Settings) -> dict:
+    import torch
+
+    from simbackend.mixing import engines_of
+    from simbackend.tasks import make_task
+
+    n = 256
+    sims = list(dict.fromkeys([e for mix in MIXES for e in engines_of(mix)] + list(MIXES)))
+    tasks = {sim: make_task("velocity", sim, n, config={"robot": "go1"}, seed=0) for sim in sims}
+    gen = torch.Generator().manual_seed(0)
+    dim = tasks[sims[0]].action_dim
+    actions = [torch.rand((n, dim), generator=gen) * 0.6 - 0.3 for _ in range(8)]
+    calls = {}
+    for sim, task in tasks.items():
+
+        def call(i: int, task: Any = task) -> None:
+            out = task.step(actions[i % len(actions)])
+            done = out.terminated | out.truncated
+            if bool(done.any()):
+                task.reset(done)
+
+        calls[sim] = call
+    try:
+        samples, iters = interleaved(calls, s)
+    finally:
+        for task in tasks.values():
+            task.close()
+    figures, ratios = [], {}
+    for mix in MIXES:
+        slowest = max(engines_of(mix), key=lambda e: _common.median(samples[e]))
+        ratio = _common.paired_ratio(samples[mix], samples[slowest])  # time mix / time slowest alone
+        ratios[f"time_ratio_{mix}_vs_{slowest}"] = ratio
+        figures.append(
+            _common.figure(
+                f"velocity task on Go1, N = {n}: step time {mix} (threads) / {slowest} alone (the slowest)",
+                ratio["median"],
+                1.2,
+                "<=",
+                "x",
+                (ratio["min"], ratio["max"]),
+            )
+        )
+    return {
+        "cases": {
+            "go1": {
+                "num_envs": n,
+                "variants": {
+                    c: variant(samples[c], n, "env-steps/s", iters, f"velocity Task.step on {c}") for c in samples
+                },
+                **ratios,
+            }
+        },
+        "figures": figures,
+    }
+
+
 BENCHES: dict[str, Callable[[Settings], dict]] = {
     "overhead": bench_overhead,
     "friction_cone": bench_friction_cone,
+    "mixed": bench_mixed,
     "training": bench_training,
 }
 
