@@ -192,25 +192,17 @@ CONTACT_MODELS = {
 }
 
 
-def bench_friction_cone(s: Settings) -> dict:
-    import json
-
+def _timed_task_steps(tasks: dict[str, Any], s: Settings) -> tuple[dict[str, list[float]], int]:
+    """``interleaved`` rounds of ``Task.step`` on every task (one action dimension, the same N), the same
+    random actions on each, the envs that ended reset; the tasks are closed after."""
     import torch
 
-    from simbackend.robots import get_robot
-    from simbackend.tasks import make_task
-
-    n = 256
-    tasks, calls = {}, {}
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, fields in CONTACT_MODELS.items():
-            desc = {**get_robot("go1").to_dict(), "name": f"go1_{name.replace('.', '')}", **fields}
-            desc.pop("base_dir", None)
-            path = Path(tmp) / f"{desc['name']}.json"
-            path.write_text(json.dumps(desc))
-            tasks[name] = make_task("velocity", "mujoco", n, config={"robot": str(path)}, seed=0)
+    try:
+        first = next(iter(tasks.values()))
         gen = torch.Generator().manual_seed(0)
-        actions = [torch.rand((n, tasks["default"].action_dim), generator=gen) * 0.6 - 0.3 for _ in range(8)]
+        shape = (first.num_envs, first.action_dim)
+        actions = [torch.rand(shape, generator=gen) * 0.6 - 0.3 for _ in range(8)]
+        calls = {}
         for name, task in tasks.items():
 
             def call(i: int, task: Any = task) -> None:
@@ -220,9 +212,28 @@ def bench_friction_cone(s: Settings) -> dict:
                     task.reset(done)
 
             calls[name] = call
-        samples, iters = interleaved(calls, s)
+        return interleaved(calls, s)
+    finally:
         for task in tasks.values():
             task.close()
+
+
+def bench_friction_cone(s: Settings) -> dict:
+    import json
+
+    from simbackend.robots import get_robot
+    from simbackend.tasks import make_task
+
+    n = 256
+    tasks = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, fields in CONTACT_MODELS.items():
+            desc = {**get_robot("go1").to_dict(), "name": f"go1_{name.replace('.', '')}", **fields}
+            desc.pop("base_dir", None)
+            path = Path(tmp) / f"{desc['name']}.json"
+            path.write_text(json.dumps(desc))
+            tasks[name] = make_task("velocity", "mujoco", n, config={"robot": str(path)}, seed=0)
+        samples, iters = _timed_task_steps(tasks, s)
     figures, ratios = [], {}
     for other, what in (
         ("pyramidal_0.02s", "MuJoCo's defaults (pyramidal, 0.02 s)"),
@@ -286,7 +297,6 @@ MIXES = ("mujoco,motrix", "mujoco,sapien", "mujoco,sapien,motrix")
 
 
 def bench_mixed(s: Settings) -> dict:
-    import torch
 
     from simbackend.mixing import engines_of
     from simbackend.tasks import make_task
@@ -294,24 +304,7 @@ def bench_mixed(s: Settings) -> dict:
     n = 256
     sims = list(dict.fromkeys([e for mix in MIXES for e in engines_of(mix)] + list(MIXES)))
     tasks = {sim: make_task("velocity", sim, n, config={"robot": "go1"}, seed=0) for sim in sims}
-    gen = torch.Generator().manual_seed(0)
-    dim = tasks[sims[0]].action_dim
-    actions = [torch.rand((n, dim), generator=gen) * 0.6 - 0.3 for _ in range(8)]
-    calls = {}
-    for sim, task in tasks.items():
-
-        def call(i: int, task: Any = task) -> None:
-            out = task.step(actions[i % len(actions)])
-            done = out.terminated | out.truncated
-            if bool(done.any()):
-                task.reset(done)
-
-        calls[sim] = call
-    try:
-        samples, iters = interleaved(calls, s)
-    finally:
-        for task in tasks.values():
-            task.close()
+    samples, iters = _timed_task_steps(tasks, s)
     figures, ratios = [], {}
     for mix in MIXES:
         slowest = max(engines_of(mix), key=lambda e: _common.median(samples[e]))
