@@ -127,9 +127,18 @@ def test_eval_of_a_mixed_checkpoint_defaults_to_its_engines(mixed_run: Path) -> 
         ("mujoco,motrx", "unknown engine 'motrx'; did you mean 'motrix'?"),
         ("mujoco,mujoco", "named twice"),
         ("mujoco:3,motrix", "give every engine a count"),
+        ("mujoco:4,motrix:4", "the counts sum to 8, but --num-envs is 6"),
     ],
 )
 def test_a_bad_mix_on_the_command_line_exits_2_naming_sim(sim: str, words: str, tmp_path: Path) -> None:
-    result = _invoke("train", "--task", "cartpole", "--sim", sim, "--out", tmp_path / "run", "--no-progress")
+    result = _invoke(
+        "train", "--task", "cartpole", "--sim", sim, "--num-envs", 6, "--out", tmp_path / "run", "--no-progress"
+    )
     assert result.exit_code == 2 and "--sim" in result.output and words in " ".join(result.output.split())
+    assert not (tmp_path / "run").exists()
+
+
+def test_shards_with_a_mix_exit_2_naming_shards(tmp_path: Path) -> None:
+    result = _invoke("train", "--task", "cartpole", "--sim", MIX, "--shards", 2, "--out", tmp_path / "run")
+    assert result.exit_code == 2 and "--shards: a mixed backend" in " ".join(result.output.split())
     assert not (tmp_path / "run").exists()

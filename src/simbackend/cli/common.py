@@ -440,6 +440,13 @@ def with_build_flags(command: Any) -> Any:
         sims = [kwargs[k] for k in ("sim", "reference") if isinstance(kwargs.get(k), str)]
         for sim in sims or ([None] if "sim" in kwargs else available_backends()):
             check_options_for(sim, build)
+            if sim is not None and given["shards"] is not None and ("," in sim or ":" in sim):  # a mix spec
+                raise fail(
+                    f"--shards: a mixed backend ({sim}) runs its engines in this process; shards compose copies of"
+                    " one engine (name one engine in --sim, or leave --shards out)",
+                    code=2,
+                )
+            check_mix(sim, kwargs.get("num_envs"))
         return build
 
     return _with_flags(command, "build", BUILD_FLAGS, make)
@@ -572,6 +579,22 @@ def build_flags(
         except SimBackendError as e:
             raise fail(str(e), code=2) from None
     return BuildFlags(options, device, tuple(texts), ray_address)
+
+
+def check_mix(sim: str | None, num_envs: int | None) -> None:
+    """A mix spec's counts against the number of envs (``--sim mujoco:4,motrix:4`` with ``--num-envs 6``),
+    before anything is built: a usage error (exit 2) naming ``--sim``. Nothing to check for one engine,
+    for shares, or while N is not known."""
+    from simbackend.mixing import is_mix, parse_mix
+
+    if sim is None or num_envs is None or not is_mix(sim):
+        return
+    from simbackend.errors import SimBackendError
+
+    try:
+        parse_mix(sim, int(num_envs))
+    except SimBackendError as e:
+        raise fail(f"--sim: {str(e).removeprefix('sim: ').replace('num_envs', '--num-envs')}", code=2) from None
 
 
 def check_options_for(sim: str | None, build: BuildFlags) -> None:

@@ -21,6 +21,7 @@ from .common import (
     BuildFlags,
     PictureFlags,
     app,
+    check_mix,
     check_options_for,
     check_output,
     check_output_folder,
@@ -337,6 +338,7 @@ def train_command(
             config = TrainConfig.from_dict({**ckpt.data["train_config"], **overrides})
     except SimBackendError as e:
         raise fail(str(e), code=2) from None
+    check_mix(sim, config.num_envs)  # the task's default N, where --num-envs did not say
     plan = load_plan(dr_path, config.num_envs)
     resuming: dict[str, Any] = {} if resume is None else {"resume": resume}
     with staged_folder(out, make_parents=default_out) as staged:
