@@ -142,3 +142,13 @@ def test_shards_with_a_mix_exit_2_naming_shards(tmp_path: Path) -> None:
     result = _invoke("train", "--task", "cartpole", "--sim", MIX, "--shards", 2, "--out", tmp_path / "run")
     assert result.exit_code == 2 and "--shards: a mixed backend" in " ".join(result.output.split())
     assert not (tmp_path / "run").exists()
+
+
+def test_held_out_engines() -> None:
+    from simbackend.training.evaluation import held_out
+
+    assert held_out("sapien", {"mujoco": 6, "motrix": 2}) == ("sapien",)
+    assert held_out("mujoco,sapien,motrix", "mujoco:6,motrix:2") == ("sapien",)
+    assert held_out("mujoco", "mujoco") == ()
+    assert held_out("sapien", "mujoco,retired_engine") == ("sapien",)  # a record may name an engine gone since
+    assert held_out("sapien", "unknown") == ()  # another framework's policy: its training engine is not known

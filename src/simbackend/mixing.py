@@ -104,9 +104,12 @@ def is_mix(sim: Any) -> bool:
     return isinstance(sim, str) and ("," in sim or ":" in sim)
 
 
-def engines_of(sim: str) -> tuple[str, ...]:
-    """The engine names ``sim`` runs on: a mix spec's (checked, :func:`spec_engines`), or one backend's name."""
-    return spec_engines(sim) if is_mix(sim) else (str(sim).lower(),)
+def engines_of(sim: str, checked: bool = True) -> tuple[str, ...]:
+    """The engine names ``sim`` runs on: a mix spec's (checked as :func:`spec_engines` checks them, unless
+    ``checked=False``: a record of a past run may name an engine this process lacks), or one backend's name."""
+    if not is_mix(sim):
+        return (str(sim).strip().lower(),)
+    return spec_engines(sim) if checked else tuple(name for name, _ in _pieces(sim))
 
 
 def _bad(sim: str, problem: str) -> InvalidArgumentError:

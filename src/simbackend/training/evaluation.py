@@ -607,15 +607,19 @@ def _evaluate(
         plan_terms=tuple(name for name in named if name not in skipped),
         skipped_terms=skipped,
         success_by_engine=group_success(per_seed, "success_by_engine"),
-        held_out=held_out(sim, ckpt.engines if not exported else ("mujoco",)),
+        held_out=held_out(sim, ckpt.engines if not exported else ckpt.sim),
     )
 
 
-def held_out(sim: str, trained: Iterable[str]) -> tuple[str, ...]:
-    """The engines of ``sim`` (one backend's name or a mix spec) that are not among ``trained``, in order."""
+def held_out(sim: str, trained: str | Iterable[str]) -> tuple[str, ...]:
+    """The engines of ``sim`` (one backend's name or a mix spec) that are not among ``trained`` (engine names,
+    or the spec a policy's record names), in order; none where the training engine is not known (an exported
+    policy of another framework: ``"unknown"``)."""
     from simbackend.mixing import engines_of
 
-    seen = set(trained)
+    seen = set(engines_of(trained, checked=False) if isinstance(trained, str) else trained)
+    if not seen or seen == {"unknown"}:
+        return ()
     return tuple(e for e in engines_of(sim) if e not in seen)
 
 
