@@ -187,7 +187,7 @@ class SimBackend:
     @property
     def env_engines(self) -> tuple[str, ...]:
         """The registered name of the engine simulating each env, in env order: :attr:`name` N times, except
-        on a mixed backend (``make_backend("mujoco,motrix", ...)``), whose envs span engines. Code that
+        on a mixed backend (``make_backend("mujoco,sapien", ...)``), whose envs span engines. Code that
         reports per engine (training logs, evaluations) groups envs by it."""
         return tuple(self._engine.env_engines)
 

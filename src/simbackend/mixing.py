@@ -23,7 +23,7 @@ engine member to the parts holding the envs concerned.
   its inputs in its own dtype.
 * **Stepping**: the parts step side by side, the first in the calling thread
   and each other one in a thread of its own (MuJoCo and SAPIEN release the GIL
-  while they integrate; MotrixSim 0.x holds it, so a Motrix part overlaps only
+  while they integrate; an engine that holds it while it steps overlaps only
   the others' native code: benchmarks/README.md, probe_mixed_threads.py). Ctrl-C stops the first part at its next chunk and is
   raised in the other parts' threads (as ``KeyboardInterrupt``), which stop at
   theirs; the front end then reverts every env.

@@ -221,7 +221,7 @@ app = typer.Typer(
 # --sim: a registered backend, case-insensitive
 # ----------------------------------------------------------------------
 def check_sim(value: str | None) -> str | None:
-    """Normalise ``--sim`` to a registered lower-case name or a mix of them (``mujoco,motrix``, ``mujoco:96,
+    """Normalise ``--sim`` to a registered lower-case name or a mix of them (``mujoco,sapien``, ``mujoco:96,
     sapien:32``: docs/mixed.md), or fail with a usage error (exit 2)."""
     if value is None:
         return None
@@ -582,7 +582,7 @@ def build_flags(
 
 
 def check_mix(sim: str | None, num_envs: int | None) -> None:
-    """A mix spec's counts against the number of envs (``--sim mujoco:4,motrix:4`` with ``--num-envs 6``),
+    """A mix spec's counts against the number of envs (``--sim mujoco:4,sapien:4`` with ``--num-envs 6``),
     before anything is built: a usage error (exit 2) naming ``--sim``. Nothing to check for one engine,
     for shares, or while N is not known."""
     from simbackend.mixing import is_mix, parse_mix

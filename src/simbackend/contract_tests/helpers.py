@@ -52,8 +52,8 @@ def to_np(x: Any) -> np.ndarray:
 def assert_rows_equal(a: Any, rows_a: list[int], sim_a: Any, b: Any, rows_b: list[int], sim_b: Any) -> None:
     """``a[rows_a]`` equals ``b[rows_b]`` bit for bit where each pair of rows is simulated by the same engine;
     where a mixed backend put them on two engines, to 1e-4 relative: each engine stores the value drawn or
-    moved in its own way (MuJoCo in float64, PhysX in float32, Motrix its inertias as principal moments,
-    1.3e-5 off), so the values agree but their rounding is the engine's. A wrong draw parts by far more."""
+    moved in its own way (MuJoCo in float64, PhysX in float32, a plugin engine its inertias as
+    principal moments, 1.3e-5 off), so the values agree but their rounding is the engine's. A wrong draw parts by far more."""
     x, y = to_np(a)[rows_a], to_np(b)[rows_b]
     for k, (i, j) in enumerate(zip(rows_a, rows_b)):
         if sim_a.env_engines[i] == sim_b.env_engines[j]:

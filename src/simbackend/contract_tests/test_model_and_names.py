@@ -235,7 +235,7 @@ def test_name_tables_and_ids(sim: Any) -> None:
 
 def test_env_engines_name_the_engine_of_every_env(sim: Any) -> None:
     """Clause: env_engines is a tuple of N registered engine names in env order: the backend's name N times,
-    or, for a mixed backend, each engine's block of envs in the order of its name ("mujoco:3,motrix:2")."""
+    or, for a mixed backend, each engine's block of envs in the order of its name ("mujoco:3,sapien:2")."""
     from simbackend.registry import available_backends
 
     engines = sim.env_engines

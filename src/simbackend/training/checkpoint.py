@@ -7,7 +7,7 @@ A checkpoint is one ``torch.save`` file of plain values (it loads with ``weights
   engine it was trained on), ``"delegated"`` (the model elements whose physics that engine took from
   MuJoCo, its ``capabilities.delegated``: a policy trained there partly learned MuJoCo's forces),
   ``"describe"`` (``task.describe()``), ``"engines"`` (``{engine: envs}``: the training envs each engine
-  simulated, several for a mixed backend such as ``sim="mujoco,motrix"``; absent before 0.10);
+  simulated, several for a mixed backend such as ``sim="mujoco,sapien"``; absent before 0.10);
 * ``"train_config"`` (:meth:`TrainConfig.to_dict`), ``"rsl_rl_cfg"`` (the runner configuration);
 * ``"observation_size"``, ``"action_dim"``, ``"iteration"``, ``"env_steps"``, ``"eval"`` (the last
   evaluation's figures or ``None``);

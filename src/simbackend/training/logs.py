@@ -25,7 +25,7 @@ COLUMNS = (
     "eval_length",  # ... mean episode length
     "eval_success",  # ... success rate
     "success_by_engine",  # a mixed backend (envs on several engines): success_rate per engine, over the
-    # episodes its envs ended ("mujoco=0.91 motrix=0.88" in log.csv, an object in log.json); empty otherwise
+    # episodes its envs ended ("mujoco=0.91 sapien=0.88" in log.csv, an object in log.json); empty otherwise
     "eval_success_by_engine",  # ... eval_success per engine
     "fps",  # env steps per second of this iteration (rollout and update)
     "collect_s",  # rollout time of this iteration
@@ -47,7 +47,7 @@ def _clean(v: Any) -> Any:
 
 
 def _csv_row(row: dict) -> dict:
-    """A row as ``log.csv`` writes it: ``None`` empty, a per-engine mapping as ``"mujoco=0.91 motrix=0.88"``."""
+    """A row as ``log.csv`` writes it: ``None`` empty, a per-engine mapping as ``"mujoco=0.91 sapien=0.88"``."""
     return {
         k: "" if v is None else " ".join(f"{e}={x:.4g}" for e, x in v.items()) if isinstance(v, dict) else v
         for k, v in row.items()
