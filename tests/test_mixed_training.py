@@ -78,6 +78,14 @@ def test_the_log_gives_success_per_engine_and_the_checkpoint_records_the_mix(mix
     assert ckpt.sim == "mujoco:6,motrix:2" and ckpt.engines == {"mujoco": 6, "motrix": 2}
 
 
+def test_a_checkpoint_without_its_engines_record_reads_them_from_its_spec(mixed_run: Path) -> None:
+    ckpt = load_checkpoint(mixed_run / "checkpoint_final.pt")
+    del ckpt.data["engines"]
+    assert ckpt.engines == {"mujoco": 6, "motrix": 2}
+    ckpt.data["sim"] = "mujoco,motrix"
+    assert ckpt.engines == {"mujoco": 4, "motrix": 4}
+
+
 def test_a_plain_run_logs_no_engine_column(tmp_path: Path) -> None:
     r = train("cartpole", "mujoco", num_envs=4, out_dir=tmp_path, progress=False, settle_check=False,
               train_config={"max_iterations": 1, "eval_interval": 0, "stop_at_success": None})  # fmt: skip

@@ -99,7 +99,15 @@ class Checkpoint:
     def engines(self) -> dict[str, int]:
         """``{engine: training envs}``, in the mix's order: the engines the policy was trained on (one for a
         plain backend; a checkpoint from before 0.10: its ``sim`` with every env)."""
-        return dict(self.data.get("engines") or {self.sim: int(self.train_config.num_envs)})
+        if self.data.get("engines"):
+            return dict(self.data["engines"])
+        from simbackend.mixing import engines_of, is_mix, parse_mix
+
+        n = int(self.train_config.num_envs)
+        if not is_mix(self.sim):
+            return {self.sim: n}
+        mix = parse_mix(self.sim, n, registered=engines_of(self.sim, checked=False))  # a record: no registry check
+        return dict(zip(mix.engines, mix.counts))
 
     @property
     def delegated(self) -> tuple[str, ...]:
