@@ -181,9 +181,14 @@ def test_disabled_gravity_is_not_applied(make_sim: Callable[..., Any], tmp_path:
 def test_pendulum_small_angle_period(make_sim: Callable[..., Any]) -> None:
     """Clause: physics — the pendulum's small-angle period is within 1 % of 2 pi sqrt(L/g).
 
-    Released from 0.02 rad at rest with zero torque; the period is measured
-    from linearly interpolated zero crossings of the dof position over three
-    full periods.
+    Released from 0.02 rad at rest with zero torque and run for 1.6 periods;
+    the period is measured between the first and third linearly interpolated
+    zero crossings of the dof position (T/4 and 5T/4), sampled every ~5 ms:
+    interpolation leaves an error of order 1e-5 of the period, so one full
+    period tells a 1 % error as surely as three did, at less than half the
+    simulated time (on MuJoCo Warp's CPU device, where every substep costs
+    several milliseconds, that is most of this clause's cost). The amplitude
+    must not grow by 2 % meanwhile.
     """
     sim = make_sim("pendulum", 1)
     g = float(np.linalg.norm(_gravity(sim)))
@@ -192,18 +197,18 @@ def test_pendulum_small_angle_period(make_sim: Callable[..., Any]) -> None:
     ctrl = np.zeros((1, sim.num_actuators))
     chunk = max(1, round(0.005 / sim.physics_dt))  # sample every ~5 ms
     dt = chunk * sim.physics_dt
-    nsamples = int(math.ceil(3.6 * period / dt))
+    nsamples = int(math.ceil(1.6 * period / dt))
     times = np.arange(nsamples + 1) * dt
     theta = np.empty(nsamples + 1)
     theta[0] = float(sim.get_dof_pos()[0, 0])
     for i in range(1, nsamples + 1):
         sim.step(ctrl, nsteps=chunk)
         theta[i] = float(sim.get_dof_pos()[0, 0])
-    assert np.abs(theta).max() < 0.021, "the amplitude grew: energy is not conserved"
+    assert np.abs(theta).max() < 0.0204, "the amplitude grew by 2 %: energy is not conserved"
     s = np.sign(theta)
     idx = np.flatnonzero(s[:-1] * s[1:] < 0)
     crossings = times[idx] - theta[idx] * dt / (theta[idx + 1] - theta[idx])
-    assert crossings.size >= 7, f"expected >= 7 zero crossings in {times[-1]:.2f} s, got {crossings.size}"
+    assert crossings.size >= 3, f"expected >= 3 zero crossings in {times[-1]:.2f} s, got {crossings.size}"
     half_periods = crossings.size - 1
     measured = 2 * (crossings[-1] - crossings[0]) / half_periods
     assert abs(measured - period) <= 0.01 * period, f"period {measured:.5f} s, analytic {period:.5f} s"
