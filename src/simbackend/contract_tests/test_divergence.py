@@ -110,6 +110,26 @@ def test_nan_producing_force(make_sim: Callable[..., Any], require: Callable[...
     _check(sim, twin, before, sim.step(ctrl), [False, True])
 
 
+def test_push_on_a_robot_standing_in_contact(make_sim: Callable[..., Any], require: Callable[..., None]) -> None:
+    """Clause: divergence — 1e30 N on the torso of the quadruped standing on its feet (a free base in contact) in env 1 of 3 flags exactly env 1, which keeps its pre-call state, and envs 0 and 2 step as on a twin; the next step goes on (an engine whose solver fails on the blown-up state reports it, it does not raise)."""
+    require("divergence_detection")
+    require("body_forces")
+    sim, twin = make_sim("quadruped", 3), make_sim("quadruped", 3)
+    ctrl = np.zeros((3, sim.num_actuators))
+    for s in (sim, twin):
+        s.set_state(None, np.tile(to_np(s.get_keyframe_qpos("stand")), (3, 1)), np.zeros((3, s.nv)))
+        s.step(ctrl, 2)  # the feet touch the floor: contacts in the solve the push blows up
+    torso = int(sim.get_body_ids("torso")[0])
+    f = np.zeros((3, 1, 3))
+    f[1, 0, 2] = 1e30
+    sim.apply_body_force([torso], f)
+    before = _state(sim)
+    twin.step(ctrl, 2)
+    _check(sim, twin, before, sim.step(ctrl, 2), [False, True, False])
+    info = sim.step(ctrl, 2)
+    assert not to_np(info["diverged"]).any(), "the step after a flagged push diverged"
+
+
 def test_enormous_control(make_sim: Callable[..., Any], require: Callable[..., None], tmp_path: Path) -> None:
     """Clause: divergence — an enormous (finite) motor command in env 1 of 3 on an unlimited motor flags exactly env 1, which keeps its pre-call state."""
     require("divergence_detection")

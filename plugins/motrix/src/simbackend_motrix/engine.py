@@ -80,6 +80,12 @@ DEFAULT_TOLERANCE = 1e-6
 #: substeps per engine call when nothing must happen between substeps (a long call stays interruptible)
 CHUNK = 32
 
+
+def _is_panic(e: BaseException) -> bool:
+    """A Rust panic inside Motrix, which pyo3 raises as ``PanicException`` (a ``BaseException``)."""
+    return type(e).__name__ == "PanicException"
+
+
 _pool_threads: int | None = None
 
 
@@ -375,7 +381,7 @@ class MotrixEngine(Engine):
         dof_vel[:, self.map.qvel_src] = qvel.numpy()
         self._write_dofs(env_ids, dof_pos, dof_vel)
 
-    def step(self, ctrl: torch.Tensor, nsteps: int, forces: BodyForces | None) -> None:
+    def step(self, ctrl: torch.Tensor, nsteps: int, forces: BodyForces | None) -> torch.Tensor | None:
         mm, data = self.mx_model, self.data
         self._before = None
         self._ctrl[:, self.map.actuator_src] = ctrl.numpy()  # Motrix clamps to the ctrl ranges itself
@@ -387,9 +393,25 @@ class MotrixEngine(Engine):
         pending = self._pending_forces(forces)
         if self._ctrl.shape[1]:  # Motrix panics on an empty control array
             data.actuator_ctrls = self._ctrl
-        done = 0
         self._invalidate()
         self._stepped[:] = True  # a step that raises from here is reverted, which clears it again
+        failed = None
+        try:
+            self._substeps(data, nsteps, pending)
+        except BaseException as e:
+            if not _is_panic(e):
+                raise
+            failed = self._step_apart(nsteps, pending)
+        mm.forward_kinematic(data)  # Motrix's link states after a step describe the state before its last substep
+        self._invalidate()
+        # Motrix reports no per-env failure: the front end's rule judges the state, but for envs whose
+        # substeps made Motrix panic
+        return failed
+
+    def _substeps(self, data: Any, nsteps: int, pending: list) -> None:
+        """``nsteps`` of Motrix's substeps on ``data`` (the batch or a view of some envs, ``pending``'s force
+        rows being theirs)."""
+        mm, done = self.mx_model, 0
         while done < nsteps:
             if pending:  # Motrix clears external forces after every substep: add them to each
                 for link, f, t in pending:
@@ -401,9 +423,29 @@ class MotrixEngine(Engine):
                 k = min(CHUNK, nsteps - done)
                 mm.step_n(data, k) if k > 1 else mm.step(data)
                 done += k
-        mm.forward_kinematic(data)  # Motrix's link states after a step describe the state before its last substep
-        self._invalidate()
-        return None  # Motrix reports no per-env failure: the front end's rule judges the state
+
+    def _step_apart(self, nsteps: int, pending: list) -> torch.Tensor:
+        """After Motrix panicked on the batch's substeps (its solver's factorization fails on a blown-up
+        state, e.g. under a 1e30 N push): every env back at its pre-call state, then each env stepped on
+        its own (a view of one env: bit for bit what the batch gives it). Returns the ``(N,)`` mask of the
+        envs that panic alone; the front end reverts and reports them as diverged."""
+        pos, vel = self._before
+        every = np.arange(self.num_envs)
+        self._write_dofs(every, pos, vel, exact=True, keep_caches=True)
+        self._stepped[:] = True
+        failed = torch.ones(self.num_envs, dtype=torch.bool)
+        if self.num_envs == 1:
+            return failed
+        for i in range(self.num_envs):
+            rows = [(link, f[i : i + 1], t[i : i + 1]) for link, f, t in pending]
+            try:
+                self._substeps(self._view(np.array([i])), nsteps, rows)
+            except BaseException as e:
+                if not _is_panic(e):
+                    raise
+                continue
+            failed[i] = False
+        return failed
 
     def revert(self, envs: torch.Tensor) -> None:
         if self._before is None:  # the step raised before it changed anything
