@@ -115,7 +115,8 @@ def test_push_on_a_robot_standing_in_contact(make_sim: Callable[..., Any], requi
     require("divergence_detection")
     require("body_forces")
     sim, twin = make_sim("quadruped", 3), make_sim("quadruped", 3)
-    ctrl = np.zeros((3, sim.num_actuators))
+    # torques of a few N m, another per env and joint: what the other envs step with must be kept
+    ctrl = 0.3 * np.sin(np.arange(3 * sim.num_actuators)).reshape(3, -1)
     for s in (sim, twin):
         s.set_state(None, np.tile(to_np(s.get_keyframe_qpos("stand")), (3, 1)), np.zeros((3, s.nv)))
         s.step(ctrl, 2)  # the feet touch the floor: contacts in the solve the push blows up

@@ -432,6 +432,8 @@ class MotrixEngine(Engine):
         pos, vel = self._before
         every = np.arange(self.num_envs)
         self._write_dofs(every, pos, vel, exact=True, keep_caches=True)
+        if self._ctrl.shape[1]:  # Motrix's reset clears the controls
+            self.data.actuator_ctrls = self._ctrl
         self._stepped[:] = True
         failed = torch.ones(self.num_envs, dtype=torch.bool)
         if self.num_envs == 1:
