@@ -83,8 +83,12 @@ def suite_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[set[
     """The clause's tests of the suite against every broken backend, two runs at a time (one process each)."""
     from concurrent.futures import ThreadPoolExecutor
 
+    # the folders first, in this thread: TempPathFactory is not thread-safe (two threads making the session's
+    # first folder at once make two base folders, and mktemp then refuses its own path)
+    folders = {cls.name: tmp_path_factory.mktemp(cls.name) for cls in broken_backends.BROKEN}
+
     def one(cls: type) -> tuple[set[str], int, str, int]:
-        return run_suite(cls.name, tmp_path_factory.mktemp(cls.name), clause_tests(cls))
+        return run_suite(cls.name, folders[cls.name], clause_tests(cls))
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         return dict(zip((c.name for c in broken_backends.BROKEN), pool.map(one, broken_backends.BROKEN)))
