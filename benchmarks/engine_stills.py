@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="SIM=JSON",
-        help='backend options of one engine, as JSON (e.g. motrix=\'{"motrix": {"native_hfield": true}}\')',
+        help='backend options of one engine, as JSON (e.g. motrix=\'{"motrix": {"solver_tolerance": 1e-5}}\')',
     )
     p.add_argument("--label", action="append", default=[], metavar="SIM=TEXT", help="a row's label (default: SIM)")
     args = p.parse_args(argv)

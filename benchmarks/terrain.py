@@ -16,6 +16,13 @@ Parts (``--part``):
 * ``overhead``: the velocity task's step at N = 256 on MuJoCo, flat ground
   against the terrain with the height scan (random actions, the same for
   both; the ratio is the target's figure). Adds to ``results/terrain.json``.
+* ``rest``: boxes let go at random points of ``terrains/rest.json`` (a
+  config no task trains on: 6 types x 3 levels of 4 m tiles at 5 cm), one
+  box an env, on each of ``--sims``; where each comes to rest against
+  MuJoCo's rest, per terrain type (``results/terrain_rest.json``).
+* ``cost``: the velocity task's step at N = ``--num-envs`` on each of
+  ``--sims``, flat ground against a terrain of each type alone (5 levels)
+  and against ``terrains/rough.json`` (``results/terrain_cost.json``).
 * ``picture``: one policy (``--checkpoint``) on each engine, stills of an
   episode on each of ``--tiles`` side by side, one row per engine
   (``docs/images/go1_terrain_engines.png``).
@@ -26,6 +33,7 @@ Usage::
     python benchmarks/terrain.py --part train --seed 0 --iterations 800 &
     python benchmarks/terrain.py --part eval --sims mujoco sapien mjwarp motrix
     python benchmarks/terrain.py --part overhead
+    python benchmarks/terrain.py --part rest --sims mujoco sapien mjwarp motrix
 """
 
 from __future__ import annotations
@@ -43,12 +51,21 @@ if not os.environ.get("MUJOCO_GL"):
 
 HERE = Path(__file__).resolve().parent
 TERRAIN = HERE / "terrains" / "rough.json"
+REST_TERRAIN = HERE / "terrains" / "rest.json"
 RESULTS = HERE / "results" / "terrain.json"
-#: Motrix refuses colliding height fields (it collides them otherwise than MuJoCo: docs/terrains.md); the
-#: evaluation runs it with its own height-field collision, which is what the figure then measures
-BACKEND_OPTIONS = {"motrix": {"motrix": {"native_hfield": True}}}
+REST_RESULTS = HERE / "results" / "terrain_rest.json"
+COST_RESULTS = HERE / "results" / "terrain_cost.json"
+#: backend options per engine (none: every engine loads every terrain as it is)
+BACKEND_OPTIONS: dict[str, dict] = {}
+#: rest: the box's half size (m), how high above the highest ground under it it is let go (m), how long it
+#: is given (s), and the agreement counted (m)
+BOX, DROP, SETTLE_S, REST_TOL = 0.1, 0.02, 1.5, 3e-3
 #: the velocity task's settings on the terrain (besides the terrain itself)
 TASK = {"robot": "go1", "height_scan": True, "init_level": 1}
+#: the training recipe on top of :data:`TASK` (``--part train``): observation noise (the scan's included, +-0.1
+#: m) and the randomization plan (pushes, foot friction, trunk mass, servo gains); evaluations run without both
+RECIPE = {"obs_noise": 1.0}
+PLAN = HERE / "plans" / "go1_dr.json"
 
 
 def _load(path: Path = RESULTS) -> dict:
@@ -74,7 +91,8 @@ def part_train(args: argparse.Namespace) -> int:
         "velocity",
         "mujoco",
         seed=args.seed,
-        task_config=task_config(),
+        task_config={**task_config(), **RECIPE},
+        randomization=str(PLAN),
         train_config={
             "max_iterations": args.iterations,
             **({"time_budget_s": args.time_budget} if args.time_budget else {}),
@@ -230,9 +248,12 @@ def part_overhead(args: argparse.Namespace) -> int:
     n, steps = args.num_envs, args.steps
     g = torch.Generator().manual_seed(0)
     actions = [torch.rand((n, 12), generator=g) * 0.6 - 0.3 for _ in range(steps)]
+    hfield = task_config()
+    hfield["terrain"] = {**hfield["terrain"], "build": "height_field"}
     tasks = {
         "flat": make_task("velocity", "mujoco", n, config={"robot": "go1"}, seed=0),
         "terrain": make_task("velocity", "mujoco", n, config=task_config(), seed=0),
+        "terrain_height_field": make_task("velocity", "mujoco", n, config=hfield, seed=0),
     }
     best = {k: float("inf") for k in tasks}
     try:
@@ -262,14 +283,192 @@ def part_overhead(args: argparse.Namespace) -> int:
         "repeats": args.repeats,
         "flat_ms": out["flat"],
         "terrain_ms": out["terrain"],
+        "terrain_height_field_ms": out["terrain_height_field"],
         "ratio": out["terrain"] / out["flat"],
+        "ratio_height_field": out["terrain_height_field"] / out["flat"],
         "load_average": os.getloadavg()[0],
         "note": "the velocity task's whole step on Go1 (physics, observations with the height scan on the terrain,"
-        " reward), random actions, the best of the repeats, flat and terrain interleaved",
+        " reward), random actions, the best of the repeats, flat ground, the terrain built of pieces and the"
+        " terrain built as height fields (build height_field) interleaved",
     }
     _save(data)
-    print(f"terrain / flat: {out['terrain'] / out['flat']:.2f}")
+    print(
+        f"terrain / flat: {out['terrain'] / out['flat']:.2f}; as height fields: {data['overhead']['ratio_height_field']:.2f}"
+    )
     return 0
+
+
+def _drop_points(terrain, count: int, seed: int):
+    """``count`` random ``(x, y)`` over the tiles (uniform), and the highest ground under a box there."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    x0, x1, y0, y1 = terrain.extent
+    xy = rng.uniform([x0 + BOX, y0 + BOX], [x1 - BOX, y1 - BOX], (count, 2))
+    g = np.linspace(-BOX * 1.5, BOX * 1.5, 31)  # the box's footprint, turned any way, and a margin
+    ox, oy = (a.ravel() for a in np.meshgrid(g, g))
+    top = terrain.height_at(xy[:, :1] + ox, xy[:, 1:] + oy).max(axis=1)
+    return xy, top
+
+
+def rest_model(terrain, folder: Path) -> Path:
+    """An MJCF file: the terrain and one free box (:data:`BOX`), composed as the conformance suite does."""
+    from simbackend.models import export_mjcf
+    from simbackend.models.compiler import prepared_spec
+    from simbackend.terrains import add_terrain
+
+    bodies = folder / "bodies.xml"
+    bodies.write_text(
+        '<mujoco><option timestep="0.004"/><worldbody><body name="crate" pos="0 0 2"><freejoint/>'
+        f'<geom name="crate" type="box" size="{BOX} {BOX} {BOX}" mass="1" friction="1 0.005 0.0001"/>'
+        "</body></worldbody></mujoco>"
+    )
+    spec, _, _ = prepared_spec(str(bodies), None, None, None)
+    add_terrain(spec, terrain)
+    (folder / "model").mkdir(exist_ok=True)
+    return Path(export_mjcf(spec, folder / "model")[1])
+
+
+def part_rest(args: argparse.Namespace) -> int:
+    """Boxes let go over random points, one an env, on every engine; rest height and place against MuJoCo's."""
+    import tempfile
+
+    import numpy as np
+
+    from simbackend import make_backend
+    from simbackend.terrains import TerrainConfig, generate_terrain
+
+    cfg = TerrainConfig.load(args.terrain or REST_TERRAIN).to_dict()
+    terrain = generate_terrain({**cfg, "build": args.build or cfg["build"]})
+    xy, top = _drop_points(terrain, args.drops, args.seed)
+    _, col = terrain.locate(xy[:, 0], xy[:, 1])
+    kinds = [terrain.types[c] for c in col]
+    out: dict = {"terrain": terrain.config.to_dict(), "drops": args.drops, "settle_s": SETTLE_S, "sims": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = rest_model(terrain, Path(tmp))
+        for sim_name in args.sims:
+            t0 = time.perf_counter()
+            sim = make_backend(sim_name, path, len(xy), **BACKEND_OPTIONS.get(sim_name, {}))
+            q = sim.get_joint_qpos_indices(sim.joint_names[0]).tolist()
+            qpos = np.tile(np.asarray(sim.get_qpos())[0], (len(xy), 1))
+            qpos[:, q[:3]] = np.column_stack([xy, top + BOX + DROP])
+            qpos[:, q[3:7]] = [1.0, 0.0, 0.0, 0.0]
+            sim.set_state(None, qpos)
+            sim.step(None, nsteps=int(round(SETTLE_S / sim.info.timestep)))
+            pos = np.asarray(sim.get_body_pos_w(sim.get_body_ids(["crate"])))[:, 0]
+            speed = np.linalg.norm(np.asarray(sim.get_body_lin_vel_w(sim.get_body_ids(["crate"])))[:, 0], axis=-1)
+            sim.close()
+            out["sims"][sim_name] = {"pos": pos.tolist(), "speed": speed.tolist(), "wall_s": time.perf_counter() - t0}
+    ref = np.array(out["sims"]["mujoco"]["pos"]) if "mujoco" in out["sims"] else None
+    types = list(dict.fromkeys(terrain.types))
+    rows = {}
+    for sim_name, r in out["sims"].items():
+        pos = np.array(r["pos"])
+        if ref is None or sim_name == "mujoco":
+            continue
+        dz = pos[:, 2] - ref[:, 2]
+        dxy = np.linalg.norm(pos[:, :2] - ref[:, :2], axis=-1)
+        ok = np.abs(dz) <= REST_TOL
+        rows[sim_name] = {
+            "within": int(ok.sum()),
+            "drops": len(ok),
+            "by_type": {
+                k: [int(ok[[i for i, kk in enumerate(kinds) if kk == k]].sum()), kinds.count(k)] for k in types
+            },
+            "dz_mm": [float(np.abs(dz).max() * 1e3), float(np.median(np.abs(dz)) * 1e3)],
+            "dxy_mm_max": float(dxy.max() * 1e3),
+        }
+        print(
+            f"[rest] {sim_name}: {ok.sum()} of {len(ok)} within {REST_TOL * 1e3:g} mm of MuJoCo; |dz| max"
+            f" {np.abs(dz).max() * 1e3:.2f} mm, median {np.median(np.abs(dz)) * 1e3:.3f} mm; off: "
+            + ", ".join(f"{kinds[i]} ({dz[i] * 1e3:+.1f} mm)" for i in np.flatnonzero(~ok)),
+            file=sys.stderr,
+            flush=True,
+        )
+    out["kinds"] = kinds
+    out["agreement"] = rows
+    _save(out, args.rest_results)
+    print(rest_table(out))
+    return 0
+
+
+def rest_table(data: dict) -> str:
+    """docs/terrains.md's rest table: per engine, drops within :data:`REST_TOL` of MuJoCo's rest, per type."""
+    rows = data.get("agreement", {})
+    if not rows:
+        return "(no rest results)"
+    types = list(next(iter(rows.values()))["by_type"])
+    lines = ["| engine | all drops | " + " | ".join(types) + " | largest gap |", "|" + "---|" * (len(types) + 3)]
+    for sim_name, r in rows.items():
+        cells = [f"{a}/{b}" for a, b in r["by_type"].values()]
+        lines.append(
+            f"| {sim_name} | {r['within']}/{r['drops']} | " + " | ".join(cells) + f" | {r['dz_mm'][0]:.1f} mm |"
+        )
+    return "\n".join(lines)
+
+
+def part_cost(args: argparse.Namespace) -> int:
+    """The velocity task's step on MuJoCo at ``--num-envs``: flat ground, then a terrain of each type alone
+    (its 5 levels of ``terrains/rough.json``), built of pieces and as height fields, interleaved; and what
+    the model holds (geoms)."""
+    import torch
+
+    from simbackend.tasks import make_task
+
+    torch.set_num_threads(1)
+    n, steps = args.num_envs, args.steps
+    g = torch.Generator().manual_seed(0)
+    actions = [torch.rand((n, 12), generator=g) * 0.6 - 0.3 for _ in range(steps)]
+    base = task_config()
+    configs = {"flat": {"robot": "go1"}}
+    for kind in args.types or base["terrain"]["types"]:
+        for build in ("pieces", "height_field"):
+            configs[f"{kind}/{build}"] = {**base, "terrain": {**base["terrain"], "types": [kind], "build": build}}
+    best = {k: float("inf") for k in configs}
+    geoms = {}
+    for label, cfg in configs.items():  # one task at a time: 17 tasks of 256 envs would not share the memory well
+        task = make_task("velocity", "mujoco", n, config=cfg, seed=0)
+        try:
+            geoms[label] = len(task.backend.geom_names)
+            for a in actions[:5]:
+                task.step(a)
+            for _ in range(args.repeats):
+                task.reset()
+                t0 = time.perf_counter()
+                for a in actions:
+                    st = task.step(a)
+                    done = st.terminated | st.truncated
+                    if bool(done.any()):
+                        task.reset(done)
+                best[label] = min(best[label], (time.perf_counter() - t0) / steps)
+        finally:
+            task.close()
+        print(f"[cost] {label}: {best[label] * 1e3:.1f} ms, {geoms[label]} geoms", file=sys.stderr, flush=True)
+    flat = best["flat"]
+    out = {
+        "num_envs": n,
+        "steps": steps,
+        "repeats": args.repeats,
+        "load_average": os.getloadavg()[0],
+        "flat_ms": flat * 1e3,
+        "types": {k: {"ms": v * 1e3, "ratio": v / flat, "geoms": geoms[k]} for k, v in best.items() if k != "flat"},
+        "note": "the velocity task's whole step on Go1 at N envs, random actions, the best of the repeats; each"
+        " terrain holds one type's 5 levels of rough.json",
+    }
+    _save(out, COST_RESULTS)
+    print(cost_table(out))
+    return 0
+
+
+def cost_table(data: dict) -> str:
+    """docs/terrains.md's cost table: per type, the step against flat ground's, built of pieces and as height
+    fields."""
+    kinds = list(dict.fromkeys(k.split("/")[0] for k in data["types"]))
+    lines = ["| type | pieces: geoms | pieces: step / flat | height field: step / flat |", "|---|---|---|---|"]
+    for k in kinds:
+        p, h = data["types"][f"{k}/pieces"], data["types"][f"{k}/height_field"]
+        lines.append(f"| {k} | {p['geoms']} | {p['ratio']:.2f} | {h['ratio']:.2f} |")
+    return "\n".join(lines)
 
 
 def part_picture(args: argparse.Namespace) -> int:
@@ -344,7 +543,9 @@ def table(data: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--part", choices=("train", "eval", "levels", "overhead", "picture", "table"), required=True)
+    p.add_argument(
+        "--part", choices=("train", "eval", "levels", "overhead", "rest", "cost", "picture", "table"), required=True
+    )
     p.add_argument("--seed", type=int, default=0, help="train: the training seed")
     p.add_argument("--iterations", type=int, default=800, help="train: PPO iterations")
     p.add_argument("--time-budget", type=float, default=None, help="train: seconds at most (default: none)")
@@ -357,6 +558,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--num-envs", type=int, default=256)
     p.add_argument("--steps", type=int, default=100)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--terrain", type=Path, default=None, help="rest: a terrain config (default terrains/rest.json)")
+    p.add_argument("--types", nargs="*", default=None, help="cost: the terrain types (default: rough.json's)")
+    p.add_argument("--drops", type=int, default=48, help="rest: boxes let go (one an env)")
+    p.add_argument("--build", choices=("pieces", "height_field"), help="rest: build the terrain so (default: its own)")
+    p.add_argument("--rest-results", type=Path, default=REST_RESULTS, help="rest: the results file to write")
     p.add_argument("--checkpoint", type=Path, help="picture: the policy")
     p.add_argument("--tiles", nargs="+", default=["stairs_up:2", "rough:4"], help="picture: TYPE:LEVEL each")
     p.add_argument("--frames", type=int, default=2, help="picture: stills per tile")
@@ -372,6 +578,10 @@ def main(argv: list[str] | None = None) -> int:
         return part_levels(args)
     if args.part == "overhead":
         return part_overhead(args)
+    if args.part == "rest":
+        return part_rest(args)
+    if args.part == "cost":
+        return part_cost(args)
     print(table(_load()))
     return 0
 

@@ -28,6 +28,7 @@ from simbackend.terrains import (
     generate_terrain,
     param_values,
     tile_heights,
+    tile_surface,
 )
 from simbackend.terrains.tiles import height_bound
 
@@ -151,15 +152,15 @@ def test_obstacle_count_bound_is_the_one_the_message_states() -> None:
 
 
 def test_obstacles_are_the_rectangles_they_are_defined_as() -> None:
-    """The obstacles are stamped as blocks of rows and columns; the same tiles as the definition, a mask of
-    the whole tile per rectangle, with the same draws."""
+    """The obstacles are stamped as blocks of cells (rows and columns); the same tiles as the definition (the
+    cells whose centres lie in each rectangle, a mask of the whole tile per rectangle), with the same draws."""
     size, res = 4.0, 0.1
     n = round(size / res)
-    s = np.linspace(-size / 2, size / 2, n + 1)
+    s = np.linspace(-size / 2 + res / 2, size / 2 - res / 2, n)  # the cells' centres
     y, x = np.meshgrid(s, s, indexing="ij")
     for seed in range(4):
         p = param_values("obstacles", 0.7, {"count": (40.0, 40.0)})
-        got = tile_heights("obstacles", 0.7, size, res, np.random.default_rng(seed), {"count": (40.0, 40.0)})
+        got = tile_surface("obstacles", 0.7, size, res, np.random.default_rng(seed), {"count": (40.0, 40.0)})[1]
         rng = np.random.default_rng(seed)
         want = np.zeros_like(x)
         for _ in range(40):

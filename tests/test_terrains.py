@@ -23,6 +23,7 @@ from simbackend.errors import ArgumentTypeError, InvalidArgumentError, ScalarTyp
 from simbackend.robots import robot_scene
 from simbackend.terrains import (
     BASE_DEPTH,
+    FORMS,
     MAX_SAMPLES,
     TERRAIN_PREFIX,
     TERRAIN_TYPES,
@@ -31,14 +32,18 @@ from simbackend.terrains import (
     add_terrain,
     generate_terrain,
     param_values,
-    tile_heights,
+    tile_geoms,
     tile_name,
+    tile_pieces,
+    tile_surface,
 )
 
 
 def _one(kind: str, difficulty: float, tile: float = 8.0, res: float = 0.05, seed: int = 0, **params) -> np.ndarray:
-    """A single ``tile`` m tile's heights (``params``: ``name=(easy, hard)``)."""
-    return tile_heights(kind, difficulty, tile, res, np.random.default_rng(seed), params or None)
+    """A single ``tile`` m tile's surface (``params``: ``name=(easy, hard)``): a flat-faced type's cells, any
+    other type's samples (``tile_surface``)."""
+    samples, cells = tile_surface(kind, difficulty, tile, res, np.random.default_rng(seed), params or None)
+    return samples if cells is None else cells
 
 
 def _any(value: Any) -> Any:
@@ -147,7 +152,7 @@ def test_obstacles_leave_the_platform_clear(difficulty: float) -> None:
     size, res = 8.0, 0.05
     height = 0.05 + difficulty * 0.15
     n = int(size / res)
-    x = np.linspace(-size / 2, size / 2, n + 1)
+    x = np.linspace(-size / 2 + res / 2, size / 2 - res / 2, n)  # the cells' centres
     cheb = np.maximum(np.abs(x)[None, :], np.abs(x)[:, None])
     for seed in range(5):
         h = _one("obstacles", difficulty, size, res, seed=seed)
@@ -319,29 +324,23 @@ def _rays(mujoco, model, data, x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def test_height_at_is_mujocos_surface(mixed: Terrain) -> None:
     """height_at against MuJoCo's own ray cast on the composed model, within 1e-6 m: random points over the
-    tiles and the border, points a micrometre either side of every seam, and, exactly on the seams and the
-    grid's edge, where neighbouring tiles meet at the same height (their rims); cells' own grid lines."""
+    tiles and the border, points a micrometre either side of every seam and of cell lines (the risers of
+    the flat-faced tiles). Exactly on a seam or a riser, a ray grazes two pieces' faces, and which one
+    MuJoCo's ray test finds (or whether it finds either) is down to rounding: not compared."""
     mujoco, model, data = _mujoco_terrain(mixed)
     x0, x1, y0, y1 = mixed.extent
     s, b = mixed.config.tile_size, mixed.config.border
     rng = np.random.default_rng(0)
     pts = [rng.uniform([x0 - b, y0 - b], [x1 + b, y1 + b], (1500, 2))]
     seams_x, seams_y = x0 + s * np.arange(mixed.num_levels + 1), y0 + s * np.arange(mixed.num_types + 1)
+    res = mixed.config.resolution
     for eps in (-1e-6, 1e-6):
         ys = rng.uniform(y0, y1, 60)
         pts += [np.stack([np.full(60, sx + eps), ys], 1) for sx in seams_x]
         xs = rng.uniform(x0, x1, 60)
         pts += [np.stack([xs, np.full(60, sy + eps)], 1) for sy in seams_y]
-    # on the seams themselves where both sides are rims at 0 (the deterministic types)
-    level = [c for c, kind in enumerate(mixed.types) if kind not in RANDOM]
-    for c in level:
-        cy = mixed.tile_center(0, c)[1]
-        pts += [np.stack([np.full(20, sx), cy + rng.uniform(-s / 2, s / 2, 20)], 1) for sx in seams_x]
-    for c in level:
-        if c + 1 in level:
-            pts.append(np.stack([rng.uniform(x0, x1, 20), np.full(20, y0 + s * (c + 1))], 1))
-    res = mixed.config.resolution
-    pts.append(np.stack([x0 + res * rng.integers(0, 60, 200), rng.uniform(y0, y1, 200)], 1))  # cell lines
+        pts.append(np.stack([x0 + res * rng.integers(0, 60, 200) + eps, rng.uniform(y0, y1, 200)], 1))
+        pts.append(np.stack([rng.uniform(x0, x1, 200), y0 + res * rng.integers(0, 60, 200) + eps], 1))
     p = np.concatenate(pts)
     got = _rays(mujoco, model, data, p[:, 0], p[:, 1])
     want = mixed.height_at(p[:, 0], p[:, 1])
@@ -350,18 +349,45 @@ def test_height_at_is_mujocos_surface(mixed: Terrain) -> None:
     assert np.ptp(want) > 1.0  # the points saw the pits and pyramids, not only flat ground
 
 
-def test_add_terrain_builds_a_height_field_per_tile_and_the_border(mixed: Terrain) -> None:
+def test_add_terrain_builds_each_form_and_the_border(mixed: Terrain) -> None:
+    """Rough tiles are height fields, flat-faced tiles boxes, slopes convex meshes (one for a pyramid, four
+    and a box for an inverted one), each a world geom named after its tile, with the terrain's friction;
+    every piece stays within its tile's square; ``build="height_field"`` makes every tile one height field."""
     mujoco, model, _ = _mujoco_terrain(mixed)
-    assert model.nhfield == mixed.num_levels * mixed.num_types
+    kinds = {
+        mujoco.mjtGeom.mjGEOM_HFIELD: "hfield",
+        mujoco.mjtGeom.mjGEOM_BOX: "box",
+        mujoco.mjtGeom.mjGEOM_MESH: "mesh",
+    }
+    half = mixed.config.tile_size / 2
     for lv in range(mixed.num_levels):
         for col in range(mixed.num_types):
             name = tile_name(mixed, lv, col)
             assert name == f"{TERRAIN_PREFIX}_{col}_{mixed.types[col]}_{lv}"
-            g = model.geom(name)
-            assert int(g.type[0]) == mujoco.mjtGeom.mjGEOM_HFIELD and int(g.bodyid[0]) == 0
-            assert tuple(g.pos[:2]) == mixed.tile_center(lv, col)
-            assert model.hfield(name).size[3] == BASE_DEPTH
-            assert g.friction[0] == mixed.config.friction
+            geoms = [model.geom(g) for g in tile_geoms(mixed, lv, col)]
+            types = {kinds[int(g.type[0])] for g in geoms}
+            form = FORMS[mixed.types[col]]
+            want = {"samples": {"hfield"}, "cells": {"box"}, "pyramid": {"mesh", "box"}}[form]
+            assert types <= want and (form != "pyramid" or "mesh" in types or lv == 0), (name, types)
+            if form == "samples":
+                assert geoms[0].name == name and model.hfield(name).size[3] == BASE_DEPTH
+            if form == "cells":
+                assert len(geoms) == len(tile_pieces(mixed, lv, col)[0]) > 0
+            cx, cy = mixed.tile_center(lv, col)
+            for g in geoms:
+                assert int(g.bodyid[0]) == 0 and g.friction[0] == mixed.config.friction
+                if int(g.type[0]) == mujoco.mjtGeom.mjGEOM_BOX:  # within the tile's square
+                    assert (
+                        abs(g.pos[0] - cx) + g.size[0] <= half + 1e-9 and abs(g.pos[1] - cy) + g.size[1] <= half + 1e-9
+                    )
+    slopes = [c for c, k in enumerate(mixed.types) if k.startswith("slope")]
+    hard = mixed.num_levels - 1
+    counts = {mixed.types[c]: len(tile_geoms(mixed, hard, c)) for c in slopes}
+    assert counts == {"slope_up": 5, "slope_down": 1}
+    whole = generate_terrain(TerrainConfig(**{**mixed.config.to_dict(), "build": "height_field"}))
+    mujoco, model, _ = _mujoco_terrain(whole)
+    assert model.nhfield == whole.num_levels * whole.num_types and model.nmesh == 0
+    assert all(tile_geoms(whole, lv, c) == [tile_name(whole, lv, c)] for lv in range(2) for c in range(whole.num_types))
     border = [model.geom(f"{TERRAIN_PREFIX}_border_{i}") for i in range(4)]
     tops = [float(g.pos[2] + g.size[2]) for g in border]
     assert tops == pytest.approx([0.0] * 4)
@@ -372,7 +398,7 @@ def test_add_terrain_builds_a_height_field_per_tile_and_the_border(mixed: Terrai
     assert area == pytest.approx((x1 - x0 + 2 * b) * (y1 - y0 + 2 * b) - (x1 - x0) * (y1 - y0))
     spec = mujoco.MjSpec()
     add_terrain(spec, generate_terrain(TerrainConfig(types=("flat",), levels=1, tile_size=2.0, border=0.0)))
-    assert [g.name for g in spec.geoms] == [f"{TERRAIN_PREFIX}_0_flat_0"]  # no border: no boxes
+    assert [g.name for g in spec.geoms] == [f"{TERRAIN_PREFIX}_0_flat_0_0"]  # a flat tile is one box; no border
 
 
 # ----------------------------------------------------------------------------
@@ -509,7 +535,7 @@ def test_robot_scene_on_a_terrain_is_cached_by_content(cache: Path) -> None:
     m = mujoco.MjModel.from_xml_path(a.path)
     names = [m.geom(i).name for i in range(m.ngeom)]
     assert "floor" not in names and not (np.asarray(m.geom_type) == mujoco.mjtGeom.mjGEOM_PLANE).any()
-    assert {f"{TERRAIN_PREFIX}_0_flat_0", f"{TERRAIN_PREFIX}_1_stairs_up_0"} <= set(names)
+    assert {f"{TERRAIN_PREFIX}_0_flat_0_0", f"{TERRAIN_PREFIX}_1_stairs_up_0_0"} <= set(names)
     # the written file holds the heights: MuJoCo's rays read height_at
     t = generate_terrain(TerrainConfig.from_dict(SMALL))
     data = mujoco.MjData(m)

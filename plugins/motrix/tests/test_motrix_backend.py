@@ -217,16 +217,16 @@ def _random_field() -> np.ndarray:
 _BALL = '<body name="ball" pos="0 0 1"><freejoint/><geom type="sphere" size="0.1"/></body>'
 
 
-def test_colliding_height_fields_are_refused_unless_native(tmp_path: Path) -> None:
-    """Motrix collides height fields unlike MuJoCo (see the next test): a colliding one is refused in one
-    line naming the geom and the option; motrix={"native_hfield": True} loads it with a note; a
-    visual-only one collides in neither engine and loads."""
+def test_colliding_height_fields_load_with_a_note_or_are_refused(tmp_path: Path) -> None:
+    """Motrix collides height fields unlike MuJoCo (see the next test): a colliding one loads with a note
+    saying so (the default, native_hfield True); motrix={"native_hfield": False} refuses it in one line
+    naming the geom and the option; a visual-only one collides in neither engine and loads without a note."""
     path = _write(tmp_path, _hfield_mjcf(_random_field(), _BALL))
     with pytest.raises(
         ModelLoadError, match=r"Motrix collides height fields unlike MuJoCo \(geom 'terrain'.*native_hfield"
     ):
-        make_backend("motrix", path, 1)
-    native = make_backend("motrix", path, 1, motrix={"native_hfield": True})
+        make_backend("motrix", path, 1, motrix={"native_hfield": False})
+    native = make_backend("motrix", path, 1)
     assert any("height-field collision" in n for n in native.notes)
     visual = _hfield_mjcf(_random_field(), _BALL).replace(
         'hfield="terrain" pos', 'hfield="terrain" contype="0" conaffinity="0" pos'

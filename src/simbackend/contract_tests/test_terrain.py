@@ -2,15 +2,16 @@
 
 A small grid of every terrain type at two difficulties (``TERRAIN``: eight
 columns, two levels, 3 m tiles sampled every 0.1 m, a 1 m border), composed
-with :func:`simbackend.terrains.add_terrain` into one MJCF file (a height field
-per tile, four border boxes) beside a free sphere and a free box. The engine
+with :func:`simbackend.terrains.add_terrain` into one MJCF file (boxes for the
+flat-faced tiles, convex meshes for the slopes, a height field for rough
+ground, four border boxes) beside a free sphere and a free box. The engine
 loads every tile, rests bodies where the analytic surface
-(:meth:`simbackend.terrains.Terrain.height_at`) holds them, and its height
-scanner reads that surface. Expected values come from the terrain's heights,
-never from an engine. An engine that cannot collide height fields as MuJoCo
-does refuses the model at construction (``ModelLoadError`` naming a tile);
-the clauses that need it loaded are then skipped with its reason. Talks only
-to the contract.
+(:meth:`simbackend.terrains.Terrain.height_at`) holds them, on every type but
+rough ground, and its height scanner reads that surface. Expected values come
+from the terrain's heights, never from an engine. An engine that cannot
+collide height fields as MuJoCo does may refuse the model at construction
+(``ModelLoadError`` naming a tile); the clauses that need it loaded are then
+skipped with its reason. Talks only to the contract.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ from simbackend.terrains import (
     TerrainConfig,
     add_terrain,
     generate_terrain,
-    tile_name,
+    tile_geoms,
+    tile_pieces,
 )
 
 #: every terrain type, at difficulty 0 (level 0) and 1 (level 1)
@@ -45,6 +47,9 @@ DROP = 0.01
 #: simulated time a dropped body is given to come to rest (s): it lands in 45 ms and settles in a
 #: few contact time constants (MuJoCo's default 0.02 s)
 SETTLE_S = 0.6
+#: how far (m) a sphere's level spot keeps its edge from a riser: a sphere let go tangent to a riser's face
+#: is pushed off it by any engine's contact (MuJoCo Warp's: 7 mm), which is not this clause's subject
+SPHERE_CLEARANCE = 0.01
 #: the boxes are let go this far (m) off the half-cell lattice their level square was found on (and the
 #: square keeps 0.05 m of margin): a box whose edges lie exactly on the height field's grid lines, or whose
 #: centre lies on a cell diagonal, is a degenerate case of a convex-prism collision (not this clause's
@@ -112,8 +117,8 @@ def _terrain_sim(make_sim: Callable[..., Any], path: Path, n: int) -> Any:
 # where bodies rest: spots chosen from the terrain's heights alone
 # ----------------------------------------------------------------------------
 def _level_spots(terrain: Terrain, reach: float, per_tile: int) -> list[tuple[float, float, float]]:
-    """``(x, y, height)`` of level spots (the surface level over the square ``reach`` around them, sampled
-    every half cell; ``reach`` a whole number of half cells): in every tile, the level spot nearest its
+    """``(x, y, height)`` of level spots (the surface level over the square ``reach`` around them, sampled at
+    its edges and at most half a cell apart): in every tile, the level spot nearest its
     centre, then, away from the centre (platforms), the spot of each other height nearest the centre
     (stair treads, stones, pits, obstacle tops), up to ``per_tile`` spots a tile; then two on the border."""
     res = terrain.config.resolution
@@ -122,9 +127,9 @@ def _level_spots(terrain: Terrain, reach: float, per_tile: int) -> list[tuple[fl
     gx, gy = (a.ravel() for a in np.meshgrid(grid, grid))
     order = np.argsort(np.hypot(gx, gy), kind="stable")
     gx, gy = gx[order], gy[order]
-    # candidates and samples every half cell: every corner of the surface's triangles (their vertices, edge
-    # midpoints and cell centres) within a square is a sample, so level samples mean a level square
-    s = np.linspace(-reach, reach, int(round(4 * reach / res)) + 1)
+    # candidates every half cell, samples at most half a cell apart and on the square's edges: every cell of
+    # a flat-faced tile within the square holds a sample, and a riser on the square's edge is seen (its top)
+    s = np.linspace(-reach, reach, int(np.ceil(4 * reach / res - 1e-9)) + 1)
     ox, oy = (a.ravel() for a in np.meshgrid(s, s))
     spots = []
     for lv in range(terrain.num_levels):
@@ -186,7 +191,7 @@ def _drops(terrain: Terrain) -> dict[str, np.ndarray]:
 
     Returns ``ball``, ``crate``: ``(n, 2)`` world xy let go over; ``on_slope``: ``(n,)`` the box is on a
     slope."""
-    spots = _level_spots(terrain, R, per_tile=4)
+    spots = _level_spots(terrain, R + SPHERE_CLEARANCE, per_tile=4)
     balls = [(x, y) for x, y, _ in spots]
     level = [(x + OFF_GRID[0], y + OFF_GRID[1]) for x, y, _ in _level_spots(terrain, R + 0.05, per_tile=2)]
     slopes = _slope_spots(terrain)
@@ -275,20 +280,30 @@ def _check_rest(settled: dict[str, Any], rows: np.ndarray, body: int, what: str)
 # clauses
 # ----------------------------------------------------------------------------
 def test_terrain_loads_every_tile(make_sim: Callable[..., Any], terrain: Terrain, terrain_model: Path) -> None:
-    """Clause: a generated terrain (one height field per tile, border boxes) loads, or is refused at
-    construction with a one-line ModelLoadError naming a tile; loaded, the geom table names every tile geom
-    and border box, each a collision geom of the world body."""
+    """Clause: a generated terrain (boxes, convex meshes, a height field per rough tile, border boxes) loads,
+    or is refused at construction with a one-line ModelLoadError naming a tile; loaded, the geom table names
+    every piece of every tile and every border box, each a collision geom of the world body of the type
+    the terrain built it as."""
     sim = _terrain_sim(make_sim, terrain_model, 2)
-    tiles = [tile_name(terrain, lv, c) for lv in range(terrain.num_levels) for c in range(terrain.num_types)]
+    names, types = [], []
+    for lv in range(terrain.num_levels):
+        for c in range(terrain.num_types):
+            names += tile_geoms(terrain, lv, c)  # the boxes, then the prisms
+            boxes, prisms = tile_pieces(terrain, lv, c)
+            types += ["hfield"] if terrain.forms[c] == "samples" else ["box"] * len(boxes) + ["mesh"] * len(prisms)
     border = [f"{TERRAIN_PREFIX}_border_{i}" for i in range(4)]
-    names = tiles + border
+    names += border
+    types += ["box"] * len(border)
     missing = sorted(set(names) - set(sim.geom_names))
     assert not missing, f"geoms missing from the geom table: {missing}"
     ids = sim.get_geom_ids(names)
     assert sim.get_geom_body_ids(ids).tolist() == [0] * len(names)
     contype, conaffinity = sim.get_geom_contact_masks()
     assert (contype[ids] != 0).all() and (conaffinity[ids] != 0).all()
-    assert [sim.info.geom_type[i] for i in ids.tolist()] == ["hfield"] * len(tiles) + ["box"] * len(border)
+    got = [sim.info.geom_type[i] for i in ids.tolist()]
+    wrong = [(n, g, t) for n, g, t in zip(names, got, types, strict=True) if g != t]
+    assert not wrong, f"pieces not of the type they were built as (name, got, built): {wrong[:5]}"
+    assert {"hfield", "box", "mesh"} <= set(types)  # the clause's own set-up: every form is there
 
 
 def test_spheres_rest_on_the_terrain(settled: dict[str, Any]) -> None:
@@ -315,20 +330,20 @@ def test_boxes_rest_on_level_ground(settled: dict[str, Any]) -> None:
     _check_rest(settled, ~settled["on_slope"], 1, "boxes on level ground")
 
 
-def test_boxes_rest_on_slopes(settled: dict[str, Any], require: Callable[..., None]) -> None:
+def test_boxes_rest_on_slopes(settled: dict[str, Any]) -> None:
     """Clause: a box let go 1 cm above a steep slope's face (0.4 rise over run, the box tilted to the face)
     rests on the face, its centre 0.1 m from the plane Terrain.height_at gives within 1 mm, held by
     friction 1 (above the slope's 0.4): it creeps less than 2 cm while settling (MuJoCo: up to 4 mm, the
-    soft contact's creep) and then moves slower than 1 cm/s. Skipped where a backend declares
-    ``hfield_slope_contacts`` absent (MuJoCo Warp 4.0.0: a known upstream defect of its height-field
-    collision, see Capabilities)."""
-    require("hfield_slope_contacts")
+    soft contact's creep) and then moves slower than 1 cm/s. The faces are convex meshes (the terrain's
+    slopes are built as convex prisms), so every engine's box-mesh contact holds it: MuJoCo Warp, whose
+    height-field contacts kick such a box off (``Capabilities.hfield_slope_contacts``), included."""
     _check_rest(settled, settled["on_slope"], 1, "boxes on slopes")
 
 
 #: the scanned regions' centres: where 4 tiles meet (easy and hard stairs up and down; rough and slopes;
-#: obstacles and stepping stones) and where the grid meets the border, none within a ray of a seam
-SCAN_CENTRES = [(0.011, 3.017), (-0.023, -5.989), (0.017, 8.987), (2.49, 11.49)]
+#: obstacles and stepping stones) and where the grid meets the border, none within a ray of a seam or of a
+#: cell line (a riser: exactly on one, a ray grazes two boxes' faces, and which it finds is rounding)
+SCAN_CENTRES = [(0.011, 3.017), (-0.023, -5.989), (0.017, 8.987), (2.493, 11.487)]
 
 
 def test_height_scanner_reads_the_terrain(
@@ -337,7 +352,7 @@ def test_height_scanner_reads_the_terrain(
     """Clause: a height scanner over the terrain reads Terrain.height_at within 1e-4 m (float32 rays) on a
     3 m grid of rays 7 cm apart, in each env over another region: across tile seams (stairs up and down at
     both levels, rough ground and slopes, obstacles and stepping stones) and from the grid onto the border.
-    Rays keep 1 mm from the seams, where neighbouring tiles (rough ground) need not meet."""
+    Rays keep 1 mm from the seams and the cell lines, where a ray grazes two pieces' faces."""
     require("ray_casting")
     sim = _terrain_sim(make_sim, terrain_model, len(SCAN_CENTRES))
     offsets = grid_offsets(3.0, 3.0, 0.07)
@@ -347,6 +362,8 @@ def test_height_scanner_reads_the_terrain(
     seams_y = np.arange(terrain.num_types + 1) * TERRAIN.tile_size + terrain.extent[2]
     near = min(np.abs(rays[..., 0, None] - seams_x).min(), np.abs(rays[..., 1, None] - seams_y).min())
     assert near > 1e-3, "the clause's rays must keep clear of the seams"  # its own set-up
+    lines = (rays - np.array([terrain.extent[0], terrain.extent[2]])) / TERRAIN.resolution
+    assert (np.abs(lines - np.round(lines)) * TERRAIN.resolution).min() > 9e-4, "and of the cell lines"
     qpos = np.tile(to_np(sim.get_qpos())[0], (len(centres), 1))
     bq = sim.get_joint_qpos_indices("ball_free").tolist()
     cq = sim.get_joint_qpos_indices("crate_free").tolist()

@@ -20,6 +20,7 @@ from simbackend.errors import ArgumentTypeError, InvalidArgumentError, closest_n
 from .tiles import POSITIVE, TERRAIN_TYPES, height_bound, noise_steps, param_values
 
 __all__ = [
+    "BUILDS",
     "TerrainConfig",
     "DEFAULT_TYPES",
     "MAX_HEIGHT",
@@ -29,6 +30,8 @@ __all__ = [
     "MAX_TILES",
 ]
 
+#: how a terrain's tiles can be built (``TerrainConfig.build``), the default first
+BUILDS = ("pieces", "height_field")
 #: the default columns: every type, flat first
 DEFAULT_TYPES = tuple(TERRAIN_TYPES)
 #: the most height samples a terrain holds (all tiles together): a bound on the scene's size in every engine
@@ -59,6 +62,9 @@ class TerrainConfig:
         friction: the terrain's sliding friction (MuJoCo's first coefficient; the floor's is 1).
         seed: the seed of the random tiles (rough ground, obstacles, stones).
         params: ``{type: {param: (easy, hard)}}`` replacing the types' default parameter ranges.
+        build: how the tiles are built (:data:`BUILDS`): ``pieces`` (each type as its surface is shaped:
+            boxes, convex prisms, a height field for rough ground) or ``height_field`` (one height field per
+            tile, the first edition's build, over the same sample heights).
     """
 
     types: Sequence[str] = DEFAULT_TYPES
@@ -70,6 +76,7 @@ class TerrainConfig:
     friction: float = 1.0
     seed: int = 0
     params: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    build: str = "pieces"
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -114,6 +121,8 @@ class TerrainConfig:
         set_(self, "friction", checks.real(self.friction, "terrain.friction", minimum=0.0, maximum=10.0))
         set_(self, "seed", checks.integer(self.seed, "terrain.seed", minimum=0, maximum=2**63 - 1))
         set_(self, "params", _params(self.params))
+        if not isinstance(self.build, str) or self.build not in BUILDS:
+            raise InvalidArgumentError(f"terrain.build: expected one of {list(BUILDS)}, got {self.build!r}")
         self._check_heights()
 
     def _check_heights(self) -> None:

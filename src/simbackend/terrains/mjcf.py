@@ -1,19 +1,22 @@
-"""A terrain in a MuJoCo model: one height field per tile and a flat border of boxes (:func:`add_terrain`).
+"""A terrain in a MuJoCo model: each tile built of what its form needs, and a flat border (:func:`add_terrain`).
 
-Why height fields for every tile, stairs and stones included: every engine
-here loads a MuJoCo height field as the same surface (MuJoCo and MuJoCo Warp
-natively; SAPIEN as a static PhysX triangle mesh of MuJoCo's very triangles),
-so one representation gives every engine one terrain, and a height scan reads
-it exactly. A plugin engine that collides height fields otherwise than MuJoCo
-says so when it loads one (docs/terrains.md). Boxes would give stairs vertical risers, but
-many of them: a tile of stairs is dozens of geoms, each in every engine's
-broad phase; a height field's riser is one cell (``resolution``) wide
-instead, as legged_gym's and Isaac Lab's height-field terrains have it.
+Each tile is built as its surface is shaped (:data:`~simbackend.terrains.FORMS`):
 
-One height field per tile keeps each field small (MuJoCo collides a geom with
-the prisms under its bounding box, and caps the contacts per geom pair), and
-lets a tile's vertical range be its own (MuJoCo stores elevations normalized
-to ``[0, 1]`` in float32: the error is ``range * 6e-8``).
+* a flat-faced tile (flat, stairs, obstacles, stepping stones) as boxes
+  (:func:`~simbackend.terrains.pieces.cell_boxes`): vertical risers, and
+  box-box and box-sphere contacts every engine here computes analytically;
+* a slope as convex prisms under its planes
+  (:func:`~simbackend.terrains.pieces.pyramid_prisms`), mesh geoms every
+  engine collides as the convex solids they are;
+* rough ground as a height field (one per tile): its surface is no union of
+  a few convex solids.
+
+Measured against one height field for every tile (the first edition), the
+boxes and prisms rest bodies where MuJoCo rests them on MuJoCo Warp and Motrix
+too, and cost MuJoCo's step a fraction of the height field's narrow phase:
+docs/terrains.md gives both tables. A rough tile's height field keeps its own
+vertical range (MuJoCo stores elevations normalized to ``[0, 1]`` in float32:
+the error is ``range * 6e-8``).
 """
 
 from __future__ import annotations
@@ -22,13 +25,14 @@ from typing import Any
 
 import numpy as np
 
+from .pieces import cell_boxes, pyramid_prisms
 from .terrain import Terrain
 
-__all__ = ["add_terrain", "tile_name", "TERRAIN_PREFIX", "BASE_DEPTH"]
+__all__ = ["add_terrain", "tile_geoms", "tile_name", "tile_pieces", "TERRAIN_PREFIX", "BASE_DEPTH"]
 
 #: the name prefix of a terrain's geoms and height fields
 TERRAIN_PREFIX = "terrain"
-#: depth (m) of each height field's solid below its lowest point (MuJoCo's ``base``), and of the border
+#: depth (m) of each tile's solid below its lowest point (a height field's ``base``), and of the border
 BASE_DEPTH = 0.5
 #: the least vertical range given to a height field (a flat tile's), m
 _MIN_RANGE = 1e-3
@@ -36,12 +40,42 @@ _RGBA = [0.42, 0.45, 0.48, 1.0]
 
 
 def tile_name(terrain: Terrain, level: int, column: int) -> str:
-    """The geom (and height field) name of tile ``(level, column)``: ``terrain_<column>_<type>_<level>``."""
+    """The name of tile ``(level, column)``: ``terrain_<column>_<type>_<level>``. A rough tile's height-field
+    geom has this name; the pieces of the others are named ``<tile name>_<k>`` (:func:`tile_geoms`)."""
     return f"{TERRAIN_PREFIX}_{column}_{terrain.types[column]}_{level}"
 
 
+def tile_pieces(terrain: Terrain, level: int, column: int) -> tuple[np.ndarray, list[np.ndarray]]:
+    """``(boxes, prisms)`` tile ``(level, column)`` is built of, from its centre: ``(k, 6)`` boxes ``(x_min,
+    x_max, y_min, y_max, z_min, z_max)`` and each convex prism's ``(8, 3)`` vertices; none for rough ground
+    (a height field)."""
+    form = terrain.forms[column]
+    low = terrain.cells[level, column] if form == "cells" else terrain.tile_heights(level, column)
+    bottom = float(low.min()) - BASE_DEPTH
+    s = terrain.config.tile_size
+    if form == "cells":
+        return cell_boxes(terrain.cells[level, column], terrain.config.resolution, s, bottom), []
+    if form == "pyramid":
+        p = terrain.params(level, column)
+        slope = p["slope"] if terrain.types[column] == "slope_down" else -p["slope"]
+        prisms, boxes = pyramid_prisms(slope, p["platform"], s, bottom)
+        return boxes, prisms
+    return np.zeros((0, 6)), []
+
+
+def tile_geoms(terrain: Terrain, level: int, column: int) -> list[str]:
+    """The names of the geoms tile ``(level, column)`` is built of, in the model's order: the height field's
+    (:func:`tile_name`), or ``<tile name>_<k>`` for its boxes, then its prisms."""
+    name = tile_name(terrain, level, column)
+    if terrain.forms[column] == "samples":
+        return [name]
+    boxes, prisms = tile_pieces(terrain, level, column)
+    return [f"{name}_{k}" for k in range(len(boxes) + len(prisms))]
+
+
 def add_terrain(spec: Any, terrain: Terrain) -> None:
-    """Add ``terrain`` to a ``mujoco.MjSpec``'s world body: a height field per tile, the border's boxes."""
+    """Add ``terrain`` to a ``mujoco.MjSpec``'s world body: every tile's pieces (boxes, convex prisms, or a
+    rough tile's height field), the border's boxes."""
     from simbackend.models.mujoco_extra import import_mujoco
 
     mujoco = import_mujoco()
@@ -49,12 +83,33 @@ def add_terrain(spec: Any, terrain: Terrain) -> None:
     cfg = terrain.config
     half = cfg.tile_size / 2
     friction = [cfg.friction, 0.005, 0.0001]
+    common = {"contype": 1, "conaffinity": 1, "condim": 3, "friction": friction, "rgba": _RGBA}
     for lv in range(terrain.num_levels):
         for col in range(terrain.num_types):
+            name = tile_name(terrain, lv, col)
+            cx, cy = terrain.tile_center(lv, col)
+            if terrain.forms[col] != "samples":
+                boxes, prisms = tile_pieces(terrain, lv, col)
+                names = iter(tile_geoms(terrain, lv, col))
+                holder = spec.worldbody
+                for x0, x1, y0, y1, z0, z1 in boxes:
+                    holder.add_geom(
+                        name=next(names),
+                        type=mujoco.mjtGeom.mjGEOM_BOX,
+                        pos=[cx + (x0 + x1) / 2, cy + (y0 + y1) / 2, (z0 + z1) / 2],
+                        size=[(x1 - x0) / 2, (y1 - y0) / 2, (z1 - z0) / 2],
+                        **common,
+                    )
+                for verts in prisms:
+                    piece = next(names)
+                    spec.add_mesh(name=piece, uservert=verts.ravel().tolist())
+                    holder.add_geom(
+                        name=piece, type=mujoco.mjtGeom.mjGEOM_MESH, meshname=piece, pos=[cx, cy, 0.0], **common
+                    )
+                continue
             h = terrain.tile_heights(lv, col)
             lo, hi = float(h.min()), float(h.max())
             rng = max(hi - lo, _MIN_RANGE)
-            name = tile_name(terrain, lv, col)
             spec.add_hfield(
                 name=name,
                 nrow=h.shape[0],
@@ -62,17 +117,8 @@ def add_terrain(spec: Any, terrain: Terrain) -> None:
                 size=[half, half, rng, BASE_DEPTH],
                 userdata=((h - lo) / rng).ravel().tolist(),
             )
-            cx, cy = terrain.tile_center(lv, col)
             spec.worldbody.add_geom(
-                name=name,
-                type=mujoco.mjtGeom.mjGEOM_HFIELD,
-                hfieldname=name,
-                pos=[cx, cy, lo],
-                contype=1,
-                conaffinity=1,
-                condim=3,
-                friction=friction,
-                rgba=_RGBA,
+                name=name, type=mujoco.mjtGeom.mjGEOM_HFIELD, hfieldname=name, pos=[cx, cy, lo], **common
             )
     x0, x1, y0, y1 = terrain.extent
     b = cfg.border
@@ -91,11 +137,7 @@ def add_terrain(spec: Any, terrain: Terrain) -> None:
                 type=mujoco.mjtGeom.mjGEOM_BOX,
                 pos=[px, py, -BASE_DEPTH / 2],
                 size=[sx, sy, BASE_DEPTH / 2],
-                contype=1,
-                conaffinity=1,
-                condim=3,
-                friction=friction,
-                rgba=_RGBA,
+                **common,
             )
     spec.worldbody.add_light(pos=[0.0, 0.0, 6.0], dir=[0.0, 0.0, -1.0])
 

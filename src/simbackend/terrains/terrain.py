@@ -19,7 +19,7 @@ from simbackend.checks import short_repr
 from simbackend.errors import InvalidArgumentError
 
 from .config import TerrainConfig
-from .tiles import tile_heights
+from .tiles import FORMS, param_values, tile_surface
 
 __all__ = ["Terrain", "generate_terrain", "SPAWN_HALF_WIDTH"]
 
@@ -33,12 +33,16 @@ class Terrain:
 
     Attributes:
         config: the config it was generated from.
-        heights: ``(levels, columns, n+1, n+1)`` float64 heights (m) of every tile, rows along y and columns
-            along x (a MuJoCo height field's order), ``n = tile_size / resolution``.
+        heights: ``(levels, columns, n+1, n+1)`` float64 heights (m) of the surface at every tile's sample
+            points, rows along y and columns along x (a MuJoCo height field's order),
+            ``n = tile_size / resolution`` (:func:`~simbackend.terrains.tile_surface`).
+        cells: ``(levels, columns, n, n)`` float64 heights (m) of every cell of the flat-faced tiles (form
+            ``cells``, :data:`~simbackend.terrains.FORMS`); 0 in the other columns.
     """
 
     config: TerrainConfig
     heights: np.ndarray
+    cells: np.ndarray
     _device_heights: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -52,6 +56,19 @@ class Terrain:
     @property
     def types(self) -> tuple[str, ...]:
         return tuple(self.config.types)
+
+    @property
+    def forms(self) -> tuple[str, ...]:
+        """Each column's form (:data:`~simbackend.terrains.FORMS`): ``cells``, ``pyramid`` or ``samples``; every
+        column's is ``samples`` when the config builds every tile as a height field (``build``)."""
+        if self.config.build == "height_field":
+            return ("samples",) * self.num_types
+        return tuple(FORMS[t] for t in self.config.types)
+
+    def params(self, level: int, column: int) -> dict[str, float]:
+        """Tile ``(level, column)``'s parameter values (its type's, at its level's difficulty)."""
+        kind = self.types[column]
+        return param_values(kind, self.difficulty(level), dict(self.config.params.get(kind, {})))
 
     def difficulty(self, level: int) -> float:
         return self.config.level_difficulty(level)
@@ -86,11 +103,13 @@ class Terrain:
         return np.stack([x, y, np.maximum(z, self.height_at(x, y))], axis=-1)
 
     def height_at(self, x: np.ndarray | float, y: np.ndarray | float) -> np.ndarray:
-        """Terrain height (m) at world points, on the surface every engine collides: each cell of a tile
-        split into two triangles along its ``(r, c)``-``(r+1, c+1)`` diagonal (as MuJoCo splits a height
-        field); 0 outside the tiles (the border, and any point at infinity). Every tile's rim is at 0
-        (:func:`~simbackend.terrains.tile_heights`), so a seam between tiles, and the grid's edge, has one
-        height whichever tile reads it. ``x`` and ``y`` broadcast; NaN is refused in one line."""
+        """Terrain height (m) at world points, on the surface every engine collides: on a flat-faced tile the
+        height of the cell under the point (on a riser, its top: the highest cell the point touches); on a slope the
+        pyramid's planes; on rough ground each cell split into two triangles along its ``(r, c)``-``(r+1,
+        c+1)`` diagonal (as MuJoCo splits a height field); 0 outside the tiles (the border, and any point at
+        infinity). Every tile's rim is at 0 (:func:`~simbackend.terrains.tile_surface`), so a seam between
+        tiles, and the grid's edge, has one height whichever tile reads it. ``x`` and ``y`` broadcast; NaN
+        is refused in one line."""
         xy = []
         for name, v in (("x", x), ("y", y)):
             try:
@@ -115,9 +134,10 @@ class Terrain:
         """:meth:`height_at` on torch tensors, on their device, in their dtype (no host read); the one
         implementation (:meth:`height_at` runs it in float64 on the CPU). A NaN coordinate gives NaN."""
         key = (x.device, x.dtype)
-        h = self._device_heights.get(key)
-        if h is None:  # every tile's samples, flat: four gathers per point
-            h = self._device_heights[key] = torch.tensor(self.heights.ravel(), dtype=x.dtype, device=x.device)
+        t = self._device_heights.get(key)
+        if t is None:  # every tile's samples and cells, flat, and per tile its form and pyramid: gathers only
+            t = self._device_heights[key] = self._tables(x.device, x.dtype)
+        h, cells, form, slope, half_platform = t
         s, res = self.config.tile_size, self.config.resolution
         side = self.heights.shape[-1]
         n = side - 1
@@ -134,13 +154,46 @@ class Terrain:
         r = torch.floor(v).clamp(0, n - 1)
         fu, fv = (u - c).clamp(0.0, 1.0), (v - r).clamp(0.0, 1.0)
         # clamped: a NaN coordinate casts to no particular index (its weights are NaN, and so is its height)
-        idx = (((lv * self.num_types + col) * side + r) * side + c).long().clamp_(0, h.numel() - side - 2)
+        tile = (lv * self.num_types + col).long().clamp_(0, self.num_levels * self.num_types - 1)
+        idx = ((tile * side + r) * side + c).long().clamp_(0, h.numel() - side - 2)
         h00, h01 = h.take(idx), h.take(idx + 1)
         h10, h11 = h.take(idx + side), h.take(idx + side + 1)
         lower = fu >= fv
-        z = h00 + torch.where(lower, fu * (h01 - h00) + fv * (h11 - h01), fv * (h10 - h00) + fu * (h11 - h10))
+        tri = h00 + torch.where(lower, fu * (h01 - h00) + fv * (h11 - h01), fv * (h10 - h00) + fu * (h11 - h10))
+        # a flat-faced tile's cell; a point on a riser (a cell line: fu or fv exactly 0) reads its top, the
+        # highest cell it touches (within the tile: a tile's outermost cells are at 0, as is its neighbour's rim)
+        base = (tile * n + r) * n + c
+        cell = cells.take(base.long().clamp_(0, cells.numel() - 1))
+        left, below = (fu == 0) & (c > 0), (fv == 0) & (r > 0)
+        for touch, shift in ((left, 1), (below, n), (left & below, n + 1)):
+            other = cells.take((base - shift).long().clamp_(0, cells.numel() - 1))
+            cell = torch.where(touch, torch.maximum(cell, other), cell)
+        # a pyramid's planes: slope x (run from the rim, held at the platform's edge)
+        cheb = torch.maximum((u - per / 2).abs(), (v - per / 2).abs()) * res
+        pyramid = slope.take(tile) * (s / 2 - torch.maximum(cheb, half_platform.take(tile)))
+        f = form.take(tile)
+        z = torch.where(f == 0, cell, torch.where(f == 1, pyramid, tri))
         inside = (x >= x0) & (x <= x1) & (y >= y0) & (y <= y1)
         return z * inside
+
+    def _tables(self, device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+        """What :meth:`height_at_torch` gathers from: samples, cells, and per tile its form (0 cells, 1
+        pyramid, 2 samples), its signed slope and half its platform's width."""
+        codes = {"cells": 0, "pyramid": 1, "samples": 2}
+        forms, slope, half_platform = [], [], []
+        for lv in range(self.num_levels):
+            for col, kind in enumerate(self.types):
+                forms.append(codes[self.forms[col]])
+                p = self.params(lv, col)
+                slope.append((1.0 if kind == "slope_down" else -1.0) * p.get("slope", 0.0))
+                half_platform.append(min(p.get("platform", 0.0), self.config.tile_size) / 2)
+        return (
+            torch.tensor(self.heights.ravel(), dtype=dtype, device=device),
+            torch.tensor(self.cells.ravel(), dtype=dtype, device=device),
+            torch.tensor(forms, device=device),
+            torch.tensor(slope, dtype=dtype, device=device),
+            torch.tensor(half_platform, dtype=dtype, device=device),
+        )
 
     def locate(self, x: np.ndarray | float, y: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
         """``(level, column)`` of the tile under world points, ``-1`` outside the grid."""
@@ -158,13 +211,18 @@ def generate_terrain(config: TerrainConfig) -> Terrain:
     config = TerrainConfig.load(config)
     n = int(round(config.tile_size / config.resolution))
     out = np.zeros((config.levels, len(config.types), n + 1, n + 1), np.float64)
+    cells = np.zeros((config.levels, len(config.types), n, n), np.float64)
     seeds = np.random.SeedSequence(config.seed).spawn(config.levels * len(config.types))
     for lv in range(config.levels):
         d = config.level_difficulty(lv)
         for col, kind in enumerate(config.types):
             rng = np.random.Generator(np.random.PCG64(seeds[lv * len(config.types) + col]))
-            out[lv, col] = tile_heights(
+            samples, tile_cells = tile_surface(
                 kind, d, config.tile_size, config.resolution, rng, dict(config.params.get(kind, {}))
             )
+            out[lv, col] = samples
+            if tile_cells is not None:
+                cells[lv, col] = tile_cells
     out.setflags(write=False)
-    return Terrain(config, out)
+    cells.setflags(write=False)
+    return Terrain(config, out, cells)

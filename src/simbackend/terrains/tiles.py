@@ -20,11 +20,23 @@ centre faces:
 * ``stepping_stones``: square stones ``stone_size`` wide, ``gap`` apart, over
   pits ``depth`` deep, around a ``platform``.
 
-Every tile's rim (its outermost samples) is at height 0, for every type:
-rough ground's noise, obstacles and pits stop one sample short of it. Two
-neighbouring tiles, each a height field of its own, therefore have one height
-on the seam they share (and the border's, 0, on the grid's edge): no step,
-and no doubt about which tile a ray or a contact exactly on the seam finds.
+Each type has a *form* (:data:`FORMS`), the shape of its surface and so how
+it is built (:mod:`.pieces`):
+
+* ``cells``: flat-faced types (flat, stairs, obstacles, stepping stones).
+  The surface is level on every cell of the ``resolution`` grid, at the
+  height the type's definition gives the cell's centre, with vertical risers
+  on the cells' edges. Built of boxes.
+* ``pyramid``: the slopes, the exact planes of their definition. Built of
+  convex prisms.
+* ``samples``: rough ground, its noise drawn on every sample point of the
+  grid, each cell split into two triangles. Built as a height field.
+
+Every tile's rim is at height 0, for every type: rough ground's noise stops one
+sample short of it, and a flat-faced tile's outermost cells are at 0. Two
+neighbouring tiles therefore have one height on the seam they share (and the
+border's, 0, on the grid's edge): no step, and no doubt about which tile a
+ray or a contact exactly on the seam finds.
 """
 
 from __future__ import annotations
@@ -33,7 +45,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-__all__ = ["TERRAIN_TYPES", "height_bound", "noise_steps", "tile_heights", "param_values"]
+__all__ = ["FORMS", "TERRAIN_TYPES", "height_bound", "noise_steps", "tile_heights", "tile_surface", "param_values"]
 
 #: ``{type: {param: (easy, hard)}}``: each type's parameters at difficulty 0 and 1 (metres, or rise/run)
 TERRAIN_TYPES: dict[str, dict[str, tuple[float, float]]] = {
@@ -45,6 +57,17 @@ TERRAIN_TYPES: dict[str, dict[str, tuple[float, float]]] = {
     "stairs_down": {"step_height": (0.05, 0.20), "step_width": (0.30, 0.30), "platform": (1.0, 1.0)},
     "obstacles": {"height": (0.05, 0.20), "size": (0.4, 1.0), "count": (20.0, 20.0), "platform": (2.0, 2.0)},
     "stepping_stones": {"stone_size": (0.8, 0.4), "gap": (0.1, 0.3), "depth": (0.5, 0.5), "platform": (1.2, 1.2)},
+}
+#: ``{type: form}``: how each type's surface is shaped and built (the module docstring)
+FORMS: dict[str, str] = {
+    "flat": "cells",
+    "rough": "samples",
+    "slope_up": "pyramid",
+    "slope_down": "pyramid",
+    "stairs_up": "cells",
+    "stairs_down": "cells",
+    "obstacles": "cells",
+    "stepping_stones": "cells",
 }
 #: parameters that must be > 0 (the others >= 0)
 POSITIVE = ("step", "step_width", "size", "stone_size", "count", "platform")
@@ -79,10 +102,13 @@ def height_bound(kind: str, p: dict, size: float) -> float:
     return 0.0
 
 
-def _axes(size: float, resolution: float) -> tuple[np.ndarray, np.ndarray]:
-    """``(x, y)``: ``(n+1, n+1)`` sample coordinates from the tile's centre (rows are y, columns x)."""
+def _axes(size: float, resolution: float, cells: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """``(x, y)`` from the tile's centre (rows are y, columns x): the ``(n+1, n+1)`` sample points, or with
+    ``cells`` the ``(n, n)`` cells' centres."""
     n = int(round(size / resolution))
     s = np.linspace(-size / 2, size / 2, n + 1)
+    if cells:
+        s = (s[:-1] + s[1:]) / 2
     y, x = np.meshgrid(s, s, indexing="ij")
     return x, y
 
@@ -130,8 +156,8 @@ def _obstacles(x: np.ndarray, y: np.ndarray, size: float, p: dict, rng: np.rando
     for _ in range(int(round(p["count"]))):
         w, d = rng.uniform(0.5 * p["size"], p["size"], 2)
         cx, cy = rng.uniform(-size / 2, size / 2, 2)
-        # the samples within the rectangle: a block of whole rows and columns (|s - c| is monotonic on either
-        # side of c), written as one slice instead of a mask over the whole tile
+        # the points (cell centres) within the rectangle: a block of whole rows and columns (|s - c| is
+        # monotonic on either side of c), written as one slice instead of a mask over the whole tile
         cols, rows = np.flatnonzero(np.abs(xs - cx) <= w / 2), np.flatnonzero(np.abs(ys - cy) <= d / 2)
         value = rng.choice(choices)
         if cols.size and rows.size:
@@ -165,15 +191,37 @@ _MAKERS: dict[str, Callable] = {
 assert set(_MAKERS) == set(TERRAIN_TYPES)
 
 
+def tile_surface(
+    kind: str, difficulty: float, size: float, resolution: float, rng: np.random.Generator, params: dict | None = None
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(samples, cells)`` of a ``size`` m tile of ``kind`` at ``difficulty``, ``resolution`` apart, rows along
+    y and columns along x (a MuJoCo height field's order), from the tile's centre.
+
+    ``cells`` (``(n, n)``, flat-faced types only, else ``None``) is each cell's height: the type's
+    definition at the cell's centre. ``samples`` (``(n+1, n+1)``) is the surface's height at each sample
+    point: a ``samples`` type's drawn heights, a pyramid's planes there, and for a flat-faced type the
+    highest cell touching the point (the top of a riser)."""
+    p = param_values(kind, difficulty, params)
+    if FORMS[kind] != "cells":
+        x, y = _axes(size, resolution)
+        h = np.asarray(_MAKERS[kind](x, y, size, p, rng), dtype=np.float64)
+        # the rim at 0 (rough ground's noise stops one sample short of it): neighbouring tiles share their
+        # seam's height, so the surface has one height there whichever tile a ray or a contact finds
+        h[[0, -1], :] = 0.0
+        h[:, [0, -1]] = 0.0
+        return h, None
+    x, y = _axes(size, resolution, cells=True)
+    c = np.asarray(_MAKERS[kind](x, y, size, p, rng), dtype=np.float64)
+    c[[0, -1], :] = 0.0  # the outermost cells at 0: the tile meets its neighbours and the border level
+    c[:, [0, -1]] = 0.0
+    padded = np.pad(c, 1, constant_values=-np.inf)
+    h = np.maximum.reduce([padded[:-1, :-1], padded[:-1, 1:], padded[1:, :-1], padded[1:, 1:]])
+    return h, c
+
+
 def tile_heights(
     kind: str, difficulty: float, size: float, resolution: float, rng: np.random.Generator, params: dict | None = None
 ) -> np.ndarray:
-    """``(n+1, n+1)`` heights (m) of a ``size`` m tile of ``kind`` at ``difficulty``, ``resolution`` apart,
-    rows along y and columns along x (a MuJoCo height field's order), from the tile's centre."""
-    x, y = _axes(size, resolution)
-    h = np.asarray(_MAKERS[kind](x, y, size, param_values(kind, difficulty, params), rng), dtype=np.float64)
-    # the rim at 0 (noise, obstacles and pits stop one sample short of it): neighbouring tiles share their
-    # seam's height, so the surface has one height there whichever tile a ray or a contact finds
-    h[[0, -1], :] = 0.0
-    h[:, [0, -1]] = 0.0
-    return h
+    """``(n+1, n+1)`` heights (m) of the surface of a ``size`` m tile of ``kind`` at ``difficulty`` at its
+    sample points, ``resolution`` apart (:func:`tile_surface`'s ``samples``)."""
+    return tile_surface(kind, difficulty, size, resolution, rng, params)[0]

@@ -117,9 +117,9 @@ class MotrixEngine(Engine):
     (Motrix's ``max_iterations``, default 100); ``timestep`` and the model
     options. The block ``motrix={...}`` takes ``solver_tolerance`` (default
     1e-6, :data:`DEFAULT_TOLERANCE`; Motrix's own is 1e-4) and
-    ``native_hfield`` (default False: a model with a colliding height field is
-    refused, since Motrix collides it unlike MuJoCo; True loads it with
-    Motrix's own height-field collision, :func:`.loading.check_height_fields`).
+    ``native_hfield`` (default True: a colliding height field loads with
+    Motrix's own height-field collision, which differs from MuJoCo's, and a
+    note says so; False refuses it, :func:`.loading.check_height_fields`).
     ``contact_sensing`` turns on Motrix's contact-force report (the trajectories
     stay bit-identical). Rays (the height scanner) are MuJoCo's ``mj_ray`` on
     the compiled model posed at Motrix's state (:mod:`.rays`).
@@ -136,9 +136,10 @@ class MotrixEngine(Engine):
     options = {
         "solver_tolerance": EngineOption(None, optional(check_positive_float), "Motrix solver tolerance"),
         "native_hfield": EngineOption(
-            False,
+            True,
             check_bool,
-            "load colliding height fields with Motrix's own height-field collision (it differs from MuJoCo's)",
+            "load colliding height fields with Motrix's own height-field collision (it differs from MuJoCo's;"
+            " False refuses them)",
         ),
     }
 

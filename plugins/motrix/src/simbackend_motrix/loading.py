@@ -103,7 +103,8 @@ def load(source: Any, model_options: dict) -> tuple[Any, Any, list[str]]:
     return m, mm, notes
 
 
-#: why a colliding height field is refused unless ``native_hfield``, measured with motrixsim 0.10.1
+#: what differs where a colliding height field loads (``native_hfield``, the default; False refuses it),
+#: measured with motrixsim 0.10.1
 #: (plugins/motrix/README.md, "Height fields"; the plugin's tests check both halves): Motrix loads
 #: MuJoCo's surface exactly (rows from -y, columns along +x, MuJoCo's triangle diagonal, scale and
 #: offset: its rays agree with mj_ray to 1e-6 m), but collides it otherwise: one to four contacts per
@@ -118,9 +119,9 @@ HFIELD_NOTE = (
 
 def check_height_fields(m: Any, geom_names: tuple[str, ...], label: str, native: bool) -> list[str]:
     """Notes for the model's colliding height-field geoms (world or body; ``geom_names`` as ``ModelInfo``
-    names them); refuses them unless
-    ``native`` (the engine option ``native_hfield``), see :data:`HFIELD_NOTE`. Visual-only ones
-    (``contype`` and ``conaffinity`` 0) collide with nothing in either engine and pass."""
+    names them): :data:`HFIELD_NOTE` where ``native`` (the engine option ``native_hfield``, the default);
+    otherwise they are refused in one line. Visual-only ones (``contype`` and ``conaffinity`` 0) collide
+    with nothing in either engine and pass."""
     from simbackend.models.mujoco_extra import import_mujoco
 
     hfield = np.asarray(m.geom_type) == int(import_mujoco().mjtGeom.mjGEOM_HFIELD)
@@ -134,8 +135,8 @@ def check_height_fields(m: Any, geom_names: tuple[str, ...], label: str, native:
     more = f" and {found.size - 1} more" if found.size > 1 else ""
     raise ModelLoadError(
         f"{label}: Motrix collides height fields unlike MuJoCo (geom {first!r}{more}: boxes, capsules and"
-        " cylinders rest 2-25 mm deep in a flat one, stair edges are missed); motrix={'native_hfield': True}"
-        " loads it with Motrix's collision anyway"
+        " cylinders rest 2-25 mm deep in a flat one, stair edges are missed), and motrix={'native_hfield':"
+        " False} refuses it"
     )
 
 

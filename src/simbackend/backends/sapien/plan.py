@@ -99,7 +99,8 @@ class Shape:
     ``(7,)`` pos + wxyz quat in the owner's frame, already turned so PhysX's
     x axis is the shape axis. ``size``: box half sizes (3,), sphere radius (1,),
     capsule/cylinder ``(radius, half_length)``. ``vertices``: ``(k, 3)`` for
-    convex hulls (meshes, ellipsoids) and triangle meshes (height fields).
+    convex hulls (meshes, ellipsoids) and triangle meshes (height fields, and the
+    hulls of the world's meshes).
     """
 
     geom: int
@@ -109,7 +110,8 @@ class Shape:
     friction: float
     groups: list[int]
     vertices: np.ndarray | None = None
-    #: ``(T, 3)`` vertex indices of a triangle mesh (``kind == "mesh"``: a height field's surface)
+    #: ``(T, 3)`` vertex indices of a triangle mesh (``kind == "mesh"``: a height field's surface, or the
+    #: hull of a world mesh geom)
     triangles: np.ndarray | None = None
     #: ``(nrow, ncol)`` of a height field's mesh: its vertices are that grid, row-major, and its
     #: triangles split each cell as :func:`hfield_mesh` does (ray casting walks the grid's cells)
@@ -452,6 +454,19 @@ def hfield_mesh(m: mujoco.MjModel, h: int) -> tuple[np.ndarray, np.ndarray]:
     return verts, tris
 
 
+def hull_mesh(m: mujoco.MjModel, mesh: int) -> tuple[np.ndarray, np.ndarray]:
+    """The convex hull MuJoCo collides mesh ``mesh`` as: ``(k, 3)`` vertices in the mesh frame and its
+    ``(T, 3)`` triangles (MuJoCo's own hull, ``mesh_graph``: ``numvert, numface, vert_edgeadr,
+    vert_globalid, edge_localid, face_globalid``), indexing the mesh's vertices."""
+    adr, num = int(m.mesh_vertadr[mesh]), int(m.mesh_vertnum[mesh])
+    verts = np.array(m.mesh_vert[adr : adr + num], dtype=np.float64)
+    g = int(m.mesh_graphadr[mesh])
+    nvert, nface = int(m.mesh_graph[g]), int(m.mesh_graph[g + 1])
+    start = g + 2 + 3 * nvert + 3 * nface
+    tris = np.array(m.mesh_graph[start : start + 3 * nface], np.int64).reshape(nface, 3)
+    return verts, tris
+
+
 def _shapes_of_body(m: mujoco.MjModel, b: int) -> list[Shape]:
     """Collision shapes of body ``b``'s geoms, posed in the body frame."""
     shapes = []
@@ -484,6 +499,15 @@ def _shapes_of_body(m: mujoco.MjModel, b: int) -> list[Shape]:
             mid = int(m.geom_dataid[g])
             adr, num = int(m.mesh_vertadr[mid]), int(m.mesh_vertnum[mid])
             kind, verts = "convex", np.array(m.mesh_vert[adr : adr + num], dtype=np.float64)
+            if b == 0 and int(m.mesh_graphadr[mid]) >= 0:
+                # the world's: a triangle mesh of the same hull (a static actor may hold one). PhysX's
+                # box-on-convex contacts let a box rock and creep on a 3 m slope prism at 1-4 cm/s (friction
+                # 1, slope 0.4) where on the hull's triangles, as on a height field's, it rests
+                friction = 0.0 if m.geom_condim[g] == 1 else float(m.geom_friction[g, 0])
+                groups = [int(m.geom_contype[g]), int(m.geom_conaffinity[g]), 0, 0]
+                hv, tris = hull_mesh(m, mid)
+                shapes.append(Shape(g, "mesh", pose, np.zeros(0), friction, groups, hv, tris))
+                continue
         friction = 0.0 if m.geom_condim[g] == 1 else float(m.geom_friction[g, 0])
         groups = [int(m.geom_contype[g]), int(m.geom_conaffinity[g]), 0, 0]
         shapes.append(Shape(g, kind, pose, size, friction, groups, verts))
