@@ -12,7 +12,7 @@ Parts (``--part``):
   plays tile ``(i + k N) mod (types x levels)``, the same on every engine),
   ``--seeds`` x one episode per tile; success per terrain type. Writes
   ``results/terrain.json``.
-* ``levels``: success per difficulty level on one engine (``--sims``' first).
+* ``levels``: success per difficulty level (and per type within it) on each of ``--sims``.
 * ``overhead``: the velocity task's step at N = 256 on MuJoCo, flat ground
   against the terrain with the height scan (random actions, the same for
   both; the ratio is the target's figure). Adds to ``results/terrain.json``.
@@ -23,6 +23,8 @@ Parts (``--part``):
 * ``cost``: the velocity task's step at N = ``--num-envs`` on each of
   ``--sims``, flat ground against a terrain of each type alone (5 levels)
   and against ``terrains/rough.json`` (``results/terrain_cost.json``).
+* ``docs``: rewrites docs/terrains.md's generated tables (rest, cost,
+  overhead per engine) from the results files.
 * ``picture``: one policy (``--checkpoint``) on each engine, stills of an
   episode on each of ``--tiles`` side by side, one row per engine
   (``docs/images/go1_terrain_engines.png``).
@@ -209,37 +211,52 @@ def _write_study(data: dict) -> None:
 
 
 def part_levels(args: argparse.Namespace) -> int:
-    """Success per difficulty level on one engine: every run evaluated on one level at a time (every type's
-    tile of that level, ``--seeds`` x one episode per tile); added to ``results/terrain.json``."""
+    """Success per difficulty level on each of ``--sims``: every run evaluated on one level at a time (every
+    type's tile of that level, ``--seeds`` x one episode per tile); added to ``results/terrain.json``."""
     from simbackend.training import evaluate
 
     data = _load(args.results)
     types = len(json.loads(TERRAIN.read_text()).get("types", []))
     levels = json.loads(TERRAIN.read_text()).get("levels", 5)
-    table: dict = {}
-    for path in sorted(args.runs.glob("go1_rough_mujoco_s*/summary.json")):
-        s = json.loads(path.read_text())
-        for level in range(levels):
-            ev = evaluate(
-                s["checkpoint"],
-                args.sims[0],
-                seeds=tuple(args.seeds),
-                episodes_per_seed=types,
-                num_envs=types,
-                task_config_override={"eval_levels": [level]},
-                backend_options=BACKEND_OPTIONS.get(args.sims[0]),
-            )
-            table.setdefault(str(level), {})[s["name"]] = {
-                "success": ev.success_rate.mean,
-                "by_type": {k: v.mean for k, v in ev.success_by_group.items()},
-            }
-            print(f"[terrain] {s['name']} level {level}: {ev.success_rate.mean:.3f}", file=sys.stderr, flush=True)
-    data.setdefault("per_level", {})[args.sims[0]] = {"seeds": list(args.seeds), "levels": table}
-    _save(data, args.results)
+    for sim in args.sims:
+        table: dict = {}
+        for path in sorted(args.runs.glob("go1_rough_mujoco_s*/summary.json")):
+            s = json.loads(path.read_text())
+            for level in range(levels):
+                ev = evaluate(
+                    s["checkpoint"],
+                    sim,
+                    seeds=tuple(args.seeds),
+                    episodes_per_seed=types,
+                    num_envs=types,
+                    task_config_override={"eval_levels": [level]},
+                    backend_options=BACKEND_OPTIONS.get(sim),
+                )
+                table.setdefault(str(level), {})[s["name"]] = {
+                    "success": ev.success_rate.mean,
+                    "by_type": {k: v.mean for k, v in ev.success_by_group.items()},
+                }
+                print(f"[terrain] {s['name']} on {sim}, level {level}: {ev.success_rate.mean:.3f}", file=sys.stderr)
+        data.setdefault("per_level", {})[sim] = {"seeds": list(args.seeds), "levels": table}
+        _save(data, args.results)
     return 0
 
 
+def _seconds_per_step(task, actions: list) -> float:
+    """The task's wall time per step over ``actions`` from a reset, ended episodes reset as training does."""
+    task.reset()
+    t0 = time.perf_counter()
+    for a in actions:
+        st = task.step(a)
+        done = st.terminated | st.truncated
+        if bool(done.any()):
+            task.reset(done)
+    return (time.perf_counter() - t0) / len(actions)
+
+
 def part_overhead(args: argparse.Namespace) -> int:
+    """On each of ``--sims`` (default MuJoCo alone): the velocity task's step on flat ground, on the terrain
+    built of pieces and on it built as height fields, interleaved."""
     import torch
 
     from simbackend.tasks import make_task
@@ -250,51 +267,45 @@ def part_overhead(args: argparse.Namespace) -> int:
     actions = [torch.rand((n, 12), generator=g) * 0.6 - 0.3 for _ in range(steps)]
     hfield = task_config()
     hfield["terrain"] = {**hfield["terrain"], "build": "height_field"}
-    tasks = {
-        "flat": make_task("velocity", "mujoco", n, config={"robot": "go1"}, seed=0),
-        "terrain": make_task("velocity", "mujoco", n, config=task_config(), seed=0),
-        "terrain_height_field": make_task("velocity", "mujoco", n, config=hfield, seed=0),
-    }
-    best = {k: float("inf") for k in tasks}
-    try:
-        for task in tasks.values():
-            for a in actions[:10]:
-                task.step(a)
-        for _ in range(args.repeats):  # interleaved, so that a load on the machine meets both alike
-            for label, task in tasks.items():
-                task.reset()
-                t0 = time.perf_counter()
-                for a in actions:
-                    st = task.step(a)
-                    done = st.terminated | st.truncated
-                    if bool(done.any()):
-                        task.reset(done)
-                best[label] = min(best[label], (time.perf_counter() - t0) / steps)
-    finally:
-        for task in tasks.values():
-            task.close()
-    out = {k: v * 1e3 for k, v in best.items()}
-    for label, ms in out.items():
-        print(f"[terrain] {label}: {ms:.1f} ms per policy step at N={n}", file=sys.stderr, flush=True)
+    sims = args.sims if args.sims_given else ["mujoco"]
     data = _load()
-    data["overhead"] = {
-        "num_envs": n,
-        "steps": steps,
-        "repeats": args.repeats,
-        "flat_ms": out["flat"],
-        "terrain_ms": out["terrain"],
-        "terrain_height_field_ms": out["terrain_height_field"],
-        "ratio": out["terrain"] / out["flat"],
-        "ratio_height_field": out["terrain_height_field"] / out["flat"],
-        "load_average": os.getloadavg()[0],
-        "note": "the velocity task's whole step on Go1 (physics, observations with the height scan on the terrain,"
-        " reward), random actions, the best of the repeats, flat ground, the terrain built of pieces and the"
-        " terrain built as height fields (build height_field) interleaved",
-    }
+    for sim_name in sims:
+        opts = BACKEND_OPTIONS.get(sim_name, {})
+        configs = {"flat": {"robot": "go1"}, "terrain": task_config(), "terrain_height_field": hfield}
+        tasks = {k: make_task("velocity", sim_name, n, config=c, seed=0, **opts) for k, c in configs.items()}
+        best = {k: float("inf") for k in tasks}
+        try:
+            for task in tasks.values():
+                for a in actions[:3]:
+                    task.step(a)
+            for _ in range(args.repeats):  # interleaved, so that a load on the machine meets both alike
+                for label, task in tasks.items():
+                    best[label] = min(best[label], _seconds_per_step(task, actions))
+        finally:
+            for task in tasks.values():
+                task.close()
+        out = {k: v * 1e3 for k, v in best.items()}
+        for label, ms in out.items():
+            print(f"[terrain] {sim_name} {label}: {ms:.1f} ms per policy step at N={n}", file=sys.stderr, flush=True)
+        row = {
+            "num_envs": n,
+            "steps": steps,
+            "repeats": args.repeats,
+            "flat_ms": out["flat"],
+            "terrain_ms": out["terrain"],
+            "terrain_height_field_ms": out["terrain_height_field"],
+            "ratio": out["terrain"] / out["flat"],
+            "ratio_height_field": out["terrain_height_field"] / out["flat"],
+            "load_average": os.getloadavg()[0],
+            "note": "the velocity task's whole step on Go1 (physics, observations with the height scan on the"
+            " terrain, reward), random actions, the best of the repeats, flat ground, the terrain built of pieces"
+            " and the terrain built as height fields (build height_field) interleaved",
+        }
+        if sim_name == "mujoco":
+            data["overhead"] = row
+        data.setdefault("overhead_by_sim", {})[sim_name] = row
+        print(f"{sim_name}: terrain / flat: {row['ratio']:.2f}; as height fields: {row['ratio_height_field']:.2f}")
     _save(data)
-    print(
-        f"terrain / flat: {out['terrain'] / out['flat']:.2f}; as height fields: {data['overhead']['ratio_height_field']:.2f}"
-    )
     return 0
 
 
@@ -368,9 +379,15 @@ def part_rest(args: argparse.Namespace) -> int:
             continue
         dz = pos[:, 2] - ref[:, 2]
         dxy = np.linalg.norm(pos[:, :2] - ref[:, :2], axis=-1)
+        # the height above the ground where each came to rest: a box that tipped a little further down a
+        # slope rests as high above it, lower in z
+        clear = (pos[:, 2] - terrain.height_at(pos[:, 0], pos[:, 1])) - (
+            ref[:, 2] - terrain.height_at(ref[:, 0], ref[:, 1])
+        )
         ok = np.abs(dz) <= REST_TOL
         rows[sim_name] = {
             "within": int(ok.sum()),
+            "within_clearance": int((np.abs(clear) <= REST_TOL).sum()),
             "drops": len(ok),
             "by_type": {
                 k: [int(ok[[i for i, kk in enumerate(kinds) if kk == k]].sum()), kinds.count(k)] for k in types
@@ -381,7 +398,11 @@ def part_rest(args: argparse.Namespace) -> int:
         print(
             f"[rest] {sim_name}: {ok.sum()} of {len(ok)} within {REST_TOL * 1e3:g} mm of MuJoCo; |dz| max"
             f" {np.abs(dz).max() * 1e3:.2f} mm, median {np.median(np.abs(dz)) * 1e3:.3f} mm; off: "
-            + ", ".join(f"{kinds[i]} ({dz[i] * 1e3:+.1f} mm)" for i in np.flatnonzero(~ok)),
+            + ", ".join(
+                f"{kinds[i]} ({dz[i] * 1e3:+.1f} mm in z, {clear[i] * 1e3:+.1f} mm above the ground, {dxy[i] * 1e3:.0f} mm"
+                " apart)"
+                for i in np.flatnonzero(~ok)
+            ),
             file=sys.stderr,
             flush=True,
         )
@@ -393,16 +414,24 @@ def part_rest(args: argparse.Namespace) -> int:
 
 
 def rest_table(data: dict) -> str:
-    """docs/terrains.md's rest table: per engine, drops within :data:`REST_TOL` of MuJoCo's rest, per type."""
+    """docs/terrains.md's rest table: per engine, drops whose rest height is within :data:`REST_TOL` of
+    MuJoCo's, per type; then those whose height above the ground where they rest is."""
     rows = data.get("agreement", {})
     if not rows:
         return "(no rest results)"
     types = list(next(iter(rows.values()))["by_type"])
-    lines = ["| engine | all drops | " + " | ".join(types) + " | largest gap |", "|" + "---|" * (len(types) + 3)]
+    lines = [
+        "| engine | rest height within 3 mm | "
+        + " | ".join(types)
+        + " | largest gap | height above the ground within 3 mm |",
+        "|" + "---|" * (len(types) + 4),
+    ]
     for sim_name, r in rows.items():
         cells = [f"{a}/{b}" for a, b in r["by_type"].values()]
         lines.append(
-            f"| {sim_name} | {r['within']}/{r['drops']} | " + " | ".join(cells) + f" | {r['dz_mm'][0]:.1f} mm |"
+            f"| {sim_name} | {r['within']}/{r['drops']} | "
+            + " | ".join(cells)
+            + f" | {r['dz_mm'][0]:.1f} mm | {r.get('within_clearance', '-')}/{r['drops']} |"
         )
     return "\n".join(lines)
 
@@ -433,14 +462,7 @@ def part_cost(args: argparse.Namespace) -> int:
             for a in actions[:5]:
                 task.step(a)
             for _ in range(args.repeats):
-                task.reset()
-                t0 = time.perf_counter()
-                for a in actions:
-                    st = task.step(a)
-                    done = st.terminated | st.truncated
-                    if bool(done.any()):
-                        task.reset(done)
-                best[label] = min(best[label], (time.perf_counter() - t0) / steps)
+                best[label] = min(best[label], _seconds_per_step(task, actions))
         finally:
             task.close()
         print(f"[cost] {label}: {best[label] * 1e3:.1f} ms, {geoms[label]} geoms", file=sys.stderr, flush=True)
@@ -469,6 +491,58 @@ def cost_table(data: dict) -> str:
         p, h = data["types"][f"{k}/pieces"], data["types"][f"{k}/height_field"]
         lines.append(f"| {k} | {p['geoms']} | {p['ratio']:.2f} | {h['ratio']:.2f} |")
     return "\n".join(lines)
+
+
+#: docs/terrains.md's blocks this script writes (``--part docs``): marker name -> how the block is made
+DOCS = HERE.parent / "docs" / "terrains.md"
+
+
+def _block(name: str) -> tuple[str, str]:
+    return f"<!-- {name}: written by benchmarks/terrain.py --part docs -->", f"<!-- end of {name} -->"
+
+
+def docs_blocks() -> dict[str, str]:
+    """The generated blocks of docs/terrains.md, from the results files."""
+    blocks = {}
+    if REST_RESULTS.is_file():
+        blocks["rest table"] = rest_table(_load(REST_RESULTS))
+    hfield = REST_RESULTS.with_name("terrain_rest_height_field.json")
+    if hfield.is_file():
+        blocks["rest table, height fields"] = rest_table(_load(hfield))
+    if COST_RESULTS.is_file():
+        blocks["cost table"] = cost_table(_load(COST_RESULTS))
+    if RESULTS.is_file() and _load().get("overhead_by_sim"):
+        blocks["overhead table"] = overhead_table(_load())
+    return blocks
+
+
+def overhead_table(data: dict) -> str:
+    """docs/terrains.md's table of the default terrain's step against flat ground's, per engine."""
+    lines = [
+        "| engine | envs | flat ground | terrain of pieces | terrain of height fields |",
+        "|---|---|---|---|---|",
+    ]
+    for sim, r in data.get("overhead_by_sim", {}).items():
+        lines.append(
+            f"| {sim} | {r['num_envs']} | {r['flat_ms']:.1f} ms | {r['terrain_ms']:.1f} ms ({r['ratio']:.2f} x) |"
+            f" {r['terrain_height_field_ms']:.1f} ms ({r['ratio_height_field']:.2f} x) |"
+        )
+    return "\n".join(lines)
+
+
+def part_docs(args: argparse.Namespace) -> int:
+    """Rewrite docs/terrains.md's generated blocks from the results files (each between its markers)."""
+    text = DOCS.read_text()
+    for name, body in docs_blocks().items():
+        begin, end = _block(name)
+        if begin not in text or end not in text:
+            print(f"docs/terrains.md has no block {name!r} ({begin})", file=sys.stderr)
+            return 1
+        head, rest = text.split(begin, 1)
+        text = head + begin + "\n" + body + "\n" + end + rest.split(end, 1)[1]
+    DOCS.write_text(text)
+    print(DOCS)
+    return 0
 
 
 def part_picture(args: argparse.Namespace) -> int:
@@ -544,7 +618,9 @@ def table(data: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
-        "--part", choices=("train", "eval", "levels", "overhead", "rest", "cost", "picture", "table"), required=True
+        "--part",
+        choices=("train", "eval", "levels", "overhead", "rest", "cost", "docs", "picture", "table"),
+        required=True,
     )
     p.add_argument("--seed", type=int, default=0, help="train: the training seed")
     p.add_argument("--iterations", type=int, default=800, help="train: PPO iterations")
@@ -568,6 +644,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--frames", type=int, default=2, help="picture: stills per tile")
     p.add_argument("--picture", type=Path, default=HERE.parent / "docs" / "images" / "go1_terrain_engines.png")
     args = p.parse_args(argv)
+    args.sims_given = "--sims" in (argv if argv is not None else sys.argv[1:])
     if args.part == "picture":
         return part_picture(args)
     if args.part == "train":
@@ -582,6 +659,8 @@ def main(argv: list[str] | None = None) -> int:
         return part_rest(args)
     if args.part == "cost":
         return part_cost(args)
+    if args.part == "docs":
+        return part_docs(args)
     print(table(_load()))
     return 0
 
