@@ -476,3 +476,40 @@ def test_engine_gap_probe_separates_actuation_from_contact() -> None:
     assert [r[1].strip() for r in rows] == ["in the air", "on the floor"]
     air, floor = (float(r[2]) for r in rows)
     assert air < 1e-3 and floor > 10 * max(air, 1e-4)
+
+
+def test_terrain_rest_compares_every_engine_with_mujoco(tmp_path: Path) -> None:
+    """benchmarks/terrain.py --part rest: boxes let go at random points of a small terrain, one an env, on
+    MuJoCo and SAPIEN; the results hold each engine's rest, and the agreement per type adds up to the drops.
+    The built terrain (boxes) puts every drop within 3 mm of MuJoCo's on PhysX here (level ground and
+    stairs only, nothing to tip over)."""
+    cfg = tmp_path / "terrain.json"
+    cfg.write_text(json.dumps({"types": ["stairs_up", "flat"], "levels": 1, "tile_size": 2.0, "border": 0.5}))
+    out = tmp_path / "rest.json"
+    proc = _run(
+        "--part", "rest", "--terrain", str(cfg), "--drops", "6", "--sims", "mujoco", "sapien",
+        "--rest-results", str(out), script=BENCHMARKS / "terrain.py",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(out.read_text())
+    assert set(data["sims"]) == {"mujoco", "sapien"} and len(data["sims"]["sapien"]["pos"]) == 6
+    row = data["agreement"]["sapien"]
+    assert sum(n for _, n in row["by_type"].values()) == row["drops"] == 6
+    assert row["within"] == 6, row
+    assert "| sapien | 6/6 |" in proc.stdout
+
+
+def test_terrain_docs_tables_are_the_ones_the_results_give() -> None:
+    """docs/terrains.md's rest, cost and overhead tables are written by ``terrain.py --part docs`` from
+    benchmarks/results/: rerunning it would not change them."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_terrain_docs", BENCHMARKS / "terrain.py")
+    terrain = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(terrain)
+    text = terrain.DOCS.read_text()
+    blocks = terrain.docs_blocks()
+    assert {"rest table", "rest table, height fields", "cost table"} <= set(blocks)
+    for name, body in blocks.items():
+        begin, end = terrain._block(name)
+        assert text.split(begin, 1)[1].split(end, 1)[0].strip() == body.strip(), name

@@ -277,3 +277,34 @@ def test_height_at_is_mujocos_surface_on_and_near_the_seams() -> None:
     # the tiles were rough where they meet: a sample beside every seam is off 0
     h = t.heights
     assert (np.abs(h[:, :, 1, 1:-1]) > 0.01).mean() > 0.3 and (np.abs(h[:, :, 1:-1, -2]) > 0.01).mean() > 0.3
+
+
+def test_a_terrain_of_too_many_boxes_is_refused_when_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stones 2 cm wide, 2 cm apart, on a 20 m tile at 2 cm are 250,000 boxes: add_terrain refuses them in
+    one line naming the type's parameters (before the greedy pass: the runs of equal cells bound them), and
+    a terrain just under the bound builds."""
+    import mujoco
+
+    from simbackend.terrains import MAX_PIECES, mjcf
+
+    tiny = {"stone_size": (0.02, 0.02), "gap": (0.02, 0.02)}
+    cfg = TerrainConfig(
+        types=("stepping_stones",), levels=1, tile_size=20.0, resolution=0.02, params={"stepping_stones": tiny}
+    )
+    with pytest.raises(
+        InvalidArgumentError,
+        match=rf"^terrain\.params\.stepping_stones: tile \(0, 0\) .* more than the {MAX_PIECES} geoms",
+    ) as e:
+        add_terrain(mujoco.MjSpec(), generate_terrain(cfg))
+    assert "\n" not in str(e.value)
+    # the bound counts the whole terrain: tiles of a hundred-odd boxes each add up to it (a bound of 500 here)
+    many = generate_terrain(TerrainConfig(types=("stepping_stones",) * 3, levels=2, tile_size=8.0))
+    monkeypatch.setattr(mjcf, "MAX_PIECES", 500)
+    with pytest.raises(
+        InvalidArgumentError, match=r"^terrain\.params\.stepping_stones: tile \(1, \d\) .* the 500 geoms"
+    ):
+        add_terrain(mujoco.MjSpec(), many)
+    monkeypatch.undo()
+    spec = mujoco.MjSpec()
+    add_terrain(spec, generate_terrain(TerrainConfig(types=("stepping_stones",) * 4, levels=2, tile_size=8.0)))
+    assert 4 * 2 * 50 < len(spec.geoms) < MAX_PIECES

@@ -26,6 +26,7 @@ __all__ = [
     "MAX_HEIGHT",
     "MAX_NOISE_STEPS",
     "MAX_OBSTACLES",
+    "MAX_PIECES",
     "MAX_SAMPLES",
     "MAX_TILES",
 ]
@@ -36,8 +37,11 @@ BUILDS = ("pieces", "height_field")
 DEFAULT_TYPES = tuple(TERRAIN_TYPES)
 #: the most height samples a terrain holds (all tiles together): a bound on the scene's size in every engine
 MAX_SAMPLES = 4_000_000
-#: the most tiles (levels x columns): each is a height field and a geom in every env's scene
+#: the most tiles (levels x columns): each is one or more geoms in every env's scene
 MAX_TILES = 1000
+#: the most geoms a terrain's tiles are built of, all together (the default terrain: 1,124): every engine
+#: holds each in every env's scene, and MuJoCo poses every one at every step
+MAX_PIECES = 20_000
 #: the largest ``|height|`` (m) a tile may reach from its rim (at 0): a pit's depth, a pyramid's summit
 MAX_HEIGHT = 100.0
 #: the most steps rough ground's noise may span (``amplitude / step``)

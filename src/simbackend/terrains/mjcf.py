@@ -25,7 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from .pieces import cell_boxes, pyramid_prisms
+from simbackend.errors import InvalidArgumentError
+
+from .config import MAX_PIECES
+from .pieces import TooManyPieces, cell_boxes, pyramid_prisms
 from .terrain import Terrain
 
 __all__ = ["add_terrain", "tile_geoms", "tile_name", "tile_pieces", "TERRAIN_PREFIX", "BASE_DEPTH"]
@@ -45,16 +48,26 @@ def tile_name(terrain: Terrain, level: int, column: int) -> str:
     return f"{TERRAIN_PREFIX}_{column}_{terrain.types[column]}_{level}"
 
 
-def tile_pieces(terrain: Terrain, level: int, column: int) -> tuple[np.ndarray, list[np.ndarray]]:
+def tile_pieces(
+    terrain: Terrain, level: int, column: int, limit: int = MAX_PIECES
+) -> tuple[np.ndarray, list[np.ndarray]]:
     """``(boxes, prisms)`` tile ``(level, column)`` is built of, from its centre: ``(k, 6)`` boxes ``(x_min,
     x_max, y_min, y_max, z_min, z_max)`` and each convex prism's ``(8, 3)`` vertices; none for rough ground
-    (a height field)."""
+    (a height field). More than ``limit`` boxes is refused in one line naming the type's parameters."""
     form = terrain.forms[column]
     low = terrain.cells[level, column] if form == "cells" else terrain.tile_heights(level, column)
     bottom = float(low.min()) - BASE_DEPTH
     s = terrain.config.tile_size
     if form == "cells":
-        return cell_boxes(terrain.cells[level, column], terrain.config.resolution, s, bottom), []
+        try:
+            return cell_boxes(terrain.cells[level, column], terrain.config.resolution, s, bottom, limit), []
+        except TooManyPieces as e:
+            kind = terrain.types[column]
+            raise InvalidArgumentError(
+                f"terrain.params.{kind}: tile ({level}, {column}) ({kind} at level {level}) would be built of"
+                f" {e.count} boxes or more, more than the {MAX_PIECES} geoms a terrain may hold; use larger"
+                " features or a coarser terrain.resolution"
+            ) from None
     if form == "pyramid":
         p = terrain.params(level, column)
         slope = p["slope"] if terrain.types[column] == "slope_down" else -p["slope"]
@@ -84,12 +97,14 @@ def add_terrain(spec: Any, terrain: Terrain) -> None:
     half = cfg.tile_size / 2
     friction = [cfg.friction, 0.005, 0.0001]
     common = {"contype": 1, "conaffinity": 1, "condim": 3, "friction": friction, "rgba": _RGBA}
+    left = MAX_PIECES
     for lv in range(terrain.num_levels):
         for col in range(terrain.num_types):
             name = tile_name(terrain, lv, col)
             cx, cy = terrain.tile_center(lv, col)
             if terrain.forms[col] != "samples":
-                boxes, prisms = tile_pieces(terrain, lv, col)
+                boxes, prisms = tile_pieces(terrain, lv, col, left)
+                left -= len(boxes) + len(prisms)
                 names = iter(tile_geoms(terrain, lv, col))
                 holder = spec.worldbody
                 for x0, x1, y0, y1, z0, z1 in boxes:

@@ -23,10 +23,20 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["cell_boxes", "pyramid_prisms"]
+__all__ = ["TooManyPieces", "cell_boxes", "pyramid_prisms"]
 
 
-def cell_boxes(cells: np.ndarray, resolution: float, size: float, bottom: float) -> np.ndarray:
+class TooManyPieces(ValueError):
+    """A tile would be built of more boxes than the caller allows (``count`` is a lower bound)."""
+
+    def __init__(self, count: int, limit: int):
+        super().__init__(f"{count} boxes or more, more than {limit}")
+        self.count, self.limit = count, limit
+
+
+def cell_boxes(
+    cells: np.ndarray, resolution: float, size: float, bottom: float, limit: int | None = None
+) -> np.ndarray:
     """``(k, 6)`` boxes ``(x_min, x_max, y_min, y_max, z_min, z_max)`` (m, from the tile's centre) whose union
     is the solid under ``cells`` (``(n, n)`` heights, rows along y, columns along x) down to ``bottom``.
 
@@ -34,35 +44,46 @@ def cell_boxes(cells: np.ndarray, resolution: float, size: float, bottom: float)
     along x then along y over the cells at or above that height, and covers the cells of that height within
     it. Few boxes matter more than small ones: MuJoCo poses every geom of the model at every step, and
     cutting the default terrain's boxes at 1 m blocks (5,199 geoms instead of 1,158) made Go1's step 2.5
-    times as costly."""
-    out = _cover(cells)
-    boxes = np.array(out, np.float64).reshape(-1, 5)
+    times as costly.
+
+    Raises:
+        TooManyPieces: more than ``limit`` boxes, found before they are all made: a tile of that many
+            runs of equal cells (every box starts one) is refused before the greedy pass.
+    """
+    runs = int((cells[:, 1:] != cells[:, :-1]).sum()) + cells.shape[0]
+    if limit is not None and runs > 10 * limit:
+        raise TooManyPieces(runs // 10, limit)
+    boxes = np.array(_cover(cells, limit), np.float64).reshape(-1, 5)
     xy = boxes[:, :4] * resolution - size / 2
     return np.column_stack([xy, np.full(len(boxes), bottom), boxes[:, 4]])
 
 
-def _cover(cells: np.ndarray) -> list[tuple[int, int, int, int, float]]:
+def _cover(cells: np.ndarray, limit: int | None = None) -> list[tuple[int, int, int, int, float]]:
     """``(c0, c1, r0, r1, height)`` rectangles (cell indices, ends excluded) covering ``cells`` (see
-    :func:`cell_boxes`)."""
+    :func:`cell_boxes`); :class:`TooManyPieces` past ``limit``."""
     rows, cols = cells.shape
-    out = []
+    out: list[tuple[int, int, int, int, float]] = []
     for level in np.unique(cells)[::-1]:
         allowed = cells >= level
         need = cells == level
-        while need.any():
-            r, c = np.unravel_index(int(np.argmax(need)), need.shape)  # the first in row-major order
-            c0, c1 = c, c
-            while c0 > 0 and allowed[r, c0 - 1]:
-                c0 -= 1
-            while c1 < cols - 1 and allowed[r, c1 + 1]:
-                c1 += 1
-            r0, r1 = r, r
-            while r0 > 0 and allowed[r0 - 1, c0 : c1 + 1].all():
-                r0 -= 1
-            while r1 < rows - 1 and allowed[r1 + 1, c0 : c1 + 1].all():
-                r1 += 1
-            need[r0 : r1 + 1, c0 : c1 + 1] = False
-            out.append((int(c0), int(c1) + 1, int(r0), int(r1) + 1, float(level)))
+        for r in np.flatnonzero(need.any(axis=1)):
+            row = need[r]  # a view: cleared as boxes cover it
+            while row.any():
+                c = int(np.argmax(row))
+                c0, c1 = c, c
+                while c0 > 0 and allowed[r, c0 - 1]:
+                    c0 -= 1
+                while c1 < cols - 1 and allowed[r, c1 + 1]:
+                    c1 += 1
+                r0, r1 = int(r), int(r)
+                while r0 > 0 and allowed[r0 - 1, c0 : c1 + 1].all():
+                    r0 -= 1
+                while r1 < rows - 1 and allowed[r1 + 1, c0 : c1 + 1].all():
+                    r1 += 1
+                need[r0 : r1 + 1, c0 : c1 + 1] = False
+                out.append((c0, c1 + 1, r0, r1 + 1, float(level)))
+                if limit is not None and len(out) > limit:
+                    raise TooManyPieces(len(out), limit)
     return out
 
 
