@@ -23,6 +23,8 @@ Parts (``--part``):
 * ``cost``: the velocity task's step at N = ``--num-envs`` on each of
   ``--sims``, flat ground against a terrain of each type alone (5 levels)
   and against ``terrains/rough.json`` (``results/terrain_cost.json``).
+* ``profile``: where MuJoCo's step goes (its timers), one env, flat ground
+  against both builds (``results/terrain_cost.json``).
 * ``docs``: rewrites docs/terrains.md's generated tables (rest, cost,
   overhead per engine) from the results files.
 * ``picture``: one policy (``--checkpoint``) on each engine, stills of an
@@ -477,8 +479,10 @@ def part_cost(args: argparse.Namespace) -> int:
         "note": "the velocity task's whole step on Go1 at N envs, random actions, the best of the repeats; each"
         " terrain holds one type's 5 levels of rough.json",
     }
-    _save(out, COST_RESULTS)
-    print(cost_table(out))
+    data = _load(COST_RESULTS)
+    data.update(out)
+    _save(data, COST_RESULTS)
+    print(cost_table(data))
     return 0
 
 
@@ -509,11 +513,31 @@ def docs_blocks() -> dict[str, str]:
     hfield = REST_RESULTS.with_name("terrain_rest_height_field.json")
     if hfield.is_file():
         blocks["rest table, height fields"] = rest_table(_load(hfield))
-    if COST_RESULTS.is_file():
+    if COST_RESULTS.is_file() and "types" in _load(COST_RESULTS):
         blocks["cost table"] = cost_table(_load(COST_RESULTS))
+    if COST_RESULTS.is_file() and "profile" in _load(COST_RESULTS):
+        blocks["profile table"] = profile_table(_load(COST_RESULTS))
     if RESULTS.is_file() and _load().get("overhead_by_sim"):
         blocks["overhead table"] = overhead_table(_load())
+    if RESULTS.is_file() and _load().get("runs"):
+        blocks["policy table"] = table(_load())
+    if RESULTS.is_file() and _load().get("per_level"):
+        blocks["levels table"] = levels_table(_load())
     return blocks
+
+
+def levels_table(data: dict) -> str:
+    """docs/terrains.md's table of success per level, per engine: the policies' range (one: its value)."""
+    per = data.get("per_level", {})
+    levels = sorted({int(k) for p in per.values() for k in p["levels"]})
+    lines = ["| engine | " + " | ".join(f"level {lv}" for lv in levels) + " |", "|" + "---|" * (len(levels) + 1)]
+    for sim, p in per.items():
+        cells = []
+        for lv in levels:
+            vals = sorted(r["success"] for r in p["levels"].get(str(lv), {}).values())
+            cells.append("-" if not vals else f"{vals[0]:.2f}" if len(vals) == 1 else f"{vals[0]:.2f}-{vals[-1]:.2f}")
+        lines.append(f"| {sim} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def overhead_table(data: dict) -> str:
@@ -543,6 +567,84 @@ def part_docs(args: argparse.Namespace) -> int:
     DOCS.write_text(text)
     print(DOCS)
     return 0
+
+
+def part_profile(args: argparse.Namespace) -> int:
+    """Where MuJoCo's step goes (its own timers, one env): Go1 started on each tile of ``terrains/rough.json``
+    in turn and driven by random joint targets around its default pose, on flat ground, on the terrain built
+    of pieces and on it built as height fields. Adds ``profile`` to ``results/terrain_cost.json``."""
+    import mujoco
+    import numpy as np
+
+    from simbackend.robots import robot_scene
+    from simbackend.terrains import generate_terrain
+
+    timers = {
+        "kinematics": mujoco.mjtTimer.mjTIMER_POS_KINEMATICS,
+        "broad_phase": mujoco.mjtTimer.mjTIMER_COL_BROAD,
+        "mid_and_narrow_phase": mujoco.mjtTimer.mjTIMER_COL_NARROW,
+        "constraint": mujoco.mjtTimer.mjTIMER_CONSTRAINT,
+    }
+    base = json.loads(TERRAIN.read_text())
+    out: dict = {}
+    for label, build in (("flat", None), ("pieces", "pieces"), ("height_field", "height_field")):
+        cfg = None if build is None else {**base, "build": build}
+        scene = robot_scene("go1", terrain=cfg)
+        m = mujoco.MjModel.from_xml_path(str(scene.path))
+        d = mujoco.MjData(m)
+        terrain = None if cfg is None else generate_terrain(cfg)
+        rng = np.random.default_rng(0)
+        steps = args.steps * 2
+        sums = dict.fromkeys([*timers, "step", "contacts"], 0.0)
+        tiles = [(lv, c) for lv in range(base.get("levels", 5)) for c in range(len(base["types"]))]
+        for lv, c in tiles:
+            d.qpos[:] = scene.default_qpos
+            d.qvel[:] = 0.0
+            if terrain is not None:
+                d.qpos[:3] += terrain.origins[lv, c]
+            d.ctrl[:] = scene.default_qpos[7:]
+            for _ in range(20):
+                mujoco.mj_step(m, d)
+            for t in d.timer:
+                t.duration, t.number = 0.0, 0
+            t0 = time.perf_counter()
+            for i in range(steps):
+                if i % 4 == 0:
+                    d.ctrl[:] = scene.default_qpos[7:] + rng.uniform(-0.3, 0.3, len(d.ctrl))
+                mujoco.mj_step(m, d)
+                sums["contacts"] += d.ncon
+            sums["step"] += (time.perf_counter() - t0) / steps
+            for k, t in timers.items():
+                sums[k] += d.timer[t].duration / steps
+        out[label] = {
+            "geoms": int(m.ngeom),
+            **{k: v / len(tiles) * (1e6 if k != "contacts" else 1.0 / steps) for k, v in sums.items()},
+        }
+        print(f"[profile] {label}: " + ", ".join(f"{k} {v:.1f}" for k, v in out[label].items()), file=sys.stderr)
+    data = _load(COST_RESULTS)
+    data["profile"] = {
+        **out,
+        "note": "microseconds per MuJoCo step of one env (contacts: mean count), Go1 on each tile in turn,"
+        " random joint targets; MuJoCo's timers",
+    }
+    _save(data, COST_RESULTS)
+    print(profile_table(data))
+    return 0
+
+
+def profile_table(data: dict) -> str:
+    """docs/terrains.md's table of where MuJoCo's step goes."""
+    p = data.get("profile", {})
+    cols = ("geoms", "step", "kinematics", "broad_phase", "mid_and_narrow_phase", "constraint", "contacts")
+    head = "| ground | geoms | step (µs) | kinematics | broad phase | mid and narrow phase | constraints | contacts |"
+    lines = [head, "|" + "---|" * len(cols) + "---|"]
+    for label in ("flat", "pieces", "height_field"):
+        if label in p:
+            r = p[label]
+            lines.append(
+                f"| {label.replace('_', ' ')} | {r['geoms']} | " + " | ".join(f"{r[k]:.1f}" for k in cols[1:]) + " |"
+            )
+    return "\n".join(lines)
 
 
 def part_picture(args: argparse.Namespace) -> int:
@@ -619,7 +721,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument(
         "--part",
-        choices=("train", "eval", "levels", "overhead", "rest", "cost", "docs", "picture", "table"),
+        choices=("train", "eval", "levels", "overhead", "rest", "cost", "profile", "docs", "picture", "table"),
         required=True,
     )
     p.add_argument("--seed", type=int, default=0, help="train: the training seed")
@@ -661,6 +763,8 @@ def main(argv: list[str] | None = None) -> int:
         return part_cost(args)
     if args.part == "docs":
         return part_docs(args)
+    if args.part == "profile":
+        return part_profile(args)
     print(table(_load()))
     return 0
 
