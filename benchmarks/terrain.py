@@ -199,7 +199,7 @@ def _write_study(data: dict) -> None:
                 "task": "velocity",
                 "robot": TASK["robot"],
                 "train_sim": "mujoco",
-                "dr": False,
+                "dr": True,  # the recipe's randomization plan (PLAN)
                 "seed": r["seed"],
                 "iterations": r["iterations"],
                 "env_steps": r.get("env_steps"),
