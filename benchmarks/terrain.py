@@ -490,7 +490,10 @@ def cost_table(data: dict) -> str:
     """docs/terrains.md's cost table: per type, the step against flat ground's, built of pieces and as height
     fields."""
     kinds = list(dict.fromkeys(k.split("/")[0] for k in data["types"]))
-    lines = ["| type | pieces: geoms | pieces: step / flat | height field: step / flat |", "|---|---|---|---|"]
+    lines = [
+        "| type | geoms in the scene (pieces) | pieces: step / flat | height field: step / flat |",
+        "|---|---|---|---|",
+    ]
     for k in kinds:
         p, h = data["types"][f"{k}/pieces"], data["types"][f"{k}/height_field"]
         lines.append(f"| {k} | {p['geoms']} | {p['ratio']:.2f} | {h['ratio']:.2f} |")
