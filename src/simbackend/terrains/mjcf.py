@@ -4,17 +4,18 @@ Each tile is built as its surface is shaped (:data:`~simbackend.terrains.FORMS`)
 
 * a flat-faced tile (flat, stairs, obstacles, stepping stones) as boxes
   (:func:`~simbackend.terrains.pieces.cell_boxes`): vertical risers, and
-  box-box and box-sphere contacts every engine here computes analytically;
+  contacts every engine computes for boxes as primitives;
 * a slope as convex prisms under its planes
   (:func:`~simbackend.terrains.pieces.pyramid_prisms`), mesh geoms every
   engine collides as the convex solids they are;
 * rough ground as a height field (one per tile): its surface is no union of
   a few convex solids.
 
-Measured against one height field for every tile (the first edition), the
-boxes and prisms rest bodies where MuJoCo rests them on MuJoCo Warp and Motrix
-too, and cost MuJoCo's step a fraction of the height field's narrow phase:
-docs/terrains.md gives both tables. A rough tile's height field keeps its own
+Measured against one height field for every tile (the first edition,
+``TerrainConfig.build="height_field"``), the boxes and prisms rest bodies where
+MuJoCo rests them on the other engines too; on MuJoCo they cost more, since
+MuJoCo poses every static geom at every step: docs/terrains.md gives both
+tables. A rough tile's height field keeps its own
 vertical range (MuJoCo stores elevations normalized to ``[0, 1]`` in float32:
 the error is ``range * 6e-8``).
 """
