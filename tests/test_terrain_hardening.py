@@ -300,10 +300,12 @@ def test_a_terrain_of_too_many_boxes_is_refused_when_built(monkeypatch: pytest.M
     # the bound counts the whole terrain: tiles of a hundred-odd boxes each add up to it (a bound of 500 here)
     many = generate_terrain(TerrainConfig(types=("stepping_stones",) * 3, levels=2, tile_size=8.0))
     monkeypatch.setattr(mjcf, "MAX_PIECES", 500)
+    untouched = mujoco.MjSpec()
     with pytest.raises(
         InvalidArgumentError, match=r"^terrain\.params\.stepping_stones: tile \(1, \d\) .* the 500 geoms"
     ):
-        add_terrain(mujoco.MjSpec(), many)
+        add_terrain(untouched, many)
+    assert len(untouched.geoms) == 0 and len(untouched.hfields) == 0  # refused before anything was added
     monkeypatch.undo()
     spec = mujoco.MjSpec()
     add_terrain(spec, generate_terrain(TerrainConfig(types=("stepping_stones",) * 4, levels=2, tile_size=8.0)))

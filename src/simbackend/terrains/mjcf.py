@@ -98,15 +98,20 @@ def add_terrain(spec: Any, terrain: Terrain) -> None:
     half = cfg.tile_size / 2
     friction = [cfg.friction, 0.005, 0.0001]
     common = {"contype": 1, "conaffinity": 1, "condim": 3, "friction": friction, "rgba": _RGBA}
-    left = MAX_PIECES
+    # every tile's pieces first: a terrain refused for its size leaves the spec as it was
+    left, pieces = MAX_PIECES, {}
+    for lv in range(terrain.num_levels):
+        for col in range(terrain.num_types):
+            if terrain.forms[col] != "samples":
+                pieces[lv, col] = tile_pieces(terrain, lv, col, left)
+                left -= len(pieces[lv, col][0]) + len(pieces[lv, col][1])
     for lv in range(terrain.num_levels):
         for col in range(terrain.num_types):
             name = tile_name(terrain, lv, col)
             cx, cy = terrain.tile_center(lv, col)
             if terrain.forms[col] != "samples":
-                boxes, prisms = tile_pieces(terrain, lv, col, left)
-                left -= len(boxes) + len(prisms)
-                names = iter(tile_geoms(terrain, lv, col))
+                boxes, prisms = pieces[lv, col]
+                names = iter(f"{name}_{k}" for k in range(len(boxes) + len(prisms)))
                 holder = spec.worldbody
                 for x0, x1, y0, y1, z0, z1 in boxes:
                     holder.add_geom(
