@@ -65,34 +65,43 @@ def test_eval_levels_pick_the_evaluation_rows() -> None:
         task.close()
 
 
-def _episodes(task, tracked: list[float], fell: list[bool]) -> None:
-    """Make each env's episode so far one that tracked ``tracked`` of a 1 m/s command over 100 steps."""
+def _episodes(task, errors: list[float], fell: list[bool], steps: int | None = None) -> None:
+    """Make each env's episode one of ``steps`` steps (default: its time limit) with mean planar velocity
+    error ``errors`` (m/s) on a 1 m/s command, fallen or not."""
     n = task.num_envs
-    task.episode_step[:] = 100
-    task._command_sum[:] = 100.0
-    task._error_sum[:] = torch.tensor([100.0 * (1 - t) for t in tracked])
+    steps = task.config.episode_length if steps is None else steps
+    task.episode_step[:] = steps
+    task._command_sum[:] = float(steps)
+    task._error_sum[:] = torch.tensor([steps * e for e in errors])
     task._fell[:] = torch.tensor(fell)
     assert task._fell.shape == (n,)
 
 
-def test_the_curriculum_promotes_trackers_and_demotes_falls_and_stayers() -> None:
-    """Training: an env whose episode tracked curriculum_threshold (0.7) of its commanded speed goes a level
-    up; one that tracked less than half of it, or fell, goes down (not below 0); one between stays; one past
-    the last level gets a random level; a training env keeps its column."""
+def test_the_curriculum_promotes_successes_and_demotes_falls_and_strays() -> None:
+    """Training: an env whose episode was a success (its time limit, mean error at most success_error 0.3
+    m/s) goes a level up, even on a small command whose share the command curriculum would not pass; one
+    that fell, or erred more than twice success_error, goes down (not below 0); one between stays, and so
+    does one cut short below both; one past the last level gets a random level; a training env keeps its
+    column."""
     task = _task(4, init_level=0)
     try:
         assert task.terrain_level.tolist() == [0, 0, 0, 1]  # evaluation tiles, before training
         task.begin_training()  # every env restarts on its training tile: level 0 (init_level)
         assert task.terrain_level.tolist() == [0, 0, 0, 0]
         assert task.episode_step.tolist() == [0, 0, 0, 0]
-        _episodes(task, [0.9, 0.2, 0.6, 0.9], [False, False, False, True])
+        _episodes(task, [0.29, 0.7, 0.45, 0.1], [False, False, False, True])
+        task._command_sum[0] = 0.4 * task.config.episode_length  # 0.4 m/s tracked to 0.29: a success
         task.reset()
         assert task.terrain_level.tolist() == [1, 0, 0, 0]
         task.terrain_level[:] = 1
-        _episodes(task, [0.6, 0.2, 0.75, 0.9], [False, False, False, True])
+        _episodes(task, [0.45, 0.61, 0.2, 0.1], [False, False, False, True])
         task.reset()
-        assert task.terrain_level[[0, 1, 3]].tolist() == [1, 0, 0]  # stays, tracked 0.2: down, fell: down
+        assert task.terrain_level[[0, 1, 3]].tolist() == [1, 0, 0]  # stays, erred 0.61: down, fell: down
         assert 0 <= int(task.terrain_level[2]) <= 1  # promoted past the last level: a random one
+        task.terrain_level[:] = 1
+        _episodes(task, [0.1, 0.1, 0.59, 0.61], [False] * 4, steps=100)  # cut short: no success
+        task.reset()
+        assert task.terrain_level.tolist() == [1, 1, 1, 0]
         assert task.terrain_column.tolist() == [0, 1, 2, 0]
     finally:
         task.close()
