@@ -3,6 +3,7 @@ on-demand derived quantities, options, per-env model fields."""
 
 from __future__ import annotations
 
+import mujoco
 import numpy as np
 import pytest
 import torch
@@ -252,3 +253,102 @@ def test_snapshot_restores_bit_for_bit_across_thread_counts():
         two.step(c, nsteps=2)
     assert torch.equal(one.get_qpos(), two.get_qpos()) and torch.equal(one.get_qvel(), two.get_qvel())
     assert torch.equal(one.get_time(), two.get_time())
+
+
+def _world_xml(static_geoms: int, flags: str = "") -> str:
+    """A box and a ball with an accelerometer (a sensor of the acceleration stage) over a world of
+    ``static_geoms`` small boxes (a generated terrain's kind of world)."""
+    tiles = "".join(
+        f'<geom type="box" size="0.05 0.05 0.05" pos="{i % 20 * 0.1 - 1} {i // 20 * 0.1 - 1} -0.05"/>'
+        for i in range(static_geoms)
+    )
+    return f"""
+<mujoco>
+  <option timestep="0.004">{flags}</option>
+  <worldbody>
+    <geom type="plane" size="5 5 0.1"/>{tiles}
+    <body name="box" pos="0 0 0.3"><freejoint/><geom type="box" size="0.1 0.07 0.05" mass="1"/>
+      <site name="imu"/></body>
+    <body name="ball" pos="0.5 0.2 0.4"><freejoint/><geom size="0.08" mass="0.5"/></body>
+  </worldbody>
+  <sensor><accelerometer name="acc" site="imu"/></sensor>
+</mujoco>
+"""
+
+
+def _trajectory(sim) -> list[torch.Tensor]:
+    """Steps with a reset between them, reading derived fields, the sensor and contact forces each step."""
+    rows = []
+    for i in range(40):
+        if i == 20:
+            q = sim.get_qpos()[[1]].clone()
+            q[0, 2] += 0.2
+            sim.set_state([1], q)
+        sim.step(None, nsteps=3)
+        rows.append(torch.cat([sim.get_qpos(), sim.get_body_pos_w().flatten(1), sim.get_sensor_data("acc")], 1))
+        if sim.contact_sensing:
+            rows.append(sim.get_body_contact_force_w().flatten(1))
+    return rows
+
+
+@pytest.mark.parametrize("contact_sensing", [False, True])
+def test_a_persistent_batch_gives_the_same_bits_and_no_forward_pass(tmp_path, monkeypatch, contact_sensing):
+    """A world of 100+ static geoms runs a persistent batch with sleeping on and every tree's policy "never":
+    the same bits as a shared batch (states, derived fields, an acceleration-stage sensor, contact forces,
+    across a set_state), and a step leaves the derived fields current, so reading them runs no forward pass
+    (with contact sensing, the acceleration-stage sensor still asks for one)."""
+    path = tmp_path / "world.xml"
+    path.write_text(_world_xml(120))
+    opts = {"contact_sensing": contact_sensing}
+    with make_backend("mujoco", path, 3, mujoco={"persistent": False}, **opts) as shared:
+        assert not shared.engine.persistent
+        want = _trajectory(shared)
+    with make_backend("mujoco", path, 3, **opts) as sim:
+        assert sim.engine.persistent
+        assert (sim.engine.model.tree_sleep_policy == int(mujoco.mjtSleepPolicy.mjSLEEP_NEVER)).all()
+        got = _trajectory(sim)
+        sim.get_body_quat_w(), sim.get_base_lin_vel()  # bound on first read (a forward pass each)
+        calls = _count_forward(sim, monkeypatch)
+        sim.step(None)
+        sim.get_body_pos_w(), sim.get_body_quat_w(), sim.get_base_lin_vel()
+        assert calls == []
+        sim.get_sensor_data("acc")
+        assert calls == ([None] if contact_sensing else [])  # the step stopped short of its stage to keep the forces
+    for a, b in zip(want, got, strict=True):
+        assert torch.equal(a, b)
+
+
+def test_a_model_that_enables_sleep_loads_and_nothing_sleeps(tmp_path):
+    """A model with MuJoCo's sleeping enabled used to be refused by the shared batch; it now runs on a
+    persistent one, and no body sleeps: a ball at rest for 2 s falls when lifted, as without the flag."""
+    runs = []
+    for flags in ('<flag sleep="enable"/>', ""):
+        path = tmp_path / "sleepy.xml"
+        path.write_text(_world_xml(0, flags))
+        with make_backend("mujoco", path, 2) as sim:
+            assert sim.engine.persistent == bool(flags)
+            sim.step(None, nsteps=500)
+            q = sim.get_qpos().clone()
+            q[:, 9] += 0.3  # the ball, 0.3 m up
+            sim.set_state(None, q)
+            sim.step(None, nsteps=50)
+            runs.append(sim.get_qpos())
+    assert float(runs[0][0, 9]) < float(q[0, 9]) - 0.05  # it fell
+    assert torch.equal(runs[0], runs[1])
+
+
+def test_persistent_option_is_checked_and_ipc_needs_it(tmp_path):
+    """``mujoco.persistent`` is True, False or unset; a model enabling IPC refuses False in one line."""
+    with pytest.raises(InvalidArgumentError, match="mujoco.persistent: expected True or False"):
+        make_backend("mujoco", "pendulum", 2, mujoco={"persistent": "yes"})
+    path = tmp_path / "ipc.xml"
+    path.write_text(
+        _world_xml(0, '<flag ipc="enable"/>').replace('timestep="0.004"', 'timestep="0.004" integrator="discrete"')
+    )
+    with pytest.raises(InvalidArgumentError, match="mujoco.persistent: False, but the model enables IPC"):
+        make_backend("mujoco", path, 2, mujoco={"persistent": False})
+    with make_backend("mujoco", path, 2) as sim:  # unset: persistent, as IPC needs
+        assert sim.engine.persistent
+        sim.step(None, nsteps=5)
+    with make_backend("mujoco", "pendulum", 2, mujoco={"persistent": True}) as sim:
+        assert sim.engine.persistent

@@ -42,7 +42,7 @@ from simbackend.engine import BodyForces, Engine, EngineBuild
 from simbackend.errors import InvalidArgumentError
 from simbackend.math import cross, quat_apply, quat_mul, quat_normalize
 from simbackend.model_info import JOINT_FREE
-from simbackend.options import EngineOption, check_choice, check_positive_float
+from simbackend.options import EngineOption, check_bool, check_choice, check_positive_float, optional
 
 from .pipeline import (
     ALL_SENSOR_TYPES,
@@ -57,6 +57,7 @@ from .pipeline import (
     fold_disabled_gravity,
 )
 
+_NONE = int(mujoco.mjtStage.mjSTAGE_NONE)
 _VEL = int(mujoco.mjtStage.mjSTAGE_VEL)
 _ACC = int(mujoco.mjtStage.mjSTAGE_ACC)
 #: MuJoCo's reports of a failed state: bad qacc/qpos/qvel, and a ctrl too large to apply (which it zeroes)
@@ -80,6 +81,38 @@ _INTEGRATORS = {
     "implicitfast": "mjINT_IMPLICITFAST",
 }
 _SOLVERS = {"pgs": "mjSOL_PGS", "cg": "mjSOL_CG", "newton": "mjSOL_NEWTON"}
+#: a model whose static bodies hold at least this many geoms (a generated terrain's boxes: 1,124 on the
+#: default rough terrain) runs a persistent batch with MuJoCo's sleeping on, so that static geoms are posed
+#: once instead of at every step (docs/terrains.md measures it); below it, one MjData a thread is cheaper
+PERSISTENT_STATIC_GEOMS = 100
+_SLEEP = int(mujoco.mjtEnableBit.mjENBL_SLEEP)
+_IPC = int(mujoco.mjtEnableBit.mjENBL_IPC)
+
+
+def persistent_batch(model: Any, choice: bool | None) -> bool:
+    """Whether the batch keeps one MjData per env (``mujoco.persistent``; ``None``: when the model enables
+    sleep or IPC, which a shared MjData cannot run, or holds :data:`PERSISTENT_STATIC_GEOMS` static geoms),
+    and make ``model`` fit: a persistent batch turns MuJoCo's sleeping on with every tree's policy "never".
+    No tree ever sleeps, on this engine as on every other (sleep's bookkeeping is not part of the state
+    that ``set_state``, snapshots and recordings restore); what sleeping gives is that static bodies' geoms
+    are posed once, not at every step. Results are bit-identical either way. A shared batch clears the
+    model's sleep flag, which then changes nothing, and refuses IPC."""
+    flags = int(model.opt.enableflags)
+    if choice is None:
+        static = int(np.count_nonzero(np.asarray(model.body_weldid)[np.asarray(model.geom_bodyid)] == 0))
+        choice = bool(flags & (_SLEEP | _IPC)) or static >= PERSISTENT_STATIC_GEOMS
+    if choice:
+        model.opt.enableflags = flags | _SLEEP
+        model.tree_sleep_policy[:] = int(mujoco.mjtSleepPolicy.mjSLEEP_NEVER)
+    elif flags & _IPC:
+        raise InvalidArgumentError(
+            "mujoco.persistent: False, but the model enables IPC, which needs a persistent batch"
+        )
+    else:
+        model.opt.enableflags = flags & ~_SLEEP
+    return choice
+
+
 _CAPABILITIES = Capabilities(
     gpu=False,
     domain_randomization=DR_CAPABILITIES,
@@ -128,8 +161,9 @@ class MuJoCoEngine(Engine):
     (``opt.iterations``), ``timestep`` (``opt.timestep``) and the model
     options; and the block ``mujoco={...}`` with ``integrator`` (euler, rk4,
     implicit, implicitfast), ``solver`` (pgs, cg, newton) and ``tolerance``
-    (``opt.tolerance``), each replacing the model's value. Physics runs on the
-    CPU; ``device="cuda"`` places the returned tensors there.
+    (``opt.tolerance``), each replacing the model's value, and ``persistent``
+    (:func:`persistent_batch`). Physics runs on the CPU; ``device="cuda"``
+    places the returned tensors there.
     """
 
     name = "mujoco"
@@ -139,6 +173,9 @@ class MuJoCoEngine(Engine):
         "integrator": EngineOption(None, check_choice(*_INTEGRATORS), "numerical integrator (model's if unset)"),
         "solver": EngineOption(None, check_choice(*_SOLVERS), "constraint solver (model's if unset)"),
         "tolerance": EngineOption(None, check_positive_float, "solver tolerance (model's if unset)"),
+        "persistent": EngineOption(
+            None, optional(check_bool), "one MjData per env (unset: for sleep, IPC or 100+ static geoms)"
+        ),
     }
 
     def __init__(self, build: EngineBuild):
@@ -153,8 +190,9 @@ class MuJoCoEngine(Engine):
         # forward pass); the contract instead reports it and restores the pre-call state.
         self.model.opt.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_AUTORESET)
         fold_disabled_gravity(self.model)  # ModelInfo.gravity is zero there: the field holds what is applied
+        self.persistent = persistent_batch(self.model, opts.engine["persistent"])
         try:
-            self.batch = mjbatch.Batch(self.model, self.num_envs, nthread=opts.nthread)  # 0: all CPUs
+            self.batch = mjbatch.Batch(self.model, self.num_envs, nthread=opts.nthread, persistent=self.persistent)
         except (MemoryError, ValueError, RuntimeError, TypeError, OverflowError) as e:
             raise InvalidArgumentError(
                 f"num_envs: {self.num_envs} simulations of this model cannot be allocated ({' '.join(str(e).split())})"
@@ -167,6 +205,7 @@ class MuJoCoEngine(Engine):
         self._state = b.state
         self._derived: dict[str, np.ndarray] = {}
         self._stale = False  # derived fields describe an older state than the rows
+        self._sensors_stale = False  # the acceleration stage's sensors do (the other derived fields are current)
         self._qpos = b.bind("qpos")
         self._qvel = b.bind("qvel")
         self._ctrl = b.bind("ctrl")
@@ -210,9 +249,9 @@ class MuJoCoEngine(Engine):
             # a field bound between calls holds zeros until the next call
             arr = self._derived[name] = self.batch.bind(name)
             self._stale = True
-        if self._stale:
+        if self._stale or (self._sensors_stale and name == "sensordata"):
             self._forward(None)
-            self._stale = False
+            self._stale = self._sensors_stale = False
         return arr
 
     def _forward(self, ids: np.ndarray | None) -> None:
@@ -414,23 +453,31 @@ class MuJoCoEngine(Engine):
                 self._xfrc[:, b] = 0.0
             applied = (b, force)
         else:
+            # a persistent batch that a caller reads derived fields from computes them at the last substep's
+            # end, and its next step continues from there: the forward pass a read would run is then free
+            # (up to the velocity stage with contact sensing: the acceleration stage would overwrite the last
+            # substep's forces, cfrc_ext, which the reading takes; sensors of that stage wait for a read)
+            eager = _NONE
+            if self.persistent and self._derived:
+                eager = _VEL if self._cfrc is not None else self._stage
             left = nsteps
             while left:
                 chunk = min(left, STEP_CHUNK)
-                bad = self._advance(chunk, bad)
                 left -= chunk
-        self._stale = True
+                bad = self._advance(chunk, bad, eager if not left else _NONE)
+            self._stale = eager == _NONE or bad is not None
+            self._sensors_stale = eager < self._stage
         if self._cfrc is not None:
             self._take_reading(applied)
         return bad
 
-    def _advance(self, nsteps: int, bad: np.ndarray | None) -> np.ndarray | None:
-        """One call into the batch; returns ``bad`` (``None``: no env so far) with the envs MuJoCo failed
-        or warned about added."""
+    def _advance(self, nsteps: int, bad: np.ndarray | None, stage: int = _NONE) -> np.ndarray | None:
+        """One call into the batch (then the forward stages up to ``stage`` at the new state); returns
+        ``bad`` (``None``: no env so far) with the envs MuJoCo failed or warned about added."""
         counts = self._bad_counts
         counts[...] = 0  # the batch counts warnings per call from here
         try:
-            self.batch.step(nstep=nsteps)
+            self.batch.step(nstep=nsteps, stage=stage)
         except mjbatch.SimulationError as e:
             failed = np.zeros(self.num_envs, dtype=bool)
             failed[np.asarray(e.ids)] = True
