@@ -275,6 +275,9 @@ def part_overhead(args: argparse.Namespace) -> int:
         opts = BACKEND_OPTIONS.get(sim_name, {})
         configs = {"flat": {"robot": "go1"}, "terrain": task_config(), "terrain_height_field": hfield}
         tasks = {k: make_task("velocity", sim_name, n, config=c, seed=0, **opts) for k, c in configs.items()}
+        if sim_name == "mujoco":  # flat ground on a persistent batch too, what the terrain of pieces runs on
+            flat = make_task("velocity", sim_name, n, config={"robot": "go1"}, seed=0, mujoco={"persistent": True})
+            tasks["flat_persistent"] = flat
         best = {k: float("inf") for k in tasks}
         try:
             for task in tasks.values():
@@ -298,15 +301,27 @@ def part_overhead(args: argparse.Namespace) -> int:
             "terrain_height_field_ms": out["terrain_height_field"],
             "ratio": out["terrain"] / out["flat"],
             "ratio_height_field": out["terrain_height_field"] / out["flat"],
+            **(
+                {
+                    "flat_persistent_ms": out["flat_persistent"],
+                    "ratio_persistent": out["terrain"] / out["flat_persistent"],
+                }
+                if "flat_persistent" in out
+                else {}
+            ),
             "load_average": os.getloadavg()[0],
             "note": "the velocity task's whole step on Go1 (physics, observations with the height scan on the"
             " terrain, reward), random actions, the best of the repeats, flat ground, the terrain built of pieces"
-            " and the terrain built as height fields (build height_field) interleaved",
+            " and the terrain built as height fields (build height_field) interleaved; on MuJoCo, the terrain of"
+            " pieces runs a persistent batch (mujoco.persistent, by default for 100+ static geoms), and"
+            " flat_persistent_ms is flat ground on one too",
         }
         if sim_name == "mujoco":
             data["overhead"] = row
         data.setdefault("overhead_by_sim", {})[sim_name] = row
         print(f"{sim_name}: terrain / flat: {row['ratio']:.2f}; as height fields: {row['ratio_height_field']:.2f}")
+        if "ratio_persistent" in row:
+            print(f"{sim_name}: terrain / flat, both on a persistent batch: {row['ratio_persistent']:.2f}")
     _save(data)
     return 0
 
@@ -546,13 +561,18 @@ def levels_table(data: dict) -> str:
 def overhead_table(data: dict) -> str:
     """docs/terrains.md's table of the default terrain's step against flat ground's, per engine."""
     lines = [
-        "| engine | envs | flat ground | terrain of pieces | terrain of height fields |",
-        "|---|---|---|---|---|",
+        "| engine | envs | flat ground | terrain of pieces | terrain of height fields | flat ground, persistent batch |",
+        "|---|---|---|---|---|---|",
     ]
     for sim, r in data.get("overhead_by_sim", {}).items():
+        persistent = (
+            f"{r['flat_persistent_ms']:.1f} ms (pieces: {r['ratio_persistent']:.2f} x)"
+            if "ratio_persistent" in r
+            else "-"
+        )
         lines.append(
             f"| {sim} | {r['num_envs']} | {r['flat_ms']:.1f} ms | {r['terrain_ms']:.1f} ms ({r['ratio']:.2f} x) |"
-            f" {r['terrain_height_field_ms']:.1f} ms ({r['ratio_height_field']:.2f} x) |"
+            f" {r['terrain_height_field_ms']:.1f} ms ({r['ratio_height_field']:.2f} x) | {persistent} |"
         )
     return "\n".join(lines)
 
@@ -590,10 +610,15 @@ def part_profile(args: argparse.Namespace) -> int:
     }
     base = json.loads(TERRAIN.read_text())
     out: dict = {}
-    for label, build in (("flat", None), ("pieces", "pieces"), ("height_field", "height_field")):
+    from simbackend.backends.mujoco.engine import persistent_batch
+
+    builds = (("flat", None), ("pieces", "pieces"), ("pieces_sleeping", "pieces"), ("height_field", "height_field"))
+    for label, build in builds:
         cfg = None if build is None else {**base, "build": build}
         scene = robot_scene("go1", terrain=cfg)
         m = mujoco.MjModel.from_xml_path(str(scene.path))
+        if label.endswith("sleeping"):  # as the MuJoCo engine's persistent batch runs it: no tree ever sleeps
+            persistent_batch(m, True)
         d = mujoco.MjData(m)
         terrain = None if cfg is None else generate_terrain(cfg)
         rng = np.random.default_rng(0)
@@ -641,7 +666,7 @@ def profile_table(data: dict) -> str:
     cols = ("geoms", "step", "kinematics", "broad_phase", "mid_and_narrow_phase", "constraint", "contacts")
     head = "| ground | geoms | step (µs) | kinematics | broad phase | mid and narrow phase | constraints | contacts |"
     lines = [head, "|" + "---|" * len(cols) + "---|"]
-    for label in ("flat", "pieces", "height_field"):
+    for label in ("flat", "pieces", "pieces_sleeping", "height_field"):
         if label in p:
             r = p[label]
             lines.append(
