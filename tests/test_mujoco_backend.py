@@ -318,6 +318,33 @@ def test_a_persistent_batch_gives_the_same_bits_and_no_forward_pass(tmp_path, mo
         assert torch.equal(a, b)
 
 
+def test_a_persistent_batch_sees_per_env_model_fields_written_between_steps(tmp_path):
+    """A persistent batch continues each step from the stages the last one computed; per-env masses, gravity
+    and friction written between steps (domain randomization) still act from the next substep, bit for bit
+    as on the shared batch."""
+    path = tmp_path / "world.xml"
+    path.write_text(_world_xml(120))
+    runs = []
+    for persistent in (False, True):
+        with make_backend("mujoco", path, 3, mujoco={"persistent": persistent}, contact_sensing=True) as sim:
+            e, m, rows = sim.engine, sim.engine.model, []
+            for i in range(30):
+                sim.step(None, nsteps=3)
+                rows.append(torch.cat([sim.get_qpos(), sim.get_body_pos_w().flatten(1), sim.get_sensor_data("acc")], 1))
+                if i in (5, 15):
+                    k = 1.5 if i == 5 else 0.5
+                    e.write_params(
+                        np.arange(3),
+                        {
+                            "body_mass": np.tile(m.body_mass, (3, 1)) * k,
+                            "gravity": np.tile(m.opt.gravity, (3, 1)) * k,
+                            "geom_friction": np.tile(m.geom_friction, (3, 1, 1)) * 0.3 * k,
+                        },
+                    )
+            runs.append(torch.stack(rows))
+    assert torch.equal(runs[0], runs[1])
+
+
 def test_a_model_that_enables_sleep_loads_and_nothing_sleeps(tmp_path):
     """A model with MuJoCo's sleeping enabled used to be refused by the shared batch; it now runs on a
     persistent one, and no body sleeps: a ball at rest for 2 s falls when lifted, as without the flag."""
