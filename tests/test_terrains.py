@@ -349,6 +349,34 @@ def test_height_at_is_mujocos_surface(mixed: Terrain) -> None:
     assert np.ptp(want) > 1.0  # the points saw the pits and pyramids, not only flat ground
 
 
+def test_exactly_on_a_riser_height_at_reads_the_highest_cell_it_touches() -> None:
+    """A point exactly on a cell line of a flat-faced tile (a riser) reads the highest of the cells it touches:
+    the cell left of a vertical line, the one below a horizontal line, all four at a corner. Checked against
+    the cells themselves on a binary-exact grid (0.25 m), so that the points fall on the lines exactly."""
+    t = generate_terrain(TerrainConfig(levels=2, tile_size=4.0, resolution=0.25, border=1.0, seed=3))
+    x0, _, y0, _ = t.extent
+    res, per = t.config.resolution, round(t.config.tile_size / t.config.resolution)
+    rng = np.random.default_rng(1)
+    checked = 0
+    for lv in range(t.num_levels):
+        for col, form in enumerate(t.forms):
+            if form != "cells":
+                continue
+            cells = t.cells[lv, col]
+            k, r = rng.integers(1, per - 1, 400), rng.integers(1, per - 1, 400)
+            half = rng.uniform(0.2, 0.8, 400)
+            ux, vy = x0 + (lv * per + k) * res, y0 + (col * per + r) * res  # cell lines
+            cases = (  # (x, y, the cells touched)
+                (ux, vy + half * res, np.maximum(cells[r, k], cells[r, k - 1])),
+                (ux - half * res + res, vy, np.maximum(cells[r, k], cells[r - 1, k])),
+                (ux, vy, np.max([cells[r, k], cells[r, k - 1], cells[r - 1, k], cells[r - 1, k - 1]], axis=0)),
+            )
+            for x, y, want in cases:
+                np.testing.assert_array_equal(t.height_at(x, y), want, err_msg=f"{t.types[col]} level {lv}")
+                checked += int((want != cells[r, k]).sum())
+    assert checked > 100  # the lines had risers on them, not only equal cells either side
+
+
 def test_add_terrain_builds_each_form_and_the_border(mixed: Terrain) -> None:
     """Rough tiles are height fields, flat-faced tiles boxes, slopes convex meshes (one for a pyramid, four
     and a box for an inverted one), each a world geom named after its tile, with the terrain's friction;

@@ -156,22 +156,23 @@ class Terrain:
         # clamped: a NaN coordinate casts to no particular index (its weights are NaN, and so is its height)
         tile = (lv * self.num_types + col).long().clamp_(0, self.num_levels * self.num_types - 1)
         idx = ((tile * side + r) * side + c).long().clamp_(0, h.numel() - side - 2)
-        h00, h01 = h.take(idx), h.take(idx + 1)
-        h10, h11 = h.take(idx + side), h.take(idx + side + 1)
+        # gathers by index_select on the flat tables (torch's take is about 3 x as slow on the CPU)
+        h00, h01, h10, h11 = _gather(h, idx, (0, 1, side, side + 1))
         lower = fu >= fv
         tri = h00 + torch.where(lower, fu * (h01 - h00) + fv * (h11 - h01), fv * (h10 - h00) + fu * (h11 - h10))
         # a flat-faced tile's cell; a point on a riser (a cell line: fu or fv exactly 0) reads its top, the
         # highest cell it touches (within the tile: a tile's outermost cells are at 0, as is its neighbour's rim)
-        base = (tile * n + r) * n + c
-        cell = cells.take(base.long().clamp_(0, cells.numel() - 1))
+        base = ((tile * n + r) * n + c).long()
+        cell, *others = _gather(cells, base, (0, -1, -n, -n - 1))
         left, below = (fu == 0) & (c > 0), (fv == 0) & (r > 0)
-        for touch, shift in ((left, 1), (below, n), (left & below, n + 1)):
-            other = cells.take((base - shift).long().clamp_(0, cells.numel() - 1))
+        for touch, other in zip((left, below, left & below), others):
             cell = torch.where(touch, torch.maximum(cell, other), cell)
         # a pyramid's planes: slope x (run from the rim, held at the platform's edge)
         cheb = torch.maximum((u - per / 2).abs(), (v - per / 2).abs()) * res
-        pyramid = slope.take(tile) * (s / 2 - torch.maximum(cheb, half_platform.take(tile)))
-        f = form.take(tile)
+        tile_slope, tile_platform, f = (
+            t.index_select(0, tile.reshape(-1)).view(tile.shape) for t in (slope, half_platform, form)
+        )
+        pyramid = tile_slope * (s / 2 - torch.maximum(cheb, tile_platform))
         z = torch.where(f == 0, cell, torch.where(f == 1, pyramid, tri))
         inside = (x >= x0) & (x <= x1) & (y >= y0) & (y <= y1)
         return z * inside
@@ -226,3 +227,10 @@ def generate_terrain(config: TerrainConfig) -> Terrain:
     out.setflags(write=False)
     cells.setflags(write=False)
     return Terrain(config, out, cells)
+
+
+def _gather(table: torch.Tensor, index: torch.Tensor, shifts: tuple[int, ...]) -> list[torch.Tensor]:
+    """``table[clamp(index + shift)]`` for each shift, in one ``index_select`` of the flat ``table``."""
+    flat = index.reshape(1, -1)
+    at = (flat + torch.tensor(shifts, device=index.device).view(-1, 1)).clamp_(0, table.numel() - 1)
+    return list(table.index_select(0, at.reshape(-1)).view(len(shifts), *index.shape).unbind(0))
