@@ -277,13 +277,17 @@ def _world_xml(static_geoms: int, flags: str = "") -> str:
 
 
 def _trajectory(sim) -> list[torch.Tensor]:
-    """Steps with a reset between them, reading derived fields, the sensor and contact forces each step."""
+    """Steps with a reset between them and body forces on some (a push that turns the box: its lever arm is
+    re-shifted at every substep's pose), reading derived fields, the sensor and contact forces each step."""
     rows = []
+    box = sim.get_body_ids(["box"])
     for i in range(40):
         if i == 20:
             q = sim.get_qpos()[[1]].clone()
             q[0, 2] += 0.2
             sim.set_state([1], q)
+        if 25 <= i < 30:
+            sim.apply_body_force(box, torch.tensor([[[30.0, 0.0, 40.0]]]).repeat(3, 1, 1), torch.ones(3, 1, 3))
         sim.step(None, nsteps=3)
         rows.append(torch.cat([sim.get_qpos(), sim.get_body_pos_w().flatten(1), sim.get_sensor_data("acc")], 1))
         if sim.contact_sensing:
@@ -295,8 +299,9 @@ def _trajectory(sim) -> list[torch.Tensor]:
 def test_a_persistent_batch_gives_the_same_bits_and_no_forward_pass(tmp_path, monkeypatch, contact_sensing):
     """A world of 100+ static geoms runs a persistent batch with sleeping on and every tree's policy "never":
     the same bits as a shared batch (states, derived fields, an acceleration-stage sensor, contact forces,
-    across a set_state), and a step leaves the derived fields current, so reading them runs no forward pass
-    (with contact sensing, the acceleration-stage sensor still asks for one)."""
+    across a set_state and body forces), and a step leaves the derived fields current, so reading them runs no
+    forward pass, nor does re-posing body forces at every substep (with contact sensing, or after body forces,
+    the acceleration-stage sensor still asks for one)."""
     path = tmp_path / "world.xml"
     path.write_text(_world_xml(120))
     opts = {"contact_sensing": contact_sensing}
@@ -314,6 +319,13 @@ def test_a_persistent_batch_gives_the_same_bits_and_no_forward_pass(tmp_path, mo
         assert calls == []
         sim.get_sensor_data("acc")
         assert calls == ([None] if contact_sensing else [])  # the step stopped short of its stage to keep the forces
+        calls.clear()
+        sim.apply_body_force(sim.get_body_ids(["box"]), torch.ones(3, 1, 3))  # substep by substep, each posed
+        sim.step(None, nsteps=3)
+        sim.get_body_pos_w(), sim.get_body_quat_w(), sim.get_base_lin_vel()
+        assert calls == []
+        sim.get_sensor_data("acc")  # read without the forces, which the step cleared: a forward pass
+        assert calls == [None]
     for a, b in zip(want, got, strict=True):
         assert torch.equal(a, b)
 

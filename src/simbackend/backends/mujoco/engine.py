@@ -439,34 +439,37 @@ class MuJoCoEngine(Engine):
         c = ctrl.numpy() if ctrl.device.type == "cpu" else ctrl.cpu().numpy()
         np.minimum(np.maximum(c, self._ctrl_lo, out=self._ctrl), self._ctrl_hi, out=self._ctrl)
         bad: np.ndarray | None = None
+        posed = not self._stale  # the derived fields hold the pose the first substep starts from
         self._stale = True
         applied: tuple[np.ndarray, np.ndarray] | None = None
+        # a persistent batch that a caller reads derived fields from computes them at the end of the substep
+        # before a read, and its next step continues from there: the forward pass a read would run is then
+        # free (up to the velocity stage with contact sensing: the acceleration stage would overwrite the last
+        # substep's forces, cfrc_ext, which the reading takes; sensors of that stage wait for a read)
+        eager = _NONE
+        if self.persistent and (self._derived or forces is not None):
+            eager = _VEL if self._cfrc is not None else self._stage
         if forces is not None:
+            eager = min(eager, _VEL)  # the acceleration stage would see the forces, which the step then clears
             b = forces.bodies
             force, torque = forces.force.cpu().numpy(), forces.torque.cpu().numpy()
-            try:  # the lever arm moves with the body: re-shift at the pose of every substep
+            self._stale = not posed  # nothing has moved yet: the first lever arm needs no forward pass
+            try:  # the lever arm moves with the body: re-shift at the pose of every substep (read: xpos, xipos)
                 for _ in range(nsteps):
                     self._write_xfrc(b, force, torque)
-                    bad = self._advance(1, bad)
-                    self._stale = True
+                    bad = self._advance(1, bad, eager)
+                    self._stale = eager == _NONE or bad is not None
             finally:
                 self._xfrc[:, b] = 0.0
             applied = (b, force)
         else:
-            # a persistent batch that a caller reads derived fields from computes them at the last substep's
-            # end, and its next step continues from there: the forward pass a read would run is then free
-            # (up to the velocity stage with contact sensing: the acceleration stage would overwrite the last
-            # substep's forces, cfrc_ext, which the reading takes; sensors of that stage wait for a read)
-            eager = _NONE
-            if self.persistent and self._derived:
-                eager = _VEL if self._cfrc is not None else self._stage
             left = nsteps
             while left:
                 chunk = min(left, STEP_CHUNK)
                 left -= chunk
                 bad = self._advance(chunk, bad, eager if not left else _NONE)
             self._stale = eager == _NONE or bad is not None
-            self._sensors_stale = eager < self._stage
+        self._sensors_stale = eager < self._stage
         if self._cfrc is not None:
             self._take_reading(applied)
         return bad
