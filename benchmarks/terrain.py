@@ -142,6 +142,9 @@ def part_eval(args: argparse.Namespace) -> int:
     runs = data.setdefault("runs", {})
     for other in args.merge:  # evaluations another process wrote (an engine evaluated side by side)
         theirs = _load(other)
+        for key in ("eval_design", "terrain", "task", "backend_options"):
+            if key in theirs:
+                data.setdefault(key, theirs[key])
         for sim, seeds in theirs.get("eval_seeds_by_sim", {}).items():
             data.setdefault("eval_seeds_by_sim", {}).setdefault(sim, seeds)
         for name, run in theirs.get("runs", {}).items():
@@ -255,7 +258,11 @@ def part_levels(args: argparse.Namespace) -> int:
 
 
 def _seconds_per_step(task, actions: list) -> float:
-    """The task's wall time per step over ``actions`` from a reset, ended episodes reset as training does."""
+    """The task's wall time per step over ``actions`` from a reset, ended episodes reset as training does. Every
+    call plays the same episodes (starts, commands and tiles are drawn from each env's episode count, set back
+    to 0 here): the repeats of a measurement time one trajectory, and their best is not the cheapest of
+    several (on the terrain, trajectories differed by 20 % in cost)."""
+    task.episode_count.zero_()
     task.reset()
     t0 = time.perf_counter()
     for a in actions:
