@@ -156,7 +156,7 @@ class Terrain:
         # clamped: a NaN coordinate casts to no particular index (its weights are NaN, and so is its height)
         tile = (lv * self.num_types + col).long().clamp_(0, self.num_levels * self.num_types - 1)
         idx = ((tile * side + r) * side + c).long().clamp_(0, h.numel() - side - 2)
-        # gathers by index_select on the flat tables (torch's take is about 3 x as slow on the CPU)
+        # gathers by index_select on the flat tables (torch.take: 2.4 x as slow on scattered points, CPU)
         h00, h01, h10, h11 = _gather(h, idx, (0, 1, side, side + 1))
         lower = fu >= fv
         tri = h00 + torch.where(lower, fu * (h01 - h00) + fv * (h11 - h01), fv * (h10 - h00) + fu * (h11 - h10))
