@@ -256,6 +256,29 @@ def test_resume_keeps_the_curriculum(tmp_path: Path) -> None:
     assert again.rows[0]["command_level"] == 0.75
 
 
+def test_resume_keeps_each_envs_terrain_level(tmp_path: Path) -> None:
+    """A resumed terrain run starts every env on its saved level (the checkpoint's ``terrain_levels``), not
+    back on 0..init_level: the resumed Go1 runs of 2026-11-30 fell from a mean level of 1.3-1.6 to 0.5 and took
+    100-124 iterations to climb back. Episodes longer than the iteration: the levels move only by what is loaded."""
+    from simbackend.training import load_checkpoint, train
+
+    terrain = {"types": ["flat", "slope_down"], "levels": 3, "tile_size": 4.0, "border": 2.0}
+    config = {"robot": "go1", "terrain": terrain, "init_level": 0, "episode_length": 1000}
+    tc = _small(max_iterations=1)
+    first = train("velocity", "mujoco", task_config=config, train_config=tc, out_dir=tmp_path / "a", progress=False)
+    assert first.rows[-1]["terrain_level"] == 0.0
+    ckpt = load_checkpoint(first.checkpoint)
+    assert ckpt.data["curriculum"]["terrain_levels"] == [0] * 8
+    data = dict(ckpt.data)
+    data["curriculum"] = {**data["curriculum"], "terrain_levels": [2, 1, 2, 1, 2, 1, 2, 1]}
+    torch.save(data, tmp_path / "edited.pt")
+    again = train(
+        None, "mujoco", train_config=tc, out_dir=tmp_path / "b", progress=False, resume=tmp_path / "edited.pt"
+    )
+    assert again.rows[0]["terrain_level"] == 1.5
+    assert load_checkpoint(again.checkpoint).data["curriculum"]["terrain_levels"] == [2, 1, 2, 1, 2, 1, 2, 1]
+
+
 def test_a_checkpoint_that_does_not_fit_closes_what_the_run_built(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

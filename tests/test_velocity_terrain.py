@@ -107,6 +107,44 @@ def test_the_curriculum_promotes_successes_and_demotes_falls_and_strays() -> Non
         task.close()
 
 
+def test_a_resumed_run_starts_every_env_on_its_saved_level() -> None:
+    """The curriculum state holds each env's level; loaded into a training task (a resumed run), every env
+    restarts on its tile at that level, not on a drawn one from 0..init_level. With more envs, env i takes a
+    saved level of its own column, in turn. A bad state fails naming terrain_levels, and changes nothing."""
+    first = _task(6, init_level=0)
+    again = _task(6, init_level=0)
+    more = _task(9, init_level=0)
+    try:
+        first.begin_training()
+        first.terrain_level[:] = torch.tensor([1, 0, 1, 0, 1, 1])
+        state = first.curriculum_state()
+        assert state["terrain_levels"] == [1, 0, 1, 0, 1, 1] and state["terrain_level"] == pytest.approx(4 / 6)
+        for task in (again, more):
+            task.begin_training()
+            assert task.terrain_level.tolist() == [0] * task.num_envs
+            task.load_curriculum_state(state)
+        assert again.terrain_level.tolist() == [1, 0, 1, 0, 1, 1]
+        # 9 envs: columns 0, 1, 2 repeat; the saved envs of column 0 are 0 and 3 (levels 1, 0), and so on
+        assert more.terrain_level.tolist() == [1, 0, 1, 0, 1, 1, 1, 0, 1]
+        h0 = float(again.robot.default_qpos[2])
+        pos = again.backend.get_base_pos()
+        for i, level in enumerate([1, 0, 1, 0, 1, 1]):
+            x, y, z = again.terrain.origins[level, i % 3]
+            np.testing.assert_allclose(pos[i].numpy(), [x, y, z + h0], atol=1e-5)
+        # the restored levels are the first episode's only: the curriculum moves them from there
+        _episodes(again, [0.1] * 6, [True] * 6)
+        again.reset()
+        assert again.terrain_level.tolist() == [0] * 6
+        before = (again.command_level, again.terrain_level.clone())
+        for bad in ([0, 2, 0, 0, 0, 0], [0.5] * 6, "1,0"):
+            with pytest.raises(InvalidArgumentError, match="terrain_levels"):
+                again.load_curriculum_state({"command_level": 0.3, "terrain_levels": bad})
+        assert again.command_level == before[0] and torch.equal(again.terrain_level, before[1])
+    finally:
+        for task in (first, again, more):
+            task.close()
+
+
 def test_height_scan_reads_the_terrain() -> None:
     """The scan is the base's height above the ground under each point less its default height: 0 on flat
     ground at the default height, and the stairs' treads (ground higher than the base's platform) where they lie."""

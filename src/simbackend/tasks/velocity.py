@@ -417,6 +417,8 @@ class VelocityTask(Task):
             self.terrain_level = torch.zeros(n, dtype=torch.int64, device=dev)
             self.terrain_column = torch.arange(n, device=dev) % t.num_types
             self._played = torch.zeros(n, dtype=torch.bool, device=dev)
+            #: ``(N,)`` the level of each env's first training episode; -1: drawn from ``0..init_level``
+            self._first_level = torch.full((n,), -1, dtype=torch.int64, device=dev)
             levels = c.eval_levels if c.eval_levels is not None else tuple(range(t.num_levels))
             self._eval_levels = torch.tensor(levels, dtype=torch.int64, device=dev)
         self._scan_points = None
@@ -456,6 +458,7 @@ class VelocityTask(Task):
             return self._eval_levels[tile // types], tile % types
         column = self.terrain_column[env_ids]
         first = (u * (self.config.init_level + 1)).long().clamp(max=self.config.init_level)
+        first = torch.where(self._first_level[env_ids] >= 0, self._first_level[env_ids], first)
         anywhere = (u * levels).long().clamp(max=levels - 1)
         if not self.config.terrain_curriculum:
             return anywhere, column
@@ -663,18 +666,53 @@ class VelocityTask(Task):
 
     def curriculum_state(self) -> dict:
         """``{"command_level": fraction of the command ranges}`` (logs and checkpoints), and on a terrain
-        ``"terrain_level"``: the training envs' mean level."""
+        ``"terrain_level"``, the training envs' mean level, and ``"terrain_levels"``, each env's level (what a
+        resumed run starts its envs on)."""
         out: dict[str, Any] = {"command_level": self.command_level}
         if self.terrain is not None:
-            out["terrain_level"] = float(self.terrain_level.float().mean())
+            levels = self.terrain_level.tolist()  # one host read
+            out["terrain_level"] = sum(levels) / max(len(levels), 1)
+            out["terrain_levels"] = levels
         return out
 
     def load_curriculum_state(self, state: Mapping[str, Any]) -> None:
-        """Continue a curriculum from :meth:`curriculum_state` (a resumed run)."""
+        """Continue a curriculum from :meth:`curriculum_state` (a resumed run): the command level, and on a
+        terrain while training, each env's level from ``"terrain_levels"``, and every env restarts on its tile
+        there. With another number of envs, env ``i`` takes the level of a saved env of its own column (env
+        ``i``'s column is ``i mod types``), in turn; a column no saved env played keeps its drawn levels. A
+        state without ``"terrain_levels"`` (checkpoints saved before 2026-11-30) keeps the drawn levels."""
         level = state.get("command_level") if isinstance(state, Mapping) else None
         if not isinstance(level, (int, float)) or isinstance(level, bool) or not 0.0 <= level <= 1.0:
             raise InvalidArgumentError(f"curriculum state: expected a command_level in [0, 1], got {state!r}")
+        saved = state.get("terrain_levels")
+        if saved is not None and self.terrain is not None:
+            saved = self._saved_levels(saved)
         self.command_level = float(level)
+        if saved is None or self.terrain is None or not self._terrain_training:
+            return
+        types = self.terrain.num_types
+        ids, levels = [], []
+        for i in range(self.num_envs):
+            same = saved[i % types :: types]  # the saved envs of env i's column
+            if same:
+                ids.append(i)
+                levels.append(same[(i // types) % len(same)])
+        if ids:
+            tids = torch.tensor(ids, dtype=torch.int64, device=self.device)
+            self._first_level[tids] = torch.tensor(levels, dtype=torch.int64, device=self.device)
+            self._played[tids] = False
+            self.reset(tids)
+
+    def _saved_levels(self, saved: Any) -> list[int]:
+        """``saved`` (a curriculum state's ``terrain_levels``) checked: a list of levels of this terrain."""
+        top = self.terrain.num_levels - 1 if self.terrain is not None else 0
+        if not isinstance(saved, (list, tuple)) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= top for v in saved
+        ):
+            raise InvalidArgumentError(
+                f"curriculum state: terrain_levels: expected a list of levels in [0, {top}], got {str(saved)[:80]}"
+            )
+        return list(saved)
 
     def _advance_curriculum(self) -> None:
         """Count the episodes that end at this step (no host read); every fifth of ``episode_length`` steps, promote
