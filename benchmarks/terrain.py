@@ -8,6 +8,9 @@ Parts (``--part``):
   ``--iterations`` PPO iterations; its run folder under ``--runs``. Several
   seeds run as several processes side by side. ``--resume FOLDER`` goes on
   from that folder's run of the seed (checkpoint, curriculum, curve and time).
+  ``--robot`` (a name or a description file; default Go1) and ``--plan``
+  (default ``plans/go1_dr.json``) train another robot: its runs are named
+  after it, and ``eval`` and ``levels`` take the same ``--robot``.
 * ``eval``: every run under ``--runs`` evaluated on each of ``--sims`` on the
   evaluation tiles (every level of every type: env ``i``'s ``k``-th episode
   plays tile ``(i + k N) mod (types x levels)``, the same on every engine),
@@ -17,15 +20,19 @@ Parts (``--part``):
 * ``overhead``: the velocity task's step at N = 256 on MuJoCo, flat ground
   against the terrain with the height scan (random actions, the same for
   both; the ratio is the target's figure). Adds to ``results/terrain.json``.
+  With ``--checkpoint``, that policy's actions instead (a robot walking, as
+  in training; on flat ground it reads the scan of level ground).
 * ``rest``: boxes let go at random points of ``terrains/rest.json`` (a
   config no task trains on: 6 types x 3 levels of 4 m tiles at 5 cm), one
   box an env, on each of ``--sims``; where each comes to rest against
   MuJoCo's rest, per terrain type (``results/terrain_rest.json``).
-* ``cost``: the velocity task's step at N = ``--num-envs`` on each of
-  ``--sims``, flat ground against a terrain of each type alone (5 levels)
-  and against ``terrains/rough.json`` (``results/terrain_cost.json``).
+* ``cost``: the velocity task's step at N = ``--num-envs`` on MuJoCo, flat
+  ground against a terrain of each type alone (5 levels), built of pieces and
+  as height fields (``results/terrain_cost.json``); with ``--checkpoint``,
+  that policy's actions.
 * ``profile``: where MuJoCo's step goes (its timers), one env, flat ground
-  against both builds (``results/terrain_cost.json``).
+  against both builds (``results/terrain_cost.json``); with ``--checkpoint``,
+  while that policy walks, per terrain type.
 * ``docs``: rewrites docs/terrains.md's generated tables (rest, cost,
   overhead per engine) from the results files.
 * ``picture``: one policy (``--checkpoint``) on each engine, stills of an
@@ -86,14 +93,25 @@ def _save(data: dict, path: Path = RESULTS) -> None:
     path.write_text(json.dumps(data, indent=2) + "\n")
 
 
-def task_config() -> dict:
-    return {**TASK, "terrain": json.loads(TERRAIN.read_text())}
+def task_config(robot: str = TASK["robot"]) -> dict:
+    return {**TASK, "robot": robot, "terrain": json.loads(TERRAIN.read_text())}
+
+
+def robot_label(robot: str) -> str:
+    """The runs' name prefix for ``--robot``: a robot's name, or a description file's stem."""
+    return Path(robot).stem if robot.endswith(".json") else robot
+
+
+def _robot(args: argparse.Namespace) -> str:
+    """``--robot``: a registered name as given, a description file as an absolute path (checkpoints keep it,
+    and evaluations on other engines read it from there)."""
+    return str(Path(args.robot).resolve()) if args.robot.endswith(".json") else args.robot
 
 
 def part_train(args: argparse.Namespace) -> int:
     from simbackend.training import train
 
-    name = f"go1_rough_mujoco_s{args.seed}"
+    name = f"{robot_label(args.robot)}_rough_mujoco_s{args.seed}"
     # --resume FOLDER: go on from that folder's run of this seed (its checkpoint, curriculum and summary)
     before = json.loads((args.resume / name / "summary.json").read_text()) if args.resume else None
     t0 = time.perf_counter()
@@ -101,8 +119,8 @@ def part_train(args: argparse.Namespace) -> int:
         "velocity",
         "mujoco",
         seed=args.seed,
-        task_config={**task_config(), **RECIPE},
-        randomization=str(PLAN),
+        task_config={**task_config(_robot(args)), **RECIPE},
+        randomization=str(args.plan),
         train_config={
             "max_iterations": args.iterations,
             **({"time_budget_s": args.time_budget} if args.time_budget else {}),
@@ -151,7 +169,7 @@ def part_eval(args: argparse.Namespace) -> int:
             mine = runs.setdefault(name, {k: v for k, v in run.items() if k != "eval"})
             for sim, ev in run.get("eval", {}).items():
                 mine.setdefault("eval", {}).setdefault(sim, ev)
-    summaries = sorted(args.runs.glob("go1_rough_mujoco_s*/summary.json"))
+    summaries = sorted(args.runs.glob(f"{robot_label(args.robot)}_rough_mujoco_s*/summary.json"))
     if not summaries:
         print(f"no training runs under {args.runs}", file=sys.stderr)
         return 1
@@ -184,7 +202,7 @@ def part_eval(args: argparse.Namespace) -> int:
             )
             data["eval_design"] = {"seeds": list(args.seeds), "episodes_per_seed": tiles, "tiles": tiles}
             data["terrain"] = terrain
-            data["task"] = TASK
+            data["task"] = {**TASK, "robot": _robot(args)}
             data["backend_options"] = BACKEND_OPTIONS
             data.setdefault("eval_seeds_by_sim", {})[sim] = list(args.seeds)
             _save(data, args.results)
@@ -235,7 +253,7 @@ def part_levels(args: argparse.Namespace) -> int:
     levels = json.loads(TERRAIN.read_text()).get("levels", 5)
     for sim in args.sims:
         table: dict = {}
-        for path in sorted(args.runs.glob("go1_rough_mujoco_s*/summary.json")):
+        for path in sorted(args.runs.glob(f"{robot_label(args.robot)}_rough_mujoco_s*/summary.json")):
             s = json.loads(path.read_text())
             for level in range(levels):
                 ev = evaluate(
@@ -257,26 +275,70 @@ def part_levels(args: argparse.Namespace) -> int:
     return 0
 
 
-def _seconds_per_step(task, actions: list) -> float:
+def _seconds_per_step(task, actions: list, policy=None) -> float:
     """The task's wall time per step over ``actions`` from a reset, ended episodes reset as training does. Every
     call plays the same episodes (starts, commands and tiles are drawn from each env's episode count, set back
     to 0 here): the repeats of a measurement time one trajectory, and their best is the fastest run of it,
     not the cheapest of several (measured in one process on the terrain: four starting episode counts gave
-    bests of 60.6-65.3 ms a step, one of them alone 60.6-68.3 ms over three repeats)."""
+    bests of 60.6-65.3 ms a step, one of them alone 60.6-68.3 ms over three repeats).
+
+    With ``policy`` (``policy(task, obs) -> actions``, :func:`_checkpoint_actor`) the actions are the
+    policy's, from each step's observation, for ``len(actions)`` steps; only the task's step and resets are
+    timed, not the policy."""
     task.episode_count.zero_()
-    task.reset()
-    t0 = time.perf_counter()
-    for a in actions:
+    obs = task.reset()
+    if policy is None:
+        t0 = time.perf_counter()
+        for a in actions:
+            st = task.step(a)
+            done = st.terminated | st.truncated
+            if bool(done.any()):
+                task.reset(done)
+        return (time.perf_counter() - t0) / len(actions)
+    spent = 0.0
+    for _ in actions:
+        a = policy(task, obs)
+        t0 = time.perf_counter()
         st = task.step(a)
+        obs = st.obs
         done = st.terminated | st.truncated
         if bool(done.any()):
-            task.reset(done)
-    return (time.perf_counter() - t0) / len(actions)
+            obs = task.reset(done)
+        spent += time.perf_counter() - t0
+    return spent / len(actions)
+
+
+def _checkpoint_actor(path: Path):
+    """``act(task, obs) -> actions``: the checkpoint's deterministic policy on a velocity task's observation
+    (on flat ground, with :func:`flat_ground_scan`'s scan)."""
+    from simbackend.training.checkpoint import load_checkpoint
+
+    ckpt = load_checkpoint(path)
+    policy, size = ckpt.policy(), int(ckpt.data["observation_size"])
+    return lambda task, obs: policy(flat_ground_scan(task, task.flatten(obs), size))
+
+
+def flat_ground_scan(task, flat, size: int):
+    """``flat`` (a velocity task's flat observation) widened to ``size`` columns by the height scan of flat
+    ground: at every point the base's height less its default height, clipped, which is what the task's scan
+    reads over level ground at z = 0. A task on flat ground has no scan term; a policy trained with one reads
+    this there."""
+    import torch
+
+    from simbackend.tasks.velocity import SCAN_CLIP
+
+    missing = size - flat.shape[1]
+    if missing <= 0:
+        return flat
+    z = task.backend.get_base_pos()[:, 2:3] - float(task.robot.default_qpos[2])
+    return torch.cat([flat, z.clamp(-SCAN_CLIP, SCAN_CLIP).expand(-1, missing)], dim=1)
 
 
 def part_overhead(args: argparse.Namespace) -> int:
     """On each of ``--sims`` (default MuJoCo alone): the velocity task's step on flat ground, on the terrain
-    built of pieces and on it built as height fields, interleaved."""
+    built of pieces and on it built as height fields, interleaved. Random actions; with ``--checkpoint``, that
+    policy's actions (``overhead_policy_by_sim``: what a step costs a robot that walks, as in training, where
+    random actions leave most robots lying on the ground)."""
     import torch
 
     from simbackend.tasks import make_task
@@ -285,10 +347,11 @@ def part_overhead(args: argparse.Namespace) -> int:
     n, steps = args.num_envs, args.steps
     g = torch.Generator().manual_seed(0)
     actions = [torch.rand((n, 12), generator=g) * 0.6 - 0.3 for _ in range(steps)]
+    policy = _checkpoint_actor(args.checkpoint) if args.checkpoint else None
     hfield = task_config()
     hfield["terrain"] = {**hfield["terrain"], "build": "height_field"}
     sims = args.sims if args.sims_given else ["mujoco"]
-    data = _load()
+    data = _load(args.results)
     for sim_name in sims:
         opts = BACKEND_OPTIONS.get(sim_name, {})
         configs = {"flat": {"robot": "go1"}, "terrain": task_config(), "terrain_height_field": hfield}
@@ -303,7 +366,7 @@ def part_overhead(args: argparse.Namespace) -> int:
                     task.step(a)
             for _ in range(args.repeats):  # interleaved, so that a load on the machine meets both alike
                 for label, task in tasks.items():
-                    best[label] = min(best[label], _seconds_per_step(task, actions))
+                    best[label] = min(best[label], _seconds_per_step(task, actions, policy))
         finally:
             for task in tasks.values():
                 task.close()
@@ -329,18 +392,22 @@ def part_overhead(args: argparse.Namespace) -> int:
             ),
             "load_average": os.getloadavg()[0],
             "note": "the velocity task's whole step on Go1 (physics, observations with the height scan on the"
-            " terrain, reward), random actions, the best of the repeats, flat ground, the terrain built of pieces"
+            f" terrain, reward), {'the actions of ' + str(args.checkpoint) if policy else 'random actions'},"
+            " the best of the repeats, flat ground, the terrain built of pieces"
             " and the terrain built as height fields (build height_field) interleaved; on MuJoCo, the terrain of"
             " pieces runs a persistent batch (mujoco.persistent, by default for 100+ static geoms), and"
             " flat_persistent_ms is flat ground on one too",
         }
-        if sim_name == "mujoco":
-            data["overhead"] = row
-        data.setdefault("overhead_by_sim", {})[sim_name] = row
+        if policy is not None:
+            data.setdefault("overhead_policy_by_sim", {})[sim_name] = row
+        else:
+            if sim_name == "mujoco":
+                data["overhead"] = row
+            data.setdefault("overhead_by_sim", {})[sim_name] = row
         print(f"{sim_name}: terrain / flat: {row['ratio']:.2f}; as height fields: {row['ratio_height_field']:.2f}")
         if "ratio_persistent" in row:
             print(f"{sim_name}: terrain / flat, both on a persistent batch: {row['ratio_persistent']:.2f}")
-    _save(data)
+    _save(data, args.results)
     return 0
 
 
@@ -489,7 +556,7 @@ def _sliding_misses(data: dict, sim_name: str) -> str:
 def part_cost(args: argparse.Namespace) -> int:
     """The velocity task's step on MuJoCo at ``--num-envs``: flat ground, then a terrain of each type alone
     (its 5 levels of ``terrains/rough.json``), built of pieces and as height fields, interleaved; and what
-    the model holds (geoms)."""
+    the model holds (geoms). Random actions; with ``--checkpoint``, that policy's (``policy_actions``)."""
     import torch
 
     from simbackend.tasks import make_task
@@ -498,6 +565,7 @@ def part_cost(args: argparse.Namespace) -> int:
     n, steps = args.num_envs, args.steps
     g = torch.Generator().manual_seed(0)
     actions = [torch.rand((n, 12), generator=g) * 0.6 - 0.3 for _ in range(steps)]
+    policy = _checkpoint_actor(args.checkpoint) if args.checkpoint else None
     base = task_config()
     configs = {"flat": {"robot": "go1"}}
     for kind in args.types or base["terrain"]["types"]:
@@ -514,7 +582,7 @@ def part_cost(args: argparse.Namespace) -> int:
             for a in actions[:5]:
                 task.step(a)
             for _ in range(args.repeats):
-                best[label] = min(best[label], _seconds_per_step(task, actions))
+                best[label] = min(best[label], _seconds_per_step(task, actions, policy))
         finally:
             task.close()
         print(f"[cost] {label}: {best[label] * 1e3:.1f} ms, {geoms[label]} geoms", file=sys.stderr, flush=True)
@@ -526,12 +594,16 @@ def part_cost(args: argparse.Namespace) -> int:
         "load_average": os.getloadavg()[0],
         "flat_ms": flat * 1e3,
         "types": {k: {"ms": v * 1e3, "ratio": v / flat, "geoms": geoms[k]} for k, v in best.items() if k != "flat"},
-        "note": "the velocity task's whole step on Go1 at N envs, random actions, the best of the repeats; each"
-        " terrain holds one type's 5 levels of rough.json",
+        "note": "the velocity task's whole step on Go1 at N envs,"
+        f" {'the actions of ' + str(args.checkpoint) if policy else 'random actions'}, the best of the repeats;"
+        " each terrain holds one type's 5 levels of rough.json",
     }
-    data = _load(COST_RESULTS)
-    data.update(out)
-    _save(data, COST_RESULTS)
+    data = _load(args.cost_results)
+    if policy is not None:
+        data["policy_actions"] = out
+    else:
+        data.update(out)
+    _save(data, args.cost_results)
     print(cost_table(data))
     return 0
 
@@ -540,13 +612,21 @@ def cost_table(data: dict) -> str:
     """docs/terrains.md's cost table: per type, the step against flat ground's, built of pieces and as height
     fields."""
     kinds = list(dict.fromkeys(k.split("/")[0] for k in data["types"]))
+    walking = data.get("policy_actions", {}).get("types", {})
     lines = [
-        "| type | geoms in the scene (pieces) | pieces: step / flat | height field: step / flat |",
-        "|---|---|---|---|",
+        "| type | geoms in the scene (pieces) | pieces: step / flat | height field: step / flat |"
+        + (" pieces, a policy walking: step / flat | height field, a policy walking: step / flat |" if walking else ""),
+        "|---|---|---|---|" + ("---|---|" if walking else ""),
     ]
     for k in kinds:
         p, h = data["types"][f"{k}/pieces"], data["types"][f"{k}/height_field"]
-        lines.append(f"| {k} | {p['geoms']} | {p['ratio']:.2f} | {h['ratio']:.2f} |")
+        row = f"| {k} | {p['geoms']} | {p['ratio']:.2f} | {h['ratio']:.2f} |"
+        if walking:
+            row += "".join(
+                f" {walking[key]['ratio']:.2f} |" if key in walking else " - |"
+                for key in (f"{k}/pieces", f"{k}/height_field")
+            )
+        lines.append(row)
     return "\n".join(lines)
 
 
@@ -570,8 +650,12 @@ def docs_blocks() -> dict[str, str]:
         blocks["cost table"] = cost_table(_load(COST_RESULTS))
     if COST_RESULTS.is_file() and "profile" in _load(COST_RESULTS):
         blocks["profile table"] = profile_table(_load(COST_RESULTS))
+    if COST_RESULTS.is_file() and "profile_walking" in _load(COST_RESULTS):
+        blocks["profile table, a policy walking"] = profile_walking_table(_load(COST_RESULTS))
     if RESULTS.is_file() and _load().get("overhead_by_sim"):
         blocks["overhead table"] = overhead_table(_load())
+    if RESULTS.is_file() and _load().get("overhead_policy_by_sim"):
+        blocks["overhead table, policy actions"] = overhead_table(_load(), "overhead_policy_by_sim")
     if RESULTS.is_file() and _load().get("runs"):
         blocks["policy table"] = table(_load())
     if RESULTS.is_file() and _load().get("per_level"):
@@ -593,13 +677,14 @@ def levels_table(data: dict) -> str:
     return "\n".join(lines)
 
 
-def overhead_table(data: dict) -> str:
-    """docs/terrains.md's table of the default terrain's step against flat ground's, per engine."""
+def overhead_table(data: dict, key: str = "overhead_by_sim") -> str:
+    """docs/terrains.md's table of the default terrain's step against flat ground's, per engine (``key``:
+    random actions, or ``overhead_policy_by_sim``: a policy's)."""
     lines = [
         "| engine | envs | flat ground | terrain of pieces | terrain of height fields | flat ground, persistent batch |",
         "|---|---|---|---|---|---|",
     ]
-    for sim, r in data.get("overhead_by_sim", {}).items():
+    for sim, r in data.get(key, {}).items():
         persistent = (
             f"{r['flat_persistent_ms']:.1f} ms (pieces: {r['ratio_persistent']:.2f} x)"
             if "ratio_persistent" in r
@@ -630,7 +715,10 @@ def part_docs(args: argparse.Namespace) -> int:
 def part_profile(args: argparse.Namespace) -> int:
     """Where MuJoCo's step goes (its own timers, one env): Go1 started on each tile of ``terrains/rough.json``
     in turn and driven by random joint targets around its default pose, on flat ground, on the terrain built
-    of pieces and on it built as height fields. Adds ``profile`` to ``results/terrain_cost.json``."""
+    of pieces and on it built as height fields. Adds ``profile`` to ``results/terrain_cost.json``. With
+    ``--checkpoint``, :func:`_profile_walking` instead."""
+    if args.checkpoint:
+        return _profile_walking(args)
     import mujoco
     import numpy as np
 
@@ -684,15 +772,95 @@ def part_profile(args: argparse.Namespace) -> int:
             **{k: v / len(tiles) * (1e6 if k != "contacts" else 1.0 / steps) for k, v in sums.items()},
         }
         print(f"[profile] {label}: " + ", ".join(f"{k} {v:.1f}" for k, v in out[label].items()), file=sys.stderr)
-    data = _load(COST_RESULTS)
+    data = _load(args.cost_results)
     data["profile"] = {
         **out,
         "note": "microseconds per MuJoCo step of one env (contacts: mean count), Go1 on each tile in turn,"
         " random joint targets; MuJoCo's timers",
     }
-    _save(data, COST_RESULTS)
+    _save(data, args.cost_results)
     print(profile_table(data))
     return 0
+
+
+#: MuJoCo's timers the profiles read: (column, timer name)
+PROFILE_TIMERS = (
+    ("kinematics", "mjTIMER_POS_KINEMATICS"),
+    ("broad_phase", "mjTIMER_COL_BROAD"),
+    ("mid_and_narrow_phase", "mjTIMER_COL_NARROW"),
+    ("constraint", "mjTIMER_CONSTRAINT"),
+)
+
+
+def _profile_walking(args: argparse.Namespace) -> int:
+    """Where MuJoCo's step goes while ``--checkpoint``'s policy walks: the velocity task at ``--num-envs`` on a
+    persistent batch (flat ground too, so that every env's ``MjData`` and its timers can be read), for 50 +
+    ``--steps`` steps; MuJoCo's timers of every eighth env over the last ``--steps``, per physics step.
+    Flat ground, each type alone (its 5 levels of ``terrains/rough.json``, pieces) and the default terrain.
+    Adds ``profile_walking`` to ``results/terrain_cost.json``."""
+    import mujoco
+    import torch
+
+    from simbackend.tasks import make_task
+
+    torch.set_num_threads(1)
+    act = _checkpoint_actor(args.checkpoint)
+    base = task_config()
+    configs = {"flat ground": {"robot": "go1"}}
+    for kind in args.types or base["terrain"]["types"]:
+        configs[kind] = {**base, "terrain": {**base["terrain"], "types": [kind]}}
+    configs["all types"] = base
+    timers = {k: getattr(mujoco.mjtTimer, name) for k, name in PROFILE_TIMERS}
+    step_timer = mujoco.mjtTimer.mjTIMER_STEP
+    out: dict = {}
+    for label, cfg in configs.items():
+        task = make_task("velocity", "mujoco", args.num_envs, config=cfg, seed=0, mujoco={"persistent": True})
+        try:
+            batch, sample = task.backend.engine.batch, range(0, args.num_envs, 8)
+            obs = task.reset()
+            for i in range(50 + args.steps):
+                if i == 50:
+                    start = [batch.get_data(k) for k in sample]
+                st = task.step(act(task, obs))
+                obs = st.obs
+                done = st.terminated | st.truncated
+                if bool(done.any()):
+                    obs = task.reset(done)
+            end = [batch.get_data(k) for k in sample]
+            steps = sum(e.timer[step_timer].number - s.timer[step_timer].number for s, e in zip(start, end))
+            row = {"geoms": len(task.backend.geom_names)}
+            for k, t in {**timers, "step": step_timer}.items():
+                row[k] = sum(e.timer[t].duration - s.timer[t].duration for s, e in zip(start, end)) / steps * 1e6
+        finally:
+            task.close()
+        out[label] = row
+        print(f"[profile] {label}: " + ", ".join(f"{k} {v:.1f}" for k, v in row.items()), file=sys.stderr)
+    data = _load(args.cost_results)
+    data["profile_walking"] = {
+        **out,
+        "note": f"microseconds per MuJoCo step of one env, the velocity task at {args.num_envs} envs on a"
+        f" persistent batch driven by {args.checkpoint}; MuJoCo's timers of every eighth env over {args.steps}"
+        " steps after 50",
+    }
+    _save(data, args.cost_results)
+    print(profile_walking_table(data))
+    return 0
+
+
+def profile_walking_table(data: dict) -> str:
+    """docs/terrains.md's table of where MuJoCo's step goes while a policy walks, per ground."""
+    p = data.get("profile_walking", {})
+    cols = ("geoms", "step", *(k for k, _ in PROFILE_TIMERS))
+    lines = [
+        "| ground | geoms | step (µs) | kinematics | broad phase | mid and narrow phase | constraints |",
+        "|" + "---|" * (len(cols) + 1),
+    ]
+    for label, r in p.items():
+        if isinstance(r, dict):
+            lines.append(
+                f"| {label.replace('_', ' ')} | {r['geoms']} | " + " | ".join(f"{r[k]:.1f}" for k in cols[1:]) + " |"
+            )
+    return "\n".join(lines)
 
 
 def profile_table(data: dict) -> str:
@@ -795,7 +963,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sims", nargs="+", default=["mujoco", "sapien", "mjwarp", "motrix"])
     p.add_argument("--seeds", nargs="+", type=int, default=[100, 101, 102], help="eval: evaluation seeds")
     p.add_argument("--again", action="store_true", help="eval: evaluate again where a result exists")
-    p.add_argument("--results", type=Path, default=RESULTS, help="eval: the results file to write")
+    p.add_argument("--results", type=Path, default=RESULTS, help="eval, levels, overhead: the results file to write")
     p.add_argument("--merge", nargs="*", type=Path, default=[], help="eval: results files whose evaluations to add")
     p.add_argument("--num-envs", type=int, default=256)
     p.add_argument("--steps", type=int, default=100)
@@ -805,7 +973,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--drops", type=int, default=48, help="rest: boxes let go (one an env)")
     p.add_argument("--build", choices=("pieces", "height_field"), help="rest: build the terrain so (default: its own)")
     p.add_argument("--rest-results", type=Path, default=REST_RESULTS, help="rest: the results file to write")
-    p.add_argument("--checkpoint", type=Path, help="picture: the policy")
+    p.add_argument("--cost-results", type=Path, default=COST_RESULTS, help="cost, profile: the results file to write")
+    p.add_argument("--robot", default=TASK["robot"], help="train, eval, levels: a robot name or description file")
+    p.add_argument("--plan", type=Path, default=PLAN, help="train: the randomization plan")
+    p.add_argument("--checkpoint", type=Path, help="picture: the policy; overhead: the policy acting (not random)")
     p.add_argument("--tiles", nargs="+", default=["stairs_up:2", "rough:4"], help="picture: TYPE:LEVEL each")
     p.add_argument("--frames", type=int, default=2, help="picture: stills per tile")
     p.add_argument("--picture", type=Path, default=HERE.parent / "docs" / "images" / "go1_terrain_engines.png")

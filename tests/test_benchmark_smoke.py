@@ -513,3 +513,78 @@ def test_terrain_docs_tables_are_the_ones_the_results_give() -> None:
     for name, body in blocks.items():
         begin, end = terrain._block(name)
         assert text.split(begin, 1)[1].split(end, 1)[0].strip() == body.strip(), name
+
+
+def test_terrain_overhead_policy_reads_on_flat_ground_the_scan_of_level_ground() -> None:
+    """``terrain.py --part overhead --checkpoint``: on flat ground (no scan term) the policy reads
+    ``flat_ground_scan``, which must be what the task's own scan reads over level ground, the base at any
+    height (a sign, an offset or a missed clip would give the policy a scan it never saw)."""
+    import importlib.util
+
+    import torch
+
+    from simbackend.tasks import make_task
+
+    spec = importlib.util.spec_from_file_location("bench_terrain_scan", BENCHMARKS / "terrain.py")
+    terrain = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(terrain)
+    level = {"types": ["flat"], "levels": 1, "tile_size": 4.0, "resolution": 0.1, "border": 1.0}
+    task = make_task("velocity", "mujoco", 3, config={"robot": "go1", "terrain": level, "height_scan": True}, seed=0)
+    try:
+        for _ in range(5):
+            task.step(torch.full((3, 12), 0.3))
+        qpos = task.backend.get_qpos().clone()
+        qpos[1, 2] += 0.2  # one base high, one far above the clip
+        qpos[2, 2] += 1.5
+        task.backend.set_state(None, qpos, torch.zeros_like(task.backend.get_qvel()))
+        obs = task.observe()
+        scan = obs["height_scan"]
+        assert scan[2].eq(1.0).all() and 0.1 < float(scan[1].min()) < 1.0  # clipped; not
+        without = task.flatten({k: v for k, v in obs.items() if k != "height_scan"})
+        full = task.flatten(obs)
+        assert torch.allclose(terrain.flat_ground_scan(task, without, full.shape[1]), full, atol=1e-5)
+        assert terrain.flat_ground_scan(task, full, full.shape[1]) is full
+    finally:
+        task.close()
+
+
+def test_terrain_overhead_and_profile_with_a_policy_walking(tmp_path: Path) -> None:
+    """``terrain.py --part overhead --checkpoint`` and ``--part profile --checkpoint``: a terrain policy (one
+    iteration) drives flat ground and the terrain; each writes its rows where it is told, and the docs'
+    tables read them (the cost table gains the walking columns)."""
+    import importlib.util
+
+    from simbackend.training import train
+
+    spec = importlib.util.spec_from_file_location("bench_terrain_walk", BENCHMARKS / "terrain.py")
+    terrain = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(terrain)
+    run = train(
+        "velocity",
+        "mujoco",
+        task_config=terrain.task_config(),
+        train_config={"num_envs": 8, "num_steps_per_env": 4, "max_iterations": 1, "eval_episodes": 1},
+        out_dir=tmp_path / "run",
+        progress=False,
+    )
+    ckpt, out, cost = str(run.checkpoint), tmp_path / "t.json", tmp_path / "c.json"
+    common = ["--checkpoint", ckpt, "--steps", "3", "--num-envs", "8", "--cost-results", str(cost)]
+    proc = _run(
+        "--part", "overhead", *common, "--repeats", "1", "--results", str(out), script=BENCHMARKS / "terrain.py"
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    row = json.loads(out.read_text())["overhead_policy_by_sim"]["mujoco"]
+    assert row["flat_ms"] > 0 and row["ratio"] == pytest.approx(row["terrain_ms"] / row["flat_ms"])
+    assert ckpt in row["note"] and "overhead" not in json.loads(out.read_text())  # random actions' row untouched
+    proc = _run("--part", "profile", *common, "--types", "stairs_up", script=BENCHMARKS / "terrain.py")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    walking = json.loads(cost.read_text())["profile_walking"]
+    assert set(walking) == {"flat ground", "stairs_up", "all types", "note"}
+    assert walking["all types"]["geoms"] > walking["stairs_up"]["geoms"] > walking["flat ground"]["geoms"]
+    for r in (walking[k] for k in ("flat ground", "stairs_up", "all types")):
+        assert r["step"] > r["mid_and_narrow_phase"] > 0
+    assert "| stairs up | " in terrain.profile_walking_table(json.loads(cost.read_text()))
+    data = {"types": {"flat/pieces": {"ratio": 1.2, "geoms": 39}, "flat/height_field": {"ratio": 1.8, "geoms": 39}}}
+    assert terrain.cost_table(data).splitlines()[2] == "| flat | 39 | 1.20 | 1.80 |"
+    data["policy_actions"] = {"types": {"flat/pieces": {"ratio": 1.1}}}
+    assert terrain.cost_table(data).splitlines()[2] == "| flat | 39 | 1.20 | 1.80 | 1.10 | - |"
