@@ -424,15 +424,19 @@ def _drop_points(terrain, count: int, seed: int):
     return xy, top
 
 
-def rest_model(terrain, folder: Path) -> Path:
-    """An MJCF file: the terrain and one free box (:data:`BOX`), composed as the conformance suite does."""
+def rest_model(terrain, folder: Path, cone: str = "pyramidal") -> Path:
+    """An MJCF file: the terrain and one free box (:data:`BOX`), composed as the conformance suite does, with
+    MuJoCo's friction ``cone`` and the ``impratio`` a robot description takes with it (pyramidal: MuJoCo's
+    defaults; elliptic: every robot scene's, :data:`~simbackend.robots.description.DEFAULT_IMPRATIO`)."""
     from simbackend.models import export_mjcf
     from simbackend.models.compiler import prepared_spec
+    from simbackend.robots.description import DEFAULT_IMPRATIO
     from simbackend.terrains import add_terrain
 
     bodies = folder / "bodies.xml"
     bodies.write_text(
-        '<mujoco><option timestep="0.004"/><worldbody><body name="crate" pos="0 0 2"><freejoint/>'
+        f'<mujoco><option timestep="0.004" cone="{cone}" impratio="{DEFAULT_IMPRATIO[cone]}"/>'
+        '<worldbody><body name="crate" pos="0 0 2"><freejoint/>'
         f'<geom name="crate" type="box" size="{BOX} {BOX} {BOX}" mass="1" friction="1 0.005 0.0001"/>'
         "</body></worldbody></mujoco>"
     )
@@ -456,9 +460,15 @@ def part_rest(args: argparse.Namespace) -> int:
     xy, top = _drop_points(terrain, args.drops, args.seed)
     _, col = terrain.locate(xy[:, 0], xy[:, 1])
     kinds = [terrain.types[c] for c in col]
-    out: dict = {"terrain": terrain.config.to_dict(), "drops": args.drops, "settle_s": SETTLE_S, "sims": {}}
+    out: dict = {
+        "terrain": terrain.config.to_dict(),
+        "drops": args.drops,
+        "settle_s": SETTLE_S,
+        "cone": args.cone,
+        "sims": {},
+    }
     with tempfile.TemporaryDirectory() as tmp:
-        path = rest_model(terrain, Path(tmp))
+        path = rest_model(terrain, Path(tmp), args.cone)
         for sim_name in args.sims:
             t0 = time.perf_counter()
             sim = make_backend(sim_name, path, len(xy), **BACKEND_OPTIONS.get(sim_name, {}))
@@ -646,6 +656,9 @@ def docs_blocks() -> dict[str, str]:
     hfield = REST_RESULTS.with_name("terrain_rest_height_field.json")
     if hfield.is_file():
         blocks["rest table, height fields"] = rest_table(_load(hfield))
+    elliptic = REST_RESULTS.with_name("terrain_rest_elliptic.json")
+    if elliptic.is_file():
+        blocks["rest table, elliptic cone"] = rest_table(_load(elliptic))
     if COST_RESULTS.is_file() and "types" in _load(COST_RESULTS):
         blocks["cost table"] = cost_table(_load(COST_RESULTS))
     if COST_RESULTS.is_file() and "profile" in _load(COST_RESULTS):
@@ -972,6 +985,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--types", nargs="*", default=None, help="cost: the terrain types (default: rough.json's)")
     p.add_argument("--drops", type=int, default=48, help="rest: boxes let go (one an env)")
     p.add_argument("--build", choices=("pieces", "height_field"), help="rest: build the terrain so (default: its own)")
+    p.add_argument(
+        "--cone",
+        choices=("pyramidal", "elliptic"),
+        default="pyramidal",
+        help="rest: MuJoCo's friction cone in the scene (pyramidal: MuJoCo's defaults; elliptic: the robot scenes')",
+    )
     p.add_argument("--rest-results", type=Path, default=REST_RESULTS, help="rest: the results file to write")
     p.add_argument("--cost-results", type=Path, default=COST_RESULTS, help="cost, profile: the results file to write")
     p.add_argument("--robot", default=TASK["robot"], help="train, eval, levels: a robot name or description file")
