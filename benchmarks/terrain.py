@@ -656,9 +656,10 @@ def docs_blocks() -> dict[str, str]:
     hfield = REST_RESULTS.with_name("terrain_rest_height_field.json")
     if hfield.is_file():
         blocks["rest table, height fields"] = rest_table(_load(hfield))
-    elliptic = REST_RESULTS.with_name("terrain_rest_elliptic.json")
-    if elliptic.is_file():
-        blocks["rest table, elliptic cone"] = rest_table(_load(elliptic))
+    for suffix, name in (("elliptic", "elliptic cone"), ("height_field_elliptic", "height fields, elliptic cone")):
+        path = REST_RESULTS.with_name(f"terrain_rest_{suffix}.json")
+        if path.is_file():
+            blocks[f"rest table, {name}"] = rest_table(_load(path))
     if COST_RESULTS.is_file() and "types" in _load(COST_RESULTS):
         blocks["cost table"] = cost_table(_load(COST_RESULTS))
     if COST_RESULTS.is_file() and "profile" in _load(COST_RESULTS):
