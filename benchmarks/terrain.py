@@ -8,6 +8,7 @@ Parts (``--part``):
   ``--iterations`` PPO iterations; its run folder under ``--runs``. Several
   seeds run as several processes side by side. ``--resume FOLDER`` goes on
   from that folder's run of the seed (checkpoint, curriculum, curve and time).
+  ``--reward TERM=WEIGHT`` sets reward weights (the task's ``reward_weights``).
   ``--robot`` (a name or a description file; default Go1) and ``--plan``
   (default ``plans/go1_dr.json``) train another robot: its runs are named
   after it, and ``eval`` and ``levels`` take the same ``--robot``.
@@ -108,6 +109,20 @@ def _robot(args: argparse.Namespace) -> str:
     return str(Path(args.robot).resolve()) if args.robot.endswith(".json") else args.robot
 
 
+def _rewards(pairs: list[str]) -> dict:
+    """``--reward TERM=WEIGHT`` pairs as the velocity task's ``reward_weights`` (``{}`` for none)."""
+    weights = {}
+    for pair in pairs:
+        term, sep, value = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"--reward: expected TERM=WEIGHT, got {pair!r}")
+        try:
+            weights[term] = float(value)
+        except ValueError:
+            raise SystemExit(f"--reward {term}: expected a number, got {value!r}") from None
+    return {"reward_weights": weights} if weights else {}
+
+
 def part_train(args: argparse.Namespace) -> int:
     from simbackend.training import train
 
@@ -119,7 +134,7 @@ def part_train(args: argparse.Namespace) -> int:
         "velocity",
         "mujoco",
         seed=args.seed,
-        task_config={**task_config(_robot(args)), **RECIPE},
+        task_config={**task_config(_robot(args)), **RECIPE, **_rewards(args.reward)},
         randomization=str(args.plan),
         train_config={
             "max_iterations": args.iterations,
@@ -996,6 +1011,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cost-results", type=Path, default=COST_RESULTS, help="cost, profile: the results file to write")
     p.add_argument("--robot", default=TASK["robot"], help="train, eval, levels: a robot name or description file")
     p.add_argument("--plan", type=Path, default=PLAN, help="train: the randomization plan")
+    p.add_argument(
+        "--reward",
+        nargs="*",
+        default=[],
+        help="train: TERM=WEIGHT reward weights over the task's (e.g. feet_air_time=0.5)",
+    )
     p.add_argument("--checkpoint", type=Path, help="picture: the policy; overhead: the policy acting (not random)")
     p.add_argument("--tiles", nargs="+", default=["stairs_up:2", "rough:4"], help="picture: TYPE:LEVEL each")
     p.add_argument("--frames", type=int, default=2, help="picture: stills per tile")
