@@ -690,16 +690,13 @@ class VelocityTask(Task):
         self.command_level = float(level)
         if saved is None or self.terrain is None or not self._terrain_training:
             return
-        types = self.terrain.num_types
-        ids, levels = [], []
-        for i in range(self.num_envs):
-            same = saved[i % types :: types]  # the saved envs of env i's column
-            if same:
-                ids.append(i)
-                levels.append(same[(i // types) % len(same)])
-        if ids:
-            tids = torch.tensor(ids, dtype=torch.int64, device=self.device)
-            self._first_level[tids] = torch.tensor(levels, dtype=torch.int64, device=self.device)
+        types, dev = self.terrain.num_types, self.device
+        column, turn = self._every_env % types, self._every_env // types
+        count = (len(saved) - column + types - 1).div(types, rounding_mode="floor")  # saved envs of each column
+        tids = torch.nonzero(count > 0).flatten()
+        if tids.numel():
+            pick = column[tids] + types * (turn[tids] % count[tids])  # that column's saved envs, in turn
+            self._first_level[tids] = torch.tensor(saved, dtype=torch.int64, device=dev)[pick]
             self._played[tids] = False
             self.reset(tids)
 
